@@ -1,0 +1,38 @@
+/* Compute kernels. One file per op x datatype x ISA; each SIMD variant has
+ * a scalar reference with the same signature. Kernels never allocate and
+ * never call into the system: all memory is passed in. Row ranges
+ * [n_begin, n_end) let a thread team split work by output rows with a fixed
+ * assignment, so results never depend on thread timing. */
+#ifndef NIB_KERNELS_H
+#define NIB_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* y[r] = dot(w[r][0..k), x) (+ add[r] when add != NULL), r in [n_begin, n_end).
+ * The dot product is summed in 8 interleaved partial sums combined in a
+ * fixed tree, so every build gives the same bits for the same inputs. */
+void nib_gemv_f32_scalar(const float *w, const float *x, float *y, const float *add,
+                         size_t n_begin, size_t n_end, size_t k);
+
+/* out[i] = weight[i] * (x[i] / sqrt(mean(x^2) + eps)) */
+void nib_rmsnorm_f32_scalar(const float *x, const float *weight, float *out, size_t n, float eps);
+
+/* Rotate adjacent pairs of the first rope_dim dims of each of n_heads heads
+ * of head_dim floats; cs holds rope_dim/2 (cos, sin) pairs for this position. */
+void nib_rope_f32_scalar(float *v, size_t n_heads, size_t head_dim, size_t rope_dim,
+                         const float *cs);
+
+/* Causal attention for one query position over cache rows 0..pos.
+ * q: n_heads x head_dim; kc/vc: rows of row_stride floats, kv head h/group at
+ * offset (h / group) * head_dim; out: n_heads x head_dim; att: scratch of
+ * (pos+1) floats per head, n_heads x ctx. Heads [h_begin, h_end). */
+void nib_attention_f32_scalar(const float *q, const float *kc, const float *vc, float *out,
+                              float *att, size_t h_begin, size_t h_end, size_t head_dim,
+                              size_t group, size_t row_stride, size_t pos, size_t ctx,
+                              float scale);
+
+/* out[i] = silu(a[i]) * b[i] */
+void nib_silu_mul_f32_scalar(const float *a, const float *b, float *out, size_t n);
+
+#endif

@@ -1,0 +1,357 @@
+/* Blob validation: the runtime never trusts the blob. Every count, offset and
+ * size is checked with overflow-safe arithmetic before any pointer is formed,
+ * and every plan op is checked against the memory it will touch. */
+#include "model_blob/blob_view.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "model_blob/crc32c.h"
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+const char *nib_dtype_name(uint32_t dtype)
+{
+    static const char *const names[NIB_DT_COUNT] = {"f32", "q4", "q4a", "q4c", "q8c"};
+    return dtype < NIB_DT_COUNT ? names[dtype] : "unknown";
+}
+
+const char *nib_op_name(uint32_t code)
+{
+    static const char *const names[NIB_OP_COUNT] = {
+        "?", "embed", "rmsnorm", "matmul", "rope", "kv_store", "attention", "silu_mul"};
+    return code < NIB_OP_COUNT ? names[code] : "unknown";
+}
+
+uint64_t nib_tensor_bytes(uint32_t dtype, uint32_t rows, uint32_t cols, uint32_t group)
+{
+    (void)group;
+    switch (dtype) {
+    case NIB_DT_F32:
+        return (uint64_t)rows * cols * 4u;
+    default:
+        return 0; /* quantized formats are not produced by this version */
+    }
+}
+
+uint32_t nib_blob_crc(const void *blob, uint64_t size)
+{
+    return nib_crc32c(0, (const uint8_t *)blob + NIB_CRC_START, size - NIB_CRC_START);
+}
+
+/* [off, off+len) inside [0, limit)? Overflow-safe. */
+static int range_ok(uint64_t off, uint64_t len, uint64_t limit)
+{
+    return off <= limit && len <= limit - off;
+}
+
+static int check_section(const struct nib_section *s, const char *name, uint64_t min_off,
+                         uint64_t size, char *err, size_t errlen)
+{
+    if (s->offset % NIB_SECTION_ALIGN)
+        return fail(err, errlen, "%s section offset %llu is not %u-byte aligned", name,
+                    (unsigned long long)s->offset, NIB_SECTION_ALIGN);
+    if (s->offset < min_off)
+        return fail(err, errlen, "%s section offset %llu overlaps the section before it", name,
+                    (unsigned long long)s->offset);
+    if (!range_ok(s->offset, s->size, size))
+        return fail(err, errlen, "%s section [%llu, +%llu) lies outside the blob (size %llu)",
+                    name, (unsigned long long)s->offset, (unsigned long long)s->size,
+                    (unsigned long long)size);
+    return 0;
+}
+
+static int check_hparams(const struct nib_hparams *hp, char *err, size_t errlen)
+{
+    const struct { const char *name; uint32_t v, max; } dims[] = {
+        {"dim", hp->dim, NIB_MAX_DIM},           {"n_layers", hp->n_layers, NIB_MAX_LAYERS},
+        {"n_heads", hp->n_heads, NIB_MAX_DIM},   {"n_kv_heads", hp->n_kv_heads, NIB_MAX_DIM},
+        {"head_dim", hp->head_dim, NIB_MAX_DIM}, {"ffn_dim", hp->ffn_dim, 4 * NIB_MAX_DIM},
+        {"vocab_size", hp->vocab_size, NIB_MAX_VOCAB}, {"ctx_len", hp->ctx_len, NIB_MAX_CTX},
+        {"rope_dim", hp->rope_dim, NIB_MAX_DIM},
+    };
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+        if (dims[i].v == 0 || dims[i].v > dims[i].max)
+            return fail(err, errlen, "hyper-parameter %s = %u is outside 1..%u", dims[i].name,
+                        dims[i].v, dims[i].max);
+    if (hp->n_heads % hp->n_kv_heads)
+        return fail(err, errlen, "n_heads %u is not a multiple of n_kv_heads %u", hp->n_heads,
+                    hp->n_kv_heads);
+    if (hp->rope_dim > hp->head_dim || hp->rope_dim % 2 || hp->head_dim % 2)
+        return fail(err, errlen, "rope_dim %u does not fit head_dim %u", hp->rope_dim,
+                    hp->head_dim);
+    if (hp->bos_id >= hp->vocab_size || hp->eos_id >= hp->vocab_size)
+        return fail(err, errlen, "bos/eos id outside the vocabulary");
+    if (!(hp->norm_eps > 0.0f && hp->norm_eps < 1.0f))
+        return fail(err, errlen, "norm_eps %g is not in (0, 1)", (double)hp->norm_eps);
+    if (!(hp->rope_theta > 1.0f && hp->rope_theta < 1e9f))
+        return fail(err, errlen, "rope_theta %g is not in (1, 1e9)", (double)hp->rope_theta);
+    return 0;
+}
+
+static int check_tensors(struct nib_blob_view *v, char *err, size_t errlen)
+{
+    const struct nib_blob_header *h = v->h;
+    for (uint32_t i = 0; i < h->n_tensors; i++) {
+        const struct nib_tensor_rec *t = &v->tensors[i];
+        if (memchr(t->name, 0, NIB_NAME_MAX) == NULL)
+            return fail(err, errlen, "tensor %u: name is not NUL-terminated", i);
+        if (t->dtype >= NIB_DT_COUNT)
+            return fail(err, errlen, "tensor %u '%s': unknown dtype %u", i, t->name, t->dtype);
+        if (t->rows == 0 || t->cols == 0 || t->rows > NIB_MAX_VOCAB || t->cols > NIB_MAX_CTX * 4)
+            return fail(err, errlen, "tensor %u '%s': shape %ux%u out of range", i, t->name,
+                        t->rows, t->cols);
+        uint64_t want = nib_tensor_bytes(t->dtype, t->rows, t->cols, t->group);
+        if (want == 0 || t->size != want)
+            return fail(err, errlen, "tensor %u '%s': size %llu, expected %llu for %s %ux%u", i,
+                        t->name, (unsigned long long)t->size, (unsigned long long)want,
+                        nib_dtype_name(t->dtype), t->rows, t->cols);
+        if (t->offset % NIB_SECTION_ALIGN)
+            return fail(err, errlen, "tensor %u '%s': offset %llu is not aligned", i, t->name,
+                        (unsigned long long)t->offset);
+        if (!range_ok(t->offset, t->size, h->weights.size))
+            return fail(err, errlen, "tensor %u '%s': data [%llu, +%llu) outside the weights section",
+                        i, t->name, (unsigned long long)t->offset, (unsigned long long)t->size);
+    }
+    return 0;
+}
+
+static int check_tokenizer(struct nib_blob_view *v, char *err, size_t errlen)
+{
+    const struct nib_blob_header *h = v->h;
+    const uint8_t *sec = v->base + h->tokenizer.offset;
+    uint64_t size = h->tokenizer.size;
+    if (size < sizeof(struct nib_tok_header))
+        return fail(err, errlen, "tokenizer section too small");
+    v->tok = (const struct nib_tok_header *)(const void *)sec;
+    uint32_t n = v->tok->n_vocab;
+    if (n != h->hp.vocab_size)
+        return fail(err, errlen, "tokenizer has %u entries, model vocab is %u", n, h->hp.vocab_size);
+    uint64_t tables = sizeof(struct nib_tok_header) + (uint64_t)n * sizeof(struct nib_tok_entry);
+    tables = (tables + 3) & ~3ull;
+    tables += (uint64_t)n * 4u;
+    if (tables > size)
+        return fail(err, errlen, "tokenizer tables exceed the section");
+    v->tok_entries = (const struct nib_tok_entry *)(const void *)(sec + sizeof(struct nib_tok_header));
+    v->tok_sorted = (const uint32_t *)(const void *)(sec + tables - (uint64_t)n * 4u);
+    v->tok_bytes = sec + tables;
+    v->tok_bytes_size = size - tables;
+    if (v->tok->max_piece_len > NIB_MAX_PIECE)
+        return fail(err, errlen, "tokenizer max piece length %u > %u", v->tok->max_piece_len,
+                    NIB_MAX_PIECE);
+    if (v->tok->unk_id >= n)
+        return fail(err, errlen, "tokenizer unk id %u outside the vocabulary", v->tok->unk_id);
+    if (v->tok->byte_fallback && (v->tok->byte_base > n || n - v->tok->byte_base < 256))
+        return fail(err, errlen, "tokenizer byte tokens [%u, +256) outside the vocabulary",
+                    v->tok->byte_base);
+    for (uint32_t i = 0; i < n; i++) {
+        const struct nib_tok_entry *e = &v->tok_entries[i];
+        if (e->len > v->tok->max_piece_len || !range_ok(e->offset, e->len, v->tok_bytes_size))
+            return fail(err, errlen, "token %u: piece [%u, +%u) outside the tokenizer bytes", i,
+                        e->offset, e->len);
+        if (e->type < NIB_TOK_NORMAL || e->type > NIB_TOK_BYTE)
+            return fail(err, errlen, "token %u: unknown type %u", i, e->type);
+    }
+    /* The sorted index must be sorted, or the runtime's binary search would
+     * silently mis-tokenize. */
+    for (uint32_t i = 0; i < n; i++) {
+        if (v->tok_sorted[i] >= n)
+            return fail(err, errlen, "tokenizer sorted index %u holds id %u", i, v->tok_sorted[i]);
+        if (i == 0)
+            continue;
+        const struct nib_tok_entry *a = &v->tok_entries[v->tok_sorted[i - 1]];
+        const struct nib_tok_entry *b = &v->tok_entries[v->tok_sorted[i]];
+        uint32_t m = a->len < b->len ? a->len : b->len;
+        int c = memcmp(v->tok_bytes + a->offset, v->tok_bytes + b->offset, m);
+        if (c > 0 || (c == 0 && a->len > b->len))
+            return fail(err, errlen, "tokenizer sorted index is not sorted at %u", i);
+    }
+    return 0;
+}
+
+/* Each op's operands, as (offset, bytes) ranges in runtime memory. */
+struct op_ranges {
+    uint64_t off[5], len[5];
+    int n;
+};
+
+static void add_range(struct op_ranges *r, uint64_t off, uint64_t len)
+{
+    r->off[r->n] = off;
+    r->len[r->n] = len;
+    r->n++;
+}
+
+static int check_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t errlen)
+{
+    const struct nib_op *op = &v->ops[i];
+    const struct nib_hparams *hp = &v->h->hp;
+    const struct nib_tensor_rec *t = NULL;
+    struct op_ranges r = {0};
+    uint64_t n = op->n, k = op->k, ctx = hp->ctx_len;
+    const char *name = nib_op_name(op->code);
+
+    if (op->code == 0 || op->code >= NIB_OP_COUNT)
+        return fail(err, errlen, "plan op %u: unknown opcode %u", i, op->code);
+    int needs_tensor = op->code == NIB_OP_EMBED || op->code == NIB_OP_RMSNORM ||
+                       op->code == NIB_OP_MATMUL || op->code == NIB_OP_ROPE;
+    if (needs_tensor) {
+        if (op->tensor >= v->h->n_tensors)
+            return fail(err, errlen, "plan op %u (%s): tensor index %u out of range", i, name,
+                        op->tensor);
+        t = &v->tensors[op->tensor];
+        if (t->dtype != NIB_DT_F32)
+            return fail(err, errlen, "plan op %u (%s): tensor '%s' has dtype %s, this runtime runs f32",
+                        i, name, t->name, nib_dtype_name(t->dtype));
+    }
+    if (n == 0 || n > 4u * NIB_MAX_VOCAB)
+        return fail(err, errlen, "plan op %u (%s): n = %llu out of range", i, name,
+                    (unsigned long long)n);
+    switch (op->code) {
+    case NIB_OP_EMBED:
+        if (t->cols != n || t->rows != hp->vocab_size)
+            return fail(err, errlen, "plan op %u (embed): tensor shape does not match", i);
+        add_range(&r, op->dst, n * 4);
+        break;
+    case NIB_OP_RMSNORM:
+        if (t->cols != n || t->rows != 1)
+            return fail(err, errlen, "plan op %u (rmsnorm): weight shape does not match n", i);
+        if (!(op->f0 > 0.0f && op->f0 < 1.0f))
+            return fail(err, errlen, "plan op %u (rmsnorm): eps out of range", i);
+        add_range(&r, op->src0, n * 4);
+        add_range(&r, op->dst, n * 4);
+        break;
+    case NIB_OP_MATMUL:
+        if (t->rows != n || t->cols != k)
+            return fail(err, errlen, "plan op %u (matmul): tensor '%s' is %ux%u, op wants %llux%llu",
+                        i, t->name, t->rows, t->cols, (unsigned long long)n,
+                        (unsigned long long)k);
+        if (op->p0 & ~NIB_EPI_ADD)
+            return fail(err, errlen, "plan op %u (matmul): unknown epilogue flags 0x%x", i, op->p0);
+        add_range(&r, op->src0, k * 4);
+        add_range(&r, op->dst, n * 4);
+        if (op->p0 & NIB_EPI_ADD)
+            add_range(&r, op->src1, n * 4);
+        break;
+    case NIB_OP_ROPE:
+        /* p0 heads of k floats; rotate the first p1 of each; table ctx x p1 */
+        if (k == 0 || k % 2 || op->p1 == 0 || op->p1 > k || op->p1 % 2 || op->p0 == 0 ||
+            (uint64_t)op->p0 * k != n)
+            return fail(err, errlen, "plan op %u (rope): bad head geometry", i);
+        if (t->rows != ctx || t->cols != op->p1)
+            return fail(err, errlen, "plan op %u (rope): table shape does not match", i);
+        add_range(&r, op->src0, n * 4);
+        break;
+    case NIB_OP_KV_STORE:
+        /* k and v rows of n floats into caches at dst and dst + p1, row stride p0 */
+        if ((uint64_t)op->p0 < n * 4 || op->p0 % 4)
+            return fail(err, errlen, "plan op %u (kv_store): row stride too small", i);
+        add_range(&r, op->src0, n * 4);
+        add_range(&r, op->src1, n * 4);
+        add_range(&r, op->dst, ctx * op->p0);
+        add_range(&r, op->dst + op->p1, ctx * op->p0);
+        if (op->dst + op->p1 < op->dst)
+            return fail(err, errlen, "plan op %u (kv_store): offset overflow", i);
+        break;
+    case NIB_OP_ATTENTION:
+        /* n heads of k floats; p0 kv heads; cache rows of stride p1 at src1, v at src1 + p2 */
+        if (k == 0 || op->p0 == 0 || n % op->p0 || (uint64_t)op->p1 < (uint64_t)op->p0 * k * 4 ||
+            op->p1 % 4 || !(op->f0 > 0.0f))
+            return fail(err, errlen, "plan op %u (attention): bad head geometry", i);
+        add_range(&r, op->src0, n * k * 4);
+        add_range(&r, op->dst, n * k * 4);
+        add_range(&r, op->src1, ctx * op->p1);
+        add_range(&r, op->src1 + op->p2, ctx * op->p1);
+        add_range(&r, op->scratch, n * ctx * 4);
+        if (op->src1 + op->p2 < op->src1)
+            return fail(err, errlen, "plan op %u (attention): offset overflow", i);
+        break;
+    case NIB_OP_SILU_MUL:
+        add_range(&r, op->src0, n * 4);
+        add_range(&r, op->src1, n * 4);
+        add_range(&r, op->dst, n * 4);
+        break;
+    }
+    for (int j = 0; j < r.n; j++) {
+        if (r.off[j] % 4 || !range_ok(r.off[j], r.len[j], v->mem_size))
+            return fail(err, errlen,
+                        "plan op %u (%s): operand %d [%llu, +%llu) outside runtime memory (%llu bytes)",
+                        i, name, j, (unsigned long long)r.off[j], (unsigned long long)r.len[j],
+                        (unsigned long long)v->mem_size);
+    }
+    return 0;
+}
+
+int nib_blob_open(struct nib_blob_view *v, const void *blob, uint64_t size, int check_crc,
+                  char *err, size_t errlen)
+{
+    memset(v, 0, sizeof *v);
+    const uint8_t *b = blob;
+    if ((uintptr_t)b % NIB_SECTION_ALIGN)
+        return fail(err, errlen, "blob is not %u-byte aligned in memory", NIB_SECTION_ALIGN);
+    if (size < sizeof(struct nib_blob_header))
+        return fail(err, errlen, "blob is %llu bytes, smaller than its header",
+                    (unsigned long long)size);
+    const struct nib_blob_header *h = blob;
+    if (memcmp(h->magic, NIB_BLOB_MAGIC, 8) != 0)
+        return fail(err, errlen, "bad magic: not a nibble blob");
+    if (h->version != NIB_BLOB_VERSION)
+        return fail(err, errlen, "blob format version %u, this build reads version %u",
+                    h->version, NIB_BLOB_VERSION);
+    if (h->header_size != sizeof(struct nib_blob_header))
+        return fail(err, errlen, "header size %u, expected %zu", h->header_size,
+                    sizeof(struct nib_blob_header));
+    if (h->blob_size != size)
+        return fail(err, errlen, "header says %llu bytes, blob has %llu (truncated or padded)",
+                    (unsigned long long)h->blob_size, (unsigned long long)size);
+    if (check_crc) {
+        uint32_t crc = nib_blob_crc(blob, size);
+        if (crc != h->crc32c)
+            return fail(err, errlen, "checksum mismatch: header says %08x, contents give %08x",
+                        h->crc32c, crc);
+    }
+    v->base = b;
+    v->size = size;
+    v->h = h;
+    if (check_hparams(&h->hp, err, errlen))
+        return -1;
+    if (check_section(&h->tensors, "tensor", sizeof *h, size, err, errlen) ||
+        check_section(&h->plan, "plan", h->tensors.offset + h->tensors.size, size, err, errlen) ||
+        check_section(&h->tokenizer, "tokenizer", h->plan.offset + h->plan.size, size, err, errlen) ||
+        check_section(&h->weights, "weights", h->tokenizer.offset + h->tokenizer.size, size, err,
+                      errlen))
+        return -1;
+    if (h->weights.offset % NIB_WEIGHT_ALIGN)
+        return fail(err, errlen, "weights section is not aligned to %u bytes", NIB_WEIGHT_ALIGN);
+    if ((uint64_t)h->n_tensors * sizeof(struct nib_tensor_rec) != h->tensors.size)
+        return fail(err, errlen, "tensor table size %llu does not hold %u tensors",
+                    (unsigned long long)h->tensors.size, h->n_tensors);
+    if ((uint64_t)h->n_ops * sizeof(struct nib_op) != h->plan.size || h->n_ops == 0)
+        return fail(err, errlen, "plan size %llu does not hold %u ops",
+                    (unsigned long long)h->plan.size, h->n_ops);
+    if (h->act_size > (1ull << 40) || h->kv_size > (1ull << 40))
+        return fail(err, errlen, "arena %llu + KV cache %llu bytes is absurd",
+                    (unsigned long long)h->act_size, (unsigned long long)h->kv_size);
+    v->mem_size = h->act_size + h->kv_size;
+    v->tensors = (const struct nib_tensor_rec *)(const void *)(b + h->tensors.offset);
+    v->ops = (const struct nib_op *)(const void *)(b + h->plan.offset);
+    v->weights = b + h->weights.offset;
+    if (!range_ok(h->logits_off, (uint64_t)h->hp.vocab_size * 4, h->act_size) ||
+        !range_ok(h->token_slot_off, 4, h->act_size) || !range_ok(h->pos_slot_off, 4, h->act_size) ||
+        h->logits_off % 4 || h->token_slot_off % 4 || h->pos_slot_off % 4)
+        return fail(err, errlen, "logits/token/position slots outside the arena");
+    if (check_tensors(v, err, errlen) || check_tokenizer(v, err, errlen))
+        return -1;
+    for (uint32_t i = 0; i < h->n_ops; i++)
+        if (check_op(v, i, err, errlen))
+            return -1;
+    return 0;
+}

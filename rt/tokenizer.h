@@ -1,0 +1,30 @@
+/* SentencePiece-style BPE tokenizer over the blob's vocabulary (pieces and
+ * scores from the model's own metadata, spaces stored as ' '). Encoding
+ * follows SentencePiece's BPE: a dummy-prefix space, one piece per UTF-8
+ * character (byte tokens when the character is not in the vocabulary), then
+ * repeatedly merge the adjacent pair whose concatenation is the best-scoring
+ * piece, leftmost first. No allocation: the caller passes scratch. */
+#ifndef NIB_TOKENIZER_H
+#define NIB_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model_blob/blob_view.h"
+
+/* Encode text (len bytes) into ids (capacity max_ids); prepends BOS when
+ * add_bos. Needs max_ids >= len + 2. Returns the token count, or -1 when the
+ * capacity is too small. */
+int nib_tok_encode(const struct nib_blob_view *v, const char *text, size_t len, int add_bos,
+                   uint32_t *ids, size_t max_ids);
+
+/* Id of a piece, or -1. */
+int32_t nib_tok_lookup(const struct nib_blob_view *v, const char *s, size_t len);
+
+/* Text of `id` following `prev` (for the SentencePiece rule that the
+ * leading space after BOS is dropped). Byte tokens give their byte; control
+ * tokens give nothing. Writes at most cap bytes to out, returns the length. */
+size_t nib_tok_decode(const struct nib_blob_view *v, uint32_t prev, uint32_t id, char *out,
+                      size_t cap);
+
+#endif

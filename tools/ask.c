@@ -1,0 +1,273 @@
+/* Host-side commands over libnibhost: nib ask, nib stop, nib stats. */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "rt/shm_layout.h"
+#include "tools/cli.h"
+#include "tools/host/nibhost.h"
+
+static void json_string(FILE *f, const char *s, size_t n)
+{
+    fputc('"', f);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c == '\n')
+            fputs("\\n", f);
+        else if (c == '\t')
+            fputs("\\t", f);
+        else if (c == '\r')
+            fputs("\\r", f);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f); /* UTF-8 passes through; invalid bytes are the model's output */
+    }
+    fputc('"', f);
+}
+
+static void json_ids(FILE *f, const uint32_t *ids, uint32_t n)
+{
+    fputc('[', f);
+    for (uint32_t i = 0; i < n; i++)
+        fprintf(f, "%s%u", i ? ", " : "", ids[i]);
+    fputc(']', f);
+}
+
+static volatile sig_atomic_t interrupted;
+static void on_sigint(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+static void ask_usage(FILE *f)
+{
+    fprintf(f, "usage: nib ask [--name NAME] [--max-tokens N] [--temperature T] [--seed S] [--no-bos] [--json] \"prompt\"\n");
+}
+
+int nib_ask_main(int argc, char **argv)
+{
+    const char *name = NULL, *prompt = NULL;
+    struct nib_gen_params p = {.max_tokens = 64, .temperature = 0.0f, .seed = 0};
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--name") && i + 1 < argc)
+            name = argv[++i];
+        else if (!strcmp(a, "--max-tokens") && i + 1 < argc) {
+            if (nib_parse_u32(argv[++i], NIB_SLOT_TOKENS, &p.max_tokens) || !p.max_tokens) {
+                fprintf(stderr, "nib ask: --max-tokens wants 1..%u\n", NIB_SLOT_TOKENS);
+                return 2;
+            }
+        } else if (!strcmp(a, "--temperature") && i + 1 < argc) {
+            if (nib_parse_f32(argv[++i], &p.temperature) || p.temperature < 0 || p.temperature > 100) {
+                fprintf(stderr, "nib ask: --temperature wants a number in 0..100\n");
+                return 2;
+            }
+        } else if (!strcmp(a, "--seed") && i + 1 < argc) {
+            if (nib_parse_u64(argv[++i], &p.seed)) {
+                fprintf(stderr, "nib ask: --seed wants an unsigned integer\n");
+                return 2;
+            }
+        } else if (!strcmp(a, "--no-bos"))
+            p.no_bos = 1;
+        else if (!strcmp(a, "--json"))
+            json = 1;
+        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            ask_usage(stdout);
+            return 0;
+        } else if (!prompt && (a[0] != '-' || a[1] == 0))
+            prompt = a;
+        else {
+            fprintf(stderr, "nib ask: unexpected argument '%s'\n", a);
+            ask_usage(stderr);
+            return 2;
+        }
+    }
+    if (!prompt) {
+        ask_usage(stderr);
+        return 2;
+    }
+    struct nib_host *h;
+    if (nib_host_attach(&h, name) != NIB_HOST_OK) {
+        fprintf(stderr, "nib ask: %s\n", nib_host_error(h));
+        nib_host_detach(h);
+        return 1;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigaction(SIGINT, &sa, NULL);
+
+    struct nib_req_handle r;
+    int rc;
+    /* A full table is back-pressure: wait for a slot. */
+    while ((rc = nib_host_submit(h, prompt, strlen(prompt), &p, &r)) == NIB_HOST_BUSY) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+        if (interrupted)
+            break;
+    }
+    if (rc != NIB_HOST_OK) {
+        fprintf(stderr, "nib ask: %s\n", interrupted ? "interrupted" : nib_host_error(h));
+        nib_host_detach(h);
+        return 1;
+    }
+    struct nib_progress pr;
+    uint32_t shown = 0, seen = 0;
+    int cancelled = 0;
+    for (;;) {
+        rc = nib_host_wait(h, &r, seen, 100, &pr);
+        if (rc == NIB_HOST_TIMEOUT && !interrupted)
+            continue;
+        if (rc != NIB_HOST_OK && rc != NIB_HOST_TIMEOUT) {
+            fprintf(stderr, "\nnib ask: %s\n", nib_host_error(h));
+            nib_host_detach(h);
+            return 1;
+        }
+        if (interrupted && !cancelled) {
+            nib_host_cancel(h, &r);
+            cancelled = 1;
+        }
+        if (!json && pr.text_len > shown) {
+            if (shown == 0)
+                fputs(prompt, stdout);
+            fwrite(pr.text + shown, 1, pr.text_len - shown, stdout);
+            fflush(stdout);
+            shown = pr.text_len;
+        }
+        seen = pr.n_tokens;
+        if (pr.done)
+            break;
+    }
+    int exit_rc = pr.status == NIB_ST_BAD_REQUEST || pr.status == NIB_ST_SHUTDOWN ? 1 : 0;
+    uint32_t n_gen = pr.n_tokens - pr.n_prompt;
+    double prefill_ms = pr.t_first_ns > pr.t_start_ns ? (double)(pr.t_first_ns - pr.t_start_ns) / 1e6 : 0;
+    double decode_s = pr.t_done_ns > pr.t_first_ns ? (double)(pr.t_done_ns - pr.t_first_ns) / 1e9 : 0;
+    if (json) {
+        printf("{\"prompt\": ");
+        json_string(stdout, prompt, strlen(prompt));
+        printf(", \"prompt_token_ids\": ");
+        json_ids(stdout, pr.tokens, pr.n_prompt);
+        printf(", \"generated_token_ids\": ");
+        json_ids(stdout, pr.tokens + pr.n_prompt, n_gen);
+        printf(", \"text\": ");
+        json_string(stdout, pr.text, pr.text_len);
+        printf(", \"status\": \"%s\"", nib_status_name(pr.status));
+        if (pr.status == NIB_ST_BAD_REQUEST) {
+            printf(", \"error\": ");
+            json_string(stdout, pr.error, strlen(pr.error));
+        }
+        printf(", \"timings\": {\"prefill_ms\": %.3f, \"decode_s\": %.6f, \"decode_tokens_per_s\": %.1f}}\n",
+               prefill_ms, decode_s, n_gen > 1 && decode_s > 0 ? (n_gen - 1) / decode_s : 0.0);
+    } else {
+        if (shown == 0)
+            fputs(prompt, stdout);
+        fputc('\n', stdout);
+        if (pr.status == NIB_ST_BAD_REQUEST)
+            fprintf(stderr, "nib ask: request rejected: %s\n", pr.error);
+        else
+            fprintf(stderr, "[%u prompt tokens, %u generated, %s; prefill %.1f ms, %.1f tokens/s]\n",
+                    pr.n_prompt, n_gen, nib_status_name(pr.status), prefill_ms,
+                    n_gen > 1 && decode_s > 0 ? (n_gen - 1) / decode_s : 0.0);
+    }
+    nib_host_release(h, &r);
+    nib_host_detach(h);
+    return exit_rc;
+}
+
+static int parse_name_only(int argc, char **argv, const char *cmd, const char **name, int *json)
+{
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--name") && i + 1 < argc)
+            *name = argv[++i];
+        else if (json && !strcmp(argv[i], "--json"))
+            *json = 1;
+        else {
+            fprintf(stderr, "usage: nib %s [--name NAME]%s\n", cmd, json ? " [--json]" : "");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int nib_stop_main(int argc, char **argv)
+{
+    const char *name = NULL;
+    if (parse_name_only(argc, argv, "stop", &name, NULL))
+        return 2;
+    struct nib_host *h;
+    if (nib_host_attach(&h, name) != NIB_HOST_OK) {
+        fprintf(stderr, "nib stop: %s\n", nib_host_error(h));
+        nib_host_detach(h);
+        return 1;
+    }
+    int rc = nib_host_stop(h, 30000);
+    if (rc != NIB_HOST_OK)
+        fprintf(stderr, "nib stop: %s\n", nib_host_error(h));
+    nib_host_detach(h);
+    return rc == NIB_HOST_OK ? 0 : 1;
+}
+
+/* Percentile from a log2 histogram: the upper edge of the bucket holding it. */
+static double hist_pct(const uint64_t *hist, double pct)
+{
+    uint64_t total = 0, acc = 0;
+    for (int i = 0; i < NIB_HIST_BUCKETS; i++)
+        total += hist[i];
+    if (!total)
+        return 0;
+    for (int i = 0; i < NIB_HIST_BUCKETS; i++) {
+        acc += hist[i];
+        if ((double)acc >= pct / 100.0 * (double)total)
+            return (double)(1ull << i) * 2.0;
+    }
+    return 0;
+}
+
+int nib_stats_main(int argc, char **argv)
+{
+    const char *name = NULL;
+    int json = 0;
+    if (parse_name_only(argc, argv, "stats", &name, &json))
+        return 2;
+    struct nib_host *h;
+    if (nib_host_attach(&h, name) != NIB_HOST_OK) {
+        fprintf(stderr, "nib stats: %s\n", nib_host_error(h));
+        nib_host_detach(h);
+        return 1;
+    }
+    struct nib_stats s;
+    memcpy(&s, nib_host_stats(h), sizeof s);
+    static const double pcts[] = {50, 90, 99, 99.9};
+    if (json) {
+        printf("{\"requests_accepted\": %llu, \"requests_done\": %llu, \"requests_rejected\": %llu, "
+               "\"requests_cancelled\": %llu, \"slots_reclaimed\": %llu, \"tokens_prompt\": %llu, "
+               "\"tokens_generated\": %llu",
+               (unsigned long long)s.requests_accepted, (unsigned long long)s.requests_done,
+               (unsigned long long)s.requests_rejected, (unsigned long long)s.requests_cancelled,
+               (unsigned long long)s.slots_reclaimed, (unsigned long long)s.tokens_prompt,
+               (unsigned long long)s.tokens_generated);
+        printf(", \"token_latency_us\": {");
+        for (int i = 0; i < 4; i++)
+            printf("\"p%g\": %.1f, ", pcts[i], hist_pct(s.token_ns_hist, pcts[i]) / 1e3);
+        printf("\"max\": %.1f}}\n", (double)s.token_ns_max / 1e3);
+    } else {
+        printf("requests: %llu accepted, %llu done, %llu rejected, %llu cancelled, %llu slots reclaimed\n",
+               (unsigned long long)s.requests_accepted, (unsigned long long)s.requests_done,
+               (unsigned long long)s.requests_rejected, (unsigned long long)s.requests_cancelled,
+               (unsigned long long)s.slots_reclaimed);
+        printf("tokens: %llu prompt, %llu generated\n", (unsigned long long)s.tokens_prompt,
+               (unsigned long long)s.tokens_generated);
+        printf("per-token latency (log2 buckets, upper edge):");
+        for (int i = 0; i < 4; i++)
+            printf(" p%g %.1f us", pcts[i], hist_pct(s.token_ns_hist, pcts[i]) / 1e3);
+        printf(" max %.1f us\n", (double)s.token_ns_max / 1e3);
+    }
+    nib_host_detach(h);
+    return 0;
+}
