@@ -259,10 +259,10 @@ int main(int argc, char **argv)
     nib_store_rel(&h->state, NIB_APP_STOPPING);
     drain(shm);
     nib_store_rel(&h->state, NIB_APP_STOPPED);
-    shm_unlink(path);
-    munmap(shm, NIB_SHM_SIZE);
     fprintf(stderr, "nibble: stopped (%llu requests, %llu tokens generated)\n",
             (unsigned long long)s.stats->requests_done,
             (unsigned long long)s.stats->tokens_generated);
+    shm_unlink(path);
+    munmap(shm, NIB_SHM_SIZE);
     return 0;
 }

@@ -13,7 +13,7 @@
 
 uint64_t nib_server_scratch_footprint(void)
 {
-    return NIB_PROMPT_MAX + (uint64_t)IDS_CAP * sizeof(uint32_t);
+    return (NIB_PROMPT_MAX + (uint64_t)IDS_CAP * sizeof(uint32_t) + 63) & ~63ull;
 }
 
 uint64_t nib_now_ns(void)

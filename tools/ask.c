@@ -8,12 +8,34 @@
 #include "tools/cli.h"
 #include "tools/host/nibhost.h"
 
+/* Length of the well-formed UTF-8 sequence at s (n bytes left), or 0. */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+    size_t len = s[0] < 0x80 ? 1 : (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3
+               : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
+    if (len == 0 || len > n || (len == 2 && s[0] < 0xC2))
+        return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+    return len;
+}
+
+/* JSON strings must be UTF-8: bytes the model produced that do not form
+ * UTF-8 (a byte token on its own) are written as U+FFFD. The token ids are
+ * always exact. */
 static void json_string(FILE *f, const char *s, size_t n)
 {
     fputc('"', f);
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\')
+        size_t len = utf8_seq((const unsigned char *)s + i, n - i);
+        if (len == 0) {
+            fputs("\\ufffd", f);
+        } else if (len > 1) {
+            fwrite(s + i, 1, len, f);
+            i += len - 1;
+        } else if (c == '"' || c == '\\')
             fprintf(f, "\\%c", c);
         else if (c == '\n')
             fputs("\\n", f);
@@ -24,7 +46,7 @@ static void json_string(FILE *f, const char *s, size_t n)
         else if (c < 0x20)
             fprintf(f, "\\u%04x", c);
         else
-            fputc(c, f); /* UTF-8 passes through; invalid bytes are the model's output */
+            fputc(c, f);
     }
     fputc('"', f);
 }

@@ -37,8 +37,9 @@ struct llama_model {
 int llama_import(struct llama_model *m, const struct gguf_file *g, char *err, size_t errlen);
 void llama_model_free(struct llama_model *m);
 
-/* Dequantize/convert row r of a 2-D weight (F32, F16, BF16, Q8_0, Q4_0) to
- * cols floats. Returns 0, or -1 for an unsupported type. */
+/* Dequantize/convert row r of a 2-D weight (F32, F16, BF16, Q8_0, Q4_0; also
+ * Q4_1, which the importer refuses for model weights) to cols floats.
+ * Returns 0, or -1 for an unsupported type or a row outside the tensor. */
 int llama_weight_row_f32(const struct llama_weight *w, uint32_t r, float *out);
 
 #endif

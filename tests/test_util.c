@@ -1,0 +1,35 @@
+#include "tests/test_util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+uint8_t *tu_read_file(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "cannot open %s\n", path);
+        abort();
+    }
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *p = aligned_alloc(64, ((size_t)n + 63) & ~(size_t)63);
+    if (!p || fread(p, 1, (size_t)n, f) != (size_t)n) {
+        fprintf(stderr, "cannot read %s\n", path);
+        abort();
+    }
+    fclose(f);
+    *size = (size_t)n;
+    return p;
+}
+
+const char *tu_env_path(const char *var)
+{
+    const char *p = getenv(var);
+    if (!p || !*p) {
+        fprintf(stderr, "%s is not set: run this test through meson test\n", var);
+        abort();
+    }
+    return p;
+}

@@ -1,0 +1,15 @@
+/* Small helpers shared by the Check suites. */
+#ifndef NIB_TEST_UTIL_H
+#define NIB_TEST_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Read a whole file into 64-byte-aligned memory (free with free()). Aborts
+ * the test with a message when it cannot. */
+uint8_t *tu_read_file(const char *path, size_t *size);
+
+/* Path from an environment variable set by meson; aborts when unset. */
+const char *tu_env_path(const char *var);
+
+#endif

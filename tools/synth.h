@@ -1,0 +1,53 @@
+/* `nib synth`: random-weight LLaMA models of real shapes, written as GGUF v3
+ * that llama.cpp and nibble's own importer both load. Everything is a pure
+ * function of (shape, dtype, seed): same arguments, same bytes. */
+#ifndef NIB_SYNTH_H
+#define NIB_SYNTH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+struct nib_synth_shape {
+    const char *name;
+    uint32_t dim, n_layers, ffn, n_heads, n_kv_heads, vocab, ctx;
+    uint32_t dtype; /* default ggml type of the matrices: F32 or F16 */
+};
+
+/* The built-in shapes; *n receives their count. */
+const struct nib_synth_shape *nib_synth_shapes(size_t *n);
+/* NULL when there is no shape of that name. */
+const struct nib_synth_shape *nib_synth_find(const char *name);
+/* Parameters (elements of all tensors) and payload bytes in dtype. */
+uint64_t nib_synth_params(const struct nib_synth_shape *s);
+uint64_t nib_synth_bytes(const struct nib_synth_shape *s, uint32_t dtype);
+
+/* SentencePiece-style vocabulary: <unk>, <s>, </s>, 256 byte tokens, then
+ * unique normal pieces, each of whose character prefixes is also a piece
+ * with a lower id (so left-to-right merges can reach every piece). */
+struct nib_synth_vocab {
+    uint32_t n;
+    const char **pieces; /* NUL-terminated, point into storage */
+    uint32_t *lens;
+    float *scores;
+    int32_t *types;      /* enum nib_tok_type */
+    char *storage;
+};
+
+/* n >= NIB_SYNTH_MIN_VOCAB. 0, or -1 with a message in err. */
+#define NIB_SYNTH_MIN_VOCAB (259u + 96u) /* specials + bytes + ASCII + "▁" */
+int nib_synth_vocab_build(struct nib_synth_vocab *v, uint32_t n, char *err, size_t errlen);
+void nib_synth_vocab_free(struct nib_synth_vocab *v);
+
+/* IEEE binary16 from binary32, round to nearest even (plain C, no F16C). */
+uint16_t nib_f32_to_f16(float f);
+
+/* Write the model to out. dtype is GGML_TYPE_F32 or GGML_TYPE_F16; progress
+ * non-zero prints progress to stderr. 0, or -1 with a message in err. */
+int nib_synth_write(FILE *out, const struct nib_synth_shape *s, uint32_t dtype,
+                    uint64_t seed, int progress, char *err, size_t errlen);
+
+/* CLI entry: argv[0] is "synth". Exit status: 0 ok, 1 failure, 2 usage. */
+int nib_synth_main(int argc, char **argv);
+
+#endif
