@@ -26,6 +26,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rt/stats_layout.h"
+
 #define NIB_SHM_MAGIC 0x314D48534C42494Eull /* "NIBLSHM1" */
 #define NIB_SHM_VERSION 1u
 #define NIB_SHM_DEFAULT_NAME "nib"
@@ -37,7 +39,6 @@
 #define NIB_SLOT_TOKENS 4096    /* prompt + generated token ids */
 #define NIB_SLOT_TEXT 32768     /* generated text bytes */
 #define NIB_ERRMSG_MAX 128
-#define NIB_HIST_BUCKETS 64     /* log2-spaced latency buckets, ns */
 
 /* Appliance state (header.state). */
 enum nib_app_state {
@@ -80,20 +81,6 @@ struct nib_request {
     uint8_t reserved[40];
 };
 
-struct nib_stats {
-    alignas(NIB_CACHELINE) uint64_t requests_accepted;
-    uint64_t requests_done;
-    uint64_t requests_rejected;   /* bad requests */
-    uint64_t requests_cancelled;
-    uint64_t slots_reclaimed;     /* from dead hosts */
-    uint64_t tokens_prompt;
-    uint64_t tokens_generated;
-    uint64_t reserved0;
-    alignas(NIB_CACHELINE) uint64_t token_ns_hist[NIB_HIST_BUCKETS];   /* per generated token */
-    uint64_t request_ns_hist[NIB_HIST_BUCKETS]; /* per request, submit to done */
-    uint64_t token_ns_max;
-    uint64_t request_ns_max;
-};
 
 struct nib_shm_header {
     /* line 0: written once before READY, then read-only */
