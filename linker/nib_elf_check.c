@@ -186,18 +186,19 @@ int main(int argc, char **argv)
 
     /* Copies, so that nothing depends on the mapping's alignment. */
     unsigned phnum = eh.e_phnum, shnum = eh.e_shnum;
+    int rc;
     Elf64_Phdr *ph = malloc((phnum ? phnum : 1) * sizeof(Elf64_Phdr));
     Elf64_Shdr *sh = malloc(shnum * sizeof(Elf64_Shdr));
     if (!ph || !sh) {
         fprintf(stderr, "%s: out of memory\n", prog);
-        return 2;
+        { rc = 2; goto out; }
     }
     memcpy(ph, f.p + eh.e_phoff, phnum * sizeof(Elf64_Phdr));
     memcpy(sh, f.p + eh.e_shoff, shnum * sizeof(Elf64_Shdr));
     const Elf64_Shdr *shstr = &sh[eh.e_shstrndx];
     if (!in_file(shstr->sh_offset, shstr->sh_size, f.n) || shstr->sh_size == 0) {
         fprintf(stderr, "%s: %s: section name table out of bounds\n", prog, path);
-        return 2;
+        { rc = 2; goto out; }
     }
     const char *names = (const char *)f.p + shstr->sh_offset;
 
@@ -247,7 +248,7 @@ int main(int argc, char **argv)
     if (nb_count != 1) {
         fail("%d sections named .nib_blob (want exactly 1)", nb_count);
         printf("%s: %d violation(s)\n", prog, n_fail);
-        return 1;
+        { rc = 1; goto out; }
     }
     const Elf64_Shdr *bs = &sh[nb];
     printf("  section .nib_blob: addr 0x%" PRIx64 " offset 0x%" PRIx64 " size 0x%" PRIx64
@@ -332,7 +333,7 @@ int main(int argc, char **argv)
     if (argc == 3) {
         struct view b;
         if (map_file(argv[2], &b) != 0)
-            return 2;
+            { rc = 2; goto out; }
         if (b.n != bs->sh_size)
             fail("blob %s has %" PRIu64 " bytes, .nib_blob has %" PRIu64, argv[2], b.n,
                  bs->sh_size);
@@ -345,8 +346,12 @@ int main(int argc, char **argv)
 
     if (n_fail) {
         printf("%s: %d violation(s)\n", prog, n_fail);
-        return 1;
+        { rc = 1; goto out; }
     }
     printf("%s: OK\n", prog);
-    return 0;
+    rc = 0;
+out:
+    free(ph);
+    free(sh);
+    return rc;
 }

@@ -190,6 +190,7 @@ int nib_ask_main(int argc, char **argv)
         if (shown == 0)
             fputs(prompt, stdout);
         fputc('\n', stdout);
+        fflush(stdout);
         if (pr.status == NIB_ST_BAD_REQUEST)
             fprintf(stderr, "nib ask: request rejected: %s\n", pr.error);
         else

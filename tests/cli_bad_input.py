@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Bad input through the nib CLI: every case must end with a clear message on
+stderr and a non-zero exit status, never a signal (a crash) and never a
+half-written output file. Run against the ASan build too, where any memory
+error or leak turns into a failure.
+
+  cli_bad_input.py NIB GOOD.gguf GOOD.blob
+"""
+import os
+import random
+import subprocess
+import sys
+import tempfile
+
+nib, good_gguf, good_blob = sys.argv[1:4]
+failures = 0
+
+
+def expect(args, rc_want, needle, what):
+    global failures
+    r = subprocess.run([nib, *args], capture_output=True, text=True, errors="replace", timeout=120)
+    bad = None
+    if r.returncode < 0:
+        bad = "killed by signal %d" % -r.returncode
+    elif r.returncode != rc_want:
+        bad = "exit %d, expected %d" % (r.returncode, rc_want)
+    elif needle and needle not in r.stderr:
+        bad = "stderr lacks %r" % needle
+    elif "ERROR: AddressSanitizer" in r.stderr or "runtime error:" in r.stderr:
+        bad = "sanitizer report"
+    if bad:
+        failures += 1
+        print("FAIL: %s: %s\n  stderr: %s" % (what, bad, r.stderr.strip()[:600]))
+    else:
+        print("ok: %s -> %s" % (what, (r.stderr.strip().splitlines() or [""])[-1][:150]))
+
+
+with open(good_gguf, "rb") as f:
+    gguf = f.read()
+with open(good_blob, "rb") as f:
+    blob = f.read()
+
+with tempfile.TemporaryDirectory() as d:
+    def put(name, data):
+        p = os.path.join(d, name)
+        with open(p, "wb") as f:
+            f.write(data)
+        return p
+
+    out = os.path.join(d, "out.blob")
+    expect(["compile", os.path.join(d, "missing.gguf"), "-o", out], 1, "cannot open", "missing model file")
+    expect(["compile", put("empty.gguf", b""), "-o", out], 1, "gguf", "empty model file")
+    expect(["compile", put("magic.gguf", b"GGML" + gguf[4:]), "-o", out], 1, "magic", "wrong magic")
+    expect(["compile", put("v9.gguf", gguf[:4] + b"\x09\0\0\0" + gguf[8:]), "-o", out], 1, "version",
+           "unknown GGUF version")
+    rng = random.Random(5)
+    cuts = sorted({8, 16, 24, 25, 40, 100, 1000, 5000} | {rng.randrange(len(gguf)) for _ in range(12)})
+    for cut in cuts:
+        expect(["compile", put("cut.gguf", gguf[:cut]), "-o", out], 1, "nib compile", "GGUF truncated at %d" % cut)
+    for i in range(8):
+        expect(["compile", put("junk.gguf", bytes(rng.randrange(256) for _ in range(4096))), "-o", out], 1,
+               "nib compile", "random bytes #%d" % i)
+    if os.path.exists(out) or os.path.exists(out + ".tmp"):
+        failures += 1
+        print("FAIL: a failed compile left %s behind" % out)
+    expect(["compile", good_gguf, "-o", out, "--quant", "q3"], 2, "--quant", "unknown --quant")
+    expect(["compile", good_gguf, "-o", out, "--ctx", "0"], 2, "--ctx", "bad --ctx")
+    expect(["compile", good_gguf], 2, "usage", "missing -o")
+    expect(["compile", good_gguf, "-o", os.path.join(d, "no", "such", "dir.blob")], 1, "", "unwritable output")
+
+    flipped = bytearray(blob)
+    flipped[len(blob) // 2] ^= 1
+    expect(["inspect", put("flip.blob", bytes(flipped))], 1, "checksum mismatch", "blob with a flipped byte")
+    expect(["inspect", put("short.blob", blob[:len(blob) // 3])], 1, "truncated", "truncated blob")
+    expect(["inspect", put("tiny.blob", blob[:100])], 1, "smaller than its header", "blob shorter than a header")
+    expect(["inspect", good_gguf], 1, "magic", "a GGUF given to inspect")
+    expect(["synth", "gpt-5", "-o", os.path.join(d, "x.gguf")], 2, "unknown shape", "unknown synth shape")
+    expect(["nonsense"], 2, "unknown command", "unknown command")
+    expect(["ask", "--name", "bad/name", "hi"], 1, "segment name", "bad segment name")
+    expect(["ask", "--max-tokens", "-3", "hi"], 2, "--max-tokens", "negative --max-tokens")
+    expect(["ask", "--temperature", "nan", "hi"], 2, "--temperature", "NaN temperature")
+
+print("%d failures" % failures)
+sys.exit(1 if failures else 0)
