@@ -87,10 +87,16 @@ def blob_section(path):
     fail("no .nib_blob section in " + path)
 
 
-def check_reference(nib, name, ref_path):
+def check_reference(nib, name, ref_path, key):
+    """key: None for llama2.c-style files (ids at the case's top level), or the
+    name of the sub-object holding generated_token_ids and the full text."""
     with open(ref_path) as f:
         ref = json.load(f)
     for case in ref["cases"]:
+        if key:
+            sub = case[key]
+            case = dict(case, generated_token_ids=sub["generated_token_ids"],
+                        completion_text=sub["text"][len(case["prompt"]):])
         want = case["generated_token_ids"]
         got = ask(nib, name, case["prompt"], len(want))
         if got["prompt_token_ids"] != case["prompt_token_ids"]:
@@ -168,6 +174,7 @@ def main():
     ap.add_argument("--appliance", required=True)
     ap.add_argument("--blob", required=True)
     ap.add_argument("--reference")
+    ap.add_argument("--reference-key")
     args = ap.parse_args()
     nib, exe = os.path.abspath(args.nib), os.path.abspath(args.appliance)
     name = "t%d" % os.getpid()
@@ -190,7 +197,7 @@ def main():
     ok("second appliance on the same name refused")
 
     if args.reference:
-        check_reference(nib, name, args.reference)
+        check_reference(nib, name, args.reference, args.reference_key)
     else:
         check_protocol(nib, name)
 
