@@ -9,6 +9,7 @@
 int nib_synth_main(int argc, char **argv);
 int nib_compile_main(int argc, char **argv);
 int nib_inspect_main(int argc, char **argv);
+int nib_eval_main(int argc, char **argv);
 int nib_ask_main(int argc, char **argv);
 int nib_stop_main(int argc, char **argv);
 int nib_stats_main(int argc, char **argv);

@@ -1,6 +1,7 @@
 /* nib compile MODEL.gguf -o OUT.blob [--quant f32] [--ctx N]
  * Import, plan, pack. The blob is written to OUT.blob.tmp and renamed into
  * place only when complete, so a failed compile never leaves a half blob. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,16 +9,59 @@
 
 #include "model_blob/blob_view.h"
 #include "tools/cli.h"
-#include "tools/gguf.h"
-#include "tools/llama_import.h"
-#include "tools/pack.h"
-#include "tools/plan.h"
+#include "tools/model_load.h"
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: nib compile MODEL.gguf -o OUT.blob [--quant f32] [--ctx N]\n"
                "  --quant f32   weight format (f32 is the exact reference)\n"
                "  --ctx N       context positions the appliance holds (default: the model's, at most 2048)\n");
+}
+
+static int write_blob(const struct llama_model *m, const struct plan_opts *po, const char *out,
+                      const char *in)
+{
+    char err[512];
+    size_t tl = strlen(out) + 5;
+    char *tmp = malloc(tl);
+    if (!tmp)
+        return 1;
+    snprintf(tmp, tl, "%s.tmp", out);
+    FILE *f = fopen(tmp, "w+b");
+    if (!f) {
+        fprintf(stderr, "nib compile: cannot create %s: %s\n", tmp, strerror(errno));
+        free(tmp);
+        return 1;
+    }
+    struct nib_plan p;
+    int rc = nib_blob_build(m, po, f, &p, err, sizeof err);
+    if (fclose(f) != 0 && rc == 0) {
+        snprintf(err, sizeof err, "cannot finish writing %s", tmp);
+        rc = -1;
+        nib_plan_free(&p);
+    }
+    if (rc == 0 && rename(tmp, out) != 0) {
+        snprintf(err, sizeof err, "cannot rename %s to %s: %s", tmp, out, strerror(errno));
+        rc = -1;
+        nib_plan_free(&p);
+    }
+    if (rc) {
+        fprintf(stderr, "nib compile: %s\n", err);
+        unlink(tmp);
+        free(tmp);
+        return 1;
+    }
+    uint64_t wbytes = 0;
+    for (uint32_t i = 0; i < p.n_tensors; i++)
+        wbytes += p.tensors[i].rec.size;
+    fprintf(stderr,
+            "nib compile: %s -> %s: %u layers, dim %u, vocab %u, ctx %u; %u tensors, "
+            "%u ops, %.1f MB of weights, %.1f MB runtime memory\n",
+            in, out, p.hp.n_layers, p.hp.dim, p.hp.vocab_size, p.hp.ctx_len, p.n_tensors, p.n_ops,
+            (double)wbytes / 1e6, (double)(p.act_size + p.kv_size) / 1e6);
+    nib_plan_free(&p);
+    free(tmp);
+    return 0;
 }
 
 int nib_compile_main(int argc, char **argv)
@@ -52,74 +96,13 @@ int nib_compile_main(int argc, char **argv)
         fprintf(stderr, "nib compile: --quant %s is not supported by this version (use f32)\n", quant);
         return 2;
     }
-
     char err[512];
-    const uint8_t *data;
-    size_t size;
-    if (nib_map_file(in, &data, &size, err, sizeof err)) {
+    struct nib_loaded_model lm;
+    if (nib_model_load(&lm, in, err, sizeof err)) {
         fprintf(stderr, "nib compile: %s\n", err);
         return 1;
     }
-    int rc = 1;
-    struct gguf_file g;
-    struct llama_model m;
-    struct nib_plan p;
-    memset(&m, 0, sizeof m);
-    memset(&p, 0, sizeof p);
-    if (gguf_open(&g, data, size, err, sizeof err)) {
-        fprintf(stderr, "nib compile: %s: %s\n", in, err);
-        nib_unmap_file(data, size);
-        return 1;
-    }
-    if (llama_import(&m, &g, err, sizeof err)) {
-        fprintf(stderr, "nib compile: %s: %s\n", in, err);
-        goto out_gguf;
-    }
-    if (nib_plan_build(&p, &m, &po, err, sizeof err)) {
-        fprintf(stderr, "nib compile: %s\n", err);
-        goto out_model;
-    }
-    size_t tl = strlen(out) + 5;
-    char *tmp = malloc(tl);
-    if (!tmp)
-        goto out_plan;
-    snprintf(tmp, tl, "%s.tmp", out);
-    FILE *f = fopen(tmp, "w+b");
-    if (!f) {
-        perror(tmp);
-        free(tmp);
-        goto out_plan;
-    }
-    int prc = nib_pack_blob(&p, &m, f, err, sizeof err);
-    if (fclose(f) != 0 && prc == 0) {
-        snprintf(err, sizeof err, "cannot finish writing %s", tmp);
-        prc = -1;
-    }
-    if (prc == 0 && rename(tmp, out) != 0) {
-        snprintf(err, sizeof err, "cannot rename %s to %s", tmp, out);
-        prc = -1;
-    }
-    if (prc) {
-        fprintf(stderr, "nib compile: %s\n", err);
-        unlink(tmp);
-    } else {
-        uint64_t wbytes = 0;
-        for (uint32_t i = 0; i < p.n_tensors; i++)
-            wbytes += p.tensors[i].rec.size;
-        fprintf(stderr,
-                "nib compile: %s -> %s: %u layers, dim %u, vocab %u, ctx %u; %u tensors, "
-                "%u ops, %.1f MB of weights, %.1f MB runtime memory\n",
-                in, out, p.hp.n_layers, p.hp.dim, p.hp.vocab_size, p.hp.ctx_len, p.n_tensors,
-                p.n_ops, (double)wbytes / 1e6, (double)(p.act_size + p.kv_size) / 1e6);
-        rc = 0;
-    }
-    free(tmp);
-out_plan:
-    nib_plan_free(&p);
-out_model:
-    llama_model_free(&m);
-out_gguf:
-    gguf_close(&g);
-    nib_unmap_file(data, size);
+    int rc = write_blob(&lm.m, &po, out, in);
+    nib_model_unload(&lm);
     return rc;
 }

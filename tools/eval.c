@@ -1,0 +1,258 @@
+/* nib eval MODEL.gguf --quant SPEC [--text FILE] [--json] [--ctx N] [--tokens N]
+ *
+ * Accuracy of a compiled format against the same model compiled to f32, both
+ * run by nibble's own executor over the same text (teacher forcing): mean KL
+ * divergence of the next-token distributions (f32 || quantized), top-1
+ * agreement, and the perplexity of each on the text. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_blob/blob_view.h"
+#include "rt/exec.h"
+#include "rt/tokenizer.h"
+#include "tools/cli.h"
+#include "tools/model_load.h"
+
+extern const char nib_eval_default_text[];
+
+/* A blob in memory with its executor. */
+struct runner {
+    uint8_t *blob;
+    size_t size;
+    struct nib_blob_view v;
+    uint8_t *mem;
+    struct nib_exec e;
+};
+
+static int runner_open(struct runner *r, const struct llama_model *m, const struct plan_opts *po,
+                       char *err, size_t errlen)
+{
+    memset(r, 0, sizeof *r);
+    if (nib_blob_build_mem(m, po, &r->blob, &r->size, err, errlen))
+        return -1;
+    if (nib_blob_open(&r->v, r->blob, r->size, 1, err, errlen))
+        return -1;
+    r->mem = aligned_alloc(64, (r->v.mem_size + 63) & ~63ull);
+    if (!r->mem) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    memset(r->mem, 0, r->v.mem_size);
+    r->e.v = &r->v;
+    r->e.mem = r->mem;
+    return 0;
+}
+
+static void runner_close(struct runner *r)
+{
+    free(r->blob);
+    free(r->mem);
+}
+
+/* log-softmax of logits into out (double), returns nothing. */
+static void log_softmax(const float *logits, uint32_t n, double *out)
+{
+    double max = logits[0];
+    for (uint32_t i = 1; i < n; i++)
+        if (logits[i] > max)
+            max = logits[i];
+    double sum = 0;
+    for (uint32_t i = 0; i < n; i++)
+        sum += exp((double)logits[i] - max);
+    double lse = max + log(sum);
+    for (uint32_t i = 0; i < n; i++)
+        out[i] = (double)logits[i] - lse;
+}
+
+static uint32_t argmax_f(const float *x, uint32_t n)
+{
+    uint32_t b = 0;
+    for (uint32_t i = 1; i < n; i++)
+        if (x[i] > x[b])
+            b = i;
+    return b;
+}
+
+static char *read_text(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    size_t got;
+    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) {
+            char *nb = realloc(buf, cap *= 2);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+            } else
+                buf = nb;
+        }
+    }
+    fclose(f);
+    *len = n;
+    return buf;
+}
+
+struct eval_result {
+    uint32_t n;          /* predictions scored */
+    double kl_mean, top1, ppl_ref, ppl_q;
+};
+
+static int evaluate(struct runner *ref, struct runner *q, const uint32_t *ids, uint32_t n_ids,
+                    struct eval_result *res)
+{
+    uint32_t vocab = ref->v.h->hp.vocab_size;
+    double *lp = malloc(vocab * sizeof *lp), *lq = malloc(vocab * sizeof *lq);
+    if (!lp || !lq) {
+        free(lp);
+        free(lq);
+        return -1;
+    }
+    double kl = 0, nll_p = 0, nll_q = 0;
+    uint32_t agree = 0, n = 0;
+    for (uint32_t pos = 0; pos + 1 < n_ids; pos++) {
+        const float *a = nib_exec_token(&ref->e, ids[pos], pos);
+        const float *b = nib_exec_token(&q->e, ids[pos], pos);
+        if (!a || !b)
+            break;
+        log_softmax(a, vocab, lp);
+        log_softmax(b, vocab, lq);
+        double k = 0;
+        for (uint32_t i = 0; i < vocab; i++)
+            k += exp(lp[i]) * (lp[i] - lq[i]);
+        kl += k;
+        agree += argmax_f(a, vocab) == argmax_f(b, vocab);
+        nll_p -= lp[ids[pos + 1]];
+        nll_q -= lq[ids[pos + 1]];
+        n++;
+    }
+    free(lp);
+    free(lq);
+    res->n = n;
+    res->kl_mean = n ? kl / n : 0;
+    res->top1 = n ? (double)agree / n : 0;
+    res->ppl_ref = n ? exp(nll_p / n) : 0;
+    res->ppl_q = n ? exp(nll_q / n) : 0;
+    return 0;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: nib eval MODEL.gguf [--quant SPEC] [--text FILE] [--tokens N] [--ctx N] [--json]\n"
+               "  compares SPEC (default f32) against the same model in f32 on the text\n"
+               "  (default: a short built-in story text); --tokens caps the positions scored (default 512)\n");
+}
+
+int nib_eval_main(int argc, char **argv)
+{
+    const char *in = NULL, *quant = "f32", *text_path = NULL;
+    uint32_t max_tokens = 512, ctx = 0;
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--quant") && i + 1 < argc)
+            quant = argv[++i];
+        else if (!strcmp(a, "--text") && i + 1 < argc)
+            text_path = argv[++i];
+        else if (!strcmp(a, "--tokens") && i + 1 < argc) {
+            if (nib_parse_u32(argv[++i], NIB_MAX_CTX, &max_tokens) || max_tokens < 2) {
+                fprintf(stderr, "nib eval: --tokens wants 2..%u\n", NIB_MAX_CTX);
+                return 2;
+            }
+        } else if (!strcmp(a, "--ctx") && i + 1 < argc) {
+            if (nib_parse_u32(argv[++i], NIB_MAX_CTX, &ctx) || ctx < 2) {
+                fprintf(stderr, "nib eval: --ctx wants 2..%u\n", NIB_MAX_CTX);
+                return 2;
+            }
+        } else if (!strcmp(a, "--json"))
+            json = 1;
+        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (a[0] != '-' && !in)
+            in = a;
+        else {
+            fprintf(stderr, "nib eval: unexpected argument '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!in) {
+        usage(stderr);
+        return 2;
+    }
+    struct plan_opts po_ref = {.max_ctx = ctx ? ctx : max_tokens, .dtype = NIB_DT_F32};
+    struct plan_opts po_q = po_ref;
+    if (strcmp(quant, "f32") != 0) {
+        fprintf(stderr, "nib eval: --quant %s is not supported by this version (use f32)\n", quant);
+        return 2;
+    }
+
+    char err[512];
+    size_t text_len;
+    char *text = NULL;
+    if (text_path) {
+        text = read_text(text_path, &text_len);
+        if (!text) {
+            fprintf(stderr, "nib eval: cannot read %s\n", text_path);
+            return 1;
+        }
+    }
+    const char *t = text ? text : nib_eval_default_text;
+    if (!text)
+        text_len = strlen(nib_eval_default_text);
+
+    struct nib_loaded_model lm;
+    if (nib_model_load(&lm, in, err, sizeof err)) {
+        fprintf(stderr, "nib eval: %s\n", err);
+        free(text);
+        return 1;
+    }
+    int rc = 1;
+    struct runner ref, q;
+    memset(&ref, 0, sizeof ref);
+    memset(&q, 0, sizeof q);
+    uint32_t *ids = malloc((text_len + 2) * sizeof *ids);
+    if (!ids || runner_open(&ref, &lm.m, &po_ref, err, sizeof err) ||
+        runner_open(&q, &lm.m, &po_q, err, sizeof err)) {
+        fprintf(stderr, "nib eval: %s\n", ids ? err : "out of memory");
+        goto out;
+    }
+    int n = nib_tok_encode(&ref.v, t, text_len, 1, ids, text_len + 2);
+    if (n < 2) {
+        fprintf(stderr, "nib eval: the text gives fewer than 2 tokens\n");
+        goto out;
+    }
+    uint32_t n_ids = (uint32_t)n;
+    if (n_ids > ref.v.h->hp.ctx_len)
+        n_ids = ref.v.h->hp.ctx_len;
+    if (n_ids > max_tokens)
+        n_ids = max_tokens;
+    struct eval_result r;
+    if (evaluate(&ref, &q, ids, n_ids, &r)) {
+        fprintf(stderr, "nib eval: out of memory\n");
+        goto out;
+    }
+    if (json)
+        printf("{\"model\": \"%s\", \"quant\": \"%s\", \"positions\": %u, \"kl_mean\": %.6g, "
+               "\"top1_agreement\": %.6f, \"ppl_f32\": %.6g, \"ppl_quant\": %.6g}\n",
+               in, quant, r.n, r.kl_mean, r.top1, r.ppl_ref, r.ppl_q);
+    else
+        printf("model %s, format %s, %u positions: mean KL %.6g, top-1 agreement %.2f%%, "
+               "perplexity f32 %.4f vs %s %.4f\n",
+               in, quant, r.n, r.kl_mean, 100.0 * r.top1, r.ppl_ref, quant, r.ppl_q);
+    rc = 0;
+out:
+    runner_close(&ref);
+    runner_close(&q);
+    free(ids);
+    free(text);
+    nib_model_unload(&lm);
+    return rc;
+}
