@@ -111,11 +111,14 @@ struct nib_tensor_rec {
 enum nib_opcode {
     NIB_OP_EMBED = 1,    /* dst[0..n) = row(token) of tensor */
     NIB_OP_RMSNORM = 2,  /* dst = src0 * rsqrt(mean(src0^2) + f0) * tensor; n */
-    NIB_OP_MATMUL = 3,   /* dst[n] = tensor[n][k] . src0[k] (+ src1[n] if p0 & NIB_EPI_ADD) */
+    NIB_OP_MATMUL = 3,   /* dst[n] = tensor[n][k] . src0[k] (+ src1[n] if p0 & NIB_EPI_ADD);
+                          * a quantized tensor reads src0 as a NIB_OP_QUANT result */
     NIB_OP_ROPE = 4,     /* rotate src0 in place: p0 heads of k=head_dim, p1=rope_dim; tensor = cos/sin table */
     NIB_OP_KV_STORE = 5, /* copy src0 (k) and src1 (v), n floats each, to dst + pos*p0 and dst + p1 + pos*p0 */
     NIB_OP_ATTENTION = 6,/* dst = attention(q=src0, cache at src1); n=heads, k=head_dim, p0=kv heads, p1=row stride, p2=v offset; f0 = scale */
     NIB_OP_SILU_MUL = 7, /* dst[i] = silu(src0[i]) * src1[i]; n */
+    NIB_OP_QUANT = 8,    /* int8 activations at dst (kernels/qkernels.h struct nib_qact, one row)
+                          * from n floats at src0, in blocks of p0 inputs (0 = one block) */
     NIB_OP_COUNT
 };
 

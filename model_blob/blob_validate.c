@@ -27,7 +27,7 @@ const char *nib_dtype_name(uint32_t dtype)
 const char *nib_op_name(uint32_t code)
 {
     static const char *const names[NIB_OP_COUNT] = {
-        "?", "embed", "rmsnorm", "matmul", "rope", "kv_store", "attention", "silu_mul"};
+        "?", "embed", "rmsnorm", "matmul", "rope", "kv_store", "attention", "silu_mul", "quant"};
     return code < NIB_OP_COUNT ? names[code] : "unknown";
 }
 

@@ -67,7 +67,7 @@ static int write_blob(const struct llama_model *m, const struct plan_opts *po, c
 int nib_compile_main(int argc, char **argv)
 {
     const char *in = NULL, *out = NULL, *quant = "f32";
-    struct plan_opts po = {.max_ctx = 0, .dtype = NIB_DT_F32};
+    struct plan_opts po = {.max_ctx = 0};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-o") && i + 1 < argc)
             out = argv[++i];
@@ -92,11 +92,15 @@ int nib_compile_main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    char err[512];
+    if (nib_plan_opts_quant(&po, quant, err, sizeof err)) {
+        fprintf(stderr, "nib compile: --quant: %s\n", err);
+        return 2;
+    }
     if (strcmp(quant, "f32") != 0) {
         fprintf(stderr, "nib compile: --quant %s is not supported by this version (use f32)\n", quant);
         return 2;
     }
-    char err[512];
     struct nib_loaded_model lm;
     if (nib_model_load(&lm, in, err, sizeof err)) {
         fprintf(stderr, "nib compile: %s\n", err);

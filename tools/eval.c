@@ -187,7 +187,8 @@ int nib_eval_main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    struct plan_opts po_ref = {.max_ctx = ctx ? ctx : max_tokens, .dtype = NIB_DT_F32};
+    struct plan_opts po_ref = {.max_ctx = ctx ? ctx : max_tokens};
+    nib_plan_opts_quant(&po_ref, "f32", NULL, 0);
     struct plan_opts po_q = po_ref;
     if (strcmp(quant, "f32") != 0) {
         fprintf(stderr, "nib eval: --quant %s is not supported by this version (use f32)\n", quant);

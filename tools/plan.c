@@ -1,19 +1,46 @@
 #include "tools/plan.h"
 
-#include "model_blob/blob_view.h"
-
+#include <fnmatch.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/qkernels.h"
+#include "model_blob/blob_view.h"
+
+/* Quantized activation buffers, one per (K, block) pair, shared by every
+ * op that needs that shape (the plan is sequential per token). */
+struct qbuf {
+    uint32_t k, block;
+    uint64_t off;
+};
+
 struct builder {
     struct nib_plan *p;
+    struct qbuf qbufs[16];
+    int n_qbufs;
+    const struct llama_model *m;
+    const struct plan_opts *o;
     uint32_t cap_t, cap_o;
     uint64_t act; /* next free activation byte */
     int oom;
+    char *err;
+    size_t errlen;
+    int failed;
 };
+
+static void fail(struct builder *b, const char *fmt, ...)
+{
+    if (b->failed)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b->err, b->errlen, fmt, ap);
+    va_end(ap);
+    b->failed = 1;
+}
 
 static uint64_t act_alloc(struct builder *b, uint64_t bytes)
 {
@@ -22,9 +49,114 @@ static uint64_t act_alloc(struct builder *b, uint64_t bytes)
     return off;
 }
 
+int nib_plan_opts_quant(struct plan_opts *o, const char *quant, char *err, size_t errlen)
+{
+    struct nib_qspec f32 = {NIB_DT_F32, 0};
+    o->matrix = o->output = f32;
+    o->source = 0;
+    if (!strcmp(quant, "f32"))
+        return 0;
+    if (!strcmp(quant, "source")) {
+        o->source = 1;
+        return 0;
+    }
+    if (!strcmp(quant, "q4")) {
+        /* The default: q4 in groups of 32 for the layers; the LM head, the
+         * most sensitive matrix, in int8 per channel. */
+        o->matrix = (struct nib_qspec){NIB_DT_Q4, 32};
+        o->output = (struct nib_qspec){NIB_DT_Q8C, 0};
+        return 0;
+    }
+    if (nib_qspec_parse(quant, &o->matrix, err, errlen))
+        return -1;
+    o->output = o->matrix;
+    return 0;
+}
+
+/* Rank formats by precision, to merge the requests of a fused tensor's parts. */
+static int precision_rank(struct nib_qspec s)
+{
+    switch (s.dtype) {
+    case NIB_DT_F32:
+        return 1000;
+    case NIB_DT_Q8C:
+        return 900 - (int)s.group;
+    case NIB_DT_Q4A:
+        return 500 - (int)s.group;
+    case NIB_DT_Q4:
+        return 400 - (int)s.group;
+    default:
+        return 100;
+    }
+}
+
+/* Apply the --precision patterns to one name (GGUF tensor name or nibble's). */
+static int apply_precision(struct builder *b, const char *name, struct nib_qspec *spec)
+{
+    const char *list = b->o->precision;
+    int hit = 0;
+    while (list && *list) {
+        const char *end = strchr(list, ',');
+        size_t n = end ? (size_t)(end - list) : strlen(list);
+        char item[160];
+        if (n >= sizeof item) {
+            fail(b, "--precision entry too long: '%.*s'", (int)n, list);
+            return 0;
+        }
+        memcpy(item, list, n);
+        item[n] = 0;
+        char *eq = strchr(item, '=');
+        if (!eq || eq == item || !eq[1]) {
+            fail(b, "--precision entry '%s' is not PATTERN=FORMAT", item);
+            return 0;
+        }
+        *eq = 0;
+        struct nib_qspec s;
+        char why[200];
+        if (nib_qspec_parse(eq + 1, &s, why, sizeof why)) {
+            fail(b, "--precision '%s': %s", item, why);
+            return 0;
+        }
+        char bare[NIB_NAME_MAX + 16];
+        snprintf(bare, sizeof bare, "%s", name);
+        char *dot = strstr(bare, ".weight");
+        if (dot && !dot[7])
+            *dot = 0;
+        if (fnmatch(item, name, 0) == 0 || fnmatch(item, bare, 0) == 0) {
+            *spec = s;
+            hit = 1;
+        }
+        list = end ? end + 1 : NULL;
+    }
+    return hit;
+}
+
+/* The format of a matrix made of the given sources. */
+static struct nib_qspec choose_spec(struct builder *b, const char *fused_name, int is_output,
+                                    const struct llama_weight *const *src, uint32_t n_src)
+{
+    struct nib_qspec base = is_output ? b->o->output : b->o->matrix;
+    struct nib_qspec best = {0, 0};
+    int best_rank = -1;
+    for (uint32_t i = 0; i < n_src; i++) {
+        struct nib_qspec s = base, r;
+        if (b->o->source && nib_repack_spec(src[i]->t->type, &r) == 0)
+            s = r;
+        char gname[NIB_NAME_MAX + 16];
+        snprintf(gname, sizeof gname, "%.*s", (int)src[i]->t->name.len, src[i]->t->name.ptr);
+        apply_precision(b, gname, &s);
+        apply_precision(b, fused_name, &s);
+        if (precision_rank(s) > best_rank) {
+            best = s;
+            best_rank = precision_rank(s);
+        }
+    }
+    return best;
+}
+
 static uint32_t add_tensor(struct builder *b, const char *name, enum plan_tensor_kind kind,
-                           uint32_t rows, uint32_t cols, const struct llama_weight *s0,
-                           const struct llama_weight *s1, const struct llama_weight *s2)
+                           uint32_t rows, uint32_t cols, struct nib_qspec spec,
+                           const struct llama_weight *const *src, uint32_t n_src)
 {
     struct nib_plan *p = b->p;
     if (p->n_tensors == b->cap_t) {
@@ -39,16 +171,25 @@ static uint32_t add_tensor(struct builder *b, const char *name, enum plan_tensor
     struct plan_tensor *t = &p->tensors[p->n_tensors];
     memset(t, 0, sizeof *t);
     snprintf(t->rec.name, NIB_NAME_MAX, "%s", name);
-    t->rec.dtype = NIB_DT_F32;
-    t->rec.rows = rows;
-    t->rec.cols = cols;
-    t->rec.tile_n = 1;
-    t->rec.tile_k = 1;
     t->kind = kind;
-    t->src[0] = s0;
-    t->src[1] = s1;
-    t->src[2] = s2;
-    t->n_src = s2 ? 3 : s1 ? 2 : s0 ? 1 : 0;
+    t->n_src = n_src;
+    /* Quantized rows are packed in blocks of NIB_Q_TILE_N: each source
+     * starts on a block so fused sources pack (and repack) independently. */
+    uint32_t align = spec.dtype == NIB_DT_F32 ? 1 : NIB_Q_TILE_N, r = 0;
+    for (uint32_t i = 0; i < n_src; i++) {
+        t->src[i] = src[i];
+        t->row_off[i] = r;
+        r += i + 1 < n_src ? (src[i]->rows + align - 1) / align * align : src[i]->rows;
+    }
+    t->rec.rows = n_src ? r : rows;
+    t->rec.cols = cols;
+    t->rec.dtype = spec.dtype;
+    t->rec.group = spec.group;
+    t->rec.tile_n = nib_qformat_tile_n(spec.dtype, spec.group);
+    t->rec.tile_k = nib_qformat_tile_k(spec.dtype, spec.group);
+    if (!nib_qformat_valid(spec.dtype, spec.group) || t->rec.tile_n == 0)
+        fail(b, "tensor '%s': format %s/%u is not supported", name, nib_dtype_name(spec.dtype),
+             spec.group);
     return p->n_tensors++;
 }
 
@@ -72,13 +213,40 @@ static struct nib_op *add_op(struct builder *b, uint32_t code, uint32_t tensor)
     return op;
 }
 
-static void matmul(struct builder *b, uint32_t t, uint64_t src, uint64_t dst, uint32_t n,
-                   uint32_t k, int residual)
+static uint64_t qact_buf(struct builder *b, uint32_t k, uint32_t block)
 {
+    for (int i = 0; i < b->n_qbufs; i++)
+        if (b->qbufs[i].k == k && b->qbufs[i].block == block)
+            return b->qbufs[i].off;
+    if (b->n_qbufs == (int)(sizeof b->qbufs / sizeof b->qbufs[0])) {
+        fail(b, "too many activation shapes");
+        return 0;
+    }
+    uint64_t off = act_alloc(b, nib_qact_footprint(1, k, block));
+    b->qbufs[b->n_qbufs++] = (struct qbuf){k, block, off};
+    return off;
+}
+
+/* y = W x (+ y when residual). x is f32 at src; a quantized W first gets x
+ * quantized once into the activation buffer its format consumes. */
+static void matmul(struct builder *b, uint32_t t, uint64_t src, uint64_t dst, uint32_t k,
+                   int residual)
+{
+    const struct nib_tensor_rec *r = &b->p->tensors[t].rec;
+    uint64_t in = src;
+    if (r->dtype != NIB_DT_F32) {
+        uint32_t block = nib_qformat_act_block(r->dtype, r->group);
+        in = qact_buf(b, k, block);
+        struct nib_op *q = add_op(b, NIB_OP_QUANT, UINT32_MAX);
+        q->src0 = src;
+        q->dst = in;
+        q->n = k;
+        q->p0 = block;
+    }
     struct nib_op *op = add_op(b, NIB_OP_MATMUL, t);
-    op->src0 = src;
+    op->src0 = in;
     op->dst = dst;
-    op->n = n;
+    op->n = b->p->tensors[t].rec.rows;
     op->k = k;
     if (residual) {
         op->p0 = NIB_EPI_ADD;
@@ -96,16 +264,31 @@ static void rmsnorm(struct builder *b, uint32_t t, uint64_t src, uint64_t dst, u
     op->f0 = eps;
 }
 
+static const struct nib_qspec f32_spec = {NIB_DT_F32, 0};
+
+/* A norm weight or other vector: one f32 row. */
+static uint32_t add_vector(struct builder *b, const char *name, const struct llama_weight *w,
+                           uint32_t n)
+{
+    const struct llama_weight *src[1] = {w};
+    return add_tensor(b, name, PT_ROWS, 1, n, f32_spec, src, 1);
+}
+
+static uint32_t add_matrix(struct builder *b, const char *name, int is_output, uint32_t cols,
+                           const struct llama_weight *s0, const struct llama_weight *s1,
+                           const struct llama_weight *s2)
+{
+    const struct llama_weight *src[3] = {s0, s1, s2};
+    uint32_t n = s2 ? 3 : s1 ? 2 : 1;
+    struct nib_qspec spec = choose_spec(b, name, is_output, src, n);
+    return add_tensor(b, name, PT_ROWS, 0, cols, spec, src, n);
+}
+
 int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct plan_opts *o,
                    char *err, size_t errlen)
 {
     memset(p, 0, sizeof *p);
-    if (o->dtype != NIB_DT_F32) {
-        snprintf(err, errlen, "weight format %s is not supported by this version (f32 only)",
-                 nib_dtype_name(o->dtype));
-        return -1;
-    }
-    struct builder b = {.p = p};
+    struct builder b = {.p = p, .m = m, .o = o, .err = err, .errlen = errlen};
     struct nib_hparams hp = m->hp;
     uint32_t cap = o->max_ctx ? o->max_ctx : 2048;
     if (hp.ctx_len > cap)
@@ -113,65 +296,118 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
     p->hp = hp;
     const uint32_t dim = hp.dim, hd = hp.head_dim, ffn = hp.ffn_dim, ctx = hp.ctx_len;
     const uint32_t q_dim = hp.n_heads * hd, kv_dim = hp.n_kv_heads * hd;
-    const uint32_t qkv_dim = q_dim + 2 * kv_dim;
-
-    /* Activation buffers. */
-    uint64_t x = act_alloc(&b, dim * 4ull);
-    uint64_t xb = act_alloc(&b, (dim > q_dim ? dim : q_dim) * 4ull);
-    uint64_t qkv = act_alloc(&b, qkv_dim * 4ull);
-    uint64_t att_out = act_alloc(&b, q_dim * 4ull);
-    uint64_t hb = act_alloc(&b, 2ull * ffn * 4ull);
-    uint64_t scores = act_alloc(&b, (uint64_t)hp.n_heads * ctx * 4ull);
-    p->logits_off = act_alloc(&b, hp.vocab_size * 4ull);
-    p->token_off = act_alloc(&b, 4);
-    p->pos_off = act_alloc(&b, 4);
-    p->act_size = b.act;
-    /* KV cache after the activations: per layer, ctx rows of K then ctx rows of V. */
     const uint64_t row = kv_dim * 4ull, layer_kv = 2ull * ctx * row;
-    p->kv_size = layer_kv * hp.n_layers;
+    if (ctx * row > UINT32_MAX) {
+        snprintf(err, errlen, "KV cache of one layer (%llu bytes) exceeds 4 GiB; lower --ctx",
+                 (unsigned long long)(ctx * row));
+        return -1;
+    }
 
-    uint32_t t_embd = add_tensor(&b, "token_embd", PT_ROWS, hp.vocab_size, dim, &m->tok_embd, NULL, NULL);
-    uint32_t t_rope = add_tensor(&b, "rope_cos_sin", PT_ROPE_TABLE, ctx, hp.rope_dim, NULL, NULL, NULL);
-    struct nib_op *op = add_op(&b, NIB_OP_EMBED, t_embd);
-    op->dst = x;
-    op->n = dim;
-
+    /* Tensors first (their packed row counts size the buffers). */
+    uint32_t t_embd = add_tensor(&b, "token_embd", PT_ROWS, 0, dim, f32_spec,
+                                 (const struct llama_weight *const[]){&m->tok_embd}, 1);
+    uint32_t t_rope = add_tensor(&b, "rope_cos_sin", PT_ROPE_TABLE, ctx, hp.rope_dim, f32_spec, NULL, 0);
+    uint32_t *lt = calloc(hp.n_layers * 6ull, sizeof *lt);
+    if (!lt) {
+        snprintf(err, errlen, "out of memory while planning");
+        return -1;
+    }
     for (uint32_t l = 0; l < hp.n_layers; l++) {
         const struct llama_layer *L = &m->layers[l];
         char name[NIB_NAME_MAX];
-        uint64_t kc = p->act_size + l * layer_kv;
-
+        uint32_t *t = lt + 6 * l;
         snprintf(name, sizeof name, "blk.%u.attn_norm", l);
-        uint32_t t_an = add_tensor(&b, name, PT_ROWS, 1, dim, &L->attn_norm, NULL, NULL);
+        t[0] = add_vector(&b, name, &L->attn_norm, dim);
         snprintf(name, sizeof name, "blk.%u.attn_qkv", l);
-        uint32_t t_qkv = add_tensor(&b, name, PT_ROWS, qkv_dim, dim, &L->wq, &L->wk, &L->wv);
+        t[1] = add_matrix(&b, name, 0, dim, &L->wq, &L->wk, &L->wv);
         snprintf(name, sizeof name, "blk.%u.attn_output", l);
-        uint32_t t_o = add_tensor(&b, name, PT_ROWS, dim, q_dim, &L->wo, NULL, NULL);
+        t[2] = add_matrix(&b, name, 0, q_dim, &L->wo, NULL, NULL);
         snprintf(name, sizeof name, "blk.%u.ffn_norm", l);
-        uint32_t t_fn = add_tensor(&b, name, PT_ROWS, 1, dim, &L->ffn_norm, NULL, NULL);
+        t[3] = add_vector(&b, name, &L->ffn_norm, dim);
         snprintf(name, sizeof name, "blk.%u.ffn_gate_up", l);
-        uint32_t t_gu = add_tensor(&b, name, PT_ROWS, 2 * ffn, dim, &L->w_gate, &L->w_up, NULL);
+        t[4] = add_matrix(&b, name, 0, dim, &L->w_gate, &L->w_up, NULL);
         snprintf(name, sizeof name, "blk.%u.ffn_down", l);
-        uint32_t t_d = add_tensor(&b, name, PT_ROWS, dim, ffn, &L->w_down, NULL, NULL);
+        t[5] = add_matrix(&b, name, 0, ffn, &L->w_down, NULL, NULL);
+    }
+    uint32_t t_on = add_vector(&b, "output_norm", &m->output_norm, dim);
+    const struct llama_weight *out_w = m->output_tied ? &m->tok_embd : &m->output;
+    const struct llama_weight *out_src[1] = {out_w};
+    struct nib_qspec out_spec = choose_spec(&b, "output", 1, out_src, 1);
+    /* A tied f32 head reads the embedding table itself; otherwise it is a
+     * tensor of its own (a tied head in a quantized format is a packed copy). */
+    uint32_t t_out = (m->output_tied && out_spec.dtype == NIB_DT_F32)
+                         ? t_embd
+                         : add_tensor(&b, "output", PT_ROWS, 0, dim, out_spec, out_src, 1);
+    if (b.failed || b.oom)
+        goto fail;
 
-        rmsnorm(&b, t_an, x, xb, dim, hp.norm_eps);
-        matmul(&b, t_qkv, xb, qkv, qkv_dim, dim, 0);
-        op = add_op(&b, NIB_OP_ROPE, t_rope); /* Q and K heads are adjacent: one pass */
-        op->src0 = qkv;
-        op->n = q_dim + kv_dim;
-        op->k = hd;
-        op->p0 = hp.n_heads + hp.n_kv_heads;
-        op->p1 = hp.rope_dim;
+    /* Activation buffers. */
+    const struct plan_tensor *qkv_t = &p->tensors[lt[1]], *gu_t = &p->tensors[lt[4]];
+    uint32_t q_off = qkv_t->row_off[0], k_off = qkv_t->row_off[1], v_off = qkv_t->row_off[2];
+    uint32_t g_off = gu_t->row_off[0], u_off = gu_t->row_off[1];
+    uint32_t max_qkv = 0, max_gu = 0;
+    for (uint32_t l = 0; l < hp.n_layers; l++) {
+        const struct plan_tensor *a = &p->tensors[lt[6 * l + 1]], *g = &p->tensors[lt[6 * l + 4]];
+        if (a->row_off[1] != k_off || a->row_off[2] != v_off || g->row_off[1] != u_off) {
+            /* Layers in different formats pack their sources at different
+             * offsets; one layout keeps the plan simple. */
+            fail(&b, "layers must share one format per fused projection (layer %u differs)", l);
+            goto fail;
+        }
+        if (a->rec.rows > max_qkv)
+            max_qkv = a->rec.rows;
+        if (g->rec.rows > max_gu)
+            max_gu = g->rec.rows;
+    }
+    uint64_t x = act_alloc(&b, dim * 4ull);
+    uint64_t xb = act_alloc(&b, (dim > q_dim ? dim : q_dim) * 4ull);
+    uint64_t qkv = act_alloc(&b, max_qkv * 4ull);
+    uint64_t att_out = act_alloc(&b, q_dim * 4ull);
+    uint64_t hb = act_alloc(&b, max_gu * 4ull);
+    uint64_t scores = act_alloc(&b, (uint64_t)hp.n_heads * ctx * 4ull);
+    p->logits_off = act_alloc(&b, p->tensors[t_out].rec.rows * 4ull);
+    p->token_off = act_alloc(&b, 4);
+    p->pos_off = act_alloc(&b, 4);
+    if (p->tensors[t_out].rec.rows != hp.vocab_size) {
+        fail(&b, "LM head has %u rows, vocabulary %u", p->tensors[t_out].rec.rows, hp.vocab_size);
+        goto fail;
+    }
+
+    struct nib_op *op = add_op(&b, NIB_OP_EMBED, t_embd);
+    op->dst = x;
+    op->n = dim;
+    for (uint32_t l = 0; l < hp.n_layers; l++) {
+        const uint32_t *t = lt + 6 * l;
+        rmsnorm(&b, t[0], x, xb, dim, hp.norm_eps);
+        matmul(&b, t[1], xb, qkv, dim, 0);
+        if (k_off == q_dim) { /* Q and K heads adjacent: one pass */
+            op = add_op(&b, NIB_OP_ROPE, t_rope);
+            op->src0 = qkv;
+            op->n = q_dim + kv_dim;
+            op->k = hd;
+            op->p0 = hp.n_heads + hp.n_kv_heads;
+            op->p1 = hp.rope_dim;
+        } else {
+            const uint32_t heads[2] = {hp.n_heads, hp.n_kv_heads}, offs[2] = {q_off, k_off};
+            for (int i = 0; i < 2; i++) {
+                op = add_op(&b, NIB_OP_ROPE, t_rope);
+                op->src0 = qkv + offs[i] * 4ull;
+                op->n = heads[i] * hd;
+                op->k = hd;
+                op->p0 = heads[i];
+                op->p1 = hp.rope_dim;
+            }
+        }
         op = add_op(&b, NIB_OP_KV_STORE, UINT32_MAX);
-        op->src0 = qkv + q_dim * 4ull;
-        op->src1 = qkv + (q_dim + kv_dim) * 4ull;
-        op->dst = kc;
+        op->src0 = qkv + k_off * 4ull;
+        op->src1 = qkv + v_off * 4ull;
+        op->dst = l * layer_kv; /* relative to the KV cache for now */
         op->n = kv_dim;
         op->p0 = (uint32_t)row;
         op->p1 = (uint32_t)(ctx * row);
         op = add_op(&b, NIB_OP_ATTENTION, UINT32_MAX);
-        op->src0 = qkv;
-        op->src1 = kc;
+        op->src0 = qkv + q_off * 4ull;
+        op->src1 = l * layer_kv;
         op->dst = att_out;
         op->n = hp.n_heads;
         op->k = hd;
@@ -180,34 +416,38 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
         op->p2 = (uint32_t)(ctx * row);
         op->f0 = 1.0f / sqrtf((float)hd);
         op->scratch = scores;
-        matmul(&b, t_o, att_out, x, dim, q_dim, 1);
-        rmsnorm(&b, t_fn, x, xb, dim, hp.norm_eps);
-        matmul(&b, t_gu, xb, hb, 2 * ffn, dim, 0);
+        matmul(&b, t[2], att_out, x, q_dim, 1);
+        rmsnorm(&b, t[3], x, xb, dim, hp.norm_eps);
+        matmul(&b, t[4], xb, hb, dim, 0);
         op = add_op(&b, NIB_OP_SILU_MUL, UINT32_MAX);
-        op->src0 = hb;
-        op->src1 = hb + ffn * 4ull;
+        op->src0 = hb + g_off * 4ull;
+        op->src1 = hb + u_off * 4ull;
         op->dst = hb;
         op->n = ffn;
-        matmul(&b, t_d, hb, x, dim, ffn, 1);
+        matmul(&b, t[5], hb, x, ffn, 1);
     }
-    uint32_t t_on = add_tensor(&b, "output_norm", PT_ROWS, 1, dim, &m->output_norm, NULL, NULL);
-    uint32_t t_out = m->output_tied
-                         ? t_embd
-                         : add_tensor(&b, "output", PT_ROWS, hp.vocab_size, dim, &m->output, NULL, NULL);
     rmsnorm(&b, t_on, x, xb, dim, hp.norm_eps);
-    matmul(&b, t_out, xb, p->logits_off, hp.vocab_size, dim, 0);
-    if (ctx * row > UINT32_MAX) {
-        snprintf(err, errlen, "KV cache of one layer (%llu bytes) exceeds 4 GiB; lower --ctx",
-                 (unsigned long long)(ctx * row));
-        nib_plan_free(p);
-        return -1;
+    matmul(&b, t_out, xb, p->logits_off, dim, 0);
+    if (b.failed || b.oom)
+        goto fail;
+
+    /* The KV cache follows the activations: relocate its offsets. */
+    p->act_size = b.act;
+    p->kv_size = layer_kv * hp.n_layers;
+    for (uint32_t i = 0; i < p->n_ops; i++) {
+        if (p->ops[i].code == NIB_OP_KV_STORE)
+            p->ops[i].dst += p->act_size;
+        else if (p->ops[i].code == NIB_OP_ATTENTION)
+            p->ops[i].src1 += p->act_size;
     }
-    if (b.oom) {
-        snprintf(err, errlen, "out of memory while planning");
-        nib_plan_free(p);
-        return -1;
-    }
+    free(lt);
     return 0;
+fail:
+    if (b.oom && !b.failed)
+        snprintf(err, errlen, "out of memory while planning");
+    free(lt);
+    nib_plan_free(p);
+    return -1;
 }
 
 void nib_plan_free(struct nib_plan *p)

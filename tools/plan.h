@@ -8,6 +8,7 @@
 
 #include "model_blob/blob_format.h"
 #include "tools/llama_import.h"
+#include "tools/quant.h"
 
 enum plan_tensor_kind {
     PT_ROWS = 0,    /* rows concatenated from up to 3 source weights */
@@ -18,6 +19,7 @@ struct plan_tensor {
     struct nib_tensor_rec rec;          /* offset/size filled by the packer */
     enum plan_tensor_kind kind;
     const struct llama_weight *src[3];  /* PT_ROWS: stacked in this order */
+    uint32_t row_off[3];                /* first row of each source in the tensor */
     uint32_t n_src;
 };
 
@@ -31,10 +33,27 @@ struct nib_plan {
     uint64_t logits_off, token_off, pos_off;
 };
 
+/* Weight formats. Matrices take `matrix`; the LM head takes `output`;
+ * embeddings (looked up one row per token) and norms stay f32. With
+ * `source`, a tensor stored in the GGUF as Q4_0 or Q8_0 keeps that format
+ * (repacked exactly, never rounded again). `precision` overrides per
+ * tensor: "PATTERN=FORMAT,..." where PATTERN is a shell glob matched
+ * against the GGUF names (blk.0.attn_q.weight, or without ".weight") and
+ * nibble's fused names (blk.0.attn_qkv, blk.0.ffn_gate_up, output); later
+ * entries win; a fused tensor takes the most precise format any of its
+ * parts asks for. */
 struct plan_opts {
-    uint32_t max_ctx;   /* cap on the model's context length (0: 2048) */
-    uint32_t dtype;     /* enum nib_dtype for matrices; only NIB_DT_F32 today */
+    uint32_t max_ctx;        /* cap on the model's context length (0: 2048) */
+    struct nib_qspec matrix; /* default format of the matrices */
+    struct nib_qspec output; /* format of the LM head */
+    int source;              /* keep Q4_0/Q8_0 source tensors as they are */
+    const char *precision;   /* per-tensor overrides, or NULL */
 };
+
+/* Defaults for a --quant argument: "f32", "source", "q4" (q4/32 with a q8c
+ * LM head), or any single format ("q4a/64", "q8c", ...) used for every
+ * matrix. 0, or -1 with a message. */
+int nib_plan_opts_quant(struct plan_opts *o, const char *quant, char *err, size_t errlen);
 
 /* 0, or -1 with a message. Free with nib_plan_free. */
 int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct plan_opts *o,
