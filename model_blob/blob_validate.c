@@ -7,7 +7,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kernels/qkernels.h"
 #include "model_blob/crc32c.h"
+
+/* The executor runs quantized matmuls and quant ops (rt/exec.c). */
+#define NIB_RUNTIME_QUANT 0
 
 static int fail(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -33,13 +37,9 @@ const char *nib_op_name(uint32_t code)
 
 uint64_t nib_tensor_bytes(uint32_t dtype, uint32_t rows, uint32_t cols, uint32_t group)
 {
-    (void)group;
-    switch (dtype) {
-    case NIB_DT_F32:
-        return (uint64_t)rows * cols * 4u;
-    default:
-        return 0; /* quantized formats are not produced by this version */
-    }
+    if (!nib_qformat_valid(dtype, group))
+        return 0;
+    return nib_qformat_size(dtype, group, rows, cols);
 }
 
 uint32_t nib_blob_crc(const void *blob, uint64_t size)
@@ -199,7 +199,7 @@ static int check_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t
     uint64_t n = op->n, k = op->k, ctx = hp->ctx_len;
     const char *name = nib_op_name(op->code);
 
-    if (op->code == 0 || op->code >= NIB_OP_COUNT)
+    if (op->code == 0 || op->code >= NIB_OP_COUNT || (op->code == NIB_OP_QUANT && !NIB_RUNTIME_QUANT))
         return fail(err, errlen, "plan op %u: unknown opcode %u", i, op->code);
     int needs_tensor = op->code == NIB_OP_EMBED || op->code == NIB_OP_RMSNORM ||
                        op->code == NIB_OP_MATMUL || op->code == NIB_OP_ROPE;
@@ -208,9 +208,9 @@ static int check_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t
             return fail(err, errlen, "plan op %u (%s): tensor index %u out of range", i, name,
                         op->tensor);
         t = &v->tensors[op->tensor];
-        if (t->dtype != NIB_DT_F32)
-            return fail(err, errlen, "plan op %u (%s): tensor '%s' has dtype %s, this runtime runs f32",
-                        i, name, t->name, nib_dtype_name(t->dtype));
+        if (t->dtype != NIB_DT_F32 && (op->code != NIB_OP_MATMUL || !NIB_RUNTIME_QUANT))
+            return fail(err, errlen, "plan op %u (%s): tensor '%s' must be f32, not %s", i, name,
+                        t->name, nib_dtype_name(t->dtype));
     }
     if (n == 0 || n > 4u * NIB_MAX_VOCAB)
         return fail(err, errlen, "plan op %u (%s): n = %llu out of range", i, name,
@@ -236,7 +236,15 @@ static int check_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t
                         (unsigned long long)k);
         if (op->p0 & ~NIB_EPI_ADD)
             return fail(err, errlen, "plan op %u (matmul): unknown epilogue flags 0x%x", i, op->p0);
-        add_range(&r, op->src0, k * 4);
+        if (t->dtype == NIB_DT_F32) {
+            add_range(&r, op->src0, k * 4);
+        } else {
+            /* Quantized weights read the int8 activations a quant op made. */
+            uint64_t fp = nib_qact_footprint(1, (uint32_t)k, nib_qformat_act_block(t->dtype, t->group));
+            if (fp == 0 || op->src0 % NIB_QACT_ALIGN)
+                return fail(err, errlen, "plan op %u (matmul): bad quantized input", i);
+            add_range(&r, op->src0, fp);
+        }
         add_range(&r, op->dst, n * 4);
         if (op->p0 & NIB_EPI_ADD)
             add_range(&r, op->src1, n * 4);
@@ -279,6 +287,14 @@ static int check_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t
         add_range(&r, op->src1, n * 4);
         add_range(&r, op->dst, n * 4);
         break;
+    case NIB_OP_QUANT: {
+        uint64_t fp = nib_qact_footprint(1, (uint32_t)n, op->p0);
+        if (fp == 0 || op->dst % NIB_QACT_ALIGN)
+            return fail(err, errlen, "plan op %u (quant): bad block %u or alignment", i, op->p0);
+        add_range(&r, op->src0, n * 4);
+        add_range(&r, op->dst, fp);
+        break;
+    }
     }
     for (int j = 0; j < r.n; j++) {
         if (r.off[j] % 4 || !range_ok(r.off[j], r.len[j], v->mem_size))

@@ -5,8 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/qformat.h"
 #include "model_blob/blob_view.h"
 #include "model_blob/crc32c.h"
+#include "tools/quant.h"
 
 struct sink {
     FILE *f;
@@ -164,6 +166,45 @@ static void tok_write(struct sink *s, const struct tok_image *t)
     put(s, t->bytes, t->n_bytes);
 }
 
+static int weight_row(void *ctx, uint32_t r, float *out)
+{
+    return llama_weight_row_f32(ctx, r, out);
+}
+
+/* A quantized tensor: each source packed on its own (sources start on an
+ * N-block, so the packed bytes simply follow each other). A source already
+ * in the tensor's format (GGUF Q4_0 -> q4/32, Q8_0 -> q8c/32) is repacked
+ * exactly; anything else is quantized from its f32 rows. */
+static int write_quantized(struct sink *s, const struct plan_tensor *t, char *err, size_t errlen)
+{
+    const struct nib_tensor_rec *rec = &t->rec;
+    for (uint32_t k = 0; k < t->n_src; k++) {
+        const struct llama_weight *w = t->src[k];
+        uint64_t size = nib_qformat_size(rec->dtype, rec->group, w->rows, rec->cols);
+        uint8_t *buf = malloc(size ? size : 1);
+        if (!buf) {
+            snprintf(err, errlen, "out of memory packing '%s'", rec->name);
+            return -1;
+        }
+        struct nib_qspec want = {rec->dtype, rec->group}, have;
+        char why[256];
+        int rc;
+        if (nib_repack_spec(w->t->type, &have) == 0 && have.dtype == want.dtype &&
+            have.group == want.group)
+            rc = nib_repack_gguf(w, buf, why, sizeof why);
+        else
+            rc = nib_quantize(want, w->rows, rec->cols, weight_row, (void *)w, buf, why, sizeof why);
+        if (rc) {
+            snprintf(err, errlen, "packing '%s': %s", rec->name, why);
+            free(buf);
+            return -1;
+        }
+        put(s, buf, size);
+        free(buf);
+    }
+    return 0;
+}
+
 /* One tensor's payload, row by row. */
 static int write_tensor(struct sink *s, const struct plan_tensor *t, const struct nib_hparams *hp,
                         float *row, char *err, size_t errlen)
@@ -181,6 +222,8 @@ static int write_tensor(struct sink *s, const struct plan_tensor *t, const struc
         }
         return 0;
     }
+    if (t->rec.dtype != NIB_DT_F32)
+        return write_quantized(s, t, err, errlen);
     for (uint32_t k = 0; k < t->n_src; k++) {
         const struct llama_weight *w = t->src[k];
         uint32_t rows = t->rec.rows == 1 ? 1 : w->rows;
@@ -232,7 +275,7 @@ int nib_pack_blob(struct nib_plan *p, const struct llama_model *m, FILE *out, ch
     for (uint32_t i = 0; i < p->n_tensors; i++) {
         struct nib_tensor_rec *r = &p->tensors[i].rec;
         r->offset = w;
-        r->size = nib_tensor_bytes(r->dtype, r->rows, r->cols, r->group);
+        r->size = nib_qformat_size(r->dtype, r->group, r->rows, r->cols);
         w = align_up(w + r->size, NIB_SECTION_ALIGN);
         if (r->cols > max_cols)
             max_cols = r->cols;
