@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "rt/shm_layout.h"
+#include "rt/stats.h"
 #include "tools/cli.h"
 #include "tools/host/nibhost.h"
 
@@ -127,13 +128,12 @@ int nib_ask_main(int argc, char **argv)
 
     struct nib_req_handle r;
     int rc;
-    /* A full table is back-pressure: wait for a slot. */
-    while ((rc = nib_host_submit(h, prompt, strlen(prompt), &p, &r)) == NIB_HOST_BUSY) {
-        struct timespec ts = {0, 1000000};
-        nanosleep(&ts, NULL);
-        if (interrupted)
-            break;
-    }
+    /* A full table is back-pressure: wait for a slot (in short steps, so
+     * Ctrl-C still works). */
+    p.busy_wait_ms = 100;
+    while ((rc = nib_host_submit(h, prompt, strlen(prompt), &p, &r)) == NIB_HOST_BUSY &&
+           !interrupted)
+        ;
     if (rc != NIB_HOST_OK) {
         fprintf(stderr, "nib ask: %s\n", interrupted ? "interrupted" : nib_host_error(h));
         nib_host_detach(h);
@@ -236,22 +236,6 @@ int nib_stop_main(int argc, char **argv)
     return rc == NIB_HOST_OK ? 0 : 1;
 }
 
-/* Percentile from a log2 histogram: the upper edge of the bucket holding it. */
-static double hist_pct(const uint64_t *hist, double pct)
-{
-    uint64_t total = 0, acc = 0;
-    for (int i = 0; i < NIB_HIST_BUCKETS; i++)
-        total += hist[i];
-    if (!total)
-        return 0;
-    for (int i = 0; i < NIB_HIST_BUCKETS; i++) {
-        acc += hist[i];
-        if ((double)acc >= pct / 100.0 * (double)total)
-            return (double)(1ull << i) * 2.0;
-    }
-    return 0;
-}
-
 int nib_stats_main(int argc, char **argv)
 {
     const char *name = NULL;
@@ -266,19 +250,25 @@ int nib_stats_main(int argc, char **argv)
     }
     struct nib_stats s;
     memcpy(&s, nib_host_stats(h), sizeof s);
-    static const double pcts[] = {50, 90, 99, 99.9};
+    struct nib_latency tok, req;
+    nib_hist_summary(&nib_token_hist_shape, s.token_hist, s.token_pass_ns_max, &tok);
+    nib_hist_summary(&nib_request_hist_shape, s.request_hist, s.request_ns_max, &req);
     if (json) {
         printf("{\"requests_accepted\": %llu, \"requests_done\": %llu, \"requests_rejected\": %llu, "
                "\"requests_cancelled\": %llu, \"slots_reclaimed\": %llu, \"tokens_prompt\": %llu, "
-               "\"tokens_generated\": %llu",
+               "\"tokens_generated\": %llu, \"epoch\": %llu",
                (unsigned long long)s.requests_accepted, (unsigned long long)s.requests_done,
                (unsigned long long)s.requests_rejected, (unsigned long long)s.requests_cancelled,
                (unsigned long long)s.slots_reclaimed, (unsigned long long)s.tokens_prompt,
-               (unsigned long long)s.tokens_generated);
-        printf(", \"token_latency_us\": {");
-        for (int i = 0; i < 4; i++)
-            printf("\"p%g\": %.1f, ", pcts[i], hist_pct(s.token_ns_hist, pcts[i]) / 1e3);
-        printf("\"max\": %.1f}}\n", (double)s.token_ns_max / 1e3);
+               (unsigned long long)s.tokens_generated, (unsigned long long)nib_host_epoch(h));
+        const struct nib_latency *l[2] = {&tok, &req};
+        const char *key[2] = {"token_latency_us", "request_latency_us"};
+        for (int i = 0; i < 2; i++)
+            printf(", \"%s\": {\"count\": %llu, \"p50\": %.1f, \"p90\": %.1f, \"p99\": %.1f, "
+                   "\"p99.9\": %.1f, \"max\": %.1f}", key[i], (unsigned long long)l[i]->count,
+                   l[i]->p50 / 1e3, l[i]->p90 / 1e3, l[i]->p99 / 1e3, l[i]->p999 / 1e3,
+                   l[i]->max / 1e3);
+        printf("}\n");
     } else {
         printf("requests: %llu accepted, %llu done, %llu rejected, %llu cancelled, %llu slots reclaimed\n",
                (unsigned long long)s.requests_accepted, (unsigned long long)s.requests_done,
@@ -286,10 +276,10 @@ int nib_stats_main(int argc, char **argv)
                (unsigned long long)s.slots_reclaimed);
         printf("tokens: %llu prompt, %llu generated\n", (unsigned long long)s.tokens_prompt,
                (unsigned long long)s.tokens_generated);
-        printf("per-token latency (log2 buckets, upper edge):");
-        for (int i = 0; i < 4; i++)
-            printf(" p%g %.1f us", pcts[i], hist_pct(s.token_ns_hist, pcts[i]) / 1e3);
-        printf(" max %.1f us\n", (double)s.token_ns_max / 1e3);
+        printf("per-token latency: p50 %.1f us, p90 %.1f us, p99 %.1f us, p99.9 %.1f us, max %.1f us\n",
+               tok.p50 / 1e3, tok.p90 / 1e3, tok.p99 / 1e3, tok.p999 / 1e3, tok.max / 1e3);
+        printf("per-request latency: p50 %.1f us, p99 %.1f us, max %.1f us\n", req.p50 / 1e3,
+               req.p99 / 1e3, req.max / 1e3);
     }
     nib_host_detach(h);
     return 0;

@@ -1,0 +1,71 @@
+/* Fuzz target: the blob validator (nib_blob_open), then what it promises:
+ * code holding a nib_blob_view may index the tables it describes, so every
+ * tensor's bytes are touched, the tokenizer is run, and one token goes
+ * through the whole plan when the runtime memory is small.
+ *
+ * A real blob is mostly zero padding (the weights start 2 MiB in). So an
+ * input shorter than the blob_size its header claims (up to 16 MiB) is the
+ * blob's first bytes, zero-extended to that size (checksum not checked);
+ * an input of exactly its blob_size is taken as is, checksum included. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_blob/blob_view.h"
+#include "rt/exec.h"
+#include "rt/tokenizer.h"
+#include "tests/fuzz/fuzz.h"
+
+#define EXPAND_MAX (16u << 20)
+#define EXEC_MEM_MAX (16u << 20)
+
+static void exercise(const struct nib_blob_view *v)
+{
+    const struct nib_blob_header *h = v->h;
+    volatile uint8_t sink = 0;
+    for (uint32_t t = 0; t < h->n_tensors; t++) {
+        const uint8_t *p = v->weights + v->tensors[t].offset;
+        if (v->tensors[t].size)
+            sink ^= p[0] ^ p[v->tensors[t].size - 1];
+    }
+    (void)sink;
+    static const char text[] = "Once upon a time, \xe2\x96\x81 \xff caf\xc3\xa9!";
+    uint32_t ids[sizeof text + 2];
+    int n = nib_tok_encode(v, text, sizeof text - 1, 1, ids, sizeof ids / sizeof ids[0]);
+    FUZZ_ASSERT(n >= 0 && (size_t)n <= sizeof ids / sizeof ids[0]);
+    char piece[NIB_MAX_PIECE];
+    for (int i = 0; i < n; i++) {
+        FUZZ_ASSERT(ids[i] < h->hp.vocab_size);
+        nib_tok_decode(v, i ? ids[i - 1] : 0, ids[i], piece, sizeof piece);
+    }
+    for (uint32_t id = 0; id < h->hp.vocab_size && id < 64; id++)
+        FUZZ_ASSERT(nib_tok_decode(v, 0, id, piece, sizeof piece) <= sizeof piece);
+    if (v->mem_size > EXEC_MEM_MAX || h->hp.ctx_len == 0)
+        return;
+    uint8_t *mem = calloc(1, v->mem_size + 64);
+    FUZZ_ASSERT(mem != NULL);
+    struct nib_exec e = {.v = v, .mem = mem};
+    nib_exec_token(&e, h->hp.bos_id < h->hp.vocab_size ? h->hp.bos_id : 0, 0);
+    free(mem);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    uint64_t claimed = 0;
+    if (size >= sizeof(struct nib_blob_header))
+        memcpy(&claimed, data + offsetof(struct nib_blob_header, blob_size), 8);
+    int expand = claimed > size && claimed <= EXPAND_MAX;
+    size_t n = expand ? (size_t)claimed : size;
+    uint8_t *buf = aligned_alloc(64, (n + 64) & ~(size_t)63);
+    FUZZ_ASSERT(buf != NULL);
+    memset(buf, 0, n);
+    if (size)
+        memcpy(buf, data, size);
+    struct nib_blob_view v;
+    char err[256];
+    if (nib_blob_open(&v, buf, n, !expand, err, sizeof err) == 0)
+        exercise(&v);
+    else
+        FUZZ_ASSERT(err[0] != 0);
+    free(buf);
+    return 0;
+}

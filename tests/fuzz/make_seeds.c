@@ -1,0 +1,113 @@
+/* Writes the seed corpora of the fuzz targets (run by hand; the outputs are
+ * committed under tests/fuzz/corpus/):
+ *
+ *   make_seeds OUTDIR
+ *
+ * gguf/    small LLaMA GGUFs from the test fixture (F32, F16, Q8_0, Q4_0,
+ *          tied output, version 2), whole and cut at section bounds
+ * request/ requests: good text, good ids, and one bad field each
+ *
+ * The blob seeds come from `nib compile` of gguf/f32.gguf, cut to the bytes
+ * before the weights (tests/fuzz/README.md). */
+#include <stdio.h>
+#include <string.h>
+
+#include "rt/shm_layout.h"
+#include "tests/gguf_fixture.h"
+#include "tools/gguf.h"
+
+static int put(const char *dir, const char *name, const void *p, size_t n)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(p, 1, n, f) != n) {
+        fprintf(stderr, "make_seeds: cannot write %s\n", path);
+        return -1;
+    }
+    fclose(f);
+    return 0;
+}
+
+static int gguf_seed(const char *dir, const char *name, const struct fx_params *p, int cuts)
+{
+    struct fx_file f;
+    fx_build_default(&f, p);
+    char n[128];
+    snprintf(n, sizeof n, "%s.gguf", name);
+    int rc = put(dir, n, f.buf, f.size);
+    /* Cut at a few section bounds: the reader's error paths. */
+    for (size_t i = 0; cuts && i < f.n_bounds && rc == 0; i += f.n_bounds / 4 + 1) {
+        snprintf(n, sizeof n, "%s-cut%zu.gguf", name, f.bounds[i]);
+        rc = put(dir, n, f.buf, f.bounds[i]);
+    }
+    fx_file_free(&f);
+    return rc;
+}
+
+static int request_seed(const char *dir, const char *name, const struct nib_request *r,
+                        const void *prompt, size_t n)
+{
+    uint8_t buf[sizeof *r + 256];
+    memcpy(buf, r, sizeof *r);
+    memcpy(buf + sizeof *r, prompt, n);
+    char file[128];
+    snprintf(file, sizeof file, "%s.bin", name);
+    return put(dir, file, buf, sizeof *r + n);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: make_seeds OUTDIR (with gguf/ and request/ inside)\n");
+        return 2;
+    }
+    char gdir[400], rdir[400];
+    snprintf(gdir, sizeof gdir, "%s/gguf", argv[1]);
+    snprintf(rdir, sizeof rdir, "%s/request", argv[1]);
+    struct fx_params p;
+    int rc = 0;
+    fx_default_params(&p);
+    rc |= gguf_seed(gdir, "f32", &p, 1);
+    p.version = 2;
+    p.tied = 1;
+    rc |= gguf_seed(gdir, "v2-tied", &p, 0);
+    fx_default_params(&p);
+    p.wtype = GGML_TYPE_F16;
+    rc |= gguf_seed(gdir, "f16", &p, 0);
+    fx_quant_params(&p, GGML_TYPE_Q8_0);
+    rc |= gguf_seed(gdir, "q8_0", &p, 0);
+    fx_quant_params(&p, GGML_TYPE_Q4_0);
+    rc |= gguf_seed(gdir, "q4_0", &p, 0);
+
+    struct nib_request r;
+    memset(&r, 0, sizeof r);
+    r.prompt_len = 16;
+    r.max_tokens = 8;
+    rc |= request_seed(rdir, "text", &r, "Once upon a time", 16);
+    r.temperature = 0.8f;
+    r.seed = 42;
+    r.flags = NIB_REQ_NO_BOS;
+    rc |= request_seed(rdir, "text-sampled", &r, "Once upon a time", 16);
+    const uint32_t ids[] = {1, 300, 301, 2, 511};
+    memset(&r, 0, sizeof r);
+    r.prompt_len = sizeof ids;
+    r.max_tokens = 2;
+    r.flags = NIB_REQ_PROMPT_IDS;
+    rc |= request_seed(rdir, "ids", &r, ids, sizeof ids);
+    r.prompt_len = 6;
+    rc |= request_seed(rdir, "ids-odd-length", &r, ids, sizeof ids);
+    memset(&r, 0, sizeof r);
+    r.prompt_len = 3;
+    r.max_tokens = 0;
+    rc |= request_seed(rdir, "bad-max-tokens", &r, "abc", 3);
+    r.max_tokens = 1;
+    r.reserved[39] = 1;
+    rc |= request_seed(rdir, "bad-reserved", &r, "abc", 3);
+    memset(&r, 0, sizeof r);
+    r.prompt_len = 0xFFFFFFFFu;
+    r.max_tokens = 1;
+    memcpy(&r.temperature, "\xff\xff\xff\x7f", 4); /* NaN */
+    rc |= request_seed(rdir, "bad-everything", &r, "", 0);
+    return rc ? 1 : 0;
+}
