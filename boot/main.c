@@ -1,16 +1,21 @@
-/* The appliance: boot sequence and serve loop.
+/* The appliance: boot sequence and serve loop (docs/runtime.md).
  *
  *   1. validate the embedded blob (magic, version, every size and offset,
  *      CRC32C) and check the CPU has the ISA it was packed for;
- *   2. reserve the runtime memory (arena + KV cache) once, huge-page
- *      advised and prefaulted: nothing is allocated after this point;
- *   3. create the shared-memory segment (O_EXCL, mode 0600), write its
- *      header, set READY;
- *   4. serve requests until `nib stop`, SIGTERM or SIGINT; then post a final
+ *   2. compare the machine with the topology table built in; choose the
+ *      workers (one per physical core); pin this thread as worker 0;
+ *   3. copy the blob into huge-page memory, each worker's weight shards on
+ *      its node; release the file-backed pages; reserve and prefault the
+ *      arena, KV cache and team; mlockall; report huge pages from smaps;
+ *   4. start the other workers: pinned, verified, under seccomp;
+ *   5. create the shared-memory segment (O_EXCL, mode 0600), write its
+ *      header and the boot report, seccomp this thread, set READY;
+ *   6. serve requests until `nib stop`, SIGTERM or SIGINT; then post a final
  *      status for anything still queued, remove the segment and exit 0.
  *
- * Any failure before READY prints "nibble: refusing to boot: ..." and exits
- * non-zero. */
+ * After step 5 nothing is allocated and the token path makes no system
+ * call. Any failure before READY prints "nibble: refusing to boot: ..." and
+ * exits 2. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -24,11 +29,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "boot/boot.h"
 #include "boot/cpu_isa.h"
 #include "model_blob/blob_view.h"
 #include "rt/serve.h"
 #include "rt/shm_layout.h"
 #include "rt/shm_name.h"
+#include "rt/team.h"
 
 extern const unsigned char nib_blob_start[], nib_blob_end[];
 
@@ -46,56 +53,93 @@ static int refuse(const char *what, const char *msg)
     return 2;
 }
 
+#define DEFAULT_SPIN_US 20000u
+#define DEFAULT_BARRIER_SPIN_US 200u
+
 struct options {
     const char *name;
     unsigned spin_us;
+    unsigned barrier_spin_us;
     int group_access;
+    uint32_t workers;         /* 0: one per physical core */
+    int ignore_topology;
+    int seccomp;
+    int digest;
+    const char *debug_syscall; /* NULL, "serve" or "worker" */
 };
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: appliance [--name NAME] [--spin-us N] [--group-access]\n"
-               "  --name NAME      shared-memory segment name (default %s)\n"
-               "  --spin-us N      microseconds to spin when idle before parking (default 1000)\n"
-               "  --group-access   create the segment mode 0660 instead of 0600\n",
-            NIB_SHM_DEFAULT_NAME);
+    fprintf(f,
+            "usage: appliance [OPTIONS]\n"
+            "  --name NAME        shared-memory segment name (default %s)\n"
+            "  --spin-us N        idle: spin N microseconds before parking (default %u)\n"
+            "  --barrier-spin-us N  a barrier wait longer than this sleeps (default %u)\n"
+            "  --group-access     create the segment mode 0660 instead of 0600\n"
+            "  --workers N        use N workers (default: one per physical core)\n"
+            "  --ignore-topology  boot even if the machine differs from the table built in\n"
+            "  --digest           keep a CRC32C of every logit in the stats page\n"
+            "  --no-seccomp       run without the seccomp filters (debugging only)\n"
+            "  --debug-forbidden-syscall serve|worker\n"
+            "                     after READY, make one system call outside the allow-list\n"
+            "                     (the filter must kill the process: a test hook)\n",
+            NIB_SHM_DEFAULT_NAME, DEFAULT_SPIN_US, DEFAULT_BARRIER_SPIN_US);
 }
 
 static int parse_args(int argc, char **argv, struct options *o)
 {
+    memset(o, 0, sizeof *o);
     o->name = NIB_SHM_DEFAULT_NAME;
-    o->spin_us = 1000;
-    o->group_access = 0;
+    o->spin_us = DEFAULT_SPIN_US;
+    o->barrier_spin_us = DEFAULT_BARRIER_SPIN_US;
+    o->seccomp = 1;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--name") && i + 1 < argc) {
+        const char *a = argv[i];
+        int has_val = i + 1 < argc;
+        if (!strcmp(a, "--name") && has_val) {
             o->name = argv[++i];
-        } else if (!strcmp(argv[i], "--spin-us") && i + 1 < argc) {
+        } else if ((!strcmp(a, "--spin-us") || !strcmp(a, "--barrier-spin-us") ||
+                    !strcmp(a, "--workers")) && has_val) {
             char *end;
-            unsigned long v = strtoul(argv[++i], &end, 10);
-            if (*end || v > 10000000) {
-                fprintf(stderr, "appliance: --spin-us wants 0..10000000\n");
+            const char *s = argv[++i];
+            unsigned long v = strtoul(s, &end, 10);
+            int workers = !strcmp(a, "--workers");
+            if (*s < '0' || *s > '9' || *end ||
+                (workers ? (v < 1 || v > NIB_TEAM_MAX_WORKERS) : v > 10000000)) {
+                fprintf(stderr, "appliance: %s wants %s, not '%s'\n", a,
+                        workers ? "1..256" : "0..10000000", s);
                 return -1;
             }
-            o->spin_us = (unsigned)v;
-        } else if (!strcmp(argv[i], "--group-access")) {
+            if (workers)
+                o->workers = (uint32_t)v;
+            else if (!strcmp(a, "--spin-us"))
+                o->spin_us = (unsigned)v;
+            else
+                o->barrier_spin_us = (unsigned)v;
+        } else if (!strcmp(a, "--group-access")) {
             o->group_access = 1;
-        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+        } else if (!strcmp(a, "--ignore-topology")) {
+            o->ignore_topology = 1;
+        } else if (!strcmp(a, "--digest")) {
+            o->digest = 1;
+        } else if (!strcmp(a, "--no-seccomp")) {
+            o->seccomp = 0;
+        } else if (!strcmp(a, "--debug-forbidden-syscall") && has_val) {
+            o->debug_syscall = argv[++i];
+            if (strcmp(o->debug_syscall, "serve") && strcmp(o->debug_syscall, "worker")) {
+                fprintf(stderr, "appliance: --debug-forbidden-syscall wants serve or worker\n");
+                return -1;
+            }
+        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             exit(0);
         } else {
-            fprintf(stderr, "appliance: unknown argument '%s'\n", argv[i]);
+            fprintf(stderr, "appliance: unknown argument '%s'\n", a);
             usage(stderr);
             return -1;
         }
     }
     return 0;
-}
-
-static int pid_alive(uint32_t pid)
-{
-    if (pid == 0)
-        return 0;
-    return kill((pid_t)pid, 0) == 0 || errno == EPERM;
 }
 
 /* Create the segment exclusively. A segment left by an appliance that is no
@@ -121,7 +165,7 @@ static void *create_segment(const char *path, int mode, char *err, size_t errlen
         }
         if (ofd >= 0)
             close(ofd);
-        if (pid && (uint32_t)getpid() != pid && pid_alive(pid) && state != NIB_APP_STOPPED) {
+        if (pid && (uint32_t)getpid() != pid && nib_pid_alive(pid) && state != NIB_APP_STOPPED) {
             snprintf(err, errlen, "segment %s is in use by a running appliance (pid %u); "
                      "stop it or choose another --name", path, pid);
             return NULL;
@@ -140,27 +184,13 @@ static void *create_segment(const char *path, int mode, char *err, size_t errlen
         shm_unlink(path);
         return NULL;
     }
-    void *p = mmap(NULL, NIB_SHM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    void *p = mmap(NULL, NIB_SHM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
     close(fd);
     if (p == MAP_FAILED) {
         snprintf(err, errlen, "cannot map segment %s: %s", path, strerror(errno));
         shm_unlink(path);
         return NULL;
     }
-    return p;
-}
-
-/* Runtime memory: reserved once, huge-page advised, touched so that no page
- * fault happens on the token path. */
-static void *reserve_memory(uint64_t bytes)
-{
-    const uint64_t huge = 2u << 20;
-    uint64_t len = (bytes + huge - 1) / huge * huge;
-    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
-        return NULL;
-    madvise(p, len, MADV_HUGEPAGE);
-    memset(p, 0, len);
     return p;
 }
 
@@ -183,33 +213,106 @@ static void drain(void *shm)
     }
 }
 
+static double pct(uint64_t part, uint64_t whole)
+{
+    return whole ? 100.0 * (double)part / (double)whole : 0.0;
+}
+
+static double mib(uint64_t b)
+{
+    return (double)b / (1024.0 * 1024.0);
+}
+
+static void forbidden_on_worker(uint32_t w, void *arg)
+{
+    (void)arg;
+    if (w == 1)
+        syscall(SYS_getppid); /* not on the worker allow-list: the filter kills us */
+}
+
 int main(int argc, char **argv)
 {
     struct options o;
-    char err[256];
+    char err[1024];
     if (parse_args(argc, argv, &o))
         return 2;
     char path[NIB_SHM_NAME_MAX + 2];
     if (nib_shm_path(o.name, path, sizeof path, err, sizeof err))
         return refuse("--name", err);
 
-    /* 1. the blob */
+    /* 1. the blob, as embedded */
     struct nib_blob_view v;
     uint64_t blob_size = (uint64_t)(nib_blob_end - nib_blob_start);
     if (nib_blob_open(&v, nib_blob_start, blob_size, 1, err, sizeof err))
         return refuse("blob", err);
     if (nib_cpu_check(v.h->isa_required, err, sizeof err))
         return refuse("cpu", err);
+    uint32_t blob_crc = v.h->crc32c;
+
+    /* 2. the machine */
+    static struct boot_workers w;
+    if (boot_topology(o.ignore_topology, o.workers, &w, err, sizeof err))
+        return refuse("topology", err);
+    if (boot_pin_self(w.cpus[0], w.nodes[0], err, sizeof err))
+        return refuse("topology", err);
+
+    /* 3. memory */
+    static struct boot_memory m;
+    if (boot_move_blob(&v, nib_blob_start, blob_size, &w, &m, err, sizeof err))
+        return refuse("memory", err);
     const struct nib_hparams *hp = &v.h->hp;
-
-    /* 2. memory */
-    uint64_t scratch_size = nib_server_scratch_footprint();
     uint64_t mem_size = (v.mem_size + 63) & ~63ull;
-    uint8_t *mem = reserve_memory(mem_size + scratch_size);
-    if (!mem)
-        return refuse("memory", "cannot reserve the arena and KV cache");
+    uint64_t scratch_size = (nib_server_scratch_footprint() + 63) & ~63ull;
+    uint64_t team_size = nib_team_footprint(w.n, v.h->n_ops);
+    if (boot_reserve_arena(mem_size + scratch_size + team_size, &m, err, sizeof err))
+        return refuse("memory", err);
+    uint8_t *mem = m.arena, *scratch = mem + mem_size, *team_mem = scratch + scratch_size;
+    struct nib_team *team = nib_team_new(team_mem, &v, mem, w.n, (uint64_t)o.spin_us * 1000u,
+                                         (uint64_t)o.barrier_spin_us * 1000u);
+    if (!team)
+        return refuse("workers", "cannot lay out the thread team");
+    boot_lock_memory(&m);
+    if (boot_hugepage_report(&m, err, sizeof err))
+        return refuse("memory", err);
+#if NIB_HAVE_NUMA
+    if (m.numa) {
+        char per[256] = "";
+        size_t used = 0;
+        for (uint32_t n = 0; n < 8 && n < m.numa_nodes; n++)
+            used += (size_t)snprintf(per + used, sizeof per - used, "%snode %u %.1f MiB",
+                                     n ? ", " : "", n, mib(m.node_bytes[n]));
+        boot_log("numa: %u node%s (libnuma); matmul weight shards bound to their worker's node: %s",
+                 m.numa_nodes, m.numa_nodes == 1 ? "" : "s", per);
+    }
+#else
+    boot_log("numa: built without libnuma; weights stay where first touched (worker 0's node)");
+#endif
+    boot_log("memory: blob %.1f MiB copied to anonymous %s memory, file-backed copy released; "
+             "huge pages: blob %.1f%% (%.1f of %.1f MiB), arena %.1f%% (%.1f of %.1f MiB)",
+             mib(m.blob_size), m.hugetlb ? "hugetlbfs" : "THP", pct(m.blob_huge, m.blob_map),
+             mib(m.blob_huge), mib(m.blob_map), pct(m.arena_huge, m.arena_map),
+             mib(m.arena_huge), mib(m.arena_map));
+    if (m.mlocked)
+        boot_log("mlockall: all memory locked");
+    else
+        boot_log("mlockall: WARNING: failed (%s): pages may be swapped out; give the appliance "
+                 "CAP_IPC_LOCK or a larger RLIMIT_MEMLOCK", m.mlock_err);
 
-    /* 3. the segment */
+    /* 4. workers */
+    if (boot_start_workers(team, &w, o.seccomp, err, sizeof err))
+        return refuse("workers", err);
+    {
+        char list[512] = "";
+        size_t used = 0;
+        for (uint32_t i = 0; i < w.n && used < sizeof list - 16; i++)
+            used += (size_t)snprintf(list + used, sizeof list - used, "%s%u", i ? "," : "", w.cpus[i]);
+        boot_log("workers: %u on cpus %s (%u node%s), %u barriers per token over %u ops; idle: "
+                 "spin %u us, then park; barrier waits over %u us sleep", w.n, list, w.n_nodes,
+                 w.n_nodes == 1 ? "" : "s", nib_team_barriers(team), v.h->n_ops, o.spin_us,
+                 o.barrier_spin_us);
+    }
+
+    /* 5. the segment */
     void *shm = create_segment(path, o.group_access ? 0660 : 0600, err, sizeof err);
     if (!shm)
         return refuse("segment", err);
@@ -222,29 +325,68 @@ int main(int argc, char **argv)
     struct timespec rt;
     clock_gettime(CLOCK_REALTIME, &rt);
     uint64_t epoch = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
-    struct nib_server s;
-    nib_server_init(&s, &v, mem, mem + mem_size, shm, (uint32_t)getpid(), epoch);
+    static struct nib_server s;
+    nib_server_init(&s, &v, mem, scratch, shm, (uint32_t)getpid(), epoch);
     s.stop_flag = &stop_signal;
+    s.exec.team = team;
+    s.exec.stats = s.stats;
+    s.exec.digest = o.digest;
+    struct nib_stats *st = s.stats;
+    st->version = NIB_STATS_VERSION;
+    st->n_workers = w.n;
+    st->barriers_per_token = nib_team_barriers(team);
+    st->numa_nodes = m.numa_nodes;
+    st->blob_bytes = m.blob_map;
+    st->blob_huge_bytes = m.blob_huge;
+    st->arena_bytes = m.arena_map;
+    st->arena_huge_bytes = m.arena_huge;
+    st->boot_flags = (m.mlocked ? NIB_BOOT_MLOCKED : 0) | (m.hugetlb ? NIB_BOOT_HUGETLB : 0) |
+                     (m.numa ? NIB_BOOT_NUMA : 0) | (w.overridden ? NIB_BOOT_TOPO_OVERRIDE : 0) |
+                     (o.seccomp ? NIB_BOOT_SECCOMP : 0);
+    if (o.seccomp) {
+        boot_log("seccomp: workers allow %s", boot_seccomp_allowed(BOOT_FILTER_WORKER));
+        boot_log("seccomp: serving thread allows %s", boot_seccomp_allowed(BOOT_FILTER_SERVE));
+        if (boot_seccomp(BOOT_FILTER_SERVE, err, sizeof err)) {
+            shm_unlink(path);
+            return refuse("seccomp", err);
+        }
+    } else {
+        boot_log("seccomp: WARNING: disabled by --no-seccomp");
+    }
+    uint64_t allocs_ready[BOOT_ALLOC_KINDS];
+    boot_alloc_read(allocs_ready);
+
     struct nib_shm_header *h = s.hdr;
     nib_store_rel(&h->state, NIB_APP_READY);
     fprintf(stderr,
             "nibble: ready on %s: dim %u, %u layers, %u heads (%u kv), vocab %u, ctx %u; "
             "blob %llu bytes, crc32c %08x ok; runtime memory %llu bytes\n",
             path, hp->dim, hp->n_layers, hp->n_heads, hp->n_kv_heads, hp->vocab_size,
-            hp->ctx_len, (unsigned long long)blob_size, v.h->crc32c,
+            hp->ctx_len, (unsigned long long)blob_size, blob_crc,
             (unsigned long long)v.mem_size);
 
-    /* 4. serve */
-    uint64_t last_reclaim = 0;
+    if (o.debug_syscall && !strcmp(o.debug_syscall, "serve")) {
+        boot_log("debug: making a forbidden system call (getppid) on the serving thread");
+        syscall(SYS_getppid);
+        boot_log("debug: the forbidden system call returned: the filter is NOT active");
+    } else if (o.debug_syscall) {
+        if (w.n < 2) {
+            boot_log("debug: --debug-forbidden-syscall worker needs 2 or more workers");
+        } else {
+            boot_log("debug: making a forbidden system call (getppid) on worker 1");
+            nib_team_call(team, forbidden_on_worker, NULL);
+            boot_log("debug: the forbidden system call returned: the filter is NOT active");
+        }
+    }
+
+    /* 6. serve */
     while (!stop_signal && !nib_load_acq(&h->stop_requested)) {
         uint32_t bell = nib_load_acq(&h->doorbell);
         uint64_t now = nib_now_ns();
         nib_store_rel(&h->heartbeat_ns, now);
-        if (nib_server_poll(&s))
+        if (nib_server_poll(&s)) {
+            st->barrier_sleeps = nib_team_sleeps(team);
             continue;
-        if (now - last_reclaim > 100000000ull) {
-            nib_server_reclaim(&s, pid_alive);
-            last_reclaim = now;
         }
         /* Idle: spin a while (a request that arrives now is picked up at
          * once), then park on the doorbell until a host rings it. */
@@ -260,9 +402,26 @@ int main(int argc, char **argv)
     drain(shm);
     nib_store_rel(&h->state, NIB_APP_STOPPED);
     fprintf(stderr, "nibble: stopped (%llu requests, %llu tokens generated)\n",
-            (unsigned long long)s.stats->requests_done,
-            (unsigned long long)s.stats->tokens_generated);
+            (unsigned long long)st->requests_done, (unsigned long long)st->tokens_generated);
+    boot_log("barrier waits that slept (oversubscribed CPUs): %llu",
+             (unsigned long long)nib_team_sleeps(team));
+    if (o.digest)
+        boot_log("digest: logits crc32c %08x over %llu forward passes", s.exec.digest_crc,
+                 (unsigned long long)st->tokens_run);
+    if (boot_alloc_counting()) {
+        uint64_t now_counts[BOOT_ALLOC_KINDS];
+        boot_alloc_read(now_counts);
+        char line[512] = "";
+        size_t used = 0;
+        for (int k = 0; k < BOOT_ALLOC_KINDS; k++)
+            used += (size_t)snprintf(line + used, sizeof line - used, "%s%s %llu", k ? ", " : "",
+                                     boot_alloc_names[k],
+                                     (unsigned long long)(now_counts[k] - allocs_ready[k]));
+        boot_log("allocation calls after READY: %s", line);
+    }
+    /* No munmap, and _exit rather than exit: the kernel releases
+     * everything, while libc and libnuma destructors would free memory
+     * (munmap), which the serving thread's seccomp filter forbids. */
     shm_unlink(path);
-    munmap(shm, NIB_SHM_SIZE);
-    return 0;
+    _exit(0);
 }

@@ -1,21 +1,60 @@
 /* Plan executor: runs the blob's flat op list for one token. No graph
  * walking, no allocation: every operand address is base + offset, checked
- * once at boot by nib_blob_open. */
+ * once at boot by nib_blob_open.
+ *
+ * Work split. Every op is divided among n workers by a FIXED rule: rows of
+ * a matmul in blocks of NIB_EXEC_ROW_BLOCK, heads of RoPE and attention,
+ * blocks of elements of the element-wise ops; RMSNORM (a reduction over the
+ * whole vector) runs on worker 0 alone. Each output element is computed by
+ * exactly the same instructions in the same order whoever computes it, so
+ * the result is bit-identical for any number of workers (docs/runtime.md).
+ * nib_exec_access lists what each share reads and writes so that the thread
+ * team (rt/team.h) places barriers only where data depends. */
 #ifndef NIB_EXEC_H
 #define NIB_EXEC_H
 
 #include <stdint.h>
 
 #include "model_blob/blob_view.h"
+#include "rt/stats_layout.h"
+
+struct nib_team;
 
 struct nib_exec {
     const struct nib_blob_view *v;
-    uint8_t *mem; /* act_size + kv_size bytes, caller-owned */
+    uint8_t *mem;             /* act_size + kv_size bytes, caller-owned */
+    struct nib_team *team;    /* NULL: every op runs on the calling thread */
+    struct nib_stats *stats;  /* NULL: no latency recording */
+    int digest;               /* fold every token's logits into stats->logits_digest */
+    uint32_t digest_crc;      /* the running digest (also kept without stats) */
 };
 
 /* Run the whole plan for `token` at position `pos`. Returns a pointer to
  * the vocab_size logits inside mem, or NULL when token >= vocab_size or
- * pos >= ctx_len. */
+ * pos >= ctx_len. With stats, records the pass's duration (the token
+ * latency histogram). */
 const float *nib_exec_token(struct nib_exec *e, uint32_t token, uint32_t pos);
+
+#define NIB_EXEC_ROW_BLOCK 16u  /* matmul rows per block */
+#define NIB_EXEC_ELEM_BLOCK 16u /* elements per block of element-wise ops */
+
+/* Worker w of n: [begin, end) of the op's units (rows, heads, elements). */
+void nib_exec_share(const struct nib_op *op, uint32_t w, uint32_t n, uint32_t *begin,
+                    uint32_t *end);
+
+/* Run worker w of n's share of op. */
+void nib_exec_op(const struct nib_blob_view *v, uint8_t *mem, const struct nib_op *op,
+                 uint32_t token, uint32_t pos, uint32_t w, uint32_t n);
+
+/* Byte ranges of runtime memory that worker w of n's share of op may read
+ * or write, for any position (the KV cache ranges are whole layers).
+ * Weights are read-only and not listed. Returns the count (<= NIB_ACCESS_MAX). */
+#define NIB_ACCESS_MAX 6
+struct nib_access {
+    uint64_t begin, end;
+    uint32_t write;
+};
+int nib_exec_access(const struct nib_blob_view *v, const struct nib_op *op, uint32_t w, uint32_t n,
+                    struct nib_access *out);
 
 #endif

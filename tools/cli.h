@@ -13,6 +13,9 @@ int nib_eval_main(int argc, char **argv);
 int nib_ask_main(int argc, char **argv);
 int nib_stop_main(int argc, char **argv);
 int nib_stats_main(int argc, char **argv);
+int nib_topo_main(int argc, char **argv);
+int nib_bench_main(int argc, char **argv);
+int nib_bench_latency_main(int argc, char **argv); /* nib bench --latency */
 
 /* Map a whole file read-only. 0, or -1 with a message. */
 int nib_map_file(const char *path, const uint8_t **data, size_t *size, char *err, size_t errlen);

@@ -16,6 +16,8 @@ static const struct {
     {"ask", nib_ask_main, "send a prompt to a running appliance"},
     {"stop", nib_stop_main, "shut a running appliance down"},
     {"stats", nib_stats_main, "print a running appliance's counters and latencies"},
+    {"topo", nib_topo_main, "describe this machine's CPUs, nodes and caches"},
+    {"bench", nib_bench_main, "memory bandwidth and kernel throughput"},
 };
 
 static void usage(FILE *f)

@@ -1,0 +1,169 @@
+/* Packed layouts of nibble's quantized weight formats (docs/blob-format.md
+ * draws them). Pure arithmetic shared by the packer, the blob validator, the
+ * kernels and the tests: one layout per format, the same for the scalar,
+ * AVX2 and NEON kernels, so a blob is packed once.
+ *
+ * Every quantized format packs rows in N-blocks of NIB_Q_TILE_N = 8 rows.
+ * An N-block is a run of "scale groups", each covering `gsize` inputs:
+ *
+ *   scale group = [codes: 8 rows x gsize][8 scales][8 zero points (q4a only)]
+ *
+ * gsize is the format's group (q4, q4a, q8c with a group) or the whole
+ * padded row (q4c, q8c per channel). Codes come in 32-byte chunks that
+ * interleave the 8 rows so the kernel reads one sequential stream:
+ *
+ *   4-bit chunk (8 inputs x 8 rows): byte 4*r + i (r row, i = 0..3) holds
+ *       input k0+i   of row r in its low nibble and
+ *       input k0+4+i of row r in its high nibble,   code = q + 8 (0..15)
+ *   8-bit chunk (4 inputs x 8 rows): byte 4*r + i holds input k0+i of row r
+ *
+ * so each 32-bit lane of a chunk (AVX2 vpmaddubsw+vpmaddwd, NEON sdot by
+ * lane) sums 4 products of ONE row: no horizontal reductions.
+ *
+ * Padding: rows up to a multiple of 8, inputs up to a multiple of the
+ * format's tile_k. Padded codes are the format's zero (8 for q4/q4c, the
+ * zero point for q4a, 0 for q8c) and padded rows have scale 0; padded
+ * activations are 0, so padding never changes a result. */
+#ifndef NIB_QFORMAT_H
+#define NIB_QFORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "model_blob/blob_format.h"
+
+#define NIB_Q_TILE_N 8u  /* rows per N-block, every quantized format */
+#define NIB_Q_CHUNK 32u  /* bytes per code chunk */
+#define NIB_Q_KPAD_PC 32u/* K padding of the per-channel formats */
+
+/* Everything a kernel or packer needs to address a packed tensor. */
+struct nib_qlayout {
+    uint32_t dtype, group;  /* as in the tensor record (group 0 = per channel) */
+    uint32_t rows, cols;    /* N, K */
+    uint32_t tile_n;        /* NIB_Q_TILE_N */
+    uint32_t tile_k;        /* K padding unit: group, or 32 per channel */
+    uint32_t n_pad, k_pad;  /* padded N and K */
+    uint32_t gsize;         /* inputs per scale group (group, or k_pad) */
+    uint32_t n_sgroups;     /* scale groups per N-block: k_pad / gsize */
+    uint32_t code_bits;     /* 4 or 8 */
+    uint32_t code_bytes;    /* bytes of codes per scale group: 8*gsize*bits/8 */
+    uint32_t scale_bytes;   /* 2 (f16) or 4 (f32) per scale */
+    uint32_t has_zp;        /* q4a: 8 u8 zero points after the scales */
+    uint32_t sgroup_bytes;  /* one scale group: codes + scales (+ zero points) */
+    uint64_t nblock_bytes;  /* one N-block: n_sgroups * sgroup_bytes */
+    uint64_t size;          /* whole tensor: n_pad / 8 * nblock_bytes */
+};
+
+/* 1 when (dtype, group) is a format nibble packs and runs:
+ *   F32 group 0; Q4 and Q4A groups 32, 64, 128; Q4C group 0;
+ *   Q8C group 0 (per channel, f32 scale) or 32, 64, 128 (per group, f16
+ *   scales: holds GGUF Q8_0 exactly). */
+int nib_qformat_valid(uint32_t dtype, uint32_t group);
+
+/* Fill *l for a rows x cols tensor. 0, or -1 (and *l zeroed) when
+ * (dtype, group) is not a valid quantized format (F32 included), a
+ * dimension is 0, rows > NIB_MAX_VOCAB or cols > 1<<20. */
+int nib_qlayout_get(struct nib_qlayout *l, uint32_t dtype, uint32_t group, uint32_t rows,
+                    uint32_t cols);
+
+/* Packed bytes of a tensor (F32 too: rows*cols*4); 0 when invalid. */
+uint64_t nib_qformat_size(uint32_t dtype, uint32_t group, uint32_t rows, uint32_t cols);
+
+/* Tile parameters recorded in the tensor record (F32: 1 x 1); 0 if invalid. */
+uint32_t nib_qformat_tile_n(uint32_t dtype, uint32_t group);
+uint32_t nib_qformat_tile_k(uint32_t dtype, uint32_t group);
+
+/* The activation block a weight format consumes (see kernels/qkernels.h):
+ * the group for per-group formats, 0 (= one block over the whole row) for
+ * per-channel ones. */
+uint32_t nib_qformat_act_block(uint32_t dtype, uint32_t group);
+
+/* ---- addressing (used by the scalar kernels, packers and tests) ---- */
+
+/* Start of scale group j of N-block nb. */
+static inline uint64_t nib_ql_sgroup_off(const struct nib_qlayout *l, uint32_t nb, uint32_t j)
+{
+    return (uint64_t)nb * l->nblock_bytes + (uint64_t)j * l->sgroup_bytes;
+}
+
+/* Byte holding code (r, k), r and k within the padded tensor; for 4-bit
+ * codes *shift is 0 (low nibble) or 4 (high nibble). */
+static inline uint64_t nib_ql_code_off(const struct nib_qlayout *l, uint32_t r, uint32_t k,
+                                       unsigned *shift)
+{
+    uint32_t j = k / l->gsize, kk = k % l->gsize, rr = r % NIB_Q_TILE_N;
+    uint64_t base = nib_ql_sgroup_off(l, r / NIB_Q_TILE_N, j);
+    if (l->code_bits == 4) {
+        *shift = (kk & 4) ? 4 : 0;
+        return base + (kk / 8) * NIB_Q_CHUNK + 4 * rr + (kk & 3);
+    }
+    *shift = 0;
+    return base + (kk / 4) * NIB_Q_CHUNK + 4 * rr + (kk & 3);
+}
+
+static inline uint64_t nib_ql_scale_off(const struct nib_qlayout *l, uint32_t r, uint32_t j)
+{
+    return nib_ql_sgroup_off(l, r / NIB_Q_TILE_N, j) + l->code_bytes +
+           (uint64_t)(r % NIB_Q_TILE_N) * l->scale_bytes;
+}
+
+static inline uint64_t nib_ql_zp_off(const struct nib_qlayout *l, uint32_t r, uint32_t j)
+{
+    return nib_ql_sgroup_off(l, r / NIB_Q_TILE_N, j) + l->code_bytes +
+           NIB_Q_TILE_N * l->scale_bytes + r % NIB_Q_TILE_N;
+}
+
+/* ---- IEEE half precision, exact in both directions where possible ---- */
+
+/* Exact: every half is a float. */
+static inline float nib_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ffu, bits;
+    if (exp == 0x1f) {
+        bits = sign | 0x7f800000u | (man << 13); /* inf, NaN (payload kept) */
+    } else if (exp != 0) {
+        bits = sign | ((exp + 112) << 23) | (man << 13);
+    } else if (man == 0) {
+        bits = sign;
+    } else { /* subnormal half: normalise */
+        int e = -1;
+        do {
+            man <<= 1;
+            e++;
+        } while (!(man & 0x400u));
+        bits = sign | ((uint32_t)(112 - e) << 23) | ((man & 0x3ffu) << 13);
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* Round to nearest even; overflow gives inf, NaN stays NaN. */
+static inline uint16_t nib_f32_to_f16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+    if (ax >= 0x7f800000u) /* inf or NaN */
+        return (uint16_t)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u : 0));
+    if (ax >= 0x477ff000u) /* rounds to >= 65520: inf */
+        return (uint16_t)(sign | 0x7c00u);
+    if (ax < 0x38800000u) { /* below the smallest normal half: subnormal or 0 */
+        if (ax < 0x33000000u) /* below half the smallest subnormal */
+            return (uint16_t)sign;
+        uint32_t e = ax >> 23, man = (ax & 0x7fffffu) | 0x800000u;
+        uint32_t shift = 126 - e; /* 14..24: man >> shift is the subnormal code */
+        uint32_t q = man >> shift, rem = man & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (q & 1)))
+            q++;
+        return (uint16_t)(sign | q);
+    }
+    uint32_t r = ax - 0x38000000u; /* rebias exponent 127 -> 15 */
+    uint32_t q = r >> 13, rem = r & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (q & 1)))
+        q++; /* a carry into the exponent is correct rounding */
+    return (uint16_t)(sign | q);
+}
+
+#endif

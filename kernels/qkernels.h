@@ -1,0 +1,124 @@
+/* Quantized matmul kernels: int8 activations x packed int4/int8 weights
+ * (layouts in kernels/qformat.h, drawn in docs/blob-format.md; the design
+ * and the proofs in docs/kernels.md).
+ *
+ * Every kernel has a scalar reference and AVX2 / NEON-dotprod variants with
+ * the same signature. The variants give BITWISE the same results as the
+ * scalar reference: integer sums are exact, and the few float operations
+ * are the same IEEE operations in the same order in every variant (fused
+ * multiply-adds are written as explicit fmas everywhere, so no compiler
+ * contraction can change them). GEMM over m tokens gives bitwise the same
+ * rows as m GEMVs. Kernels never allocate and call nothing but memcpy. */
+#ifndef NIB_QKERNELS_H
+#define NIB_QKERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/qformat.h"
+
+/* ---- activations: f32 -> int8, quantized once per token ----
+ *
+ * m rows of k inputs, in blocks of `block` inputs (32, 64 or 128: the
+ * weight group), or one block over the whole row (block 0, for the
+ * per-channel formats). Per row and block b:
+ *   amax = max |x| over the block,  scale[b] = amax / 127,
+ *   q = round-half-even(x * (127 / amax)), in [-127, 127] (never -128),
+ *   sum[b] = sum of the block's q (the +8 / zero-point correction).
+ * Inputs past k up to k_pad are 0 (so are their q). Non-finite inputs give
+ * unspecified (but defined, identical in every variant) values. */
+struct nib_qact {
+    int8_t *q;         /* m x k_pad; row t at q + t * k_pad (32-byte aligned) */
+    float *scale;      /* m x n_blocks */
+    int32_t *sum;      /* m x n_blocks */
+    uint32_t m, k;     /* rows (tokens), inputs */
+    uint32_t block;    /* inputs per block (k_pad when per channel) */
+    uint32_t k_pad;    /* k rounded up to the block (per channel: to 32) */
+    uint32_t n_blocks; /* k_pad / block */
+};
+
+#define NIB_QACT_ALIGN 64u
+
+size_t nib_qact_align(void);
+/* Bytes of caller memory for m rows of k inputs; 0 when the parameters are
+ * invalid (m or k 0, k > 1<<20, block not 0/32/64/128). */
+size_t nib_qact_footprint(uint32_t m, uint32_t k, uint32_t block);
+/* Lay the arrays out in mem (NIB_QACT_ALIGN-aligned, footprint bytes) and
+ * fill *a. 0, or -1 when the parameters are invalid or mem is misaligned. */
+int nib_qact_init(struct nib_qact *a, void *mem, uint32_t m, uint32_t k, uint32_t block);
+/* The view of rows [r0, r0 + m) of a (same memory). */
+struct nib_qact nib_qact_rows(const struct nib_qact *a, uint32_t r0, uint32_t m);
+
+/* Quantize x[0..k) into row `row` of a. */
+typedef void (*nib_qact_fn)(const struct nib_qact *a, uint32_t row, const float *x);
+
+void nib_qact_f32s8_scalar(const struct nib_qact *a, uint32_t row, const float *x);
+void nib_qact_f32s8_avx2(const struct nib_qact *a, uint32_t row, const float *x);
+void nib_qact_f32s8_neon(const struct nib_qact *a, uint32_t row, const float *x);
+
+/* ---- GEMM / GEMV ----
+ *
+ * For tokens t < m and rows r in [n_begin, n_end):
+ *   y[t * y_stride + r] = W[r] . a[t]  (+ add[t * add_stride + r] if add)
+ * where a's rows 0..m-1 were quantized with block nib_qformat_act_block()
+ * and k = l->cols. Row ranges should start at multiples of 8 (a thread
+ * split by N-blocks); any range is correct, an unaligned start only wastes
+ * work. Exactly, with isum the exact integer dot product of the codes
+ * minus the zero point (8 for q4/q4c, the stored one for q4a, 0 for q8c)
+ * times the activation block sum:
+ *   per group (q4, q4a, q8c/group):
+ *     acc = 0;  for each group j: acc = fma((float)isum_j, ws_j * sa_j, acc)
+ *     y = acc (+ add)
+ *   per channel (q4c, q8c/0):
+ *     y = fma((float)isum, ws * sa, add ? add : +0)
+ * (ws: the weight scale, as float; sa: the activation block scale.) */
+typedef void (*nib_qgemm_fn)(const struct nib_qlayout *l, const uint8_t *w, const struct nib_qact *a,
+                             uint32_t m, float *y, size_t y_stride, const float *add,
+                             size_t add_stride, uint32_t n_begin, uint32_t n_end);
+
+#define NIB_QGEMM_DECL(name)                                                                       \
+    void name(const struct nib_qlayout *l, const uint8_t *w, const struct nib_qact *a, uint32_t m, \
+              float *y, size_t y_stride, const float *add, size_t add_stride, uint32_t n_begin,    \
+              uint32_t n_end)
+
+NIB_QGEMM_DECL(nib_gemm_q4s8_n8_scalar);  /* q4: symmetric per group */
+NIB_QGEMM_DECL(nib_gemm_q4as8_n8_scalar); /* q4a: zero point per group */
+NIB_QGEMM_DECL(nib_gemm_q4cs8_n8_scalar); /* q4c: per channel */
+NIB_QGEMM_DECL(nib_gemm_q8cs8_n8_scalar); /* q8c: per channel or per group */
+NIB_QGEMM_DECL(nib_gemm_q4s8_n8_avx2);
+NIB_QGEMM_DECL(nib_gemm_q4as8_n8_avx2);
+NIB_QGEMM_DECL(nib_gemm_q4cs8_n8_avx2);
+NIB_QGEMM_DECL(nib_gemm_q8cs8_n8_avx2);
+NIB_QGEMM_DECL(nib_gemm_q4s8_n8_neon);
+NIB_QGEMM_DECL(nib_gemm_q4as8_n8_neon);
+NIB_QGEMM_DECL(nib_gemm_q4cs8_n8_neon);
+NIB_QGEMM_DECL(nib_gemm_q8cs8_n8_neon);
+
+/* ---- dispatch ---- */
+
+struct nib_qkernels {
+    const char *name;              /* "scalar", "avx2", "neon-dot" */
+    uint32_t isa;                  /* enum nib_isa bits the variant needs */
+    nib_qact_fn qact;
+    nib_qgemm_fn gemm[NIB_DT_COUNT]; /* by dtype; NULL for F32 */
+};
+
+/* The kernels for one ISA (NIB_ISA_SCALAR, NIB_ISA_AVX2, NIB_ISA_NEON_DOT);
+ * NULL when this build has no such variant. AVX-512 VNNI has none. */
+const struct nib_qkernels *nib_qkernels_get(uint32_t isa);
+
+/* One token: m = 1. */
+static inline void nib_qgemv(const struct nib_qkernels *kt, const struct nib_qlayout *l,
+                             const uint8_t *w, const struct nib_qact *a, float *y,
+                             const float *add, uint32_t n_begin, uint32_t n_end)
+{
+    kt->gemm[l->dtype](l, w, a, 1, y, 0, add, 0, n_begin, n_end);
+}
+
+/* 1 when a was laid out for weights l (same padded K and block). */
+static inline int nib_qact_fits(const struct nib_qact *a, const struct nib_qlayout *l)
+{
+    return a->k == l->cols && a->k_pad == l->k_pad && a->block == l->gsize;
+}
+
+#endif

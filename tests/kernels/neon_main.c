@@ -1,0 +1,46 @@
+/* NEON kernel tests: the NEON-dotprod variants against the scalar
+ * references (tests/kernels/qcheck.c), built statically with the aarch64
+ * cross compiler and run under qemu-aarch64 by meson. A plain program:
+ * Check is not built for aarch64 here. Exit 0 all passed, 1 a failure,
+ * 77 skipped (this build has no NEON-dotprod variant). */
+#include <stdio.h>
+
+#include "tests/kernels/qcheck.h"
+
+static int failures;
+
+static void report(const char *what, int nfail, const char *msg)
+{
+    if (nfail) {
+        printf("FAIL: %s: %d failure(s); first: %s\n", what, nfail, msg);
+        failures++;
+    } else {
+        printf("ok: %s\n", what);
+    }
+}
+
+int main(void)
+{
+    const struct nib_qkernels *ref = nib_qkernels_get(NIB_ISA_SCALAR);
+    const struct nib_qkernels *neon = nib_qkernels_get(NIB_ISA_NEON_DOT);
+    if (!neon) {
+        printf("SKIP: this build has no NEON-dotprod kernels (compile with -march=armv8.2-a+dotprod)\n");
+        return 77;
+    }
+    char msg[512] = "";
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+        char what[64];
+        snprintf(what, sizeof what, "qact neon == scalar (seed %llu)", (unsigned long long)seed);
+        report(what, qcheck_qact(ref, neon, seed, msg, sizeof msg), msg);
+        snprintf(what, sizeof what, "gemm neon == scalar (seed %llu)", (unsigned long long)seed);
+        report(what, qcheck_gemm(ref, neon, seed, msg, sizeof msg), msg);
+    }
+    report("gemm of m tokens == m gemvs (neon)", qcheck_gemm_vs_gemv(neon, 11, msg, sizeof msg), msg);
+    report("gemm of m tokens == m gemvs (scalar, aarch64)", qcheck_gemm_vs_gemv(ref, 12, msg, sizeof msg), msg);
+    report("neon gemv vs double precision", qcheck_vs_double(neon, 13, msg, sizeof msg), msg);
+    report("scalar gemv vs double precision (aarch64)", qcheck_vs_double(ref, 14, msg, sizeof msg), msg);
+    report("worst-case magnitudes (neon)", qcheck_worst_case(neon, msg, sizeof msg), msg);
+    report("worst-case magnitudes (scalar, aarch64)", qcheck_worst_case(ref, msg, sizeof msg), msg);
+    printf("%s\n", failures ? "NEON kernel tests FAILED" : "NEON kernel tests passed");
+    return failures ? 1 : 0;
+}

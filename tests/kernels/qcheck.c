@@ -1,0 +1,367 @@
+#include "tests/kernels/qcheck.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- small helpers ---- */
+
+static uint64_t rnd(uint64_t *s) /* splitmix64 */
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint32_t rnd_below(uint64_t *s, uint32_t n) { return (uint32_t)(rnd(s) % n); }
+
+static float rnd_unit(uint64_t *s) /* [-1, 1) */
+{
+    return (float)((double)(rnd(s) >> 11) * (2.0 / 9007199254740992.0) - 1.0);
+}
+
+static int fail(int *nfail, char *msg, size_t len, const char *fmt, ...)
+{
+    if ((*nfail)++ == 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, len, fmt, ap);
+        va_end(ap);
+    }
+    return *nfail;
+}
+
+static void *xalloc(size_t n)
+{
+    void *p = aligned_alloc(64, (n + 63) & ~(size_t)63);
+    if (!p) {
+        fprintf(stderr, "qcheck: out of memory (%zu bytes)\n", n);
+        abort();
+    }
+    memset(p, 0, n);
+    return p;
+}
+
+/* Activations for m rows of k inputs: mostly N(0,1)-like, with outliers,
+ * an all-zero stretch and tiny values, so blocks differ in scale. */
+static void random_x(uint64_t *s, float *x, size_t n)
+{
+    int style = (int)rnd_below(s, 4);
+    for (size_t i = 0; i < n; i++) {
+        float v = rnd_unit(s) + rnd_unit(s) + rnd_unit(s);
+        if (style == 1 && rnd_below(s, 16) == 0)
+            v *= 40.0f;
+        if (style == 2 && i % 97 < 40)
+            v = 0.0f;
+        if (style == 3)
+            v *= 1e-6f;
+        x[i] = v;
+    }
+}
+
+static const char *dt_name(uint32_t d)
+{
+    static const char *const names[] = {"f32", "q4", "q4a", "q4c", "q8c"};
+    return d < sizeof names / sizeof names[0] ? names[d] : "?";
+}
+
+/* The weight formats under test. */
+struct fmt { uint32_t dtype, group; };
+static const struct fmt fmts[] = {
+    {NIB_DT_Q4, 32},  {NIB_DT_Q4, 64},  {NIB_DT_Q4, 128},  {NIB_DT_Q4A, 32}, {NIB_DT_Q4A, 64},
+    {NIB_DT_Q4A, 128}, {NIB_DT_Q4C, 0}, {NIB_DT_Q8C, 0},   {NIB_DT_Q8C, 32}, {NIB_DT_Q8C, 64},
+    {NIB_DT_Q8C, 128},
+};
+#define N_FMTS (sizeof fmts / sizeof fmts[0])
+
+/* Random packed weights: random codes, finite scales of random sign and
+ * magnitude, zero points 0..15. */
+static uint8_t *random_w(uint64_t *s, const struct nib_qlayout *l)
+{
+    uint8_t *w = xalloc(l->size);
+    for (uint64_t i = 0; i < l->size; i++)
+        w[i] = (uint8_t)rnd(s);
+    for (uint32_t r = 0; r < l->n_pad; r++)
+        for (uint32_t j = 0; j < l->n_sgroups; j++) {
+            float v = rnd_unit(s) * 0.05f;
+            uint64_t off = nib_ql_scale_off(l, r, j);
+            if (l->scale_bytes == 2) {
+                uint16_t h = nib_f32_to_f16(v);
+                memcpy(w + off, &h, 2);
+            } else {
+                memcpy(w + off, &v, 4);
+            }
+            if (l->has_zp)
+                w[nib_ql_zp_off(l, r, j)] = (uint8_t)rnd_below(s, 16);
+        }
+    return w;
+}
+
+/* A quantized activation object for m rows of k (caller frees mem). */
+static void *make_act(struct nib_qact *a, uint32_t m, uint32_t k, uint32_t block)
+{
+    size_t fp = nib_qact_footprint(m, k, block);
+    void *mem = xalloc(fp ? fp : 64);
+    if (!fp || nib_qact_init(a, mem, m, k, block)) {
+        fprintf(stderr, "qcheck: bad activation parameters m=%u k=%u block=%u\n", m, k, block);
+        abort();
+    }
+    return mem;
+}
+
+static uint32_t pick_k(uint64_t *s)
+{
+    static const uint32_t ks[] = {172, 32, 64, 96, 128, 160, 256, 320};
+    uint32_t i = rnd_below(s, 12);
+    return i < 8 ? ks[i] : 1 + rnd_below(s, 400);
+}
+
+/* ---- activation quantizer ---- */
+
+int qcheck_qact(const struct nib_qkernels *ref, const struct nib_qkernels *var, uint64_t seed,
+                char *msg, size_t len)
+{
+    int nfail = 0;
+    static const uint32_t blocks[] = {0, 32, 64, 128};
+    for (int iter = 0; iter < 300 && !nfail; iter++) {
+        uint32_t k = iter < 8 ? 172 : pick_k(&seed), block = blocks[iter % 4], m = 2;
+        struct nib_qact a, b;
+        void *ma = make_act(&a, m, k, block), *mb = make_act(&b, m, k, block);
+        memset(a.q, 0x55, (size_t)m * a.k_pad); /* padding must be rewritten */
+        memset(b.q, 0x33, (size_t)m * b.k_pad);
+        float *x = xalloc((size_t)m * k * sizeof *x);
+        random_x(&seed, x, (size_t)m * k);
+        if (iter == 5)
+            x[k / 2] = NAN; /* defined and identical, if meaningless */
+        for (uint32_t t = 0; t < m; t++) {
+            ref->qact(&a, t, x + (size_t)t * k);
+            var->qact(&b, t, x + (size_t)t * k);
+        }
+        if (memcmp(a.q, b.q, (size_t)m * a.k_pad))
+            fail(&nfail, msg, len, "qact %s vs %s: q differ (k=%u block=%u)", var->name, ref->name, k, block);
+        else if (memcmp(a.scale, b.scale, (size_t)m * a.n_blocks * 4))
+            fail(&nfail, msg, len, "qact %s vs %s: scales differ (k=%u block=%u)", var->name, ref->name, k,
+                 block);
+        else if (memcmp(a.sum, b.sum, (size_t)m * a.n_blocks * 4))
+            fail(&nfail, msg, len, "qact %s vs %s: sums differ (k=%u block=%u)", var->name, ref->name, k,
+                 block);
+        free(ma), free(mb), free(x);
+    }
+    return nfail;
+}
+
+/* ---- GEMM vs reference ---- */
+
+/* Run one GEMM into y (m x y_stride floats pre-filled with a canary). */
+static void run_gemm(const struct nib_qkernels *kt, const struct nib_qlayout *l, const uint8_t *w,
+                     const struct nib_qact *a, uint32_t m, float *y, size_t ys, const float *add,
+                     uint32_t n0, uint32_t n1)
+{
+    for (size_t i = 0; i < (size_t)m * ys; i++)
+        y[i] = -12345.0f;
+    kt->gemm[l->dtype](l, w, a, m, y, ys, add, add ? ys + 3 : 0, n0, n1);
+}
+
+int qcheck_gemm(const struct nib_qkernels *ref, const struct nib_qkernels *var, uint64_t seed,
+                char *msg, size_t len)
+{
+    int nfail = 0;
+    for (int iter = 0; iter < 600 && !nfail; iter++) {
+        const struct fmt f = fmts[iter % N_FMTS];
+        uint32_t n = 1 + rnd_below(&seed, 37), k = iter < 2 * (int)N_FMTS ? 172 : pick_k(&seed);
+        uint32_t m = 1 + rnd_below(&seed, 6);
+        struct nib_qlayout l;
+        if (nib_qlayout_get(&l, f.dtype, f.group, n, k)) {
+            fail(&nfail, msg, len, "layout %u/%u %ux%u refused", f.dtype, f.group, n, k);
+            break;
+        }
+        uint8_t *w = random_w(&seed, &l);
+        struct nib_qact a;
+        void *am = make_act(&a, m, k, nib_qformat_act_block(f.dtype, f.group));
+        float *x = xalloc((size_t)k * sizeof *x);
+        for (uint32_t t = 0; t < m; t++) {
+            random_x(&seed, x, k);
+            ref->qact(&a, t, x);
+        }
+        size_t ys = n + 5;
+        float *add = NULL;
+        if (rnd_below(&seed, 2)) {
+            add = xalloc((size_t)m * (ys + 3) * sizeof *add);
+            random_x(&seed, add, (size_t)m * (ys + 3));
+        }
+        /* full range, an N-block split, or an unaligned range */
+        uint32_t n0 = 0, n1 = n;
+        switch (rnd_below(&seed, 3)) {
+        case 1: n0 = n > 8 ? 8 * rnd_below(&seed, (n - 1) / 8 + 1) : 0; break;
+        case 2: n0 = rnd_below(&seed, n); n1 = n0 + 1 + rnd_below(&seed, n - n0); break;
+        }
+        float *y0 = xalloc((size_t)m * ys * sizeof *y0), *y1 = xalloc((size_t)m * ys * sizeof *y1);
+        run_gemm(ref, &l, w, &a, m, y0, ys, add, n0, n1);
+        run_gemm(var, &l, w, &a, m, y1, ys, add, n0, n1);
+        for (uint32_t t = 0; t < m && !nfail; t++)
+            for (uint32_t r = 0; r < ys && !nfail; r++) {
+                float u = y0[t * ys + r], v = y1[t * ys + r];
+                int inside = r >= n0 && r < n1;
+                if (memcmp(&u, &v, 4))
+                    fail(&nfail, msg, len,
+                         "gemm %s vs %s, %s/%u %ux%u m=%u rows [%u,%u) add=%d: token %u row %u: %.9g vs %.9g",
+                         var->name, ref->name, dt_name(f.dtype), f.group, n, k, m, n0, n1, add != NULL,
+                         t, r, (double)v, (double)u);
+                else if (!inside && u != -12345.0f)
+                    fail(&nfail, msg, len, "gemm %s %s/%u: row %u outside [%u,%u) was written",
+                         ref->name, dt_name(f.dtype), f.group, r, n0, n1);
+                else if (inside && u == -12345.0f)
+                    fail(&nfail, msg, len, "gemm %s %s/%u: row %u inside [%u,%u) was not written",
+                         ref->name, dt_name(f.dtype), f.group, r, n0, n1);
+            }
+        free(w), free(am), free(x), free(add), free(y0), free(y1);
+    }
+    return nfail;
+}
+
+/* ---- GEMM over m tokens == m GEMVs ---- */
+
+int qcheck_gemm_vs_gemv(const struct nib_qkernels *kt, uint64_t seed, char *msg, size_t len)
+{
+    int nfail = 0;
+    for (int iter = 0; iter < 2 * (int)N_FMTS && !nfail; iter++) {
+        const struct fmt f = fmts[iter % N_FMTS];
+        uint32_t n = 1 + rnd_below(&seed, 37), k = iter < (int)N_FMTS ? 172 : pick_k(&seed), m = 9;
+        struct nib_qlayout l;
+        nib_qlayout_get(&l, f.dtype, f.group, n, k);
+        uint8_t *w = random_w(&seed, &l);
+        struct nib_qact a;
+        void *am = make_act(&a, m, k, nib_qformat_act_block(f.dtype, f.group));
+        float *x = xalloc((size_t)k * sizeof *x), *add = xalloc((size_t)m * n * sizeof *add);
+        random_x(&seed, add, (size_t)m * n);
+        for (uint32_t t = 0; t < m; t++) {
+            random_x(&seed, x, k);
+            kt->qact(&a, t, x);
+        }
+        float *yg = xalloc((size_t)m * n * sizeof *yg), *yv = xalloc((size_t)m * n * sizeof *yv);
+        kt->gemm[f.dtype](&l, w, &a, m, yg, n, add, n, 0, n);
+        for (uint32_t t = 0; t < m; t++) {
+            struct nib_qact row = nib_qact_rows(&a, t, 1);
+            nib_qgemv(kt, &l, w, &row, yv + (size_t)t * n, add + (size_t)t * n, 0, n);
+        }
+        if (memcmp(yg, yv, (size_t)m * n * sizeof *yg))
+            fail(&nfail, msg, len, "%s: gemm of %u tokens != %u gemvs for %s/%u %ux%u", kt->name, m, m,
+                 dt_name(f.dtype), f.group, n, k);
+        free(w), free(am), free(x), free(add), free(yg), free(yv);
+    }
+    return nfail;
+}
+
+/* ---- against double precision ---- */
+
+static double dq_weight(const struct nib_qlayout *l, const uint8_t *w, uint32_t r, uint32_t k)
+{
+    unsigned shift;
+    uint64_t off = nib_ql_code_off(l, r, k, &shift);
+    uint32_t j = k / l->gsize;
+    int code = l->code_bits == 8 ? (int8_t)w[off] : (w[off] >> shift) & 15;
+    int zp = l->has_zp ? w[nib_ql_zp_off(l, r, j)] : l->code_bits == 4 ? 8 : 0;
+    uint64_t so = nib_ql_scale_off(l, r, j);
+    float s;
+    if (l->scale_bytes == 2) {
+        uint16_t h;
+        memcpy(&h, w + so, 2);
+        s = nib_f16_to_f32(h);
+    } else {
+        memcpy(&s, w + so, 4);
+    }
+    return (double)s * (code - zp);
+}
+
+int qcheck_vs_double(const struct nib_qkernels *kt, uint64_t seed, char *msg, size_t len)
+{
+    int nfail = 0;
+    for (int iter = 0; iter < 4 * (int)N_FMTS && !nfail; iter++) {
+        const struct fmt f = fmts[iter % N_FMTS];
+        uint32_t n = 1 + rnd_below(&seed, 37), k = iter < (int)N_FMTS ? 172 : pick_k(&seed);
+        struct nib_qlayout l;
+        nib_qlayout_get(&l, f.dtype, f.group, n, k);
+        uint8_t *w = random_w(&seed, &l);
+        struct nib_qact a;
+        void *am = make_act(&a, 1, k, nib_qformat_act_block(f.dtype, f.group));
+        float *x = xalloc((size_t)k * sizeof *x), *y = xalloc((size_t)n * sizeof *y);
+        random_x(&seed, x, k);
+        kt->qact(&a, 0, x);
+        nib_qgemv(kt, &l, w, &a, y, NULL, 0, n);
+        for (uint32_t r = 0; r < n && !nfail; r++) {
+            double sum = 0, mag = 0;
+            for (uint32_t i = 0; i < k; i++) {
+                double t = dq_weight(&l, w, r, i) * (double)a.q[i] * a.scale[i / a.block];
+                sum += t;
+                mag += fabs(t);
+            }
+            if (fabs(y[r] - sum) > 1e-5 * mag + 1e-30)
+                fail(&nfail, msg, len, "%s %s/%u %ux%u row %u: %.9g, double gives %.9g", kt->name,
+                     dt_name(f.dtype), f.group, n, k, r, (double)y[r], sum);
+        }
+        free(w), free(am), free(x), free(y);
+    }
+    return nfail;
+}
+
+/* ---- worst-case magnitudes ---- */
+
+int qcheck_worst_case(const struct nib_qkernels *kt, char *msg, size_t len)
+{
+    int nfail = 0;
+    static const struct fmt wf[] = {{NIB_DT_Q4, 32},  {NIB_DT_Q4, 64},  {NIB_DT_Q4, 128}, {NIB_DT_Q4A, 128},
+                                    {NIB_DT_Q4C, 0},  {NIB_DT_Q8C, 0},  {NIB_DT_Q8C, 128}};
+    for (size_t fi = 0; fi < sizeof wf / sizeof wf[0]; fi++) {
+        const struct fmt f = wf[fi];
+        const uint32_t n = 16, k = 1024;
+        const int q8 = f.dtype == NIB_DT_Q8C;
+        struct nib_qlayout l;
+        nib_qlayout_get(&l, f.dtype, f.group, n, k);
+        uint8_t *w = xalloc(l.size);
+        for (uint32_t r = 0; r < n; r++)
+            for (uint32_t j = 0; j < l.n_sgroups; j++) {
+                uint64_t base = nib_ql_sgroup_off(&l, r / 8, j);
+                memset(w + base, q8 ? 0x80 : 0xff, l.code_bytes); /* codes -128 / 15 */
+                uint64_t so = nib_ql_scale_off(&l, r, j);
+                if (l.scale_bytes == 2) {
+                    uint16_t one = 0x3c00;
+                    memcpy(w + so, &one, 2);
+                } else {
+                    float one = 1.0f;
+                    memcpy(w + so, &one, 4);
+                }
+                if (l.has_zp)
+                    w[nib_ql_zp_off(&l, r, j)] = 0;
+            }
+        /* 4-bit: -128 is the worst (2*15*128 = 3840 per vpmaddubsw lane);
+         * 8-bit: activations never hold -128, so -127 and +127. */
+        const int avals[2] = {q8 ? -127 : -128, 127};
+        for (int ai = 0; ai < 2; ai++) {
+            struct nib_qact a;
+            void *am = make_act(&a, 1, k, nib_qformat_act_block(f.dtype, f.group));
+            memset(a.q, (uint8_t)(int8_t)avals[ai], k);
+            for (uint32_t b = 0; b < a.n_blocks; b++) {
+                a.scale[b] = 1.0f;
+                a.sum[b] = avals[ai] * (int32_t)a.block;
+            }
+            int wcode = q8 ? -128 : 15, zp = q8 || l.has_zp ? 0 : 8;
+            /* every term is (wcode - zp) * aval; |total| < 2^24: exact in float */
+            float expect = (float)((int64_t)(wcode - zp) * avals[ai] * k);
+            float y[16];
+            nib_qgemv(kt, &l, w, &a, y, NULL, 0, n);
+            for (uint32_t r = 0; r < n; r++)
+                if (y[r] != expect) {
+                    fail(&nfail, msg, len, "%s %s/%u worst case (codes %d, activations %d): row %u = %.9g, exact %.9g",
+                         kt->name, dt_name(f.dtype), f.group, wcode, avals[ai], r, (double)y[r],
+                         (double)expect);
+                    break;
+                }
+            free(am);
+        }
+        free(w);
+    }
+    return nfail;
+}

@@ -1,0 +1,37 @@
+/* Checks of the quantized kernels that need no test framework, so the same
+ * code runs in the Check suite (scalar vs AVX2, natively) and in the plain
+ * NEON runner (scalar vs NEON, under qemu-aarch64). Each returns the
+ * number of failures and describes the first one in msg. */
+#ifndef NIB_TESTS_QCHECK_H
+#define NIB_TESTS_QCHECK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/qkernels.h"
+
+/* Activation quantizer of var vs ref: q, scales and sums bitwise, on
+ * random lengths (ragged included) and every block size. */
+int qcheck_qact(const struct nib_qkernels *ref, const struct nib_qkernels *var, uint64_t seed,
+                char *msg, size_t len);
+
+/* GEMM of var vs ref, every format and group, random N (1..37) and K
+ * (172 and random, ragged), m 1..6, with and without add, full and split
+ * row ranges: bitwise equal outputs, rows outside the range untouched. */
+int qcheck_gemm(const struct nib_qkernels *ref, const struct nib_qkernels *var, uint64_t seed,
+                char *msg, size_t len);
+
+/* kt's GEMM over m tokens equals m GEMVs bitwise. */
+int qcheck_gemm_vs_gemv(const struct nib_qkernels *kt, uint64_t seed, char *msg, size_t len);
+
+/* kt's GEMV against a double-precision sum over the dequantized weights
+ * and activations (layout read through kernels/qformat.h, independently of
+ * the kernels' chunk walk): relative error below 1e-5. */
+int qcheck_vs_double(const struct nib_qkernels *kt, uint64_t seed, char *msg, size_t len);
+
+/* Worst-case magnitudes (4-bit: every code 15 against activations all
+ * -128 or all +127; 8-bit: codes -128 against +-127) at the deepest
+ * accumulation each format uses: kt's result equals the exact integer. */
+int qcheck_worst_case(const struct nib_qkernels *kt, char *msg, size_t len);
+
+#endif

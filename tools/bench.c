@@ -1,0 +1,498 @@
+/* nib bench: memory bandwidth and kernel throughput, measured in one run
+ * and interleaved (each round measures everything once, so drift on a
+ * shared machine hits every figure alike; the median round is reported).
+ *
+ *   stream read   a buffer far larger than the L3, 1 and 2 threads
+ *   GEMV          weight GB/s (packed bytes read per second) of every
+ *                 quantized format on the LLaMA shapes below: from memory
+ *                 (rotating among copies that together exceed the L3 many
+ *                 times, so every call streams from DRAM) with 1 and 2
+ *                 threads, and from cache (one copy, repeated; shown when
+ *                 it fits in half the L3). Each memory figure is also given
+ *                 as a ratio to the stream read with the same threads.
+ *   prefill       GEMM of PREFILL_M tokens per call from memory: weight
+ *                 bytes x tokens per second (compare with the GEMV column
+ *                 for the prefill-vs-decode speed-up per token).
+ *   models        bench_models() below: the hook for whole-model decode and
+ *                 prefill figures.
+ *
+ * Benchmarks report; no test asserts a timing. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kernels/qkernels.h"
+#include "tools/cli.h"
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+#define MIB (1024.0 * 1024.0)
+#define MAX_ROUNDS 15
+#define MAX_THREADS 2
+#define PREFILL_M 8 /* tokens per GEMM in the prefill column */
+
+struct bench_opts {
+    size_t stream_bytes;   /* stream-read buffer */
+    size_t rotate_bytes;   /* GEMV copies rotate through this much memory */
+    int rounds;
+    double min_seconds;    /* per measurement */
+    const struct nib_qkernels *kt;
+    const char *only_fmt;  /* NULL = all */
+};
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static void *big_alloc(size_t n)
+{
+    void *p = NULL;
+    if (posix_memalign(&p, 2u << 20, n))
+        return NULL;
+    return p;
+}
+
+/* ---- a two-thread team: the caller is worker 0, one helper thread ---- */
+
+typedef void (*job_fn)(void *arg, int worker, int n_workers);
+
+static struct {
+    pthread_t th;
+    _Atomic unsigned long go, done;
+    job_fn fn;
+    void *arg;
+    int n;
+    _Atomic int quit;
+} team;
+
+static void *helper(void *unused)
+{
+    (void)unused;
+    unsigned long seen = 0;
+    for (;;) {
+        unsigned long g;
+        while ((g = atomic_load_explicit(&team.go, memory_order_acquire)) == seen) {
+            if (atomic_load_explicit(&team.quit, memory_order_relaxed))
+                return NULL;
+#if defined(__x86_64__)
+            __builtin_ia32_pause();
+#endif
+        }
+        seen = g;
+        team.fn(team.arg, 1, team.n);
+        atomic_store_explicit(&team.done, g, memory_order_release);
+    }
+}
+
+/* Run fn on n_workers (1 or 2) threads and wait for all. */
+static void team_run(job_fn fn, void *arg, int n_workers)
+{
+    if (n_workers < 2) {
+        fn(arg, 0, 1);
+        return;
+    }
+    team.fn = fn;
+    team.arg = arg;
+    team.n = n_workers;
+    unsigned long g = atomic_load(&team.go) + 1;
+    atomic_store_explicit(&team.go, g, memory_order_release);
+    fn(arg, 0, n_workers);
+    while (atomic_load_explicit(&team.done, memory_order_acquire) != g)
+        ;
+}
+
+/* ---- stream read ---- */
+
+struct stream_job {
+    const uint8_t *buf;
+    size_t bytes;
+    uint64_t sink[MAX_THREADS * 8];
+};
+
+static uint64_t read_sum(const uint8_t *p, size_t n)
+{
+#if defined(__AVX2__)
+    __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
+    for (size_t i = 0; i + 128 <= n; i += 128) {
+        a = _mm256_add_epi64(a, _mm256_load_si256((const __m256i *)(const void *)(p + i)));
+        b = _mm256_add_epi64(b, _mm256_load_si256((const __m256i *)(const void *)(p + i + 32)));
+        c = _mm256_add_epi64(c, _mm256_load_si256((const __m256i *)(const void *)(p + i + 64)));
+        d = _mm256_add_epi64(d, _mm256_load_si256((const __m256i *)(const void *)(p + i + 96)));
+    }
+    a = _mm256_add_epi64(_mm256_add_epi64(a, b), _mm256_add_epi64(c, d));
+    return (uint64_t)_mm256_extract_epi64(a, 0) + (uint64_t)_mm256_extract_epi64(a, 3);
+#else
+    uint64_t s[4] = {0};
+    for (size_t i = 0; i + 32 <= n; i += 32)
+        for (int j = 0; j < 4; j++) {
+            uint64_t v;
+            memcpy(&v, p + i + 8 * j, 8);
+            s[j] += v;
+        }
+    return s[0] + s[1] + s[2] + s[3];
+#endif
+}
+
+static void stream_worker(void *arg, int w, int nw)
+{
+    struct stream_job *j = arg;
+    size_t part = j->bytes / (size_t)nw / 4096 * 4096;
+    j->sink[w * 8] += read_sum(j->buf + part * (size_t)w, part);
+}
+
+static double stream_gbs(const uint8_t *buf, size_t bytes, int threads)
+{
+    struct stream_job j = {buf, bytes, {0}};
+    double t0 = now();
+    team_run(stream_worker, &j, threads);
+    double dt = now() - t0;
+    size_t part = bytes / (size_t)threads / 4096 * 4096;
+    return (double)part * threads / dt / 1e9;
+}
+
+/* ---- GEMV ---- */
+
+struct gemv_job {
+    const struct nib_qkernels *kt;
+    const struct nib_qlayout *l;
+    const uint8_t *w;
+    const struct nib_qact *a;
+    uint32_t m; /* tokens: 1 = GEMV, more = prefill GEMM */
+    float *y;
+};
+
+static void gemv_worker(void *arg, int wk, int nw)
+{
+    struct gemv_job *j = arg;
+    /* split by N-blocks: worker wk takes a contiguous share */
+    uint32_t nblocks = j->l->n_pad / NIB_Q_TILE_N;
+    uint32_t b0 = nblocks * (uint32_t)wk / (uint32_t)nw, b1 = nblocks * (uint32_t)(wk + 1) / (uint32_t)nw;
+    uint32_t n0 = b0 * NIB_Q_TILE_N, n1 = b1 * NIB_Q_TILE_N < j->l->rows ? b1 * NIB_Q_TILE_N : j->l->rows;
+    if (n0 < n1)
+        j->kt->gemm[j->l->dtype](j->l, j->w, j->a, j->m, j->y, j->l->rows, NULL, 0, n0, n1);
+}
+
+/* Weight GB/s of repeated calls over copies [0, n_copies) (stride apart),
+ * counting the weights once per token (m tokens per call). */
+static double gemv_gbs(struct gemv_job *j, const uint8_t *base, size_t stride, size_t n_copies, int threads,
+                       double min_s)
+{
+    size_t calls = 0;
+    double t0 = now(), dt;
+    do {
+        for (size_t c = 0; c < n_copies; c++, calls++) {
+            j->w = base + c * stride;
+            team_run(gemv_worker, j, threads);
+        }
+        dt = now() - t0;
+    } while (dt < min_s);
+    return (double)calls * j->m * (double)j->l->size / dt / 1e9;
+}
+
+/* Random codes with finite scales: any bytes are a valid packed tensor
+ * once the scale slots hold numbers. */
+static void fill_weights(uint8_t *w, const struct nib_qlayout *l, uint64_t seed)
+{
+    for (uint64_t i = 0; i < l->size; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        w[i] = (uint8_t)(seed >> 56);
+    }
+    for (uint32_t r = 0; r < l->n_pad; r++)
+        for (uint32_t jg = 0; jg < l->n_sgroups; jg++) {
+            uint64_t off = nib_ql_scale_off(l, r, jg);
+            if (l->scale_bytes == 2) {
+                uint16_t h = nib_f32_to_f16(0.01f);
+                memcpy(w + off, &h, 2);
+            } else {
+                float f = 0.01f;
+                memcpy(w + off, &f, 4);
+            }
+        }
+}
+
+static const struct { uint32_t k, n; const char *what; } shapes[] = {
+    {2048, 2048, "attention q/o"},
+    {2048, 5632, "ffn gate/up"},
+    {5632, 2048, "ffn down"},
+    {2048, 32000, "lm head"},
+};
+static const struct { const char *name; uint32_t dtype, group; } formats[] = {
+    {"q4/32", NIB_DT_Q4, 32},   {"q4/128", NIB_DT_Q4, 128}, {"q4a/32", NIB_DT_Q4A, 32},
+    {"q4c", NIB_DT_Q4C, 0},     {"q8c", NIB_DT_Q8C, 0},     {"q8c/32", NIB_DT_Q8C, 32},
+};
+#define N_SHAPES (sizeof shapes / sizeof shapes[0])
+#define N_FORMATS (sizeof formats / sizeof formats[0])
+
+struct result {
+    double mem[MAX_THREADS][MAX_ROUNDS], cache[MAX_ROUNDS], prefill[MAX_ROUNDS];
+    size_t bytes, copies;
+    int cache_ok;
+};
+
+/* ---- hook for whole-model figures ---- */
+
+struct bench_ctx {
+    const struct bench_opts *o;
+    double stream_gbs[MAX_THREADS]; /* median stream read, 1 and 2 threads */
+};
+
+/* Whole-model decode and prefill tokens/s (nib synth models compiled to
+ * q4, 1 and all workers, each decode figure also as weight bytes per token
+ * x tokens/s / stream GB/s) belong here once the runtime runs quantized
+ * blobs; ctx carries the stream-read figures to divide by. */
+static void bench_models(const struct bench_ctx *ctx)
+{
+    (void)ctx;
+    printf("\nmodels: whole-model decode/prefill not measured yet (see bench_models in tools/bench.c)\n");
+}
+
+/* ---- driver ---- */
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: nib bench [--quick] [--rounds N] [--stream-mib N] [--format NAME] [--isa avx2|neon|scalar]\n"
+               "  --quick          small buffers, 1 round: a smoke test, not a measurement\n"
+               "  --rounds N       interleaved rounds, median reported (default 5, at most %d)\n"
+               "  --stream-mib N   stream-read buffer in MiB (default 1024)\n"
+               "  --format NAME    only this GEMV format (q4/32, q4/128, q4a/32, q4c, q8c, q8c/32)\n"
+               "  --isa NAME       kernel variant (default: the best this build and CPU have)\n",
+            MAX_ROUNDS);
+}
+
+static size_t l3_bytes(void)
+{
+    /* sysfs first: inside a VM, sysconf may report the host's whole L3 */
+    FILE *f = fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
+    unsigned kb = 0;
+    if (f) {
+        if (fscanf(f, "%uK", &kb) != 1)
+            kb = 0;
+        fclose(f);
+    }
+    if (kb)
+        return (size_t)kb * 1024;
+    long v = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    return v > 0 ? (size_t)v : (size_t)32 << 20;
+}
+
+static void cpu_name(char *buf, size_t len)
+{
+    snprintf(buf, len, "unknown CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return;
+    char line[256];
+    while (fgets(line, sizeof line, f)) {
+        char *c = strchr(line, ':');
+        if (c && !strncmp(line, "model name", 10)) {
+            snprintf(buf, len, "%s", c + 2);
+            buf[strcspn(buf, "\n")] = 0;
+            break;
+        }
+    }
+    fclose(f);
+}
+
+int nib_bench_main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) /* per-token latency: tools/bench_latency.c */
+        if (!strcmp(argv[i], "--latency"))
+            return nib_bench_latency_main(argc, argv);
+    struct bench_opts o = {(size_t)1 << 30, (size_t)256 << 20, 5, 0.1, NULL, NULL};
+    const char *isa = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        uint32_t v;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--quick")) {
+            o.stream_bytes = (size_t)64 << 20;
+            o.rotate_bytes = (size_t)64 << 20;
+            o.rounds = 1;
+            o.min_seconds = 0.005;
+        } else if (!strcmp(a, "--rounds") && i + 1 < argc) {
+            if (nib_parse_u32(argv[++i], MAX_ROUNDS, &v) || v == 0) {
+                fprintf(stderr, "nib bench: --rounds takes 1..%d, not '%s'\n", MAX_ROUNDS, argv[i]);
+                return 2;
+            }
+            o.rounds = (int)v;
+        } else if (!strcmp(a, "--stream-mib") && i + 1 < argc) {
+            if (nib_parse_u32(argv[++i], 1u << 16, &v) || v < 8) {
+                fprintf(stderr, "nib bench: --stream-mib takes 8..65536, not '%s'\n", argv[i]);
+                return 2;
+            }
+            o.stream_bytes = (size_t)v << 20;
+        } else if (!strcmp(a, "--format") && i + 1 < argc) {
+            o.only_fmt = argv[++i];
+        } else if (!strcmp(a, "--isa") && i + 1 < argc) {
+            isa = argv[++i];
+        } else {
+            fprintf(stderr, "nib bench: unknown or incomplete option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (o.only_fmt) {
+        size_t f = 0;
+        while (f < N_FORMATS && strcmp(formats[f].name, o.only_fmt))
+            f++;
+        if (f == N_FORMATS) {
+            fprintf(stderr, "nib bench: unknown format '%s' (q4/32, q4/128, q4a/32, q4c, q8c, q8c/32)\n", o.only_fmt);
+            return 2;
+        }
+    }
+    if (!isa) {
+        o.kt = nib_qkernels_get(NIB_ISA_AVX2);
+        if (!o.kt)
+            o.kt = nib_qkernels_get(NIB_ISA_NEON_DOT);
+        if (!o.kt)
+            o.kt = nib_qkernels_get(NIB_ISA_SCALAR);
+    } else {
+        uint32_t bit = !strcmp(isa, "avx2") ? NIB_ISA_AVX2 : !strcmp(isa, "neon") ? NIB_ISA_NEON_DOT
+                     : !strcmp(isa, "scalar") ? NIB_ISA_SCALAR : 0xffffffffu;
+        o.kt = bit == 0xffffffffu ? NULL : nib_qkernels_get(bit);
+        if (!o.kt) {
+            fprintf(stderr, "nib bench: no '%s' kernels in this build (avx2, neon or scalar)\n", isa);
+            return 2;
+        }
+    }
+    if (o.kt->isa == NIB_ISA_AVX2 && !__builtin_cpu_supports("avx2")) {
+        fprintf(stderr, "nib bench: this CPU lacks AVX2; use --isa scalar\n");
+        return 1;
+    }
+
+    size_t l3 = l3_bytes();
+    for (size_t s = 0; s < N_SHAPES; s++) /* room for at least 2 copies of each */
+        for (size_t f = 0; f < N_FORMATS; f++) {
+            size_t b = nib_qformat_size(formats[f].dtype, formats[f].group, shapes[s].n, shapes[s].k);
+            b = (b + 4095) & ~(size_t)4095;
+            if (o.rotate_bytes < 2 * b)
+                o.rotate_bytes = 2 * b;
+        }
+    char cpu[128];
+    cpu_name(cpu, sizeof cpu);
+    printf("nib bench: %s, %ld CPUs online, L3 %.0f MiB; kernels: %s; %d round(s), median shown\n", cpu,
+           sysconf(_SC_NPROCESSORS_ONLN), l3 / MIB, o.kt->name, o.rounds);
+
+    if (pthread_create(&team.th, NULL, helper, NULL)) {
+        fprintf(stderr, "nib bench: cannot start a thread: %s\n", strerror(errno));
+        return 1;
+    }
+    uint8_t *sbuf = big_alloc(o.stream_bytes), *rot = big_alloc(o.rotate_bytes);
+    struct result *res = calloc(N_SHAPES * N_FORMATS, sizeof *res);
+    float *y = calloc((size_t)PREFILL_M * 32768, sizeof *y), *x = malloc(8192 * sizeof *x);
+    if (!sbuf || !rot || !res || !y || !x) {
+        fprintf(stderr, "nib bench: out of memory (%zu MiB stream buffer + %zu MiB rotation)\n",
+                o.stream_bytes >> 20, o.rotate_bytes >> 20);
+        return 1;
+    }
+    memset(sbuf, 1, o.stream_bytes); /* fault every page in */
+    memset(rot, 0, o.rotate_bytes);
+    for (int i = 0; i < 8192; i++)
+        x[i] = (float)((i * 7919) % 2001 - 1000) / 1000.0f;
+
+    double st[MAX_THREADS][MAX_ROUNDS];
+    int rc = 0;
+    for (int round = 0; round < o.rounds && rc == 0; round++) {
+        for (int th = 1; th <= MAX_THREADS; th++)
+            st[th - 1][round] = stream_gbs(sbuf, o.stream_bytes, th);
+        for (size_t s = 0; s < N_SHAPES && rc == 0; s++)
+            for (size_t f = 0; f < N_FORMATS; f++) {
+                if (o.only_fmt && strcmp(o.only_fmt, formats[f].name))
+                    continue;
+                struct result *r = &res[s * N_FORMATS + f];
+                struct nib_qlayout l;
+                nib_qlayout_get(&l, formats[f].dtype, formats[f].group, shapes[s].n, shapes[s].k);
+                size_t stride = (l.size + 4095) & ~(size_t)4095;
+                size_t copies = o.rotate_bytes / stride;
+                if (copies < 2) {
+                    fprintf(stderr, "nib bench: rotation buffer too small for %s %ux%u\n", formats[f].name,
+                            shapes[s].k, shapes[s].n);
+                    rc = 1;
+                    break;
+                }
+                fill_weights(rot, &l, 1 + s * 31 + f);
+                for (size_t c = 1; c < copies; c++)
+                    memcpy(rot + c * stride, rot, l.size);
+                uint32_t block = nib_qformat_act_block(l.dtype, l.group);
+                size_t fp = nib_qact_footprint(PREFILL_M, l.cols, block);
+                void *am = NULL;
+                struct nib_qact a;
+                if (posix_memalign(&am, 64, fp) || nib_qact_init(&a, am, PREFILL_M, l.cols, block)) {
+                    fprintf(stderr, "nib bench: out of memory\n");
+                    rc = 1;
+                    break;
+                }
+                for (uint32_t t = 0; t < PREFILL_M; t++)
+                    o.kt->qact(&a, t, x + t);
+                struct gemv_job j = {o.kt, &l, rot, &a, 1, y};
+                r->bytes = l.size;
+                r->copies = copies;
+                for (int th = 1; th <= MAX_THREADS; th++)
+                    r->mem[th - 1][round] = gemv_gbs(&j, rot, stride, copies, th, o.min_seconds);
+                j.m = PREFILL_M;
+                r->prefill[round] = gemv_gbs(&j, rot, stride, copies, 1, o.min_seconds);
+                j.m = 1;
+                r->cache_ok = l.size * 2 <= l3;
+                if (r->cache_ok) {
+                    gemv_gbs(&j, rot, stride, 1, 1, o.min_seconds / 10); /* warm */
+                    r->cache[round] = gemv_gbs(&j, rot, stride, 1, 1, o.min_seconds);
+                }
+                free(am);
+            }
+    }
+    if (rc == 0) {
+        struct bench_ctx ctx = {&o, {0}};
+        for (int th = 0; th < MAX_THREADS; th++)
+            ctx.stream_gbs[th] = median(st[th], o.rounds);
+        printf("\nstream read, %.0f MiB buffer: 1 thread %.1f GB/s, 2 threads %.1f GB/s\n",
+               o.stream_bytes / MIB, ctx.stream_gbs[0], ctx.stream_gbs[1]);
+        printf("\nGEMV weight GB/s (packed bytes / time); (x) = ratio to the stream read with the same threads;\n"
+               "prefill = GEMM of %d tokens from memory, 1 thread, weight bytes x tokens / time\n", PREFILL_M);
+        printf("%-26s %-7s %8s %6s  %-14s %-14s %-9s %s\n", "K x N (what)", "format", "MiB", "copies",
+               "memory 1T", "memory 2T", "cache 1T", "prefill 1T");
+        for (size_t s = 0; s < N_SHAPES; s++)
+            for (size_t f = 0; f < N_FORMATS; f++) {
+                if (o.only_fmt && strcmp(o.only_fmt, formats[f].name))
+                    continue;
+                struct result *r = &res[s * N_FORMATS + f];
+                char shape[64], m1[32], m2[32], c1[32] = "-";
+                snprintf(shape, sizeof shape, "%ux%u (%s)", shapes[s].k, shapes[s].n, shapes[s].what);
+                double g1 = median(r->mem[0], o.rounds), g2 = median(r->mem[1], o.rounds);
+                snprintf(m1, sizeof m1, "%5.1f (%.2f)", g1, g1 / ctx.stream_gbs[0]);
+                snprintf(m2, sizeof m2, "%5.1f (%.2f)", g2, g2 / ctx.stream_gbs[1]);
+                if (r->cache_ok)
+                    snprintf(c1, sizeof c1, "%5.1f", median(r->cache, o.rounds));
+                printf("%-26s %-7s %8.2f %6zu  %-14s %-14s %-9s %5.1f\n", shape, formats[f].name,
+                       r->bytes / MIB, r->copies, m1, m2, c1, median(r->prefill, o.rounds));
+            }
+        bench_models(&ctx);
+    }
+    atomic_store(&team.quit, 1);
+    pthread_join(team.th, NULL);
+    free(sbuf), free(rot), free(res), free(y), free(x);
+    return rc;
+}
