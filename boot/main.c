@@ -30,7 +30,8 @@
 #include <unistd.h>
 
 #include "boot/boot.h"
-#include "boot/cpu_isa.h"
+#include "rt/cpu_isa.h"
+#include "rt/exec.h"
 #include "model_blob/blob_view.h"
 #include "rt/serve.h"
 #include "rt/shm_layout.h"
@@ -248,6 +249,7 @@ int main(int argc, char **argv)
     if (nib_cpu_check(v.h->isa_required, err, sizeof err))
         return refuse("cpu", err);
     uint32_t blob_crc = v.h->crc32c;
+    fprintf(stderr, "nibble: quantized kernels: %s\n", nib_exec_select_kernels(nib_cpu_isa()));
 
     /* 2. the machine */
     static struct boot_workers w;

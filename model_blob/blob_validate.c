@@ -10,9 +10,6 @@
 #include "kernels/qkernels.h"
 #include "model_blob/crc32c.h"
 
-/* The executor runs quantized matmuls and quant ops (rt/exec.c). */
-#define NIB_RUNTIME_QUANT 0
-
 static int fail(char *err, size_t errlen, const char *fmt, ...)
 {
     va_list ap;
@@ -199,7 +196,7 @@ static int check_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t
     uint64_t n = op->n, k = op->k, ctx = hp->ctx_len;
     const char *name = nib_op_name(op->code);
 
-    if (op->code == 0 || op->code >= NIB_OP_COUNT || (op->code == NIB_OP_QUANT && !NIB_RUNTIME_QUANT))
+    if (op->code == 0 || op->code >= NIB_OP_COUNT)
         return fail(err, errlen, "plan op %u: unknown opcode %u", i, op->code);
     int needs_tensor = op->code == NIB_OP_EMBED || op->code == NIB_OP_RMSNORM ||
                        op->code == NIB_OP_MATMUL || op->code == NIB_OP_ROPE;
@@ -208,7 +205,7 @@ static int check_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t
             return fail(err, errlen, "plan op %u (%s): tensor index %u out of range", i, name,
                         op->tensor);
         t = &v->tensors[op->tensor];
-        if (t->dtype != NIB_DT_F32 && (op->code != NIB_OP_MATMUL || !NIB_RUNTIME_QUANT))
+        if (t->dtype != NIB_DT_F32 && op->code != NIB_OP_MATMUL)
             return fail(err, errlen, "plan op %u (%s): tensor '%s' must be f32, not %s", i, name,
                         t->name, nib_dtype_name(t->dtype));
     }

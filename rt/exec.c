@@ -5,13 +5,40 @@
 #include <time.h>
 
 #include "kernels/kernels.h"
+#include "kernels/qkernels.h"
 #include "model_blob/crc32c.h"
+#include "rt/cpu_isa.h"
 #include "rt/stats.h"
 #include "rt/team.h"
 
 static float *f32_at(uint8_t *mem, uint64_t off)
 {
     return (float *)(void *)(mem + off);
+}
+
+/* Quantized kernels: every variant gives the same bits as the scalar
+ * reference (kernels/qkernels.h), so the choice only changes speed. */
+static const struct nib_qkernels *qk;
+
+const char *nib_exec_select_kernels(uint32_t isa)
+{
+    const struct nib_qkernels *k = NULL;
+    if (isa & NIB_ISA_AVX2)
+        k = nib_qkernels_get(NIB_ISA_AVX2);
+    if (!k && (isa & NIB_ISA_NEON_DOT))
+        k = nib_qkernels_get(NIB_ISA_NEON_DOT);
+    if (!k)
+        k = nib_qkernels_get(NIB_ISA_SCALAR);
+    qk = k;
+    return k->name;
+}
+
+/* The int8 activations a quant op wrote at off (one row). */
+static struct nib_qact qact_at(uint8_t *mem, uint64_t off, uint32_t k, uint32_t block)
+{
+    struct nib_qact a;
+    nib_qact_init(&a, mem + off, 1, k, block); /* offsets checked at boot */
+    return a;
 }
 
 /* Units an op is split in, and the block size of the split. */
@@ -73,11 +100,25 @@ void nib_exec_op(const struct nib_blob_view *v, uint8_t *mem, const struct nib_o
         nib_rmsnorm_f32_scalar(f32_at(mem, op->src0), nib_tensor_f32(v, op->tensor),
                                f32_at(mem, op->dst), op->n, op->f0);
         break;
-    case NIB_OP_MATMUL:
-        nib_gemv_f32_scalar(nib_tensor_f32(v, op->tensor), f32_at(mem, op->src0),
-                            f32_at(mem, op->dst),
-                            (op->p0 & NIB_EPI_ADD) ? f32_at(mem, op->src1) : NULL, b, e, op->k);
+    case NIB_OP_MATMUL: {
+        const struct nib_tensor_rec *t = &v->tensors[op->tensor];
+        const float *add = (op->p0 & NIB_EPI_ADD) ? f32_at(mem, op->src1) : NULL;
+        if (t->dtype == NIB_DT_F32) {
+            nib_gemv_f32_scalar(nib_tensor_f32(v, op->tensor), f32_at(mem, op->src0),
+                                f32_at(mem, op->dst), add, b, e, op->k);
+            break;
+        }
+        struct nib_qlayout l;
+        nib_qlayout_get(&l, t->dtype, t->group, t->rows, t->cols);
+        struct nib_qact a = qact_at(mem, op->src0, op->k, nib_qformat_act_block(t->dtype, t->group));
+        nib_qgemv(qk, &l, v->weights + t->offset, &a, f32_at(mem, op->dst), add, b, e);
         break;
+    }
+    case NIB_OP_QUANT: {
+        struct nib_qact a = qact_at(mem, op->dst, op->n, op->p0);
+        qk->qact(&a, 0, f32_at(mem, op->src0));
+        break;
+    }
     case NIB_OP_ROPE:
         nib_rope_f32_scalar(f32_at(mem, op->src0) + (uint64_t)b * op->k, e - b, op->k, op->p1,
                             nib_tensor_f32(v, op->tensor) + (uint64_t)pos * op->p1);
@@ -129,11 +170,20 @@ int nib_exec_access(const struct nib_blob_view *v, const struct nib_op *op, uint
         acc(out, &c, op->src0, 0, op->n * 4ull, 0);
         acc(out, &c, op->dst, 0, op->n * 4ull, 1);
         break;
-    case NIB_OP_MATMUL:
-        acc(out, &c, op->src0, 0, op->k * 4ull, 0);
+    case NIB_OP_MATMUL: {
+        const struct nib_tensor_rec *t = &v->tensors[op->tensor];
+        uint64_t in = t->dtype == NIB_DT_F32
+                          ? op->k * 4ull
+                          : nib_qact_footprint(1, op->k, nib_qformat_act_block(t->dtype, t->group));
+        acc(out, &c, op->src0, 0, in, 0);
         acc(out, &c, op->dst, b * 4ull, e * 4ull, 1);
         if (op->p0 & NIB_EPI_ADD)
             acc(out, &c, op->src1, b * 4ull, e * 4ull, 0);
+        break;
+    }
+    case NIB_OP_QUANT:
+        acc(out, &c, op->src0, 0, op->n * 4ull, 0);
+        acc(out, &c, op->dst, 0, nib_qact_footprint(1, op->n, op->p0), 1);
         break;
     case NIB_OP_ROPE:
         acc(out, &c, op->src0, (uint64_t)b * op->k * 4, (uint64_t)e * op->k * 4, 1);
@@ -177,6 +227,8 @@ const float *nib_exec_token(struct nib_exec *e, uint32_t token, uint32_t pos)
     const struct nib_blob_view *v = e->v;
     if (token >= v->h->hp.vocab_size || pos >= v->h->hp.ctx_len)
         return NULL;
+    if (!qk)
+        nib_exec_select_kernels(NIB_ISA_SCALAR);
     uint64_t t0 = e->stats ? now_ns() : 0;
     memcpy(e->mem + v->h->token_slot_off, &token, 4);
     memcpy(e->mem + v->h->pos_slot_off, &pos, 4);

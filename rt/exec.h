@@ -35,6 +35,11 @@ struct nib_exec {
  * latency histogram). */
 const float *nib_exec_token(struct nib_exec *e, uint32_t token, uint32_t pos);
 
+/* Choose the quantized kernels for a CPU with these enum nib_isa bits
+ * (call once, before the first token; default: scalar). Every variant
+ * gives the same bits. Returns the variant's name. */
+const char *nib_exec_select_kernels(uint32_t isa);
+
 #define NIB_EXEC_ROW_BLOCK 16u  /* matmul rows per block */
 #define NIB_EXEC_ELEM_BLOCK 16u /* elements per block of element-wise ops */
 

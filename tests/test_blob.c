@@ -177,7 +177,7 @@ START_TEST(plan_lies_refused)
     EXPECT_REFUSED("matmul");
     OP(mm)->dst = H()->act_size + H()->kv_size - 4;
     EXPECT_REFUSED("outside runtime memory");
-    OP(mm)->src0 = (uint64_t)-8;
+    OP(mm)->src0 = (uint64_t)-64;
     EXPECT_REFUSED("outside runtime memory");
     OP(mm)->p0 = 0x80;
     EXPECT_REFUSED("epilogue");

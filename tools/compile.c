@@ -1,4 +1,4 @@
-/* nib compile MODEL.gguf -o OUT.blob [--quant f32] [--ctx N]
+/* nib compile MODEL.gguf -o OUT.blob [--quant SPEC] [--precision ...] [--ctx N]
  * Import, plan, pack. The blob is written to OUT.blob.tmp and renamed into
  * place only when complete, so a failed compile never leaves a half blob. */
 #include <errno.h>
@@ -13,8 +13,12 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: nib compile MODEL.gguf -o OUT.blob [--quant f32] [--ctx N]\n"
-               "  --quant f32   weight format (f32 is the exact reference)\n"
+    fprintf(f, "usage: nib compile MODEL.gguf -o OUT.blob [--quant SPEC] [--precision P=F,...] [--ctx N]\n"
+               "  --quant SPEC  f32 (exact reference), q4 (q4/32 layers, q8c LM head), source\n"
+               "                (keep GGUF Q4_0/Q8_0 tensors exactly), or one format for every\n"
+               "                matrix: q4[/G] q4a[/G] (G = 32, 64, 128), q4c, q8c[/G]\n"
+               "  --precision   per-tensor overrides, e.g. 'output=q8c,blk.0.*=q8c' (shell globs\n"
+               "                over GGUF names and nibble's fused names; later entries win)\n"
                "  --ctx N       context positions the appliance holds (default: the model's, at most 2048)\n");
 }
 
@@ -66,13 +70,15 @@ static int write_blob(const struct llama_model *m, const struct plan_opts *po, c
 
 int nib_compile_main(int argc, char **argv)
 {
-    const char *in = NULL, *out = NULL, *quant = "f32";
+    const char *in = NULL, *out = NULL, *quant = "f32", *precision = NULL;
     struct plan_opts po = {.max_ctx = 0};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-o") && i + 1 < argc)
             out = argv[++i];
         else if (!strcmp(argv[i], "--quant") && i + 1 < argc)
             quant = argv[++i];
+        else if (!strcmp(argv[i], "--precision") && i + 1 < argc)
+            precision = argv[++i];
         else if (!strcmp(argv[i], "--ctx") && i + 1 < argc) {
             if (nib_parse_u32(argv[++i], NIB_MAX_CTX, &po.max_ctx) || po.max_ctx == 0) {
                 fprintf(stderr, "nib compile: --ctx wants 1..%u\n", NIB_MAX_CTX);
@@ -97,10 +103,7 @@ int nib_compile_main(int argc, char **argv)
         fprintf(stderr, "nib compile: --quant: %s\n", err);
         return 2;
     }
-    if (strcmp(quant, "f32") != 0) {
-        fprintf(stderr, "nib compile: --quant %s is not supported by this version (use f32)\n", quant);
-        return 2;
-    }
+    po.precision = precision;
     struct nib_loaded_model lm;
     if (nib_model_load(&lm, in, err, sizeof err)) {
         fprintf(stderr, "nib compile: %s\n", err);

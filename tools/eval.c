@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "model_blob/blob_view.h"
+#include "rt/cpu_isa.h"
 #include "rt/exec.h"
 #include "rt/tokenizer.h"
 #include "tools/cli.h"
@@ -144,20 +145,22 @@ static int evaluate(struct runner *ref, struct runner *q, const uint32_t *ids, u
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: nib eval MODEL.gguf [--quant SPEC] [--text FILE] [--tokens N] [--ctx N] [--json]\n"
+    fprintf(f, "usage: nib eval MODEL.gguf [--quant SPEC] [--precision P=F,...] [--text FILE] [--tokens N] [--ctx N] [--json]\n"
                "  compares SPEC (default f32) against the same model in f32 on the text\n"
                "  (default: a short built-in story text); --tokens caps the positions scored (default 512)\n");
 }
 
 int nib_eval_main(int argc, char **argv)
 {
-    const char *in = NULL, *quant = "f32", *text_path = NULL;
+    const char *in = NULL, *quant = "f32", *text_path = NULL, *precision = NULL;
     uint32_t max_tokens = 512, ctx = 0;
     int json = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--quant") && i + 1 < argc)
             quant = argv[++i];
+        else if (!strcmp(a, "--precision") && i + 1 < argc)
+            precision = argv[++i];
         else if (!strcmp(a, "--text") && i + 1 < argc)
             text_path = argv[++i];
         else if (!strcmp(a, "--tokens") && i + 1 < argc) {
@@ -190,12 +193,13 @@ int nib_eval_main(int argc, char **argv)
     struct plan_opts po_ref = {.max_ctx = ctx ? ctx : max_tokens};
     nib_plan_opts_quant(&po_ref, "f32", NULL, 0);
     struct plan_opts po_q = po_ref;
-    if (strcmp(quant, "f32") != 0) {
-        fprintf(stderr, "nib eval: --quant %s is not supported by this version (use f32)\n", quant);
+    char err[512];
+    if (nib_plan_opts_quant(&po_q, quant, err, sizeof err)) {
+        fprintf(stderr, "nib eval: --quant: %s\n", err);
         return 2;
     }
-
-    char err[512];
+    po_q.precision = precision;
+    nib_exec_select_kernels(nib_cpu_isa());
     size_t text_len;
     char *text = NULL;
     if (text_path) {

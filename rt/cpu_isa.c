@@ -1,4 +1,4 @@
-#include "boot/cpu_isa.h"
+#include "rt/cpu_isa.h"
 
 #include <stdio.h>
 #include <string.h>
