@@ -9,7 +9,8 @@
  *                 times, so every call streams from DRAM) with 1 and 2
  *                 threads, and from cache (one copy, repeated; shown when
  *                 it fits in half the L3). Each memory figure is also given
- *                 as a ratio to the stream read with the same threads.
+ *                 as a ratio to a stream read with the same threads taken
+ *                 just before it (median of the per-round ratios).
  *   prefill       GEMM of PREFILL_M tokens per call from memory: weight
  *                 bytes x tokens per second (compare with the GEMV column
  *                 for the prefill-vs-decode speed-up per token).
@@ -37,6 +38,7 @@
 #define MAX_ROUNDS 15
 #define MAX_THREADS 2
 #define PREFILL_M 8 /* tokens per GEMM in the prefill column */
+#define PAIR_BYTES ((size_t)256 << 20) /* stream read paired with each GEMV figure */
 
 struct bench_opts {
     size_t stream_bytes;   /* stream-read buffer */
@@ -74,7 +76,9 @@ static void *big_alloc(size_t n)
     return p;
 }
 
-/* ---- a two-thread team: the caller is worker 0, one helper thread ---- */
+/* ---- a two-thread team: the caller is worker 0, one helper thread ----
+ * The helper exists only while a 2-thread measurement runs (team_begin /
+ * team_end), so it never spins during 1-thread figures. */
 
 typedef void (*job_fn)(void *arg, int worker, int n_workers);
 
@@ -90,7 +94,7 @@ static struct {
 static void *helper(void *unused)
 {
     (void)unused;
-    unsigned long seen = 0;
+    unsigned long seen = atomic_load(&team.go);
     for (;;) {
         unsigned long g;
         while ((g = atomic_load_explicit(&team.go, memory_order_acquire)) == seen) {
@@ -106,6 +110,26 @@ static void *helper(void *unused)
     }
 }
 
+static int team_begin(int n_workers)
+{
+    if (n_workers < 2)
+        return 0;
+    atomic_store(&team.quit, 0);
+    if (pthread_create(&team.th, NULL, helper, NULL)) {
+        fprintf(stderr, "nib bench: cannot start a thread: %s\n", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static void team_end(int n_workers)
+{
+    if (n_workers < 2)
+        return;
+    atomic_store(&team.quit, 1);
+    pthread_join(team.th, NULL);
+}
+
 /* Run fn on n_workers (1 or 2) threads and wait for all. */
 static void team_run(job_fn fn, void *arg, int n_workers)
 {
@@ -119,8 +143,11 @@ static void team_run(job_fn fn, void *arg, int n_workers)
     unsigned long g = atomic_load(&team.go) + 1;
     atomic_store_explicit(&team.go, g, memory_order_release);
     fn(arg, 0, n_workers);
-    while (atomic_load_explicit(&team.done, memory_order_acquire) != g)
-        ;
+    while (atomic_load_explicit(&team.done, memory_order_acquire) != g) {
+#if defined(__x86_64__)
+        __builtin_ia32_pause();
+#endif
+    }
 }
 
 /* ---- stream read ---- */
@@ -165,9 +192,12 @@ static void stream_worker(void *arg, int w, int nw)
 static double stream_gbs(const uint8_t *buf, size_t bytes, int threads)
 {
     struct stream_job j = {buf, bytes, {0}};
+    if (team_begin(threads))
+        return 0;
     double t0 = now();
     team_run(stream_worker, &j, threads);
     double dt = now() - t0;
+    team_end(threads);
     size_t part = bytes / (size_t)threads / 4096 * 4096;
     return (double)part * threads / dt / 1e9;
 }
@@ -200,6 +230,8 @@ static double gemv_gbs(struct gemv_job *j, const uint8_t *base, size_t stride, s
                        double min_s)
 {
     size_t calls = 0;
+    if (team_begin(threads))
+        return 0;
     double t0 = now(), dt;
     do {
         for (size_t c = 0; c < n_copies; c++, calls++) {
@@ -208,6 +240,7 @@ static double gemv_gbs(struct gemv_job *j, const uint8_t *base, size_t stride, s
         }
         dt = now() - t0;
     } while (dt < min_s);
+    team_end(threads);
     return (double)calls * j->m * (double)j->l->size / dt / 1e9;
 }
 
@@ -247,6 +280,7 @@ static const struct { const char *name; uint32_t dtype, group; } formats[] = {
 
 struct result {
     double mem[MAX_THREADS][MAX_ROUNDS], cache[MAX_ROUNDS], prefill[MAX_ROUNDS];
+    double ratio[MAX_THREADS][MAX_ROUNDS]; /* to a stream read measured just before */
     size_t bytes, copies;
     int cache_ok;
 };
@@ -397,10 +431,6 @@ int nib_bench_main(int argc, char **argv)
     printf("nib bench: %s, %ld CPUs online, L3 %.0f MiB; kernels: %s; %d round(s), median shown\n", cpu,
            sysconf(_SC_NPROCESSORS_ONLN), l3 / MIB, o.kt->name, o.rounds);
 
-    if (pthread_create(&team.th, NULL, helper, NULL)) {
-        fprintf(stderr, "nib bench: cannot start a thread: %s\n", strerror(errno));
-        return 1;
-    }
     uint8_t *sbuf = big_alloc(o.stream_bytes), *rot = big_alloc(o.rotate_bytes);
     struct result *res = calloc(N_SHAPES * N_FORMATS, sizeof *res);
     float *y = calloc((size_t)PREFILL_M * 32768, sizeof *y), *x = malloc(8192 * sizeof *x);
@@ -451,8 +481,13 @@ int nib_bench_main(int argc, char **argv)
                 struct gemv_job j = {o.kt, &l, rot, &a, 1, y};
                 r->bytes = l.size;
                 r->copies = copies;
-                for (int th = 1; th <= MAX_THREADS; th++)
+                for (int th = 1; th <= MAX_THREADS; th++) {
+                    /* paired with a stream read just before: a ratio of two
+                     * figures taken seconds apart on a shared machine is noise */
+                    double sr = stream_gbs(sbuf, o.stream_bytes < PAIR_BYTES ? o.stream_bytes : PAIR_BYTES, th);
                     r->mem[th - 1][round] = gemv_gbs(&j, rot, stride, copies, th, o.min_seconds);
+                    r->ratio[th - 1][round] = sr > 0 ? r->mem[th - 1][round] / sr : 0;
+                }
                 j.m = PREFILL_M;
                 r->prefill[round] = gemv_gbs(&j, rot, stride, copies, 1, o.min_seconds);
                 j.m = 1;
@@ -470,7 +505,9 @@ int nib_bench_main(int argc, char **argv)
             ctx.stream_gbs[th] = median(st[th], o.rounds);
         printf("\nstream read, %.0f MiB buffer: 1 thread %.1f GB/s, 2 threads %.1f GB/s\n",
                o.stream_bytes / MIB, ctx.stream_gbs[0], ctx.stream_gbs[1]);
-        printf("\nGEMV weight GB/s (packed bytes / time); (x) = ratio to the stream read with the same threads;\n"
+        printf("\nGEMV weight GB/s (packed bytes / time); (x) = median ratio to a %zu MiB stream read with the\n"
+               "same threads measured just before each figure;\n", PAIR_BYTES >> 20);
+        printf(
                "prefill = GEMM of %d tokens from memory, 1 thread, weight bytes x tokens / time\n", PREFILL_M);
         printf("%-26s %-7s %8s %6s  %-14s %-14s %-9s %s\n", "K x N (what)", "format", "MiB", "copies",
                "memory 1T", "memory 2T", "cache 1T", "prefill 1T");
@@ -482,8 +519,8 @@ int nib_bench_main(int argc, char **argv)
                 char shape[64], m1[32], m2[32], c1[32] = "-";
                 snprintf(shape, sizeof shape, "%ux%u (%s)", shapes[s].k, shapes[s].n, shapes[s].what);
                 double g1 = median(r->mem[0], o.rounds), g2 = median(r->mem[1], o.rounds);
-                snprintf(m1, sizeof m1, "%5.1f (%.2f)", g1, g1 / ctx.stream_gbs[0]);
-                snprintf(m2, sizeof m2, "%5.1f (%.2f)", g2, g2 / ctx.stream_gbs[1]);
+                snprintf(m1, sizeof m1, "%5.1f (%.2f)", g1, median(r->ratio[0], o.rounds));
+                snprintf(m2, sizeof m2, "%5.1f (%.2f)", g2, median(r->ratio[1], o.rounds));
                 if (r->cache_ok)
                     snprintf(c1, sizeof c1, "%5.1f", median(r->cache, o.rounds));
                 printf("%-26s %-7s %8.2f %6zu  %-14s %-14s %-9s %5.1f\n", shape, formats[f].name,
@@ -491,8 +528,6 @@ int nib_bench_main(int argc, char **argv)
             }
         bench_models(&ctx);
     }
-    atomic_store(&team.quit, 1);
-    pthread_join(team.th, NULL);
     free(sbuf), free(rot), free(res), free(y), free(x);
     return rc;
 }

@@ -9,6 +9,7 @@
 
 #include "model_blob/blob_view.h"
 #include "tools/cli.h"
+#include "tools/autoprec.h"
 #include "tools/model_load.h"
 
 static void usage(FILE *f)
@@ -19,6 +20,10 @@ static void usage(FILE *f)
                "                matrix: q4[/G] q4a[/G] (G = 32, 64, 128), q4c, q8c[/G]\n"
                "  --precision   per-tensor overrides, e.g. 'output=q8c,blk.0.*=q8c' (shell globs\n"
                "                over GGUF names and nibble's fused names; later entries win)\n"
+               "  --auto-precision --max-bytes N | --max-kl X\n"
+               "                keep the matrices whose q8c copy saves the most KL per byte\n"
+               "                (measured against f32 on calibration text) in q8c, within N\n"
+               "                weight bytes or until the mean KL is below X; prints the table\n"
                "  --ctx N       context positions the appliance holds (default: the model's, at most 2048)\n");
 }
 
@@ -71,6 +76,8 @@ static int write_blob(const struct llama_model *m, const struct plan_opts *po, c
 int nib_compile_main(int argc, char **argv)
 {
     const char *in = NULL, *out = NULL, *quant = "f32", *precision = NULL;
+    int auto_prec = 0;
+    struct autoprec_opts ao = {.max_bytes = 0, .max_kl = 0, .positions = 256, .report = stdout};
     struct plan_opts po = {.max_ctx = 0};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-o") && i + 1 < argc)
@@ -79,6 +86,21 @@ int nib_compile_main(int argc, char **argv)
             quant = argv[++i];
         else if (!strcmp(argv[i], "--precision") && i + 1 < argc)
             precision = argv[++i];
+        else if (!strcmp(argv[i], "--auto-precision"))
+            auto_prec = 1;
+        else if (!strcmp(argv[i], "--max-bytes") && i + 1 < argc) {
+            if (nib_parse_u64(argv[++i], &ao.max_bytes) || ao.max_bytes == 0) {
+                fprintf(stderr, "nib compile: --max-bytes wants a positive byte count\n");
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--max-kl") && i + 1 < argc) {
+            float kl;
+            if (nib_parse_f32(argv[++i], &kl) || !(kl > 0)) {
+                fprintf(stderr, "nib compile: --max-kl wants a positive number\n");
+                return 2;
+            }
+            ao.max_kl = kl;
+        }
         else if (!strcmp(argv[i], "--ctx") && i + 1 < argc) {
             if (nib_parse_u32(argv[++i], NIB_MAX_CTX, &po.max_ctx) || po.max_ctx == 0) {
                 fprintf(stderr, "nib compile: --ctx wants 1..%u\n", NIB_MAX_CTX);
@@ -109,7 +131,22 @@ int nib_compile_main(int argc, char **argv)
         fprintf(stderr, "nib compile: %s\n", err);
         return 1;
     }
+    char *auto_p = NULL;
+    if (auto_prec) {
+        if (!ao.max_bytes && !(ao.max_kl > 0)) {
+            fprintf(stderr, "nib compile: --auto-precision needs --max-bytes N or --max-kl X\n");
+            nib_model_unload(&lm);
+            return 2;
+        }
+        if (nib_autoprec(&lm.m, &po, &ao, &auto_p, err, sizeof err)) {
+            fprintf(stderr, "nib compile: --auto-precision: %s\n", err);
+            nib_model_unload(&lm);
+            return 1;
+        }
+        po.precision = auto_p;
+    }
     int rc = write_blob(&lm.m, &po, out, in);
+    free(auto_p);
     nib_model_unload(&lm);
     return rc;
 }

@@ -14,67 +14,10 @@
 #include "rt/exec.h"
 #include "rt/tokenizer.h"
 #include "tools/cli.h"
+#include "tools/evalcore.h"
 #include "tools/model_load.h"
 
 extern const char nib_eval_default_text[];
-
-/* A blob in memory with its executor. */
-struct runner {
-    uint8_t *blob;
-    size_t size;
-    struct nib_blob_view v;
-    uint8_t *mem;
-    struct nib_exec e;
-};
-
-static int runner_open(struct runner *r, const struct llama_model *m, const struct plan_opts *po,
-                       char *err, size_t errlen)
-{
-    memset(r, 0, sizeof *r);
-    if (nib_blob_build_mem(m, po, &r->blob, &r->size, err, errlen))
-        return -1;
-    if (nib_blob_open(&r->v, r->blob, r->size, 1, err, errlen))
-        return -1;
-    r->mem = aligned_alloc(64, (r->v.mem_size + 63) & ~63ull);
-    if (!r->mem) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    memset(r->mem, 0, r->v.mem_size);
-    r->e.v = &r->v;
-    r->e.mem = r->mem;
-    return 0;
-}
-
-static void runner_close(struct runner *r)
-{
-    free(r->blob);
-    free(r->mem);
-}
-
-/* log-softmax of logits into out (double), returns nothing. */
-static void log_softmax(const float *logits, uint32_t n, double *out)
-{
-    double max = logits[0];
-    for (uint32_t i = 1; i < n; i++)
-        if (logits[i] > max)
-            max = logits[i];
-    double sum = 0;
-    for (uint32_t i = 0; i < n; i++)
-        sum += exp((double)logits[i] - max);
-    double lse = max + log(sum);
-    for (uint32_t i = 0; i < n; i++)
-        out[i] = (double)logits[i] - lse;
-}
-
-static uint32_t argmax_f(const float *x, uint32_t n)
-{
-    uint32_t b = 0;
-    for (uint32_t i = 1; i < n; i++)
-        if (x[i] > x[b])
-            b = i;
-    return b;
-}
 
 static char *read_text(const char *path, size_t *len)
 {
@@ -100,59 +43,19 @@ static char *read_text(const char *path, size_t *len)
     return buf;
 }
 
-struct eval_result {
-    uint32_t n;          /* predictions scored */
-    double kl_mean, top1, ppl_ref, ppl_q;
-};
-
-static int evaluate(struct runner *ref, struct runner *q, const uint32_t *ids, uint32_t n_ids,
-                    struct eval_result *res)
-{
-    uint32_t vocab = ref->v.h->hp.vocab_size;
-    double *lp = malloc(vocab * sizeof *lp), *lq = malloc(vocab * sizeof *lq);
-    if (!lp || !lq) {
-        free(lp);
-        free(lq);
-        return -1;
-    }
-    double kl = 0, nll_p = 0, nll_q = 0;
-    uint32_t agree = 0, n = 0;
-    for (uint32_t pos = 0; pos + 1 < n_ids; pos++) {
-        const float *a = nib_exec_token(&ref->e, ids[pos], pos);
-        const float *b = nib_exec_token(&q->e, ids[pos], pos);
-        if (!a || !b)
-            break;
-        log_softmax(a, vocab, lp);
-        log_softmax(b, vocab, lq);
-        double k = 0;
-        for (uint32_t i = 0; i < vocab; i++)
-            k += exp(lp[i]) * (lp[i] - lq[i]);
-        kl += k;
-        agree += argmax_f(a, vocab) == argmax_f(b, vocab);
-        nll_p -= lp[ids[pos + 1]];
-        nll_q -= lq[ids[pos + 1]];
-        n++;
-    }
-    free(lp);
-    free(lq);
-    res->n = n;
-    res->kl_mean = n ? kl / n : 0;
-    res->top1 = n ? (double)agree / n : 0;
-    res->ppl_ref = n ? exp(nll_p / n) : 0;
-    res->ppl_q = n ? exp(nll_q / n) : 0;
-    return 0;
-}
-
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: nib eval MODEL.gguf [--quant SPEC] [--precision P=F,...] [--text FILE] [--tokens N] [--ctx N] [--json]\n"
-               "  compares SPEC (default f32) against the same model in f32 on the text\n"
+    fprintf(f, "usage: nib eval MODEL.gguf [--quant SPEC] [--precision P=F,...] [--baseline OTHER.gguf]\n"
+               "                [--text FILE] [--tokens N] [--ctx N] [--json]\n"
+               "  compares SPEC (default f32) against the same model in f32 on the text;\n"
+               "  --baseline: compares OTHER.gguf (e.g. a GGUF Q4_0 of the same model, kept\n"
+               "  exactly as stored) instead of a compiled MODEL\n"
                "  (default: a short built-in story text); --tokens caps the positions scored (default 512)\n");
 }
 
 int nib_eval_main(int argc, char **argv)
 {
-    const char *in = NULL, *quant = "f32", *text_path = NULL, *precision = NULL;
+    const char *in = NULL, *quant = "f32", *text_path = NULL, *precision = NULL, *baseline = NULL;
     uint32_t max_tokens = 512, ctx = 0;
     int json = 0;
     for (int i = 1; i < argc; i++) {
@@ -161,6 +64,8 @@ int nib_eval_main(int argc, char **argv)
             quant = argv[++i];
         else if (!strcmp(a, "--precision") && i + 1 < argc)
             precision = argv[++i];
+        else if (!strcmp(a, "--baseline") && i + 1 < argc)
+            baseline = argv[++i];
         else if (!strcmp(a, "--text") && i + 1 < argc)
             text_path = argv[++i];
         else if (!strcmp(a, "--tokens") && i + 1 < argc) {
@@ -213,11 +118,29 @@ int nib_eval_main(int argc, char **argv)
     if (!text)
         text_len = strlen(nib_eval_default_text);
 
-    struct nib_loaded_model lm;
+    struct nib_loaded_model lm, lb;
+    memset(&lb, 0, sizeof lb);
     if (nib_model_load(&lm, in, err, sizeof err)) {
         fprintf(stderr, "nib eval: %s\n", err);
         free(text);
         return 1;
+    }
+    if (baseline) {
+        if (nib_model_load(&lb, baseline, err, sizeof err)) {
+            fprintf(stderr, "nib eval: %s\n", err);
+            nib_model_unload(&lm);
+            free(text);
+            return 1;
+        }
+        if (lb.m.hp.vocab_size != lm.m.hp.vocab_size || lb.m.hp.dim != lm.m.hp.dim) {
+            fprintf(stderr, "nib eval: %s is not the same model shape as %s\n", baseline, in);
+            nib_model_unload(&lb);
+            nib_model_unload(&lm);
+            free(text);
+            return 1;
+        }
+        nib_plan_opts_quant(&po_q, "source", err, sizeof err);
+        quant = "baseline";
     }
     int rc = 1;
     struct runner ref, q;
@@ -225,7 +148,7 @@ int nib_eval_main(int argc, char **argv)
     memset(&q, 0, sizeof q);
     uint32_t *ids = malloc((text_len + 2) * sizeof *ids);
     if (!ids || runner_open(&ref, &lm.m, &po_ref, err, sizeof err) ||
-        runner_open(&q, &lm.m, &po_q, err, sizeof err)) {
+        runner_open(&q, baseline ? &lb.m : &lm.m, &po_q, err, sizeof err)) {
         fprintf(stderr, "nib eval: %s\n", ids ? err : "out of memory");
         goto out;
     }
@@ -245,9 +168,9 @@ int nib_eval_main(int argc, char **argv)
         goto out;
     }
     if (json)
-        printf("{\"model\": \"%s\", \"quant\": \"%s\", \"positions\": %u, \"kl_mean\": %.6g, "
+        printf("{\"model\": \"%s\", \"quant\": \"%s\", \"baseline\": \"%s\", \"positions\": %u, \"kl_mean\": %.6g, "
                "\"top1_agreement\": %.6f, \"ppl_f32\": %.6g, \"ppl_quant\": %.6g}\n",
-               in, quant, r.n, r.kl_mean, r.top1, r.ppl_ref, r.ppl_q);
+               in, quant, baseline ? baseline : "", r.n, r.kl_mean, r.top1, r.ppl_ref, r.ppl_q);
     else
         printf("model %s, format %s, %u positions: mean KL %.6g, top-1 agreement %.2f%%, "
                "perplexity f32 %.4f vs %s %.4f\n",
@@ -258,6 +181,8 @@ out:
     runner_close(&q);
     free(ids);
     free(text);
+    if (baseline)
+        nib_model_unload(&lb);
     nib_model_unload(&lm);
     return rc;
 }
