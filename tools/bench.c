@@ -29,6 +29,10 @@
 #include <unistd.h>
 
 #include "kernels/qkernels.h"
+#include "model_blob/blob_view.h"
+#include "rt/cpu_isa.h"
+#include "rt/exec.h"
+#include "rt/team.h"
 #include "tools/cli.h"
 
 #if defined(__AVX2__)
@@ -41,7 +45,12 @@
 #define PREFILL_M 8 /* tokens per GEMM in the prefill column */
 #define PAIR_BYTES ((size_t)256 << 20) /* stream read paired with each GEMV figure */
 
+#define MAX_MODELS 8
+
 struct bench_opts {
+    const char *models[MAX_MODELS]; /* --model BLOB: whole-model decode */
+    int n_models;
+    uint32_t model_tokens;          /* tokens timed per model and worker count */
     size_t stream_bytes;   /* stream-read buffer */
     size_t rotate_bytes;   /* GEMV copies rotate through this much memory */
     int rounds;
@@ -299,14 +308,106 @@ struct bench_ctx {
     double stream_gbs[MAX_THREADS]; /* median stream read, 1 and 2 threads */
 };
 
-/* Whole-model decode and prefill tokens/s (nib synth models compiled to
- * q4, 1 and all workers, each decode figure also as weight bytes per token
- * x tokens/s / stream GB/s) belong here once the runtime runs quantized
- * blobs; ctx carries the stream-read figures to divide by. */
+/* Weight bytes one token streams: every matmul's tensor, once (the
+ * embedding table is read one row per token and not counted). */
+static uint64_t streamed_bytes(const struct nib_blob_view *v)
+{
+    uint64_t n = 0;
+    for (uint32_t t = 0; t < v->h->n_tensors; t++)
+        for (uint32_t i = 0; i < v->h->n_ops; i++)
+            if (v->ops[i].code == NIB_OP_MATMUL && v->ops[i].tensor == t) {
+                n += v->tensors[t].size;
+                break;
+            }
+    return n;
+}
+
+/* Decode tokens/s of one blob with n_workers, run the way the appliance runs
+ * it (blob copied to huge-page memory, a pinned team, fixed shares). */
+static double model_decode(const struct nib_blob_view *v, uint8_t *mem, uint32_t n_workers,
+                           uint32_t n_tokens)
+{
+    void *tm = aligned_alloc(nib_team_align(),
+                             (nib_team_footprint(n_workers, v->h->n_ops) + 4095) & ~(uint64_t)4095);
+    if (!tm)
+        return 0;
+    struct nib_team *team = nib_team_new(tm, v, mem, n_workers, 1000000000ull, 1000000000ull);
+    pthread_t tids[MAX_THREADS];
+    uint32_t cpus[MAX_THREADS] = {0, 1};
+    if (!team || nib_team_spawn(team, cpus, tids)) {
+        free(tm);
+        return 0;
+    }
+    struct nib_exec e = {.v = v, .mem = mem, .team = team};
+    uint32_t ctx = v->h->hp.ctx_len, tok = v->h->hp.bos_id, warm = 4;
+    if (n_tokens + warm > ctx)
+        n_tokens = ctx > warm + 1 ? ctx - warm - 1 : 1;
+    for (uint32_t p = 0; p < warm; p++)
+        nib_exec_token(&e, tok, p);
+    double t0 = now();
+    for (uint32_t p = warm; p < warm + n_tokens; p++) {
+        const float *lg = nib_exec_token(&e, tok, p);
+        tok = lg ? (uint32_t)(lg[0] > lg[1]) + 3 : tok; /* data-dependent, cheap */
+    }
+    double dt = now() - t0;
+    nib_team_join(team, tids);
+    free(tm);
+    return dt > 0 ? n_tokens / dt : 0;
+}
+
 static void bench_models(const struct bench_ctx *ctx)
 {
-    (void)ctx;
-    printf("\nmodels: whole-model decode/prefill not measured yet (see bench_models in tools/bench.c)\n");
+    const struct bench_opts *o = ctx->o;
+    if (!o->n_models) {
+        printf("\nmodels: none given (nib bench --model BLOB ...; tools/bench-models.sh makes them)\n");
+        return;
+    }
+    nib_exec_select_kernels(nib_cpu_isa());
+    printf("\nwhole-model decode (%u tokens each; GB/s = weight bytes streamed per token x tokens/s;\n"
+           "(x) = ratio to the stream read with the same threads; prefill runs token by token)\n",
+           o->model_tokens);
+    printf("%-28s %8s %10s %18s %18s\n", "model", "MB/token", "workers", "tokens/s", "GB/s (x stream)");
+    for (int i = 0; i < o->n_models; i++) {
+        char err[256];
+        const uint8_t *data;
+        size_t size;
+        if (nib_map_file(o->models[i], &data, &size, err, sizeof err)) {
+            printf("%-28s %s\n", o->models[i], err);
+            continue;
+        }
+        uint8_t *blob = big_alloc(size);
+        struct nib_blob_view v;
+        if (!blob) {
+            nib_unmap_file(data, size);
+            printf("%-28s out of memory\n", o->models[i]);
+            continue;
+        }
+        memcpy(blob, data, size);
+        nib_unmap_file(data, size);
+        if (nib_blob_open(&v, blob, size, 1, err, sizeof err)) {
+            printf("%-28s invalid blob: %s\n", o->models[i], err);
+            free(blob);
+            continue;
+        }
+        uint8_t *mem = big_alloc(v.mem_size);
+        if (!mem) {
+            printf("%-28s out of memory\n", o->models[i]);
+            free(blob);
+            continue;
+        }
+        memset(mem, 0, v.mem_size);
+        uint64_t bytes = streamed_bytes(&v);
+        const char *base = strrchr(o->models[i], '/');
+        base = base ? base + 1 : o->models[i];
+        for (uint32_t nw = 1; nw <= MAX_THREADS; nw++) {
+            double tps = model_decode(&v, mem, nw, o->model_tokens);
+            double gbs = tps * (double)bytes / 1e9;
+            printf("%-28s %8.1f %10u %18.1f %11.1f (%.2f)\n", base, bytes / 1e6, nw, tps, gbs,
+                   ctx->stream_gbs[nw - 1] > 0 ? gbs / ctx->stream_gbs[nw - 1] : 0);
+        }
+        free(mem);
+        free(blob);
+    }
 }
 
 /* ---- driver ---- */
@@ -319,6 +420,8 @@ static void usage(FILE *f)
                "  --stream-mib N   stream-read buffer in MiB (default 1024)\n"
                "  --format NAME    only this GEMV format (q4/32, q4/128, q4a/32, q4c, q8c, q8c/32)\n"
                "  --isa NAME       kernel variant (default: the best this build and CPU have)\n"
+               "  --model BLOB     also time whole-model decode of BLOB with 1 and 2 workers (repeatable)\n"
+               "  --model-tokens N decode tokens timed per model and worker count (default 128)\n"
                "       nib bench --latency ...: per-token latency of a blob (nib bench --latency --help)\n",
             MAX_ROUNDS);
 }
@@ -362,7 +465,8 @@ int nib_bench_main(int argc, char **argv)
     for (int i = 1; i < argc; i++) /* per-token latency: tools/bench_latency.c */
         if (!strcmp(argv[i], "--latency"))
             return nib_bench_latency_main(argc, argv);
-    struct bench_opts o = {(size_t)1 << 30, (size_t)256 << 20, 5, 0.1, NULL, NULL};
+    struct bench_opts o = {.model_tokens = 128, .stream_bytes = (size_t)1 << 30,
+                           .rotate_bytes = (size_t)256 << 20, .rounds = 5, .min_seconds = 0.1};
     const char *isa = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -387,6 +491,17 @@ int nib_bench_main(int argc, char **argv)
                 return 2;
             }
             o.stream_bytes = (size_t)v << 20;
+        } else if (!strcmp(a, "--model") && i + 1 < argc) {
+            if (o.n_models == MAX_MODELS) {
+                fprintf(stderr, "nib bench: at most %d --model\n", MAX_MODELS);
+                return 2;
+            }
+            o.models[o.n_models++] = argv[++i];
+        } else if (!strcmp(a, "--model-tokens") && i + 1 < argc) {
+            if (nib_parse_u32(argv[++i], 1u << 16, &o.model_tokens) || o.model_tokens == 0) {
+                fprintf(stderr, "nib bench: --model-tokens takes 1..65536\n");
+                return 2;
+            }
         } else if (!strcmp(a, "--format") && i + 1 < argc) {
             o.only_fmt = argv[++i];
         } else if (!strcmp(a, "--isa") && i + 1 < argc) {
