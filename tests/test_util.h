@@ -9,6 +9,10 @@
  * the test with a message when it cannot. */
 uint8_t *tu_read_file(const char *path, size_t *size);
 
+/* Run a Check suite and free it: EXIT_SUCCESS when every test passed. */
+typedef struct Suite Suite;
+int tu_run_suite(Suite *s);
+
 /* Path from an environment variable set by meson; aborts when unset. */
 const char *tu_env_path(const char *var);
 

@@ -107,8 +107,7 @@ uint64_t ggml_type_nbytes(uint32_t type, uint64_t n_elems)
     return n_elems / be * bb;
 }
 
-/* Fixed size of a scalar value type; 0 for string, array and unknown. */
-static uint64_t scalar_size(uint32_t type)
+uint64_t gguf_scalar_size(uint32_t type)
 {
     switch (type) {
     case GGUF_TYPE_UINT8: case GGUF_TYPE_INT8: case GGUF_TYPE_BOOL: return 1;
@@ -134,9 +133,7 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
     va_end(ap);
 }
 
-/* A file string made safe to print: at most 64 bytes, control and non-ASCII
- * bytes shown as '?', since names come from an untrusted file. */
-static const char *show(struct gguf_str s, char out[72])
+const char *gguf_str_show(struct gguf_str s, char out[72])
 {
     size_t n = s.len < 64 ? (size_t)s.len : 64, i;
     for (i = 0; i < n; i++) {
@@ -236,7 +233,7 @@ static int skip_values(struct rd *r, uint32_t type, uint64_t n)
         }
         return 0;
     }
-    uint64_t sz = scalar_size(type);
+    uint64_t sz = gguf_scalar_size(type);
     if (n > left(r) / sz)
         return too_long(r, n);
     if (type == GGUF_TYPE_BOOL) {
@@ -263,7 +260,7 @@ static int read_kv(struct rd *r, uint64_t i, struct gguf_kv *kv)
         set_err(r->err, r->errlen, "kv %llu has an empty key at byte %zu", (unsigned long long)i, r->pos - 8);
         return -1;
     }
-    show(kv->key, name);
+    gguf_str_show(kv->key, name);
     where(r, "kv %llu '%s' (type)", (unsigned long long)i, name);
     size_t type_at = r->pos;
     if (rd_u32(r, &kv->type))
@@ -334,7 +331,7 @@ static int check_dup_keys(const struct gguf_file *f, char *err, size_t errlen)
     for (uint64_t i = 1; i < f->n_kv && !rc; i++) {
         if (!cmp_str(p[i - 1]->key, p[i]->key)) {
             char name[72];
-            set_err(err, errlen, "duplicate key '%s'", show(p[i]->key, name));
+            set_err(err, errlen, "duplicate key '%s'", gguf_str_show(p[i]->key, name));
             rc = -1;
         }
     }
@@ -358,7 +355,7 @@ static int check_dup_tensors(const struct gguf_file *f, char *err, size_t errlen
     for (uint64_t i = 1; i < f->n_tensors && !rc; i++) {
         if (!cmp_str(p[i - 1]->name, p[i]->name)) {
             char name[72];
-            set_err(err, errlen, "duplicate tensor '%s'", show(p[i]->name, name));
+            set_err(err, errlen, "duplicate tensor '%s'", gguf_str_show(p[i]->name, name));
             rc = -1;
         }
     }
@@ -429,7 +426,7 @@ static int read_tensor_info(struct rd *r, uint64_t i, uint64_t alignment, struct
                 r->pos - 8);
         return -1;
     }
-    show(t->name, name);
+    gguf_str_show(t->name, name);
     where(r, "tensor info %llu '%s' (n_dims)", (unsigned long long)i, name);
     size_t at = r->pos;
     if (rd_u32(r, &t->n_dims))
@@ -467,7 +464,7 @@ static int place_tensors(struct gguf_file *f, size_t data_off, char *err, size_t
         struct gguf_tensor *t = &f->tensors[i];
         char name[72];
         if (data_off > f->size || t->offset > room || t->nbytes > room - t->offset) {
-            show(t->name, name);
+            gguf_str_show(t->name, name);
             if (t->offset > f->size)
                 set_err(err, errlen, "tensor '%s' data offset %llu lies outside the file (size %zu)", name,
                         (unsigned long long)t->offset, f->size);

@@ -113,4 +113,11 @@ struct gguf_str gguf_next_str(const uint8_t **p);
 
 int gguf_str_eq(struct gguf_str s, const char *c);
 
+/* A file string made safe to print: at most 64 bytes (then "..."), control
+ * and non-ASCII bytes shown as '?', since names come from an untrusted file. */
+const char *gguf_str_show(struct gguf_str s, char out[72]);
+
+/* Bytes of one scalar of a metadata type; 0 for string, array and unknown. */
+uint64_t gguf_scalar_size(uint32_t type);
+
 #endif

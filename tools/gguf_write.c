@@ -113,17 +113,6 @@ static uint32_t f32_bits(float f)
     return u;
 }
 
-/* Size of one scalar of a GGUF metadata type; 0 for string/array/unknown. */
-static int scalar_size(uint32_t type)
-{
-    switch (type) {
-    case GGUF_TYPE_UINT8: case GGUF_TYPE_INT8: case GGUF_TYPE_BOOL: return 1;
-    case GGUF_TYPE_UINT16: case GGUF_TYPE_INT16: return 2;
-    case GGUF_TYPE_UINT32: case GGUF_TYPE_INT32: case GGUF_TYPE_FLOAT32: return 4;
-    case GGUF_TYPE_UINT64: case GGUF_TYPE_INT64: case GGUF_TYPE_FLOAT64: return 8;
-    default: return 0;
-    }
-}
 
 /* Block geometry of the tensor types we can write. */
 static int type_block(uint32_t type, uint32_t *blk_elems, uint32_t *blk_bytes)
@@ -216,7 +205,7 @@ static void add_scalar(struct gguf_writer *w, const char *key, uint32_t type, ui
 {
     struct wkv *kv = new_kv(w, key, type);
     if (kv)
-        put_le(w, &kv->val, bits, scalar_size(type));
+        put_le(w, &kv->val, bits, (int)gguf_scalar_size(type));
 }
 
 void gguf_w_u8(struct gguf_writer *w, const char *key, uint8_t v) { add_scalar(w, key, GGUF_TYPE_UINT8, v); }
@@ -258,7 +247,7 @@ static struct wkv *new_arr(struct gguf_writer *w, const char *key, uint32_t elem
 void gguf_w_arr(struct gguf_writer *w, const char *key, uint32_t elem_type,
                 const void *v, uint64_t n)
 {
-    int sz = scalar_size(elem_type);
+    int sz = (int)gguf_scalar_size(elem_type);
     if (sz == 0) {
         fail(w, "GGUF key '%s': gguf_w_arr takes numeric or bool elements, not %u",
              key, elem_type);

@@ -27,19 +27,6 @@ static int fail(struct imp *im, const char *fmt, ...)
     return -1;
 }
 
-/* Printable copy of a file string (untrusted bytes become '?'). */
-static const char *show(struct gguf_str s, char out[72])
-{
-    size_t n = s.len < 64 ? (size_t)s.len : 64, i;
-    for (i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s.ptr[i];
-        out[i] = c >= 0x20 && c < 0x7f ? (char)c : '?';
-    }
-    if (s.len > 64)
-        out[i++] = '.', out[i++] = '.', out[i++] = '.';
-    out[i] = 0;
-    return out;
-}
 
 /* "uint32" or "array of string": how a value is typed, for messages. */
 static const char *type_desc(const struct gguf_kv *kv, char out[40])
@@ -107,7 +94,7 @@ static int check_arch(struct imp *im)
     if (need_str(im, "general.architecture", &arch))
         return -1;
     if (!gguf_str_eq(arch, "llama"))
-        return fail(im, "unsupported architecture '%s'", show(arch, s));
+        return fail(im, "unsupported architecture '%s'", gguf_str_show(arch, s));
     uint32_t experts = 0;
     if (opt_u32(im, "llama.expert_count", &experts, 0))
         return -1;
@@ -233,7 +220,7 @@ static int read_vocab(struct imp *im, struct llama_model *m)
     if (need_str(im, "tokenizer.ggml.model", &model))
         return -1;
     if (!gguf_str_eq(model, "llama"))
-        return fail(im, "unsupported tokenizer model '%s' (only 'llama' SentencePiece)", show(model, s));
+        return fail(im, "unsupported tokenizer model '%s' (only 'llama' SentencePiece)", gguf_str_show(model, s));
     if (read_pieces(im, &m->vocab) || read_scores_types(im, &m->vocab))
         return -1;
     struct nib_hparams *hp = &m->hp;

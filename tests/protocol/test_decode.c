@@ -8,6 +8,7 @@
 
 #include "rt/sample.h"
 #include "rt/serve.h"
+#include "tests/test_util.h"
 
 static const struct nib_req_limits lim = {NIB_PROMPT_MAX, NIB_SLOT_TOKENS, 256, 512};
 static uint8_t prompt[NIB_PROMPT_MAX];
@@ -188,9 +189,5 @@ int main(void)
     tcase_add_test(tc, prompt_ids_checked_and_copied);
     tcase_add_test(tc, random_bytes_never_pass_out_of_range);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run_suite(s);
 }

@@ -501,9 +501,5 @@ int main(void)
     tcase_add_test(live, gone_when_appliance_dies);
     tcase_add_test(live, gone_when_name_moves_on);
     suite_add_tcase(s, live);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run_suite(s);
 }

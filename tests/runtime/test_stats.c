@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "rt/stats.h"
+#include "tests/test_util.h"
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -135,9 +136,5 @@ int main(void)
     tcase_add_test(tc, empty_and_saturating);
     tcase_add_test(tc, stats_recorders);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run_suite(s);
 }

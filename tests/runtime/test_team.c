@@ -236,9 +236,5 @@ int main(void)
     tcase_add_test(tc, barriers_where_data_depends);
     tcase_add_test(tc, team_rejects_bad_worker_counts);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run_suite(s);
 }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "rt/topology.h"
+#include "tests/test_util.h"
 
 static char root[64];
 
@@ -182,9 +183,5 @@ int main(void)
     tcase_add_test(tc, reads_this_machine);
     tcase_add_test(tc, cpulist);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tu_run_suite(s);
 }
