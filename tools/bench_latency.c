@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "model_blob/blob_view.h"
+#include "rt/cpu_isa.h"
 #include "rt/exec.h"
 #include "rt/sample.h"
 #include "rt/stats.h"
@@ -116,6 +117,7 @@ static int bench_blob(const struct bench_opts *o)
         return 1;
     }
     const struct nib_hparams *hp = &v.h->hp;
+    const char *kernels = nib_exec_select_kernels(nib_cpu_isa()); /* as the appliance does */
 
     static struct nib_topo topo;
     uint32_t cpus[NIB_TEAM_MAX_WORKERS], n = 1;
@@ -164,7 +166,8 @@ static int bench_blob(const struct bench_opts *o)
         printf("workers: %u%s", n, pinned ? " pinned to cpus " : " (not pinned)");
         for (uint32_t i = 0; pinned && i < n; i++)
             printf("%s%u", i ? "," : "", cpus[i]);
-        printf("; %u barriers per token over %u ops\n", nib_team_barriers(t), v.h->n_ops);
+        printf("; %u barriers per token over %u ops; kernels %s\n", nib_team_barriers(t), v.h->n_ops,
+               kernels);
     }
     struct nib_exec e = {.v = &v, .mem = arena, .team = t};
     uint32_t want = o->tokens + WARMUP, got = 0, requests = 0;
