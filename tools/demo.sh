@@ -9,7 +9,8 @@
 # SHAPE defaults to stories15m (random weights of a real shape: the text is
 # noise, the machinery is real). NIB_MODEL=FILE.gguf uses your own
 # LLaMA-family GGUF instead, e.g. NIB_MODEL=../shared/models/stories260K.gguf
-# for a small trained model that writes real sentences.
+# for a small trained model that writes real sentences; NIB_QUANT=f32 (or any
+# --quant spec) for another weight format (default q4).
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -36,8 +37,8 @@ if [ -z "$model" ]; then
     "$nib" synth "$shape" -o "$model" --seed 1
 fi
 
-step "nib compile $(basename "$model")"
-"$nib" compile "$model" -o "$work/model.blob"
+step "nib compile $(basename "$model") --quant ${NIB_QUANT:-q4}"
+"$nib" compile "$model" --quant "${NIB_QUANT:-q4}" -o "$work/model.blob"
 "$nib" inspect "$work/model.blob" --no-plan >"$work/inspect.txt"
 head -7 "$work/inspect.txt"
 
