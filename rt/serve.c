@@ -22,7 +22,8 @@
 
 uint64_t nib_server_scratch_footprint(void)
 {
-    return (NIB_PROMPT_MAX + (uint64_t)IDS_CAP * sizeof(uint32_t) + 63) & ~63ull;
+    return (NIB_PROMPT_MAX + (uint64_t)IDS_CAP * sizeof(uint32_t) +
+            nib_tok_scratch_footprint(NIB_PROMPT_MAX) + 63) & ~63ull;
 }
 
 uint64_t nib_now_ns(void)
@@ -118,6 +119,7 @@ void nib_server_init(struct nib_server *s, const struct nib_blob_view *v, void *
     s->stats = (struct nib_stats *)(void *)((uint8_t *)shm + NIB_SHM_STATS_OFFSET);
     s->prompt = scratch;
     s->ids = (uint32_t *)(void *)((uint8_t *)scratch + NIB_PROMPT_MAX);
+    s->tok_work = (uint8_t *)scratch + NIB_PROMPT_MAX + (uint64_t)IDS_CAP * sizeof(uint32_t);
     s->owner_alive = nib_pid_alive;
 
     struct nib_shm_header *h = s->hdr;
@@ -287,7 +289,8 @@ static void serve(struct nib_server *s, struct nib_slot *slot)
         n = (int)d.n_ids;
     } else {
         int add_bos = hp->add_bos && !(d.flags & NIB_REQ_NO_BOS);
-        n = nib_tok_encode(s->v, (const char *)s->prompt, d.prompt_len, add_bos, s->ids, IDS_CAP);
+        n = nib_tok_encode_with(s->v, (const char *)s->prompt, d.prompt_len, add_bos, s->ids,
+                                IDS_CAP, s->tok_work);
         if (n <= 0)
             return reject(s, slot, "prompt_len: empty prompt and no BOS to start from");
         if ((uint32_t)n > hp->ctx_len || (uint32_t)n > NIB_SLOT_TOKENS)

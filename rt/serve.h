@@ -49,6 +49,7 @@ struct nib_server {
     struct nib_stats *stats;
     uint8_t *prompt;            /* private copy of the request's prompt */
     uint32_t *ids;              /* private token scratch */
+    void *tok_work;             /* the tokenizer's merge scratch */
     volatile int *stop_flag;    /* set by a signal handler; may be NULL */
     /* Is a host still running? nib_pid_alive unless a test replaces it. */
     int (*owner_alive)(uint32_t pid);

@@ -18,6 +18,14 @@
 int nib_tok_encode(const struct nib_blob_view *v, const char *text, size_t len, int add_bos,
                    uint32_t *ids, size_t max_ids);
 
+/* The same with caller scratch (nib_tok_scratch_footprint(len) bytes,
+ * 8-byte aligned): identical ids in O(n log n) instead of O(n^2), so a
+ * hostile prompt cannot stall the serving thread. scratch NULL: the plain
+ * rescanning merge (the reference the fast one is tested against). */
+size_t nib_tok_scratch_footprint(size_t len);
+int nib_tok_encode_with(const struct nib_blob_view *v, const char *text, size_t len, int add_bos,
+                        uint32_t *ids, size_t max_ids, void *scratch);
+
 /* Id of a piece, or -1. */
 int32_t nib_tok_lookup(const struct nib_blob_view *v, const char *s, size_t len);
 
