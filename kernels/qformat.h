@@ -31,6 +31,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kernels/f16.h"
 #include "model_blob/blob_format.h"
 
 #define NIB_Q_TILE_N 8u  /* rows per N-block, every quantized format */
@@ -112,58 +113,6 @@ static inline uint64_t nib_ql_zp_off(const struct nib_qlayout *l, uint32_t r, ui
 {
     return nib_ql_sgroup_off(l, r / NIB_Q_TILE_N, j) + l->code_bytes +
            NIB_Q_TILE_N * l->scale_bytes + r % NIB_Q_TILE_N;
-}
-
-/* ---- IEEE half precision, exact in both directions where possible ---- */
-
-/* Exact: every half is a float. */
-static inline float nib_f16_to_f32(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ffu, bits;
-    if (exp == 0x1f) {
-        bits = sign | 0x7f800000u | (man << 13); /* inf, NaN (payload kept) */
-    } else if (exp != 0) {
-        bits = sign | ((exp + 112) << 23) | (man << 13);
-    } else if (man == 0) {
-        bits = sign;
-    } else { /* subnormal half: normalise */
-        int e = -1;
-        do {
-            man <<= 1;
-            e++;
-        } while (!(man & 0x400u));
-        bits = sign | ((uint32_t)(112 - e) << 23) | ((man & 0x3ffu) << 13);
-    }
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
-/* Round to nearest even; overflow gives inf, NaN stays NaN. */
-static inline uint16_t nib_f32_to_f16(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
-    if (ax >= 0x7f800000u) /* inf or NaN */
-        return (uint16_t)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u : 0));
-    if (ax >= 0x477ff000u) /* rounds to >= 65520: inf */
-        return (uint16_t)(sign | 0x7c00u);
-    if (ax < 0x38800000u) { /* below the smallest normal half: subnormal or 0 */
-        if (ax < 0x33000000u) /* below half the smallest subnormal */
-            return (uint16_t)sign;
-        uint32_t e = ax >> 23, man = (ax & 0x7fffffu) | 0x800000u;
-        uint32_t shift = 126 - e; /* 14..24: man >> shift is the subnormal code */
-        uint32_t q = man >> shift, rem = man & ((1u << shift) - 1), half = 1u << (shift - 1);
-        if (rem > half || (rem == half && (q & 1)))
-            q++;
-        return (uint16_t)(sign | q);
-    }
-    uint32_t r = ax - 0x38000000u; /* rebias exponent 127 -> 15 */
-    uint32_t q = r >> 13, rem = r & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (q & 1)))
-        q++; /* a carry into the exponent is correct rounding */
-    return (uint16_t)(sign | q);
 }
 
 #endif

@@ -4,6 +4,8 @@
  * shapes, offsets) before gguf_open returns. Little-endian files only. */
 #include "tools/gguf.h"
 
+#include "kernels/f16.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,19 +45,7 @@ static double bits_to_f64(uint64_t u)
     return d;
 }
 
-float gguf_f16_to_f32(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t exp = (h >> 10) & 0x1fu;
-    uint32_t man = h & 0x3ffu;
-    if (exp == 0) { /* zero or subnormal: man * 2^-24, exact in f32 */
-        float v = (float)man * 0x1p-24f;
-        return sign ? -v : v;
-    }
-    if (exp == 31) /* inf / NaN keep their payload */
-        return bits_to_f32(sign | 0x7f800000u | man << 13);
-    return bits_to_f32(sign | (exp + 112u) << 23 | man << 13); /* rebias 15 -> 127 */
-}
+float gguf_f16_to_f32(uint16_t h) { return nib_f16_to_f32(h); }
 
 float gguf_bf16_to_f32(uint16_t h) { return bits_to_f32((uint32_t)h << 16); }
 

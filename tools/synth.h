@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "kernels/f16.h"
+
 struct nib_synth_shape {
     const char *name;
     uint32_t dim, n_layers, ffn, n_heads, n_kv_heads, vocab, ctx;
@@ -39,8 +41,6 @@ struct nib_synth_vocab {
 int nib_synth_vocab_build(struct nib_synth_vocab *v, uint32_t n, char *err, size_t errlen);
 void nib_synth_vocab_free(struct nib_synth_vocab *v);
 
-/* IEEE binary16 from binary32, round to nearest even (plain C, no F16C). */
-uint16_t nib_f32_to_f16(float f);
 
 /* Write the model to out. dtype is GGML_TYPE_F32 or GGML_TYPE_F16; progress
  * non-zero prints progress to stderr. 0, or -1 with a message in err. */
