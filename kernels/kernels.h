@@ -18,10 +18,13 @@ void nib_gemv_f32_scalar(const float *w, const float *x, float *y, const float *
 /* out[i] = weight[i] * (x[i] / sqrt(mean(x^2) + eps)) */
 void nib_rmsnorm_f32_scalar(const float *x, const float *weight, float *out, size_t n, float eps);
 
-/* Rotate adjacent pairs of the first rope_dim dims of each of n_heads heads
- * of head_dim floats; cs holds rope_dim/2 (cos, sin) pairs for this position. */
-void nib_rope_f32_scalar(float *v, size_t n_heads, size_t head_dim, size_t rope_dim,
-                         const float *cs);
+/* Rotate adjacent pairs (r, r+1), r even, of the rows [r_begin, r_end) of
+ * v, a run of heads of head_dim floats, where the pair lies in the first
+ * rope_dim dims of its head; cs holds rope_dim/2 (cos, sin) pairs for this
+ * position. r_begin and r_end are even (a matmul row block), so a pair is
+ * never split between two calls. */
+void nib_rope_rows_f32_scalar(float *v, size_t r_begin, size_t r_end, size_t head_dim,
+                              size_t rope_dim, const float *cs);
 
 /* Causal attention for one query position over cache rows 0..pos.
  * q: n_heads x head_dim; kc/vc: rows of row_stride floats, kv head h/group at

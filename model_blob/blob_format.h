@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #define NIB_BLOB_MAGIC "NIBBLOB1"
-#define NIB_BLOB_VERSION 1u
+#define NIB_BLOB_VERSION 2u
 #define NIB_WEIGHT_ALIGN (2u * 1024u * 1024u) /* huge page */
 #define NIB_SECTION_ALIGN 64u
 #define NIB_CRC_START 12u                     /* magic[8] + crc32c[4] */
@@ -30,6 +30,7 @@
 #define NIB_MAX_VOCAB (1u << 20)
 #define NIB_MAX_CTX (1u << 16)
 #define NIB_MAX_PIECE 256
+#define NIB_MAX_BATCH 64 /* token rows one plan pass may run (prefill chunk) */
 
 /* ISA bits a blob may require; the CPU must have every bit set. */
 enum nib_isa {
@@ -89,9 +90,12 @@ struct nib_blob_header {
     uint64_t act_size;       /* bytes of activation scratch (arena) */
     uint64_t kv_size;        /* bytes of KV cache, placed after the activations */
     uint64_t logits_off;     /* arena offset of the vocab_size f32 logits */
-    uint64_t token_slot_off; /* arena offset of the u32 current token */
-    uint64_t pos_slot_off;   /* arena offset of the u32 current position */
-    uint8_t reserved[40];
+    uint64_t token_slot_off; /* arena offset of the max_batch u32 tokens of a pass */
+    uint64_t pos_slot_off;   /* arena offset of the u32 position of the pass's first token */
+    uint64_t argmax_off;     /* arena offset of the LM head's per-block argmax (struct nib_argmax_block) */
+    uint32_t max_batch;      /* token rows every activation buffer holds (1..NIB_MAX_BATCH) */
+    uint32_t argmax_blocks;  /* entries at argmax_off: ceil(vocab_size / NIB_ARGMAX_BLOCK) */
+    uint8_t reserved[24];
 };
 
 struct nib_tensor_rec {
@@ -106,32 +110,71 @@ struct nib_tensor_rec {
     uint64_t size;           /* bytes */
 };
 
-/* Plan opcodes. Every offset is a byte offset into the runtime memory
- * region [0, act_size + kv_size); the KV cache starts at act_size. */
+/* Plan opcodes. One pass of the plan runs m token rows (1 <= m <=
+ * max_batch) at positions pos..pos+m-1: decode is a pass of one row,
+ * prefill a pass of up to max_batch prompt tokens, and every op computes
+ * each row with exactly the instructions a pass of one row would use, so
+ * prefill leaves bitwise the state token-by-token decode leaves.
+ *
+ * Every offset is a byte offset into the runtime memory region
+ * [0, act_size + kv_size); the KV cache starts at act_size. An f32 row
+ * operand holds its rows `*_stride` bytes apart; a quantized activation
+ * operand is a struct nib_qact laid out for max_batch rows
+ * (kernels/qkernels.h), with its block in the op. */
 enum nib_opcode {
-    NIB_OP_EMBED = 1,    /* dst[0..n) = row(token) of tensor */
-    NIB_OP_RMSNORM = 2,  /* dst = src0 * rsqrt(mean(src0^2) + f0) * tensor; n */
-    NIB_OP_MATMUL = 3,   /* dst[n] = tensor[n][k] . src0[k] (+ src1[n] if p0 & NIB_EPI_ADD);
-                          * a quantized tensor reads src0 as a NIB_OP_QUANT result */
-    NIB_OP_ROPE = 4,     /* rotate src0 in place: p0 heads of k=head_dim, p1=rope_dim; tensor = cos/sin table */
-    NIB_OP_KV_STORE = 5, /* copy src0 (k) and src1 (v), n floats each, to dst + pos*p0 and dst + p1 + pos*p0 */
-    NIB_OP_ATTENTION = 6,/* dst = attention(q=src0, cache at src1); n=heads, k=head_dim, p0=kv heads, p1=row stride, p2=v offset; f0 = scale */
-    NIB_OP_SILU_MUL = 7, /* dst[i] = silu(src0[i]) * src1[i]; n */
-    NIB_OP_QUANT = 8,    /* int8 activations at dst (kernels/qkernels.h struct nib_qact, one row)
-                          * from n floats at src0, in blocks of p0 inputs (0 = one block) */
+    NIB_OP_EMBED = 1,     /* dst row t = row tokens[t] of tensor; n = width */
+    NIB_OP_RMSNORM = 2,   /* dst row = src0 row * rsqrt(mean(src0 row^2) + f0) * tensor; n.
+                           * NIB_OPF_QOUT: dst is int8 activations (block p0) instead of f32,
+                           * quantized by this op on the same worker (f32 row at aux first) */
+    NIB_OP_MATMUL = 3,    /* dst row[n] = tensor[n][k] . src0 row, then the epilogues in flags
+                           * (a quantized tensor reads src0 as int8 activations) */
+    NIB_OP_ATTENTION = 6, /* dst row = attention(q = src0 row at position pos+t, cache at src1):
+                           * n heads, k = head_dim, p0 kv heads, p1 cache row stride,
+                           * p2 v cache offset; f0 = scale; scratch: n x ctx floats */
+    NIB_OP_QUANT = 8,     /* int8 activations at dst (block p0) from the n f32 of each src0 row,
+                           * for inputs no producer could quantize itself */
     NIB_OP_COUNT
 };
+/* Codes 4, 5 and 7 (rope, kv store, silu-mul) were separate ops in blob
+ * version 1; version 2 runs them as matmul epilogues. */
 
-#define NIB_EPI_ADD 1u
+/* Op flags. */
+#define NIB_OPF_LAST_ROW 0x1u /* run row m-1 only (final norm, LM head) */
+#define NIB_OPF_QOUT 0x2u     /* rmsnorm: quantized output, see above */
+/* Matmul epilogues, applied to each block of NIB_EXEC_ROW_BLOCK rows right
+ * after the kernel computed it, by the worker that computed it. */
+#define NIB_EPI_ADD 0x10u     /* dst row += src1 row (residual; src1 may be dst) */
+#define NIB_EPI_ROPE_KV 0x20u /* fused QKV: rotate the Q rows [0, p0) and K rows [p1, p1 + p3)
+                               * by RoPE (head_dim p4, first p5 dims; table = tensor2), then
+                               * copy K and V rows [p2, p2 + p3) to the cache at aux (row
+                               * stride aux_stride, v at aux + p6), cache row pos + t */
+#define NIB_EPI_SILU_MUL 0x40u/* fused gate|up: tensor rows come in pairs of 8-row tiles
+                               * (gate rows 8j..8j+7, then up rows 8j..8j+7); dst row gets
+                               * silu(gate) * up for p0 outputs; the raw rows go to aux */
+#define NIB_EPI_ARGMAX 0x80u  /* LM head: per NIB_ARGMAX_BLOCK rows, the largest logit and its
+                               * index to the header's argmax_off (greedy sampling reduces
+                               * ceil(n / 16) entries instead of scanning n) */
+#define NIB_OPF_ALL 0xF3u
+
+#define NIB_ARGMAX_BLOCK 16u /* = the matmul row block (rt/exec.h) */
+
+struct nib_argmax_block {
+    float value; /* largest non-NaN logit of the block, -INFINITY if none */
+    uint32_t index;
+};
 
 struct nib_op {
     uint32_t code;
     uint32_t tensor;  /* index into the tensor table, or UINT32_MAX */
-    uint64_t src0, src1, dst;
+    uint32_t tensor2; /* second tensor (RoPE table), or UINT32_MAX */
+    uint32_t flags;   /* NIB_OPF_* and NIB_EPI_* */
+    uint64_t src0, src1, dst, aux;
+    uint32_t src0_stride, src1_stride, dst_stride, aux_stride; /* bytes between rows */
     uint32_t n, k;
-    uint32_t p0, p1, p2;
+    uint32_t p0, p1, p2, p3, p4, p5, p6;
     float f0;
     uint64_t scratch; /* arena offset of op scratch (attention scores) */
+    uint8_t reserved[16];
 };
 
 struct nib_tok_header {
@@ -155,7 +198,7 @@ struct nib_tok_entry {
 _Static_assert(sizeof(struct nib_hparams) == 64, "hparams layout");
 _Static_assert(sizeof(struct nib_blob_header) == 256, "header layout");
 _Static_assert(sizeof(struct nib_tensor_rec) == 88, "tensor layout");
-_Static_assert(sizeof(struct nib_op) == 64, "op layout");
+_Static_assert(sizeof(struct nib_op) == 128, "op layout");
 _Static_assert(sizeof(struct nib_tok_entry) == 12, "token entry layout");
 
 #endif

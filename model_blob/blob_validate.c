@@ -28,7 +28,8 @@ const char *nib_dtype_name(uint32_t dtype)
 const char *nib_op_name(uint32_t code)
 {
     static const char *const names[NIB_OP_COUNT] = {
-        "?", "embed", "rmsnorm", "matmul", "rope", "kv_store", "attention", "silu_mul", "quant"};
+        "?", "embed", "rmsnorm", "matmul", "(v1 rope)", "(v1 kv_store)", "attention",
+        "(v1 silu_mul)", "quant"};
     return code < NIB_OP_COUNT ? names[code] : "unknown";
 }
 
@@ -176,8 +177,9 @@ static int check_tokenizer(struct nib_blob_view *v, char *err, size_t errlen)
 
 /* Each op's operands, as (offset, bytes) ranges in runtime memory. */
 struct op_ranges {
-    uint64_t off[5], len[5];
+    uint64_t off[8], len[8];
     int n;
+    int bad_stride;
 };
 
 static void add_range(struct op_ranges *r, uint64_t off, uint64_t len)
@@ -187,21 +189,54 @@ static void add_range(struct op_ranges *r, uint64_t off, uint64_t len)
     r->n++;
 }
 
+/* An f32 row operand: rows rows of row_bytes, stride apart. Rows may only
+ * overlap (stride < row_bytes) when a single row is ever used. */
+static void add_rows(struct op_ranges *r, uint64_t off, uint32_t stride, uint32_t rows,
+                     uint64_t row_bytes, int single_row)
+{
+    if (stride % 4 || (!single_row && rows > 1 && stride < row_bytes))
+        r->bad_stride = 1;
+    add_range(r, off, (uint64_t)(rows - 1) * stride + row_bytes);
+}
+
+/* An int8 activation operand for rows rows of k inputs in blocks of block. */
+static int add_qact(struct op_ranges *r, uint64_t off, uint32_t rows, uint64_t k, uint32_t block)
+{
+    uint64_t fp = k > UINT32_MAX ? 0 : nib_qact_footprint(rows, (uint32_t)k, block);
+    if (fp == 0 || off % NIB_QACT_ALIGN)
+        return -1;
+    add_range(r, off, fp);
+    return 0;
+}
+
 static int check_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t errlen)
 {
+    static const uint32_t allowed_flags[NIB_OP_COUNT] = {
+        [NIB_OP_EMBED] = 0,
+        [NIB_OP_RMSNORM] = NIB_OPF_LAST_ROW | NIB_OPF_QOUT,
+        [NIB_OP_MATMUL] = NIB_OPF_LAST_ROW | NIB_EPI_ADD | NIB_EPI_ROPE_KV | NIB_EPI_SILU_MUL |
+                          NIB_EPI_ARGMAX,
+        [NIB_OP_ATTENTION] = 0,
+        [NIB_OP_QUANT] = NIB_OPF_LAST_ROW,
+    };
     const struct nib_op *op = &v->ops[i];
-    const struct nib_hparams *hp = &v->h->hp;
+    const struct nib_blob_header *h = v->h;
+    const struct nib_hparams *hp = &h->hp;
     const struct nib_tensor_rec *t = NULL;
     struct op_ranges r = {0};
+    const uint32_t M = h->max_batch;
     uint64_t n = op->n, k = op->k, ctx = hp->ctx_len;
     const char *name = nib_op_name(op->code);
 
-    if (op->code == 0 || op->code >= NIB_OP_COUNT)
+    if (op->code != NIB_OP_EMBED && op->code != NIB_OP_RMSNORM && op->code != NIB_OP_MATMUL &&
+        op->code != NIB_OP_ATTENTION && op->code != NIB_OP_QUANT)
         return fail(err, errlen, "plan op %u: unknown opcode %u", i, op->code);
-    int needs_tensor = op->code == NIB_OP_EMBED || op->code == NIB_OP_RMSNORM ||
-                       op->code == NIB_OP_MATMUL || op->code == NIB_OP_ROPE;
-    if (needs_tensor) {
-        if (op->tensor >= v->h->n_tensors)
+    if (op->flags & ~allowed_flags[op->code])
+        return fail(err, errlen, "plan op %u (%s): unknown or misplaced flags or epilogue 0x%x", i,
+                    name, op->flags & ~allowed_flags[op->code]);
+    const int single = (op->flags & NIB_OPF_LAST_ROW) != 0;
+    if (op->code == NIB_OP_EMBED || op->code == NIB_OP_RMSNORM || op->code == NIB_OP_MATMUL) {
+        if (op->tensor >= h->n_tensors)
             return fail(err, errlen, "plan op %u (%s): tensor index %u out of range", i, name,
                         op->tensor);
         t = &v->tensors[op->tensor];
@@ -216,83 +251,92 @@ static int check_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t
     case NIB_OP_EMBED:
         if (t->cols != n || t->rows != hp->vocab_size)
             return fail(err, errlen, "plan op %u (embed): tensor shape does not match", i);
-        add_range(&r, op->dst, n * 4);
+        add_rows(&r, op->dst, op->dst_stride, M, n * 4, single);
         break;
     case NIB_OP_RMSNORM:
         if (t->cols != n || t->rows != 1)
             return fail(err, errlen, "plan op %u (rmsnorm): weight shape does not match n", i);
         if (!(op->f0 > 0.0f && op->f0 < 1.0f))
             return fail(err, errlen, "plan op %u (rmsnorm): eps out of range", i);
-        add_range(&r, op->src0, n * 4);
-        add_range(&r, op->dst, n * 4);
+        add_rows(&r, op->src0, op->src0_stride, M, n * 4, single);
+        if (op->flags & NIB_OPF_QOUT) {
+            add_rows(&r, op->aux, op->aux_stride, M, n * 4, single);
+            if (add_qact(&r, op->dst, M, n, op->p0))
+                return fail(err, errlen, "plan op %u (rmsnorm): bad quantized output", i);
+        } else {
+            add_rows(&r, op->dst, op->dst_stride, M, n * 4, single);
+        }
         break;
-    case NIB_OP_MATMUL:
+    case NIB_OP_MATMUL: {
+        const uint32_t f = op->flags;
         if (t->rows != n || t->cols != k)
             return fail(err, errlen, "plan op %u (matmul): tensor '%s' is %ux%u, op wants %llux%llu",
                         i, t->name, t->rows, t->cols, (unsigned long long)n,
                         (unsigned long long)k);
-        if (op->p0 & ~NIB_EPI_ADD)
-            return fail(err, errlen, "plan op %u (matmul): unknown epilogue flags 0x%x", i, op->p0);
-        if (t->dtype == NIB_DT_F32) {
-            add_range(&r, op->src0, k * 4);
+        int fused = !!(f & NIB_EPI_ROPE_KV) + !!(f & NIB_EPI_SILU_MUL) + !!(f & NIB_EPI_ARGMAX);
+        if (fused > 1 || ((f & NIB_EPI_ADD) && (f & NIB_EPI_SILU_MUL)))
+            return fail(err, errlen, "plan op %u (matmul): epilogue flags 0x%x do not combine", i, f);
+        if (t->dtype == NIB_DT_F32)
+            add_rows(&r, op->src0, op->src0_stride, M, k * 4, single);
+        else if (add_qact(&r, op->src0, M, k, nib_qformat_act_block(t->dtype, t->group)))
+            return fail(err, errlen, "plan op %u (matmul): bad quantized input", i);
+        if (f & NIB_EPI_ADD)
+            add_rows(&r, op->src1, op->src1_stride, M, n * 4, single);
+        if (f & NIB_EPI_SILU_MUL) {
+            /* p0 outputs from pairs of 8-row tiles */
+            if (op->p0 == 0 || n != 2ull * ((op->p0 + 7ull) / 8 * 8))
+                return fail(err, errlen, "plan op %u (matmul): silu-mul rows do not pair up", i);
+            add_rows(&r, op->aux, op->aux_stride, M, n * 4, single);
+            add_rows(&r, op->dst, op->dst_stride, M, op->p0 * 4ull, single);
         } else {
-            /* Quantized weights read the int8 activations a quant op made. */
-            uint64_t fp = nib_qact_footprint(1, (uint32_t)k, nib_qformat_act_block(t->dtype, t->group));
-            if (fp == 0 || op->src0 % NIB_QACT_ALIGN)
-                return fail(err, errlen, "plan op %u (matmul): bad quantized input", i);
-            add_range(&r, op->src0, fp);
+            add_rows(&r, op->dst, op->dst_stride, M, n * 4, single);
         }
-        add_range(&r, op->dst, n * 4);
-        if (op->p0 & NIB_EPI_ADD)
-            add_range(&r, op->src1, n * 4);
+        if (f & NIB_EPI_ROPE_KV) {
+            /* Q [0,p0), K [p1,p1+p3), V [p2,p2+p3) in order; heads of p4, rope p5 */
+            uint64_t hd = op->p4, rd = op->p5, kv = op->p3;
+            if (hd == 0 || hd % 2 || rd == 0 || rd % 2 || rd > hd || op->p0 % hd || kv % hd ||
+                kv == 0 || op->p1 % 2 || op->p0 > op->p1 || op->p1 + kv > op->p2 ||
+                op->p2 + kv > n)
+                return fail(err, errlen, "plan op %u (matmul): bad fused QKV geometry", i);
+            if (op->tensor2 >= h->n_tensors)
+                return fail(err, errlen, "plan op %u (matmul): RoPE table index out of range", i);
+            const struct nib_tensor_rec *rt = &v->tensors[op->tensor2];
+            if (rt->dtype != NIB_DT_F32 || rt->rows != ctx || rt->cols != rd)
+                return fail(err, errlen, "plan op %u (matmul): RoPE table shape does not match", i);
+            if ((uint64_t)op->aux_stride < kv * 4 || op->aux_stride % 4 || op->p6 % 4)
+                return fail(err, errlen, "plan op %u (matmul): KV cache row stride too small", i);
+            if (op->aux + op->p6 < op->aux)
+                return fail(err, errlen, "plan op %u (matmul): offset overflow", i);
+            add_range(&r, op->aux, ctx * op->aux_stride);
+            add_range(&r, op->aux + op->p6, ctx * op->aux_stride);
+        }
+        if (f & NIB_EPI_ARGMAX) {
+            if (!single || h->argmax_blocks != (n + NIB_ARGMAX_BLOCK - 1) / NIB_ARGMAX_BLOCK)
+                return fail(err, errlen, "plan op %u (matmul): argmax epilogue does not match the header", i);
+        }
         break;
-    case NIB_OP_ROPE:
-        /* p0 heads of k floats; rotate the first p1 of each; table ctx x p1 */
-        if (k == 0 || k % 2 || op->p1 == 0 || op->p1 > k || op->p1 % 2 || op->p0 == 0 ||
-            (uint64_t)op->p0 * k != n)
-            return fail(err, errlen, "plan op %u (rope): bad head geometry", i);
-        if (t->rows != ctx || t->cols != op->p1)
-            return fail(err, errlen, "plan op %u (rope): table shape does not match", i);
-        add_range(&r, op->src0, n * 4);
-        break;
-    case NIB_OP_KV_STORE:
-        /* k and v rows of n floats into caches at dst and dst + p1, row stride p0 */
-        if ((uint64_t)op->p0 < n * 4 || op->p0 % 4)
-            return fail(err, errlen, "plan op %u (kv_store): row stride too small", i);
-        add_range(&r, op->src0, n * 4);
-        add_range(&r, op->src1, n * 4);
-        add_range(&r, op->dst, ctx * op->p0);
-        add_range(&r, op->dst + op->p1, ctx * op->p0);
-        if (op->dst + op->p1 < op->dst)
-            return fail(err, errlen, "plan op %u (kv_store): offset overflow", i);
-        break;
+    }
     case NIB_OP_ATTENTION:
         /* n heads of k floats; p0 kv heads; cache rows of stride p1 at src1, v at src1 + p2 */
         if (k == 0 || op->p0 == 0 || n % op->p0 || (uint64_t)op->p1 < (uint64_t)op->p0 * k * 4 ||
             op->p1 % 4 || !(op->f0 > 0.0f))
             return fail(err, errlen, "plan op %u (attention): bad head geometry", i);
-        add_range(&r, op->src0, n * k * 4);
-        add_range(&r, op->dst, n * k * 4);
+        add_rows(&r, op->src0, op->src0_stride, M, n * k * 4, single);
+        add_rows(&r, op->dst, op->dst_stride, M, n * k * 4, single);
+        if (op->src1 + op->p2 < op->src1)
+            return fail(err, errlen, "plan op %u (attention): offset overflow", i);
         add_range(&r, op->src1, ctx * op->p1);
         add_range(&r, op->src1 + op->p2, ctx * op->p1);
         add_range(&r, op->scratch, n * ctx * 4);
-        if (op->src1 + op->p2 < op->src1)
-            return fail(err, errlen, "plan op %u (attention): offset overflow", i);
         break;
-    case NIB_OP_SILU_MUL:
-        add_range(&r, op->src0, n * 4);
-        add_range(&r, op->src1, n * 4);
-        add_range(&r, op->dst, n * 4);
-        break;
-    case NIB_OP_QUANT: {
-        uint64_t fp = nib_qact_footprint(1, (uint32_t)n, op->p0);
-        if (fp == 0 || op->dst % NIB_QACT_ALIGN)
+    case NIB_OP_QUANT:
+        if (add_qact(&r, op->dst, M, n, op->p0))
             return fail(err, errlen, "plan op %u (quant): bad block %u or alignment", i, op->p0);
-        add_range(&r, op->src0, n * 4);
-        add_range(&r, op->dst, fp);
+        add_rows(&r, op->src0, op->src0_stride, M, n * 4, single);
         break;
     }
-    }
+    if (r.bad_stride)
+        return fail(err, errlen, "plan op %u (%s): row stride smaller than a row", i, name);
     for (int j = 0; j < r.n; j++) {
         if (r.off[j] % 4 || !range_ok(r.off[j], r.len[j], v->mem_size))
             return fail(err, errlen,
@@ -357,10 +401,18 @@ int nib_blob_open(struct nib_blob_view *v, const void *blob, uint64_t size, int 
     v->tensors = (const struct nib_tensor_rec *)(const void *)(b + h->tensors.offset);
     v->ops = (const struct nib_op *)(const void *)(b + h->plan.offset);
     v->weights = b + h->weights.offset;
+    if (h->max_batch == 0 || h->max_batch > NIB_MAX_BATCH)
+        return fail(err, errlen, "max_batch %u outside 1..%u", h->max_batch, NIB_MAX_BATCH);
+    if (h->argmax_blocks &&
+        h->argmax_blocks != (h->hp.vocab_size + NIB_ARGMAX_BLOCK - 1) / NIB_ARGMAX_BLOCK)
+        return fail(err, errlen, "argmax_blocks %u does not match the vocabulary", h->argmax_blocks);
     if (!range_ok(h->logits_off, (uint64_t)h->hp.vocab_size * 4, h->act_size) ||
-        !range_ok(h->token_slot_off, 4, h->act_size) || !range_ok(h->pos_slot_off, 4, h->act_size) ||
-        h->logits_off % 4 || h->token_slot_off % 4 || h->pos_slot_off % 4)
-        return fail(err, errlen, "logits/token/position slots outside the arena");
+        !range_ok(h->token_slot_off, h->max_batch * 4ull, h->act_size) ||
+        !range_ok(h->pos_slot_off, 4, h->act_size) ||
+        !range_ok(h->argmax_off, h->argmax_blocks * (uint64_t)sizeof(struct nib_argmax_block),
+                  h->act_size) ||
+        h->logits_off % 4 || h->token_slot_off % 4 || h->pos_slot_off % 4 || h->argmax_off % 4)
+        return fail(err, errlen, "logits/token/position/argmax slots outside the arena");
     if (check_tensors(v, err, errlen) || check_tokenizer(v, err, errlen))
         return -1;
     for (uint32_t i = 0; i < h->n_ops; i++)

@@ -8,12 +8,19 @@
 #include "kernels/qkernels.h"
 #include "model_blob/crc32c.h"
 #include "rt/cpu_isa.h"
+#include "rt/sample.h"
 #include "rt/stats.h"
 #include "rt/team.h"
 
 static float *f32_at(uint8_t *mem, uint64_t off)
 {
     return (float *)(void *)(mem + off);
+}
+
+/* Row t of an f32 row operand. */
+static float *row_at(uint8_t *mem, uint64_t off, uint32_t stride, uint32_t t)
+{
+    return f32_at(mem, off + (uint64_t)t * stride);
 }
 
 /* Quantized kernels: every variant gives the same bits as the scalar
@@ -33,11 +40,12 @@ const char *nib_exec_select_kernels(uint32_t isa)
     return k->name;
 }
 
-/* The int8 activations a quant op wrote at off (one row). */
-static struct nib_qact qact_at(uint8_t *mem, uint64_t off, uint32_t k, uint32_t block)
+/* The int8 activations at off: max_batch rows of k inputs. */
+static struct nib_qact qact_at(const struct nib_blob_view *v, uint8_t *mem, uint64_t off,
+                               uint32_t k, uint32_t block)
 {
     struct nib_qact a;
-    nib_qact_init(&a, mem + off, 1, k, block); /* offsets checked at boot */
+    nib_qact_init(&a, mem + off, v->h->max_batch, k, block); /* checked at boot */
     return a;
 }
 
@@ -49,19 +57,14 @@ static uint32_t op_units(const struct nib_op *op, uint32_t *block)
     case NIB_OP_MATMUL:
         *block = NIB_EXEC_ROW_BLOCK;
         return op->n;
-    case NIB_OP_ROPE:
-        *block = 1;
-        return op->p0; /* heads */
     case NIB_OP_ATTENTION:
         *block = 1;
         return op->n; /* heads */
     case NIB_OP_EMBED:
-    case NIB_OP_KV_STORE:
-    case NIB_OP_SILU_MUL:
         return op->n; /* elements */
     default:
-        /* RMSNORM (a reduction), and any op without a split of its own:
-         * one share, worker 0's. */
+        /* RMSNORM and QUANT (reductions over a whole row), and any op
+         * without a split of its own: one share, worker 0's. */
         *block = UINT32_MAX;
         return op->n ? op->n : 1;
     }
@@ -82,65 +85,160 @@ void nib_exec_share(const struct nib_op *op, uint32_t w, uint32_t n, uint32_t *b
     *end = (uint32_t)(b1 < units ? b1 : units);
 }
 
+/* ---- matmul and its epilogues ---------------------------------------------- */
+
+/* Rows [r0, r1) of dst (rows t0..t0+mt-1) = W . src0 (+ src1). */
+static void matmul_rows(const struct nib_blob_view *v, uint8_t *mem, const struct nib_op *op,
+                        float *y, uint32_t y_stride, uint32_t t0, uint32_t mt, uint32_t r0,
+                        uint32_t r1)
+{
+    const struct nib_tensor_rec *t = &v->tensors[op->tensor];
+    const int add = (op->flags & NIB_EPI_ADD) != 0;
+    if (t->dtype == NIB_DT_F32) {
+        for (uint32_t i = t0; i < t0 + mt; i++)
+            nib_gemv_f32_scalar(nib_tensor_f32(v, op->tensor), row_at(mem, op->src0, op->src0_stride, i),
+                                f32_at((uint8_t *)y, (uint64_t)i * y_stride),
+                                add ? row_at(mem, op->src1, op->src1_stride, i) : NULL, r0, r1, op->k);
+        return;
+    }
+    struct nib_qlayout l;
+    nib_qlayout_get(&l, t->dtype, t->group, t->rows, t->cols);
+    struct nib_qact a = qact_at(v, mem, op->src0, op->k, nib_qformat_act_block(t->dtype, t->group));
+    struct nib_qact rows = nib_qact_rows(&a, t0, mt);
+    qk->gemm[l.dtype](&l, v->weights + t->offset, &rows, mt,
+                      f32_at((uint8_t *)y, (uint64_t)t0 * y_stride), y_stride / 4,
+                      add ? row_at(mem, op->src1, op->src1_stride, t0) : NULL, op->src1_stride / 4,
+                      r0, r1);
+}
+
+/* Fused QKV epilogue on rows [r0, r1) of token row t at position pos. */
+static void epi_rope_kv(const struct nib_blob_view *v, uint8_t *mem, const struct nib_op *op,
+                        float *y, uint32_t pos, uint32_t r0, uint32_t r1)
+{
+    const float *cs = nib_tensor_f32(v, op->tensor2) + (uint64_t)pos * op->p5;
+    const uint32_t q_rows = op->p0, k_off = op->p1, v_off = op->p2, kv = op->p3;
+    if (r0 < q_rows)
+        nib_rope_rows_f32_scalar(y, r0, r1 < q_rows ? r1 : q_rows, op->p4, op->p5, cs);
+    uint8_t *kc = mem + op->aux + (uint64_t)pos * op->aux_stride, *vc = kc + op->p6;
+    if (r1 > k_off && r0 < k_off + kv) {
+        uint32_t b = r0 > k_off ? r0 - k_off : 0, e = (r1 < k_off + kv ? r1 : k_off + kv) - k_off;
+        nib_rope_rows_f32_scalar(y + k_off, b, e, op->p4, op->p5, cs);
+        memcpy(kc + b * 4ull, y + k_off + b, (e - b) * 4ull);
+    }
+    if (r1 > v_off && r0 < v_off + kv) {
+        uint32_t b = r0 > v_off ? r0 - v_off : 0, e = (r1 < v_off + kv ? r1 : v_off + kv) - v_off;
+        memcpy(vc + b * 4ull, y + v_off + b, (e - b) * 4ull);
+    }
+}
+
+/* Fused gate|up epilogue: rows [r0, r0 + 16) hold gate rows 8j.. and up
+ * rows 8j.. (j = r0 / 16); h[8j + i] = silu(gate) * up for i < 8. */
+static void epi_silu_mul(const float *gu, float *h, uint32_t n_out, uint32_t r0, uint32_t r1)
+{
+    for (uint32_t r = r0; r + 2 * NIB_Q_TILE_N <= r1; r += 2 * NIB_Q_TILE_N) {
+        uint32_t o = r / 2, cnt = o + NIB_Q_TILE_N <= n_out ? NIB_Q_TILE_N : n_out - o;
+        if (o < n_out)
+            nib_silu_mul_f32_scalar(gu + r, gu + r + NIB_Q_TILE_N, h + o, cnt);
+    }
+}
+
+/* Largest non-NaN value of y[r0, r1) and its first index. */
+static void epi_argmax(const float *y, uint32_t r0, uint32_t r1, struct nib_argmax_block *out)
+{
+    struct nib_argmax_block b = {-INFINITY, r0};
+    for (uint32_t r = r0; r < r1; r++)
+        if (y[r] > b.value)
+            b = (struct nib_argmax_block){y[r], r};
+    *out = b;
+}
+
+static void exec_matmul(const struct nib_blob_view *v, uint8_t *mem, const struct nib_op *op,
+                        uint32_t m, uint32_t pos, uint32_t b, uint32_t e)
+{
+    const uint32_t t0 = (op->flags & NIB_OPF_LAST_ROW) ? m - 1 : 0;
+    const uint32_t mt = (op->flags & NIB_OPF_LAST_ROW) ? 1 : m;
+    const uint32_t epi = op->flags & (NIB_EPI_ROPE_KV | NIB_EPI_SILU_MUL | NIB_EPI_ARGMAX);
+    /* The kernel's output: dst, or the raw gate|up rows at aux. */
+    const int raw_to_aux = (epi & NIB_EPI_SILU_MUL) != 0;
+    float *y = f32_at(mem, raw_to_aux ? op->aux : op->dst);
+    const uint32_t ys = raw_to_aux ? op->aux_stride : op->dst_stride;
+    if (!epi) {
+        matmul_rows(v, mem, op, y, ys, t0, mt, b, e);
+        return;
+    }
+    /* Epilogues run per row block, right after the kernel wrote it, while
+     * the block is in L1. */
+    for (uint32_t r0 = b; r0 < e; r0 += NIB_EXEC_ROW_BLOCK) {
+        uint32_t r1 = r0 + NIB_EXEC_ROW_BLOCK < e ? r0 + NIB_EXEC_ROW_BLOCK : e;
+        matmul_rows(v, mem, op, y, ys, t0, mt, r0, r1);
+        for (uint32_t t = t0; t < t0 + mt; t++) {
+            float *yt = f32_at((uint8_t *)y, (uint64_t)t * ys);
+            if (epi & NIB_EPI_ROPE_KV)
+                epi_rope_kv(v, mem, op, yt, pos + t, r0, r1);
+            if (epi & NIB_EPI_SILU_MUL)
+                epi_silu_mul(yt, row_at(mem, op->dst, op->dst_stride, t), op->p0, r0, r1);
+            if (epi & NIB_EPI_ARGMAX)
+                epi_argmax(yt, r0, r1,
+                           (struct nib_argmax_block *)(void *)(mem + v->h->argmax_off) +
+                               r0 / NIB_ARGMAX_BLOCK);
+        }
+    }
+}
+
 void nib_exec_op(const struct nib_blob_view *v, uint8_t *mem, const struct nib_op *op,
-                 uint32_t token, uint32_t pos, uint32_t w, uint32_t n)
+                 uint32_t m, uint32_t pos, uint32_t w, uint32_t n)
 {
     const uint32_t ctx = v->h->hp.ctx_len;
+    const uint32_t t0 = (op->flags & NIB_OPF_LAST_ROW) ? m - 1 : 0;
     uint32_t b, e;
     nib_exec_share(op, w, n, &b, &e);
     if (b >= e)
         return;
     switch (op->code) {
     case NIB_OP_EMBED: {
-        const float *row = nib_tensor_f32(v, op->tensor) + (uint64_t)token * op->n;
-        memcpy(f32_at(mem, op->dst) + b, row + b, (size_t)(e - b) * 4);
-        break;
-    }
-    case NIB_OP_RMSNORM:
-        nib_rmsnorm_f32_scalar(f32_at(mem, op->src0), nib_tensor_f32(v, op->tensor),
-                               f32_at(mem, op->dst), op->n, op->f0);
-        break;
-    case NIB_OP_MATMUL: {
-        const struct nib_tensor_rec *t = &v->tensors[op->tensor];
-        const float *add = (op->p0 & NIB_EPI_ADD) ? f32_at(mem, op->src1) : NULL;
-        if (t->dtype == NIB_DT_F32) {
-            nib_gemv_f32_scalar(nib_tensor_f32(v, op->tensor), f32_at(mem, op->src0),
-                                f32_at(mem, op->dst), add, b, e, op->k);
-            break;
+        const uint32_t *tokens = (const uint32_t *)(const void *)(mem + v->h->token_slot_off);
+        for (uint32_t t = t0; t < m; t++) {
+            const float *row = nib_tensor_f32(v, op->tensor) + (uint64_t)tokens[t] * op->n;
+            memcpy(row_at(mem, op->dst, op->dst_stride, t) + b, row + b, (size_t)(e - b) * 4);
         }
-        struct nib_qlayout l;
-        nib_qlayout_get(&l, t->dtype, t->group, t->rows, t->cols);
-        struct nib_qact a = qact_at(mem, op->src0, op->k, nib_qformat_act_block(t->dtype, t->group));
-        nib_qgemv(qk, &l, v->weights + t->offset, &a, f32_at(mem, op->dst), add, b, e);
         break;
     }
+    case NIB_OP_RMSNORM: {
+        const int qout = (op->flags & NIB_OPF_QOUT) != 0;
+        struct nib_qact a;
+        if (qout)
+            a = qact_at(v, mem, op->dst, op->n, op->p0);
+        for (uint32_t t = t0; t < m; t++) {
+            float *out = qout ? row_at(mem, op->aux, op->aux_stride, t)
+                              : row_at(mem, op->dst, op->dst_stride, t);
+            nib_rmsnorm_f32_scalar(row_at(mem, op->src0, op->src0_stride, t),
+                                   nib_tensor_f32(v, op->tensor), out, op->n, op->f0);
+            if (qout)
+                qk->qact(&a, t, out);
+        }
+        break;
+    }
+    case NIB_OP_MATMUL:
+        exec_matmul(v, mem, op, m, pos, b, e);
+        break;
     case NIB_OP_QUANT: {
-        struct nib_qact a = qact_at(mem, op->dst, op->n, op->p0);
-        qk->qact(&a, 0, f32_at(mem, op->src0));
-        break;
-    }
-    case NIB_OP_ROPE:
-        nib_rope_f32_scalar(f32_at(mem, op->src0) + (uint64_t)b * op->k, e - b, op->k, op->p1,
-                            nib_tensor_f32(v, op->tensor) + (uint64_t)pos * op->p1);
-        break;
-    case NIB_OP_KV_STORE: {
-        uint8_t *k = mem + op->dst + (uint64_t)pos * op->p0, *vv = k + op->p1;
-        memcpy(k + b * 4ull, f32_at(mem, op->src0) + b, (size_t)(e - b) * 4);
-        memcpy(vv + b * 4ull, f32_at(mem, op->src1) + b, (size_t)(e - b) * 4);
+        struct nib_qact a = qact_at(v, mem, op->dst, op->n, op->p0);
+        for (uint32_t t = t0; t < m; t++)
+            qk->qact(&a, t, row_at(mem, op->src0, op->src0_stride, t));
         break;
     }
     case NIB_OP_ATTENTION:
-        nib_attention_f32_scalar(f32_at(mem, op->src0), f32_at(mem, op->src1),
-                                 f32_at(mem, op->src1 + op->p2), f32_at(mem, op->dst),
-                                 f32_at(mem, op->scratch), b, e, op->k, op->n / op->p0,
-                                 op->p1 / 4, pos, ctx, op->f0);
-        break;
-    case NIB_OP_SILU_MUL:
-        nib_silu_mul_f32_scalar(f32_at(mem, op->src0) + b, f32_at(mem, op->src1) + b,
-                                f32_at(mem, op->dst) + b, e - b);
+        for (uint32_t t = t0; t < m; t++)
+            nib_attention_f32_scalar(row_at(mem, op->src0, op->src0_stride, t), f32_at(mem, op->src1),
+                                     f32_at(mem, op->src1 + op->p2),
+                                     row_at(mem, op->dst, op->dst_stride, t),
+                                     f32_at(mem, op->scratch), b, e, op->k, op->n / op->p0,
+                                     op->p1 / 4, pos + t, ctx, op->f0);
         break;
     }
 }
+
+/* ---- what each share touches (rt/team.c places barriers from this) -------- */
 
 static void acc(struct nib_access *out, int *n, uint64_t base, uint64_t b, uint64_t e,
                 uint32_t write)
@@ -153,10 +251,19 @@ static void acc(struct nib_access *out, int *n, uint64_t base, uint64_t b, uint6
     (*n)++;
 }
 
+/* Bytes [b, e) of every row of an f32 row operand, for up to rows rows:
+ * the span from row 0's part to the last row's. */
+static void acc_rows(struct nib_access *out, int *n, uint64_t base, uint32_t stride, uint32_t rows,
+                     uint64_t b, uint64_t e, uint32_t write)
+{
+    acc(out, n, base, b, (uint64_t)(rows - 1) * stride + e, write);
+}
+
 int nib_exec_access(const struct nib_blob_view *v, const struct nib_op *op, uint32_t w, uint32_t n,
                     struct nib_access *out)
 {
     const uint64_t ctx = v->h->hp.ctx_len;
+    const uint32_t M = v->h->max_batch;
     uint32_t b, e;
     int c = 0;
     nib_exec_share(op, w, n, &b, &e);
@@ -164,46 +271,52 @@ int nib_exec_access(const struct nib_blob_view *v, const struct nib_op *op, uint
         return 0;
     switch (op->code) {
     case NIB_OP_EMBED:
-        acc(out, &c, op->dst, b * 4ull, e * 4ull, 1);
+        acc(out, &c, v->h->token_slot_off, 0, M * 4ull, 0);
+        acc_rows(out, &c, op->dst, op->dst_stride, M, b * 4ull, e * 4ull, 1);
         break;
     case NIB_OP_RMSNORM:
-        acc(out, &c, op->src0, 0, op->n * 4ull, 0);
-        acc(out, &c, op->dst, 0, op->n * 4ull, 1);
+        acc_rows(out, &c, op->src0, op->src0_stride, M, 0, op->n * 4ull, 0);
+        if (op->flags & NIB_OPF_QOUT) {
+            acc_rows(out, &c, op->aux, op->aux_stride, M, 0, op->n * 4ull, 1);
+            acc(out, &c, op->dst, 0, nib_qact_footprint(M, op->n, op->p0), 1);
+        } else {
+            acc_rows(out, &c, op->dst, op->dst_stride, M, 0, op->n * 4ull, 1);
+        }
         break;
     case NIB_OP_MATMUL: {
         const struct nib_tensor_rec *t = &v->tensors[op->tensor];
-        uint64_t in = t->dtype == NIB_DT_F32
-                          ? op->k * 4ull
-                          : nib_qact_footprint(1, op->k, nib_qformat_act_block(t->dtype, t->group));
-        acc(out, &c, op->src0, 0, in, 0);
-        acc(out, &c, op->dst, b * 4ull, e * 4ull, 1);
-        if (op->p0 & NIB_EPI_ADD)
-            acc(out, &c, op->src1, b * 4ull, e * 4ull, 0);
+        if (t->dtype == NIB_DT_F32)
+            acc_rows(out, &c, op->src0, op->src0_stride, M, 0, op->k * 4ull, 0);
+        else
+            acc(out, &c, op->src0, 0,
+                nib_qact_footprint(M, op->k, nib_qformat_act_block(t->dtype, t->group)), 0);
+        if (op->flags & NIB_EPI_ADD)
+            acc_rows(out, &c, op->src1, op->src1_stride, M, b * 4ull, e * 4ull, 0);
+        if (op->flags & NIB_EPI_SILU_MUL) {
+            uint32_t hb = b / 2, he = e / 2 < op->p0 ? e / 2 : op->p0;
+            acc_rows(out, &c, op->aux, op->aux_stride, M, b * 4ull, e * 4ull, 1);
+            acc_rows(out, &c, op->dst, op->dst_stride, M, hb * 4ull, he * 4ull, 1);
+        } else {
+            acc_rows(out, &c, op->dst, op->dst_stride, M, b * 4ull, e * 4ull, 1);
+        }
+        if (op->flags & NIB_EPI_ROPE_KV) /* which cache row depends on the position */
+            acc(out, &c, op->aux, 0, op->p6 + ctx * op->aux_stride, 1);
+        if (op->flags & NIB_EPI_ARGMAX)
+            acc(out, &c, v->h->argmax_off, b / NIB_ARGMAX_BLOCK * sizeof(struct nib_argmax_block),
+                ((e + NIB_ARGMAX_BLOCK - 1) / NIB_ARGMAX_BLOCK) * sizeof(struct nib_argmax_block), 1);
         break;
     }
     case NIB_OP_QUANT:
-        acc(out, &c, op->src0, 0, op->n * 4ull, 0);
-        acc(out, &c, op->dst, 0, nib_qact_footprint(1, op->n, op->p0), 1);
-        break;
-    case NIB_OP_ROPE:
-        acc(out, &c, op->src0, (uint64_t)b * op->k * 4, (uint64_t)e * op->k * 4, 1);
-        break;
-    case NIB_OP_KV_STORE:
-        acc(out, &c, op->src0, b * 4ull, e * 4ull, 0);
-        acc(out, &c, op->src1, b * 4ull, e * 4ull, 0);
-        /* Which row depends on the position: the whole layer's cache. */
-        acc(out, &c, op->dst, 0, op->p1 + ctx * op->p0, 1);
+        acc_rows(out, &c, op->src0, op->src0_stride, M, 0, op->n * 4ull, 0);
+        acc(out, &c, op->dst, 0, nib_qact_footprint(M, op->n, op->p0), 1);
         break;
     case NIB_OP_ATTENTION:
-        acc(out, &c, op->src0, (uint64_t)b * op->k * 4, (uint64_t)e * op->k * 4, 0);
+        acc_rows(out, &c, op->src0, op->src0_stride, M, (uint64_t)b * op->k * 4,
+                 (uint64_t)e * op->k * 4, 0);
         acc(out, &c, op->src1, 0, op->p2 + ctx * op->p1, 0);
-        acc(out, &c, op->dst, (uint64_t)b * op->k * 4, (uint64_t)e * op->k * 4, 1);
+        acc_rows(out, &c, op->dst, op->dst_stride, M, (uint64_t)b * op->k * 4,
+                 (uint64_t)e * op->k * 4, 1);
         acc(out, &c, op->scratch, b * ctx * 4, e * ctx * 4, 1);
-        break;
-    case NIB_OP_SILU_MUL:
-        acc(out, &c, op->src0, b * 4ull, e * 4ull, 0);
-        acc(out, &c, op->src1, b * 4ull, e * 4ull, 0);
-        acc(out, &c, op->dst, b * 4ull, e * 4ull, 1);
         break;
     default:
         /* An op this table does not describe: all of runtime memory, so the
@@ -215,6 +328,8 @@ int nib_exec_access(const struct nib_blob_view *v, const struct nib_op *op, uint
     return c;
 }
 
+/* ---- a pass ------------------------------------------------------------------ */
+
 static uint64_t now_ns(void)
 {
     struct timespec ts;
@@ -222,29 +337,51 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-const float *nib_exec_token(struct nib_exec *e, uint32_t token, uint32_t pos)
+const float *nib_exec_tokens(struct nib_exec *e, const uint32_t *tokens, uint32_t m, uint32_t pos)
 {
     const struct nib_blob_view *v = e->v;
-    if (token >= v->h->hp.vocab_size || pos >= v->h->hp.ctx_len)
+    const struct nib_hparams *hp = &v->h->hp;
+    if (m == 0 || m > v->h->max_batch || pos >= hp->ctx_len || m > hp->ctx_len - pos)
         return NULL;
+    for (uint32_t t = 0; t < m; t++)
+        if (tokens[t] >= hp->vocab_size)
+            return NULL;
     if (!qk)
         nib_exec_select_kernels(NIB_ISA_SCALAR);
     uint64_t t0 = e->stats ? now_ns() : 0;
-    memcpy(e->mem + v->h->token_slot_off, &token, 4);
+    memcpy(e->mem + v->h->token_slot_off, tokens, (size_t)m * 4);
     memcpy(e->mem + v->h->pos_slot_off, &pos, 4);
     if (e->team) {
-        nib_team_run(e->team, token, pos);
+        nib_team_run(e->team, m, pos);
     } else {
         for (uint32_t i = 0; i < v->h->n_ops; i++)
-            nib_exec_op(v, e->mem, &v->ops[i], token, pos, 0, 1);
+            nib_exec_op(v, e->mem, &v->ops[i], m, pos, 0, 1);
     }
     const float *logits = f32_at(e->mem, v->h->logits_off);
     if (e->digest) {
-        e->digest_crc = nib_crc32c(e->digest_crc, logits, (size_t)v->h->hp.vocab_size * 4);
+        e->digest_crc = nib_crc32c(e->digest_crc, logits, (size_t)hp->vocab_size * 4);
         if (e->stats)
             e->stats->logits_digest = e->digest_crc;
     }
-    if (e->stats)
+    if (e->stats && m == 1)
         nib_stats_token(e->stats, now_ns() - t0);
     return logits;
+}
+
+const float *nib_exec_token(struct nib_exec *e, uint32_t token, uint32_t pos)
+{
+    return nib_exec_tokens(e, &token, 1, pos);
+}
+
+uint32_t nib_exec_argmax(const struct nib_exec *e)
+{
+    const struct nib_blob_header *h = e->v->h;
+    if (!h->argmax_blocks)
+        return nib_argmax(f32_at(e->mem, h->logits_off), h->hp.vocab_size);
+    const struct nib_argmax_block *blk = (const void *)(e->mem + h->argmax_off);
+    struct nib_argmax_block best = {-INFINITY, 0};
+    for (uint32_t i = 0; i < h->argmax_blocks; i++)
+        if (blk[i].value > best.value)
+            best = blk[i];
+    return best.index;
 }

@@ -29,11 +29,22 @@ struct nib_exec {
     uint32_t digest_crc;      /* the running digest (also kept without stats) */
 };
 
-/* Run the whole plan for `token` at position `pos`. Returns a pointer to
- * the vocab_size logits inside mem, or NULL when token >= vocab_size or
- * pos >= ctx_len. With stats, records the pass's duration (the token
- * latency histogram). */
+/* Run the whole plan for m tokens (1 <= m <= max_batch) at positions
+ * pos..pos+m-1: decode is m = 1, prefill feeds a prompt in passes of up
+ * to max_batch tokens. Returns a pointer to the vocab_size logits of the
+ * LAST token inside mem, or NULL when m is out of range, a token is >=
+ * vocab_size or pos + m > ctx_len. With stats, a pass of one token
+ * records its duration (the token latency histogram). Prefill passes
+ * leave bitwise the state (KV cache, logits) that m single-token passes
+ * leave (tests/test_prefill.c). */
+const float *nib_exec_tokens(struct nib_exec *e, const uint32_t *tokens, uint32_t m, uint32_t pos);
 const float *nib_exec_token(struct nib_exec *e, uint32_t token, uint32_t pos);
+
+/* The greedy choice after a pass: the index of the largest logit (the
+ * first of equals; NaNs ignored; 0 if every logit is NaN), reduced from
+ * the LM head's per-block maxima when the plan fuses an argmax into it,
+ * else by scanning the logits. Equal to nib_argmax(logits). */
+uint32_t nib_exec_argmax(const struct nib_exec *e);
 
 /* Choose the quantized kernels for a CPU with these enum nib_isa bits
  * (call once, before the first token; default: scalar). Every variant
@@ -47,12 +58,14 @@ const char *nib_exec_select_kernels(uint32_t isa);
 void nib_exec_share(const struct nib_op *op, uint32_t w, uint32_t n, uint32_t *begin,
                     uint32_t *end);
 
-/* Run worker w of n's share of op. */
+/* Run worker w of n's share of op for the pass's m tokens at pos. */
 void nib_exec_op(const struct nib_blob_view *v, uint8_t *mem, const struct nib_op *op,
-                 uint32_t token, uint32_t pos, uint32_t w, uint32_t n);
+                 uint32_t m, uint32_t pos, uint32_t w, uint32_t n);
 
 /* Byte ranges of runtime memory that worker w of n's share of op may read
- * or write, for any position (the KV cache ranges are whole layers).
+ * or write, for any position and any m up to max_batch (the KV cache
+ * ranges are whole layers; a share of several rows is listed as the span
+ * from its first row's part to its last row's).
  * Weights are read-only and not listed. Returns the count (<= NIB_ACCESS_MAX). */
 #define NIB_ACCESS_MAX 6
 struct nib_access {

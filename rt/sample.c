@@ -4,10 +4,15 @@
 
 uint32_t nib_argmax(const float *logits, size_t n)
 {
+    /* Same rule as the LM head's fused per-block argmax (rt/exec.c), so
+     * the two always agree: NaNs never win, the first of equals does. */
     size_t best = 0;
-    for (size_t i = 1; i < n; i++)
-        if (logits[i] > logits[best])
+    float v = -INFINITY;
+    for (size_t i = 0; i < n; i++)
+        if (logits[i] > v) {
+            v = logits[i];
             best = i;
+        }
     return (uint32_t)best;
 }
 

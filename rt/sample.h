@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Index of the first maximum. */
+/* Index of the first maximum, NaNs ignored (0 when none is above -inf). */
 uint32_t nib_argmax(const float *logits, size_t n);
 
 /* xorshift64* state; never zero. */

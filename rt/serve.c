@@ -306,15 +306,20 @@ static void serve(struct nib_server *s, struct nib_slot *slot)
     uint64_t rng = nib_rng_seed(d.seed);
     uint32_t pos = 0, status = 0, prev = 0, produced = 0;
     const float *logits = NULL;
-    /* Prefill: feed every prompt token; the last one's logits give the first
-     * generated token. */
-    for (; pos < (uint32_t)n && !status; pos++) {
-        logits = nib_exec_token(&s->exec, s->ids[pos], pos);
+    /* Prefill: feed the prompt in passes of up to max_batch tokens (each
+     * weight is read once per pass, not once per token); the last token's
+     * logits give the first generated token. */
+    while (pos < (uint32_t)n && !status) {
+        uint32_t m = (uint32_t)n - pos < s->v->h->max_batch ? (uint32_t)n - pos : s->v->h->max_batch;
+        logits = nib_exec_tokens(&s->exec, s->ids + pos, m, pos);
+        pos += m;
         status = checkpoint(s, &r, nib_now_ns());
     }
     prev = s->ids[n - 1];
     while (!status) {
-        uint32_t next = nib_sample((float *)logits, hp->vocab_size, d.temperature, &rng);
+        uint32_t next = d.temperature > 0.0f
+                            ? nib_sample((float *)logits, hp->vocab_size, d.temperature, &rng)
+                            : nib_exec_argmax(&s->exec);
         uint64_t t = nib_now_ns();
         if (produced == 0)
             slot->t_first_ns = t;

@@ -27,7 +27,7 @@ struct nib_team {
     uint64_t barrier_spin_ns;
     /* line 1: the job, written by the leader before it bumps seq */
     alignas(64) uint32_t job;
-    uint32_t token, pos;
+    uint32_t m, pos;         /* the pass: m tokens from position pos */
     void (*fn)(uint32_t w, void *arg);
     void *arg;
     /* line 2: job sequence number; also the futex word workers park on */
@@ -215,11 +215,11 @@ static void barrier(struct nib_team *t, uint32_t *sense)
 static void run_ops(struct nib_team *t, uint32_t w, uint32_t *sense)
 {
     const struct nib_op *ops = t->v->ops;
-    const uint32_t token = t->token, pos = t->pos, n = t->n_workers;
+    const uint32_t m = t->m, pos = t->pos, n = t->n_workers;
     for (uint32_t i = 0; i < t->n_ops; i++) {
         if (t->barrier_before[i])
             barrier(t, sense);
-        nib_exec_op(t->v, t->arena, &ops[i], token, pos, w, n);
+        nib_exec_op(t->v, t->arena, &ops[i], m, pos, w, n);
     }
     if (n > 1)
         barrier(t, sense);
@@ -236,16 +236,13 @@ static void post(struct nib_team *t)
         futex_wake_all(&t->seq);
 }
 
-void nib_team_run(struct nib_team *t, uint32_t token, uint32_t pos)
+void nib_team_run(struct nib_team *t, uint32_t m, uint32_t pos)
 {
+    t->m = m;
+    t->pos = pos;
     if (t->n_workers > 1) {
         t->job = JOB_TOKEN;
-        t->token = token;
-        t->pos = pos;
         post(t);
-    } else {
-        t->token = token;
-        t->pos = pos;
     }
     run_ops(t, 0, &t->leader_sense);
 }

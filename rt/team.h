@@ -1,4 +1,4 @@
-/* Thread team: n workers run the plan of one token in lockstep. Worker 0
+/* Thread team: n workers run the plan of one pass in lockstep. Worker 0
  * is the calling (serving) thread; workers 1..n-1 sit in nib_team_worker.
  *
  *   - fixed work split: worker w always computes the same share of every op
@@ -49,9 +49,10 @@ uint32_t nib_team_parked(const struct nib_team *t);
 /* Barrier waits that ended in FUTEX_WAIT (see barrier_spin_ns). */
 uint64_t nib_team_sleeps(const struct nib_team *t);
 
-/* Leader (worker 0): run the plan for one token with every worker. The
- * token and position slots of the arena are already written. */
-void nib_team_run(struct nib_team *t, uint32_t token, uint32_t pos);
+/* Leader (worker 0): run the plan for a pass of m tokens from position pos
+ * with every worker. The token and position slots of the arena are
+ * already written. */
+void nib_team_run(struct nib_team *t, uint32_t m, uint32_t pos);
 
 /* Leader: run fn(w, arg) once on every worker 1..n-1 and wait for them. */
 void nib_team_call(struct nib_team *t, void (*fn)(uint32_t w, void *arg), void *arg);

@@ -164,12 +164,23 @@ START_TEST(tensor_lies_refused)
 }
 END_TEST
 
+static uint32_t find_matmul(uint32_t flag)
+{
+    for (uint32_t i = 0; i < H()->n_ops; i++)
+        if (OP(i)->code == NIB_OP_MATMUL && (OP(i)->flags & flag))
+            return i;
+    ck_abort_msg("no matmul with epilogue 0x%x in the plan", flag);
+    return 0;
+}
+
 START_TEST(plan_lies_refused)
 {
     uint32_t mm = find_op(NIB_OP_MATMUL), at = find_op(NIB_OP_ATTENTION),
-             kv = find_op(NIB_OP_KV_STORE), rope = find_op(NIB_OP_ROPE),
-             emb = find_op(NIB_OP_EMBED);
+             emb = find_op(NIB_OP_EMBED), qkv = find_matmul(NIB_EPI_ROPE_KV),
+             gu = find_matmul(NIB_EPI_SILU_MUL), head = find_matmul(NIB_EPI_ARGMAX);
     OP(0)->code = 200;
+    EXPECT_REFUSED("unknown opcode");
+    OP(0)->code = 5; /* a version 1 op */
     EXPECT_REFUSED("unknown opcode");
     OP(mm)->tensor = H()->n_tensors;
     EXPECT_REFUSED("tensor index");
@@ -179,24 +190,48 @@ START_TEST(plan_lies_refused)
     EXPECT_REFUSED("outside runtime memory");
     OP(mm)->src0 = (uint64_t)-64;
     EXPECT_REFUSED("outside runtime memory");
-    OP(mm)->p0 = 0x80;
-    EXPECT_REFUSED("epilogue");
+    OP(mm)->flags |= 0x8000;
+    EXPECT_REFUSED("flags");
+    OP(mm)->flags |= NIB_EPI_SILU_MUL;
+    EXPECT_REFUSED("do not combine");
+    OP(qkv)->p4 = 3;
+    EXPECT_REFUSED("fused QKV geometry");
+    OP(qkv)->p2 = OP(qkv)->n;
+    EXPECT_REFUSED("fused QKV geometry");
+    OP(qkv)->tensor2 = H()->n_tensors;
+    EXPECT_REFUSED("RoPE table");
+    OP(qkv)->tensor2 = OP(qkv)->tensor;
+    EXPECT_REFUSED("RoPE table");
+    OP(qkv)->aux = H()->act_size + H()->kv_size - 64;
+    EXPECT_REFUSED("outside runtime memory");
+    OP(qkv)->p6 = 0xFFFFFFF0u;
+    EXPECT_REFUSED("outside runtime memory");
+    OP(qkv)->aux_stride = 4;
+    EXPECT_REFUSED("stride");
+    OP(gu)->p0 += 8;
+    EXPECT_REFUSED("pair up");
+    OP(gu)->dst_stride = 4;
+    EXPECT_REFUSED("row stride smaller than a row");
+    OP(head)->flags &= ~NIB_OPF_LAST_ROW;
+    EXPECT_REFUSED("argmax");
     OP(at)->p0 = 0;
     EXPECT_REFUSED("attention");
     OP(at)->scratch = H()->act_size + H()->kv_size;
     EXPECT_REFUSED("outside runtime memory");
     OP(at)->p2 = 0xFFFFFFF0u;
     EXPECT_REFUSED("outside runtime memory");
-    OP(kv)->dst = H()->act_size + H()->kv_size - 64;
-    EXPECT_REFUSED("outside runtime memory");
-    OP(kv)->p0 = 4;
+    OP(at)->src0_stride = 6;
     EXPECT_REFUSED("stride");
-    OP(rope)->p1 = OP(rope)->k + 2;
-    EXPECT_REFUSED("rope");
     OP(emb)->n = 0;
     EXPECT_REFUSED("out of range");
     OP(emb)->dst = 2;
     EXPECT_REFUSED("outside runtime memory");
+    H()->max_batch = 0;
+    EXPECT_REFUSED("max_batch");
+    H()->max_batch = NIB_MAX_BATCH + 1;
+    EXPECT_REFUSED("max_batch");
+    H()->argmax_blocks += 1;
+    EXPECT_REFUSED("argmax_blocks");
 }
 END_TEST
 

@@ -177,11 +177,15 @@ static int bench_blob(const struct bench_opts *o)
         requests++;
         const float *logits = NULL;
         uint32_t pos = 0;
-        for (; pos < (uint32_t)n_ids; pos++)
-            logits = nib_exec_token(&e, ids[pos], pos);
-        uint64_t rng = nib_rng_seed(1), prev = now_ns();
+        while (pos < (uint32_t)n_ids) {
+            uint32_t m = (uint32_t)n_ids - pos < v.h->max_batch ? (uint32_t)n_ids - pos : v.h->max_batch;
+            logits = nib_exec_tokens(&e, ids + pos, m, pos);
+            pos += m;
+        }
+        (void)logits;
+        uint64_t prev = now_ns();
         while (got < want && pos < hp->ctx_len) {
-            uint32_t next = nib_sample((float *)logits, hp->vocab_size, 0.0f, &rng);
+            uint32_t next = nib_exec_argmax(&e); /* greedy, as the appliance serves it */
             logits = nib_exec_token(&e, next, pos++);
             uint64_t now = now_ns();
             lat[got++] = now - prev;

@@ -171,38 +171,58 @@ static int weight_row(void *ctx, uint32_t r, float *out)
     return llama_weight_row_f32(ctx, r, out);
 }
 
-/* A quantized tensor: each source packed on its own (sources start on an
- * N-block, so the packed bytes simply follow each other). A source already
- * in the tensor's format (GGUF Q4_0 -> q4/32, Q8_0 -> q8c/32) is repacked
- * exactly; anything else is quantized from its f32 rows. */
+/* One source of a quantized tensor, packed on its own into buf (size
+ * bytes). A source already in the tensor's format (GGUF Q4_0 -> q4/32,
+ * Q8_0 -> q8c/32) is repacked exactly; anything else is quantized from its
+ * f32 rows. */
+static int pack_source(const struct plan_tensor *t, const struct llama_weight *w, uint8_t *buf,
+                       char *err, size_t errlen)
+{
+    const struct nib_tensor_rec *rec = &t->rec;
+    struct nib_qspec want = {rec->dtype, rec->group}, have;
+    char why[256];
+    int rc;
+    if (nib_repack_spec(w->t->type, &have) == 0 && have.dtype == want.dtype &&
+        have.group == want.group)
+        rc = nib_repack_gguf(w, buf, why, sizeof why);
+    else
+        rc = nib_quantize(want, w->rows, rec->cols, weight_row, (void *)w, buf, why, sizeof why);
+    if (rc)
+        snprintf(err, errlen, "packing '%s': %s", rec->name, why);
+    return rc;
+}
+
+/* A quantized tensor. Sources start on an N-block, so packed sources
+ * simply follow each other; tile pairs (gate|up) alternate N-blocks. */
 static int write_quantized(struct sink *s, const struct plan_tensor *t, char *err, size_t errlen)
 {
     const struct nib_tensor_rec *rec = &t->rec;
-    for (uint32_t k = 0; k < t->n_src; k++) {
-        const struct llama_weight *w = t->src[k];
-        uint64_t size = nib_qformat_size(rec->dtype, rec->group, w->rows, rec->cols);
-        uint8_t *buf = malloc(size ? size : 1);
-        if (!buf) {
+    uint8_t *buf[3] = {NULL, NULL, NULL};
+    uint64_t size[3] = {0, 0, 0};
+    int rc = 0;
+    for (uint32_t k = 0; k < t->n_src && rc == 0; k++) {
+        size[k] = nib_qformat_size(rec->dtype, rec->group, t->src[k]->rows, rec->cols);
+        buf[k] = malloc(size[k] ? size[k] : 1);
+        if (!buf[k]) {
             snprintf(err, errlen, "out of memory packing '%s'", rec->name);
-            return -1;
+            rc = -1;
+            break;
         }
-        struct nib_qspec want = {rec->dtype, rec->group}, have;
-        char why[256];
-        int rc;
-        if (nib_repack_spec(w->t->type, &have) == 0 && have.dtype == want.dtype &&
-            have.group == want.group)
-            rc = nib_repack_gguf(w, buf, why, sizeof why);
-        else
-            rc = nib_quantize(want, w->rows, rec->cols, weight_row, (void *)w, buf, why, sizeof why);
-        if (rc) {
-            snprintf(err, errlen, "packing '%s': %s", rec->name, why);
-            free(buf);
-            return -1;
-        }
-        put(s, buf, size);
-        free(buf);
+        rc = pack_source(t, t->src[k], buf[k], err, errlen);
+        if (rc == 0 && !t->tile_pairs)
+            put(s, buf[k], size[k]);
     }
-    return 0;
+    if (rc == 0 && t->tile_pairs) {
+        struct nib_qlayout l;
+        nib_qlayout_get(&l, rec->dtype, rec->group, t->src[0]->rows, rec->cols);
+        for (uint64_t off = 0; off < size[0]; off += l.nblock_bytes) {
+            put(s, buf[0] + off, l.nblock_bytes);
+            put(s, buf[1] + off, l.nblock_bytes);
+        }
+    }
+    for (int k = 0; k < 3; k++)
+        free(buf[k]);
+    return rc;
 }
 
 /* One tensor's payload, row by row. */
@@ -224,19 +244,34 @@ static int write_tensor(struct sink *s, const struct plan_tensor *t, const struc
     }
     if (t->rec.dtype != NIB_DT_F32)
         return write_quantized(s, t, err, errlen);
+    if (t->tile_pairs) {
+        /* 8 gate rows, then the same 8 up rows; rows past the end are 0. */
+        uint32_t rows = t->src[0]->rows;
+        for (uint32_t r0 = 0; r0 < rows; r0 += NIB_Q_TILE_N)
+            for (uint32_t k = 0; k < 2; k++)
+                for (uint32_t r = r0; r < r0 + NIB_Q_TILE_N; r++) {
+                    if (r >= rows)
+                        memset(row, 0, t->rec.cols * 4ull);
+                    else if (llama_weight_row_f32(t->src[k], r, row))
+                        goto bad;
+                    put(s, row, t->rec.cols * 4ull);
+                }
+        return 0;
+    }
     for (uint32_t k = 0; k < t->n_src; k++) {
         const struct llama_weight *w = t->src[k];
         uint32_t rows = t->rec.rows == 1 ? 1 : w->rows;
         for (uint32_t r = 0; r < rows; r++) {
-            if (llama_weight_row_f32(w, r, row)) {
-                snprintf(err, errlen, "cannot convert tensor '%s' (type %s) to f32", t->rec.name,
-                         ggml_type_name(w->t->type));
-                return -1;
-            }
+            if (llama_weight_row_f32(w, r, row))
+                goto bad;
             put(s, row, t->rec.cols * 4ull);
         }
     }
     return 0;
+bad:
+    snprintf(err, errlen, "cannot convert tensor '%s' (type %s) to f32", t->rec.name,
+             ggml_type_name(t->src[0]->t->type));
+    return -1;
 }
 
 int nib_pack_blob(struct nib_plan *p, const struct llama_model *m, FILE *out, char *err,
@@ -263,6 +298,9 @@ int nib_pack_blob(struct nib_plan *p, const struct llama_model *m, FILE *out, ch
     h.logits_off = p->logits_off;
     h.token_slot_off = p->token_off;
     h.pos_slot_off = p->pos_off;
+    h.argmax_off = p->argmax_off;
+    h.argmax_blocks = p->argmax_blocks;
+    h.max_batch = p->max_batch;
     h.tensors.offset = align_up(sizeof h, NIB_SECTION_ALIGN);
     h.tensors.size = (uint64_t)p->n_tensors * sizeof(struct nib_tensor_rec);
     h.plan.offset = align_up(h.tensors.offset + h.tensors.size, NIB_SECTION_ALIGN);

@@ -171,16 +171,21 @@ static uint32_t add_tensor(struct builder *b, const char *name, enum plan_tensor
     struct plan_tensor *t = &p->tensors[p->n_tensors];
     memset(t, 0, sizeof *t);
     snprintf(t->rec.name, NIB_NAME_MAX, "%s", name);
-    t->kind = kind;
+    t->kind = kind == PT_TILE_PAIRS ? PT_ROWS : kind;
     t->n_src = n_src;
     /* Quantized rows are packed in blocks of NIB_Q_TILE_N: each source
-     * starts on a block so fused sources pack (and repack) independently. */
+     * starts on a block so fused sources pack (and repack) independently.
+     * Tile pairs (gate|up) interleave two sources' 8-row tiles, so every
+     * 16-row block holds matching gate and up rows, for f32 too. */
     uint32_t align = spec.dtype == NIB_DT_F32 ? 1 : NIB_Q_TILE_N, r = 0;
+    t->tile_pairs = kind == PT_TILE_PAIRS;
     for (uint32_t i = 0; i < n_src; i++) {
         t->src[i] = src[i];
         t->row_off[i] = r;
         r += i + 1 < n_src ? (src[i]->rows + align - 1) / align * align : src[i]->rows;
     }
+    if (t->tile_pairs)
+        r = 2 * ((src[0]->rows + NIB_Q_TILE_N - 1) / NIB_Q_TILE_N * NIB_Q_TILE_N);
     t->rec.rows = n_src ? r : rows;
     t->rec.cols = cols;
     t->rec.dtype = spec.dtype;
@@ -210,6 +215,7 @@ static struct nib_op *add_op(struct builder *b, uint32_t code, uint32_t tensor)
     memset(op, 0, sizeof *op);
     op->code = code;
     op->tensor = tensor;
+    op->tensor2 = UINT32_MAX;
     return op;
 }
 
@@ -222,46 +228,88 @@ static uint64_t qact_buf(struct builder *b, uint32_t k, uint32_t block)
         fail(b, "too many activation shapes");
         return 0;
     }
-    uint64_t off = act_alloc(b, nib_qact_footprint(1, k, block));
+    uint64_t off = act_alloc(b, nib_qact_footprint(b->p->max_batch, k, block));
     b->qbufs[b->n_qbufs++] = (struct qbuf){k, block, off};
     return off;
 }
 
-/* y = W x (+ y when residual). x is f32 at src; a quantized W first gets x
- * quantized once into the activation buffer its format consumes. */
-static void matmul(struct builder *b, uint32_t t, uint64_t src, uint64_t dst, uint32_t k,
-                   int residual)
+/* An f32 buffer of max_batch rows of n floats; *stride gets the bytes
+ * between rows (whole cache lines, so two rows never share one). */
+static uint64_t rows_alloc(struct builder *b, uint64_t n, uint32_t *stride)
 {
-    const struct nib_tensor_rec *r = &b->p->tensors[t].rec;
-    uint64_t in = src;
-    if (r->dtype != NIB_DT_F32) {
-        uint32_t block = nib_qformat_act_block(r->dtype, r->group);
-        in = qact_buf(b, k, block);
-        struct nib_op *q = add_op(b, NIB_OP_QUANT, UINT32_MAX);
-        q->src0 = src;
-        q->dst = in;
-        q->n = k;
-        q->p0 = block;
-    }
-    struct nib_op *op = add_op(b, NIB_OP_MATMUL, t);
-    op->src0 = in;
-    op->dst = dst;
-    op->n = b->p->tensors[t].rec.rows;
-    op->k = k;
-    if (residual) {
-        op->p0 = NIB_EPI_ADD;
-        op->src1 = dst; /* y = W x + y: each output reads only its own old value */
-    }
+    *stride = (uint32_t)((n * 4 + 63) & ~63ull);
+    return act_alloc(b, (uint64_t)*stride * b->p->max_batch);
 }
 
-static void rmsnorm(struct builder *b, uint32_t t, uint64_t src, uint64_t dst, uint32_t n,
-                    float eps)
+/* Where a matmul with tensor t reads its input: the f32 rows themselves, or
+ * the int8 activation buffer its format consumes. */
+static uint64_t input_of(struct builder *b, uint32_t t, uint64_t f32_rows, uint32_t k)
 {
-    struct nib_op *op = add_op(b, NIB_OP_RMSNORM, t);
-    op->src0 = src;
+    const struct nib_tensor_rec *r = &b->p->tensors[t].rec;
+    if (r->dtype == NIB_DT_F32)
+        return f32_rows;
+    return qact_buf(b, k, nib_qformat_act_block(r->dtype, r->group));
+}
+
+/* The input of consumer t from f32 rows (at src, stride) that no producer
+ * could quantize itself: a quant op when t is quantized. */
+static uint64_t quantized_input(struct builder *b, uint32_t t, uint64_t src, uint32_t stride,
+                                uint32_t k, uint32_t flags)
+{
+    uint64_t in = input_of(b, t, src, k);
+    if (in == src)
+        return src;
+    const struct nib_tensor_rec *r = &b->p->tensors[t].rec;
+    struct nib_op *q = add_op(b, NIB_OP_QUANT, UINT32_MAX);
+    q->flags = flags;
+    q->src0 = src;
+    q->src0_stride = stride;
+    q->dst = in;
+    q->n = k;
+    q->p0 = nib_qformat_act_block(r->dtype, r->group);
+    return in;
+}
+
+/* dst rows = W . in (in: f32 rows of stride in_stride, or int8 activations). */
+static struct nib_op *matmul(struct builder *b, uint32_t t, uint64_t in, uint32_t in_stride,
+                             uint64_t dst, uint32_t dst_stride, uint32_t k)
+{
+    struct nib_op *op = add_op(b, NIB_OP_MATMUL, t);
+    op->src0 = in;
+    op->src0_stride = b->p->tensors[t].rec.dtype == NIB_DT_F32 ? in_stride : 0;
     op->dst = dst;
+    op->dst_stride = dst_stride;
+    op->n = b->p->tensors[t].rec.rows;
+    op->k = k;
+    return op;
+}
+
+/* RMSNorm of the rows at src for consumer matmul t: quantized by the norm
+ * itself when t reads int8 (the f32 row passes through f32_rows), else
+ * written as f32 to f32_rows. Returns where t reads its input. */
+static uint64_t rmsnorm_for(struct builder *b, uint32_t norm, uint32_t t, uint64_t src,
+                            uint32_t stride, uint64_t f32_rows, uint32_t f32_stride, uint32_t n,
+                            float eps, uint32_t flags)
+{
+    uint64_t in = input_of(b, t, f32_rows, n);
+    struct nib_op *op = add_op(b, NIB_OP_RMSNORM, norm);
+    op->flags = flags;
+    op->src0 = src;
+    op->src0_stride = stride;
     op->n = n;
     op->f0 = eps;
+    if (in == f32_rows) {
+        op->dst = f32_rows;
+        op->dst_stride = f32_stride;
+    } else {
+        const struct nib_tensor_rec *r = &b->p->tensors[t].rec;
+        op->flags |= NIB_OPF_QOUT;
+        op->dst = in;
+        op->aux = f32_rows;
+        op->aux_stride = f32_stride;
+        op->p0 = nib_qformat_act_block(r->dtype, r->group);
+    }
+    return in;
 }
 
 static const struct nib_qspec f32_spec = {NIB_DT_F32, 0};
@@ -274,14 +322,14 @@ static uint32_t add_vector(struct builder *b, const char *name, const struct lla
     return add_tensor(b, name, PT_ROWS, 1, n, f32_spec, src, 1);
 }
 
-static uint32_t add_matrix(struct builder *b, const char *name, int is_output, uint32_t cols,
-                           const struct llama_weight *s0, const struct llama_weight *s1,
-                           const struct llama_weight *s2)
+static uint32_t add_matrix(struct builder *b, const char *name, enum plan_tensor_kind kind,
+                           int is_output, uint32_t cols, const struct llama_weight *s0,
+                           const struct llama_weight *s1, const struct llama_weight *s2)
 {
     const struct llama_weight *src[3] = {s0, s1, s2};
     uint32_t n = s2 ? 3 : s1 ? 2 : 1;
     struct nib_qspec spec = choose_spec(b, name, is_output, src, n);
-    return add_tensor(b, name, PT_ROWS, 0, cols, spec, src, n);
+    return add_tensor(b, name, kind, 0, cols, spec, src, n);
 }
 
 int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct plan_opts *o,
@@ -289,6 +337,11 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
 {
     memset(p, 0, sizeof *p);
     struct builder b = {.p = p, .m = m, .o = o, .err = err, .errlen = errlen};
+    p->max_batch = o->max_batch ? o->max_batch : NIB_PLAN_DEFAULT_BATCH;
+    if (p->max_batch > NIB_MAX_BATCH) {
+        snprintf(err, errlen, "batch %u is more than %u rows", p->max_batch, NIB_MAX_BATCH);
+        return -1;
+    }
     struct nib_hparams hp = m->hp;
     uint32_t cap = o->max_ctx ? o->max_ctx : 2048;
     if (hp.ctx_len > cap)
@@ -319,15 +372,15 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
         snprintf(name, sizeof name, "blk.%u.attn_norm", l);
         t[0] = add_vector(&b, name, &L->attn_norm, dim);
         snprintf(name, sizeof name, "blk.%u.attn_qkv", l);
-        t[1] = add_matrix(&b, name, 0, dim, &L->wq, &L->wk, &L->wv);
+        t[1] = add_matrix(&b, name, PT_ROWS, 0, dim, &L->wq, &L->wk, &L->wv);
         snprintf(name, sizeof name, "blk.%u.attn_output", l);
-        t[2] = add_matrix(&b, name, 0, q_dim, &L->wo, NULL, NULL);
+        t[2] = add_matrix(&b, name, PT_ROWS, 0, q_dim, &L->wo, NULL, NULL);
         snprintf(name, sizeof name, "blk.%u.ffn_norm", l);
         t[3] = add_vector(&b, name, &L->ffn_norm, dim);
         snprintf(name, sizeof name, "blk.%u.ffn_gate_up", l);
-        t[4] = add_matrix(&b, name, 0, dim, &L->w_gate, &L->w_up, NULL);
+        t[4] = add_matrix(&b, name, PT_TILE_PAIRS, 0, dim, &L->w_gate, &L->w_up, NULL);
         snprintf(name, sizeof name, "blk.%u.ffn_down", l);
-        t[5] = add_matrix(&b, name, 0, ffn, &L->w_down, NULL, NULL);
+        t[5] = add_matrix(&b, name, PT_ROWS, 0, ffn, &L->w_down, NULL, NULL);
     }
     uint32_t t_on = add_vector(&b, "output_norm", &m->output_norm, dim);
     const struct llama_weight *out_w = m->output_tied ? &m->tok_embd : &m->output;
@@ -341,14 +394,13 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
     if (b.failed || b.oom)
         goto fail;
 
-    /* Activation buffers. */
-    const struct plan_tensor *qkv_t = &p->tensors[lt[1]], *gu_t = &p->tensors[lt[4]];
-    uint32_t q_off = qkv_t->row_off[0], k_off = qkv_t->row_off[1], v_off = qkv_t->row_off[2];
-    uint32_t g_off = gu_t->row_off[0], u_off = gu_t->row_off[1];
+    /* Activation buffers: max_batch rows each. */
+    const struct plan_tensor *qkv_t = &p->tensors[lt[1]];
+    uint32_t k_off = qkv_t->row_off[1], v_off = qkv_t->row_off[2];
     uint32_t max_qkv = 0, max_gu = 0;
     for (uint32_t l = 0; l < hp.n_layers; l++) {
         const struct plan_tensor *a = &p->tensors[lt[6 * l + 1]], *g = &p->tensors[lt[6 * l + 4]];
-        if (a->row_off[1] != k_off || a->row_off[2] != v_off || g->row_off[1] != u_off) {
+        if (a->row_off[1] != k_off || a->row_off[2] != v_off) {
             /* Layers in different formats pack their sources at different
              * offsets; one layout keeps the plan simple. */
             fail(&b, "layers must share one format per fused projection (layer %u differs)", l);
@@ -359,14 +411,18 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
         if (g->rec.rows > max_gu)
             max_gu = g->rec.rows;
     }
-    uint64_t x = act_alloc(&b, dim * 4ull);
-    uint64_t xb = act_alloc(&b, (dim > q_dim ? dim : q_dim) * 4ull);
-    uint64_t qkv = act_alloc(&b, max_qkv * 4ull);
-    uint64_t att_out = act_alloc(&b, q_dim * 4ull);
-    uint64_t hb = act_alloc(&b, max_gu * 4ull);
+    uint32_t x_s, xb_s, qkv_s, att_s, gu_s, h_s;
+    uint64_t x = rows_alloc(&b, dim, &x_s);
+    uint64_t xb = rows_alloc(&b, dim > q_dim ? dim : q_dim, &xb_s);
+    uint64_t qkv = rows_alloc(&b, max_qkv, &qkv_s);
+    uint64_t att_out = rows_alloc(&b, q_dim, &att_s);
+    uint64_t gu = rows_alloc(&b, max_gu, &gu_s);
+    uint64_t hb = rows_alloc(&b, ffn, &h_s);
     uint64_t scores = act_alloc(&b, (uint64_t)hp.n_heads * ctx * 4ull);
     p->logits_off = act_alloc(&b, p->tensors[t_out].rec.rows * 4ull);
-    p->token_off = act_alloc(&b, 4);
+    p->argmax_blocks = (hp.vocab_size + NIB_ARGMAX_BLOCK - 1) / NIB_ARGMAX_BLOCK;
+    p->argmax_off = act_alloc(&b, p->argmax_blocks * (uint64_t)sizeof(struct nib_argmax_block));
+    p->token_off = act_alloc(&b, p->max_batch * 4ull);
     p->pos_off = act_alloc(&b, 4);
     if (p->tensors[t_out].rec.rows != hp.vocab_size) {
         fail(&b, "LM head has %u rows, vocabulary %u", p->tensors[t_out].rec.rows, hp.vocab_size);
@@ -375,40 +431,30 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
 
     struct nib_op *op = add_op(&b, NIB_OP_EMBED, t_embd);
     op->dst = x;
+    op->dst_stride = x_s;
     op->n = dim;
     for (uint32_t l = 0; l < hp.n_layers; l++) {
         const uint32_t *t = lt + 6 * l;
-        rmsnorm(&b, t[0], x, xb, dim, hp.norm_eps);
-        matmul(&b, t[1], xb, qkv, dim, 0);
-        if (k_off == q_dim) { /* Q and K heads adjacent: one pass */
-            op = add_op(&b, NIB_OP_ROPE, t_rope);
-            op->src0 = qkv;
-            op->n = q_dim + kv_dim;
-            op->k = hd;
-            op->p0 = hp.n_heads + hp.n_kv_heads;
-            op->p1 = hp.rope_dim;
-        } else {
-            const uint32_t heads[2] = {hp.n_heads, hp.n_kv_heads}, offs[2] = {q_off, k_off};
-            for (int i = 0; i < 2; i++) {
-                op = add_op(&b, NIB_OP_ROPE, t_rope);
-                op->src0 = qkv + offs[i] * 4ull;
-                op->n = heads[i] * hd;
-                op->k = hd;
-                op->p0 = heads[i];
-                op->p1 = hp.rope_dim;
-            }
-        }
-        op = add_op(&b, NIB_OP_KV_STORE, UINT32_MAX);
-        op->src0 = qkv + k_off * 4ull;
-        op->src1 = qkv + v_off * 4ull;
-        op->dst = l * layer_kv; /* relative to the KV cache for now */
-        op->n = kv_dim;
-        op->p0 = (uint32_t)row;
-        op->p1 = (uint32_t)(ctx * row);
+        /* attention block: norm (quantizing), QKV with RoPE and the KV write */
+        uint64_t in = rmsnorm_for(&b, t[0], t[1], x, x_s, xb, xb_s, dim, hp.norm_eps, 0);
+        op = matmul(&b, t[1], in, xb_s, qkv, qkv_s, dim);
+        op->flags = NIB_EPI_ROPE_KV;
+        op->tensor2 = t_rope;
+        op->p0 = q_dim;
+        op->p1 = k_off;
+        op->p2 = v_off;
+        op->p3 = kv_dim;
+        op->p4 = hd;
+        op->p5 = hp.rope_dim;
+        op->p6 = (uint32_t)(ctx * row);
+        op->aux = l * layer_kv; /* relative to the KV cache for now */
+        op->aux_stride = (uint32_t)row;
         op = add_op(&b, NIB_OP_ATTENTION, UINT32_MAX);
-        op->src0 = qkv + q_off * 4ull;
+        op->src0 = qkv;
+        op->src0_stride = qkv_s;
         op->src1 = l * layer_kv;
         op->dst = att_out;
+        op->dst_stride = att_s;
         op->n = hp.n_heads;
         op->k = hd;
         op->p0 = hp.n_kv_heads;
@@ -416,18 +462,28 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
         op->p2 = (uint32_t)(ctx * row);
         op->f0 = 1.0f / sqrtf((float)hd);
         op->scratch = scores;
-        matmul(&b, t[2], att_out, x, q_dim, 1);
-        rmsnorm(&b, t[3], x, xb, dim, hp.norm_eps);
-        matmul(&b, t[4], xb, hb, dim, 0);
-        op = add_op(&b, NIB_OP_SILU_MUL, UINT32_MAX);
-        op->src0 = hb + g_off * 4ull;
-        op->src1 = hb + u_off * 4ull;
-        op->dst = hb;
-        op->n = ffn;
-        matmul(&b, t[5], hb, x, ffn, 1);
+        in = quantized_input(&b, t[2], att_out, att_s, q_dim, 0);
+        op = matmul(&b, t[2], in, att_s, x, x_s, q_dim);
+        op->flags = NIB_EPI_ADD;
+        op->src1 = x; /* x = Wo a + x: each output reads only its own old value */
+        op->src1_stride = x_s;
+        /* FFN block: norm (quantizing), gate|up with SiLU-mul, down + residual */
+        in = rmsnorm_for(&b, t[3], t[4], x, x_s, xb, xb_s, dim, hp.norm_eps, 0);
+        op = matmul(&b, t[4], in, xb_s, hb, h_s, dim);
+        op->flags = NIB_EPI_SILU_MUL;
+        op->aux = gu;
+        op->aux_stride = gu_s;
+        op->p0 = ffn;
+        in = quantized_input(&b, t[5], hb, h_s, ffn, 0);
+        op = matmul(&b, t[5], in, h_s, x, x_s, ffn);
+        op->flags = NIB_EPI_ADD;
+        op->src1 = x;
+        op->src1_stride = x_s;
     }
-    rmsnorm(&b, t_on, x, xb, dim, hp.norm_eps);
-    matmul(&b, t_out, xb, p->logits_off, dim, 0);
+    /* Head: the last row only; the argmax rides along in the epilogue. */
+    uint64_t in = rmsnorm_for(&b, t_on, t_out, x, x_s, xb, xb_s, dim, hp.norm_eps, NIB_OPF_LAST_ROW);
+    op = matmul(&b, t_out, in, xb_s, p->logits_off, 0, dim);
+    op->flags = NIB_OPF_LAST_ROW | NIB_EPI_ARGMAX;
     if (b.failed || b.oom)
         goto fail;
 
@@ -435,8 +491,8 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
     p->act_size = b.act;
     p->kv_size = layer_kv * hp.n_layers;
     for (uint32_t i = 0; i < p->n_ops; i++) {
-        if (p->ops[i].code == NIB_OP_KV_STORE)
-            p->ops[i].dst += p->act_size;
+        if (p->ops[i].flags & NIB_EPI_ROPE_KV)
+            p->ops[i].aux += p->act_size;
         else if (p->ops[i].code == NIB_OP_ATTENTION)
             p->ops[i].src1 += p->act_size;
     }

@@ -13,6 +13,7 @@
 enum plan_tensor_kind {
     PT_ROWS = 0,    /* rows concatenated from up to 3 source weights */
     PT_ROPE_TABLE,  /* cos/sin per position, computed */
+    PT_TILE_PAIRS,  /* (only as an argument to the planner's add_tensor) */
 };
 
 struct plan_tensor {
@@ -21,6 +22,8 @@ struct plan_tensor {
     const struct llama_weight *src[3];  /* PT_ROWS: stacked in this order */
     uint32_t row_off[3];                /* first row of each source in the tensor */
     uint32_t n_src;
+    int tile_pairs;                     /* 2 sources interleaved in 8-row tiles:
+                                         * tile 2j = source 0 rows 8j.., 2j+1 = source 1's */
 };
 
 struct nib_plan {
@@ -30,7 +33,8 @@ struct nib_plan {
     struct nib_op *ops;
     uint32_t n_ops;
     uint64_t act_size, kv_size;
-    uint64_t logits_off, token_off, pos_off;
+    uint64_t logits_off, token_off, pos_off, argmax_off;
+    uint32_t max_batch, argmax_blocks;
 };
 
 /* Weight formats. Matrices take `matrix`; the LM head takes `output`;
@@ -42,8 +46,11 @@ struct nib_plan {
  * nibble's fused names (blk.0.attn_qkv, blk.0.ffn_gate_up, output); later
  * entries win; a fused tensor takes the most precise format any of its
  * parts asks for. */
+#define NIB_PLAN_DEFAULT_BATCH 16
+
 struct plan_opts {
     uint32_t max_ctx;        /* cap on the model's context length (0: 2048) */
+    uint32_t max_batch;      /* prefill rows per pass (0: NIB_PLAN_DEFAULT_BATCH) */
     struct nib_qspec matrix; /* default format of the matrices */
     struct nib_qspec output; /* format of the LM head */
     int source;              /* keep Q4_0/Q8_0 source tensors as they are */
