@@ -87,28 +87,34 @@ void nib_exec_share(const struct nib_op *op, uint32_t w, uint32_t n, uint32_t *b
 
 /* ---- matmul and its epilogues ---------------------------------------------- */
 
-/* Rows [r0, r1) of dst (rows t0..t0+mt-1) = W . src0 (+ src1). */
-static void matmul_rows(const struct nib_blob_view *v, uint8_t *mem, const struct nib_op *op,
-                        float *y, uint32_t y_stride, uint32_t t0, uint32_t mt, uint32_t r0,
-                        uint32_t r1)
+/* One matmul op's operands, resolved once per share. */
+struct mm {
+    const struct nib_op *op;
+    const struct nib_tensor_rec *t;
+    const float *w32;        /* f32 weights, or NULL */
+    struct nib_qlayout l;    /* quantized weights */
+    struct nib_qact a;       /* their int8 input rows t0.. */
+    uint8_t *mem;
+    float *y;                /* output rows (row t at y + t * ys floats) */
+    uint32_t ys, t0, mt;
+};
+
+/* Rows [r0, r1) of the output rows t0..t0+mt-1 = W . src0 (+ src1). */
+static void matmul_rows(const struct nib_blob_view *v, const struct mm *c, uint32_t r0, uint32_t r1)
 {
-    const struct nib_tensor_rec *t = &v->tensors[op->tensor];
+    const struct nib_op *op = c->op;
     const int add = (op->flags & NIB_EPI_ADD) != 0;
-    if (t->dtype == NIB_DT_F32) {
-        for (uint32_t i = t0; i < t0 + mt; i++)
-            nib_gemv_f32_scalar(nib_tensor_f32(v, op->tensor), row_at(mem, op->src0, op->src0_stride, i),
-                                f32_at((uint8_t *)y, (uint64_t)i * y_stride),
-                                add ? row_at(mem, op->src1, op->src1_stride, i) : NULL, r0, r1, op->k);
+    if (c->w32) {
+        for (uint32_t i = c->t0; i < c->t0 + c->mt; i++)
+            nib_gemv_f32_scalar(c->w32, row_at(c->mem, op->src0, op->src0_stride, i),
+                                c->y + (uint64_t)i * c->ys,
+                                add ? row_at(c->mem, op->src1, op->src1_stride, i) : NULL, r0, r1,
+                                op->k);
         return;
     }
-    struct nib_qlayout l;
-    nib_qlayout_get(&l, t->dtype, t->group, t->rows, t->cols);
-    struct nib_qact a = qact_at(v, mem, op->src0, op->k, nib_qformat_act_block(t->dtype, t->group));
-    struct nib_qact rows = nib_qact_rows(&a, t0, mt);
-    qk->gemm[l.dtype](&l, v->weights + t->offset, &rows, mt,
-                      f32_at((uint8_t *)y, (uint64_t)t0 * y_stride), y_stride / 4,
-                      add ? row_at(mem, op->src1, op->src1_stride, t0) : NULL, op->src1_stride / 4,
-                      r0, r1);
+    qk->gemm[c->l.dtype](&c->l, v->weights + c->t->offset, &c->a, c->mt, c->y + (uint64_t)c->t0 * c->ys,
+                         c->ys, add ? row_at(c->mem, op->src1, op->src1_stride, c->t0) : NULL,
+                         op->src1_stride / 4, r0, r1);
 }
 
 /* Fused QKV epilogue on rows [r0, r1) of token row t at position pos. */
@@ -152,35 +158,51 @@ static void epi_argmax(const float *y, uint32_t r0, uint32_t r1, struct nib_argm
     *out = b;
 }
 
+/* Rows per epilogue step: a multiple of the row block (whole gate|up tile
+ * pairs, whole argmax blocks), small enough that the rows are still in L1
+ * when the epilogue reads them back. */
+#define EPI_ROWS (4 * NIB_EXEC_ROW_BLOCK)
+
 static void exec_matmul(const struct nib_blob_view *v, uint8_t *mem, const struct nib_op *op,
                         uint32_t m, uint32_t pos, uint32_t b, uint32_t e)
 {
-    const uint32_t t0 = (op->flags & NIB_OPF_LAST_ROW) ? m - 1 : 0;
-    const uint32_t mt = (op->flags & NIB_OPF_LAST_ROW) ? 1 : m;
     const uint32_t epi = op->flags & (NIB_EPI_ROPE_KV | NIB_EPI_SILU_MUL | NIB_EPI_ARGMAX);
     /* The kernel's output: dst, or the raw gate|up rows at aux. */
     const int raw_to_aux = (epi & NIB_EPI_SILU_MUL) != 0;
-    float *y = f32_at(mem, raw_to_aux ? op->aux : op->dst);
-    const uint32_t ys = raw_to_aux ? op->aux_stride : op->dst_stride;
+    struct mm c = {.op = op, .t = &v->tensors[op->tensor], .mem = mem};
+    c.t0 = (op->flags & NIB_OPF_LAST_ROW) ? m - 1 : 0;
+    c.mt = (op->flags & NIB_OPF_LAST_ROW) ? 1 : m;
+    c.y = f32_at(mem, raw_to_aux ? op->aux : op->dst);
+    c.ys = (raw_to_aux ? op->aux_stride : op->dst_stride) / 4;
+    if (c.t->dtype == NIB_DT_F32) {
+        c.w32 = nib_tensor_f32(v, op->tensor);
+    } else {
+        nib_qlayout_get(&c.l, c.t->dtype, c.t->group, c.t->rows, c.t->cols);
+        struct nib_qact a = qact_at(v, mem, op->src0, op->k,
+                                    nib_qformat_act_block(c.t->dtype, c.t->group));
+        c.a = nib_qact_rows(&a, c.t0, c.mt);
+    }
     if (!epi) {
-        matmul_rows(v, mem, op, y, ys, t0, mt, b, e);
+        matmul_rows(v, &c, b, e);
         return;
     }
-    /* Epilogues run per row block, right after the kernel wrote it, while
-     * the block is in L1. */
-    for (uint32_t r0 = b; r0 < e; r0 += NIB_EXEC_ROW_BLOCK) {
-        uint32_t r1 = r0 + NIB_EXEC_ROW_BLOCK < e ? r0 + NIB_EXEC_ROW_BLOCK : e;
-        matmul_rows(v, mem, op, y, ys, t0, mt, r0, r1);
-        for (uint32_t t = t0; t < t0 + mt; t++) {
-            float *yt = f32_at((uint8_t *)y, (uint64_t)t * ys);
+    /* Epilogues run step by step, right after the kernel wrote the step's
+     * rows, by the worker that wrote them. */
+    for (uint32_t r0 = b; r0 < e; r0 += EPI_ROWS) {
+        uint32_t r1 = r0 + EPI_ROWS < e ? r0 + EPI_ROWS : e;
+        matmul_rows(v, &c, r0, r1);
+        for (uint32_t t = c.t0; t < c.t0 + c.mt; t++) {
+            float *yt = c.y + (uint64_t)t * c.ys;
             if (epi & NIB_EPI_ROPE_KV)
                 epi_rope_kv(v, mem, op, yt, pos + t, r0, r1);
             if (epi & NIB_EPI_SILU_MUL)
                 epi_silu_mul(yt, row_at(mem, op->dst, op->dst_stride, t), op->p0, r0, r1);
-            if (epi & NIB_EPI_ARGMAX)
-                epi_argmax(yt, r0, r1,
-                           (struct nib_argmax_block *)(void *)(mem + v->h->argmax_off) +
-                               r0 / NIB_ARGMAX_BLOCK);
+            if (epi & NIB_EPI_ARGMAX) {
+                struct nib_argmax_block *am = (struct nib_argmax_block *)(void *)(mem + v->h->argmax_off);
+                for (uint32_t q = r0; q < r1; q += NIB_ARGMAX_BLOCK)
+                    epi_argmax(yt, q, q + NIB_ARGMAX_BLOCK < r1 ? q + NIB_ARGMAX_BLOCK : r1,
+                               am + q / NIB_ARGMAX_BLOCK);
+            }
         }
     }
 }

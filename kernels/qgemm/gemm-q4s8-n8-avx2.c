@@ -44,7 +44,10 @@ q4g_block(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_qact
             zp = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(p + cb + 16)));
         #pragma GCC unroll 8
         for (int t = 0; t < M; t++) {
-            __m256i corr = _mm256_mullo_epi32(zp, _mm256_set1_epi32(as[t * nbk + j]));
+            /* zero point x activation sum: one vector multiply per row for
+             * q4a; for q4 (zero point 8 in every row) a scalar shift. */
+            __m256i corr = ASYM ? _mm256_mullo_epi32(zp, _mm256_set1_epi32(as[t * nbk + j]))
+                                : _mm256_set1_epi32((int32_t)((uint32_t)as[t * nbk + j] << 3));
             __m256 f = _mm256_cvtepi32_ps(_mm256_sub_epi32(acc32[t], corr));
             __m256 s = _mm256_mul_ps(ws, _mm256_set1_ps(sa[t * nbk + j]));
             accf[t] = _mm256_fmadd_ps(f, s, accf[t]);
