@@ -29,11 +29,20 @@ void nib_rope_rows_f32_scalar(float *v, size_t r_begin, size_t r_end, size_t hea
 /* Causal attention for one query position over cache rows 0..pos.
  * q: n_heads x head_dim; kc/vc: rows of row_stride floats, kv head h/group at
  * offset (h / group) * head_dim; out: n_heads x head_dim; att: scratch of
- * (pos+1) floats per head, n_heads x ctx. Heads [h_begin, h_end). */
-void nib_attention_f32_scalar(const float *q, const float *kc, const float *vc, float *out,
-                              float *att, size_t h_begin, size_t h_end, size_t head_dim,
-                              size_t group, size_t row_stride, size_t pos, size_t ctx,
-                              float scale);
+ * (pos+1) floats per head, n_heads x ctx. Heads [h_begin, h_end).
+ * Every variant gives the scalar reference's bits: the order of every
+ * operation is fixed in kernels/attention/attention-common.h. */
+typedef void (*nib_attention_fn)(const float *q, const float *kc, const float *vc, float *out,
+                                 float *att, size_t h_begin, size_t h_end, size_t head_dim,
+                                 size_t group, size_t row_stride, size_t pos, size_t ctx,
+                                 float scale);
+#define NIB_ATTENTION_DECL(name)                                                                   \
+    void name(const float *q, const float *kc, const float *vc, float *out, float *att,           \
+              size_t h_begin, size_t h_end, size_t head_dim, size_t group, size_t row_stride,     \
+              size_t pos, size_t ctx, float scale)
+NIB_ATTENTION_DECL(nib_attention_f32_scalar);
+NIB_ATTENTION_DECL(nib_attention_f32_avx2);
+NIB_ATTENTION_DECL(nib_attention_f32_neon);
 
 /* out[i] = silu(a[i]) * b[i] */
 void nib_silu_mul_f32_scalar(const float *a, const float *b, float *out, size_t n);

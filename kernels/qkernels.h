@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/kernels.h"
 #include "kernels/qformat.h"
 
 /* ---- activations: f32 -> int8, quantized once per token ----
@@ -96,11 +97,14 @@ NIB_QGEMM_DECL(nib_gemm_q8cs8_n8_neon);
 
 /* ---- dispatch ---- */
 
+/* The kernels of one ISA: the quantized ones, and the f32 attention
+ * (kernels/kernels.h), whose variants also give the same bits. */
 struct nib_qkernels {
     const char *name;              /* "scalar", "avx2", "neon-dot" */
     uint32_t isa;                  /* enum nib_isa bits the variant needs */
     nib_qact_fn qact;
     nib_qgemm_fn gemm[NIB_DT_COUNT]; /* by dtype; NULL for F32 */
+    nib_attention_fn attention;
 };
 
 /* The kernels for one ISA (NIB_ISA_SCALAR, NIB_ISA_AVX2, NIB_ISA_NEON_DOT);

@@ -111,7 +111,7 @@ for d in linux asm-generic; do
 done
 
 # --- flags ----------------------------------------------------------------------------
-cflags=(-static -O2 -g -std=gnu11 -D_GNU_SOURCE -fno-strict-aliasing
+cflags=(-static -O2 -g -std=gnu11 -D_GNU_SOURCE -fno-strict-aliasing -ffp-contract=off
         -Wall -Wextra -Werror -I"$srcroot" -idirafter "$kinc" -DNIB_APPLIANCE=1)
 case $("$cc" -dumpmachine 2>/dev/null) in
     x86_64*) cflags+=(-mavx2 -mfma -mf16c) ;;

@@ -251,7 +251,7 @@ void nib_exec_op(const struct nib_blob_view *v, uint8_t *mem, const struct nib_o
     }
     case NIB_OP_ATTENTION:
         for (uint32_t t = t0; t < m; t++)
-            nib_attention_f32_scalar(row_at(mem, op->src0, op->src0_stride, t), f32_at(mem, op->src1),
+            qk->attention(row_at(mem, op->src0, op->src0_stride, t), f32_at(mem, op->src1),
                                      f32_at(mem, op->src1 + op->p2),
                                      row_at(mem, op->dst, op->dst_stride, t),
                                      f32_at(mem, op->scratch), b, e, op->k, op->n / op->p0,

@@ -4,8 +4,12 @@
  *       runs the blob in this process the way the appliance does (blob
  *       copied into huge-page memory, one pinned worker per physical core,
  *       the same thread team), generating greedily until N tokens (default
- *       1000; the context restarts as often as needed), and times every
- *       generated token: sampling plus one forward pass;
+ *       1000) in requests of --gen tokens each (default: to the end of the
+ *       context), and times every generated token: sampling plus one
+ *       forward pass. A token late in the context costs more than an
+ *       early one (attention reads the whole KV cache so far), so it also
+ *       reports the jitter: each token's latency over the median latency
+ *       of the tokens at the same position;
  *   nib bench --latency --name NAME [--tokens N] [--json]
  *       drives a running appliance over shared memory instead and reads the
  *       per-token histogram of its stats page (before and after).
@@ -28,6 +32,7 @@
 #include "rt/team.h"
 #include "rt/tokenizer.h"
 #include "rt/topology.h"
+#include "tools/bench_noise.h"
 #include "tools/cli.h"
 #include "tools/host/nibhost.h"
 
@@ -35,17 +40,18 @@
 
 struct bench_opts {
     const char *blob, *name, *prompt;
-    uint32_t tokens, workers;
+    uint32_t tokens, workers, gen;
     int json;
 };
 
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: nib bench --latency MODEL.blob [--tokens N] [--workers N] [--prompt TEXT] [--json]\n"
+            "usage: nib bench --latency MODEL.blob [--tokens N] [--workers N] [--gen N] [--prompt TEXT] [--json]\n"
             "       nib bench --latency --name NAME [--tokens N] [--prompt TEXT] [--json]\n"
             "  --tokens N   generated tokens to time (default 1000, at least 1)\n"
-            "  --workers N  threads (default: one per physical core of this machine)\n");
+            "  --workers N  threads (default: one per physical core of this machine)\n"
+            "  --gen N      generated tokens per request (default: to the end of the context)\n");
 }
 
 static uint64_t now_ns(void)
@@ -65,6 +71,46 @@ static double exact_pct(const uint64_t *sorted, size_t n, double pct)
 {
     size_t rank = (size_t)ceil(pct / 100.0 * (double)n);
     return (double)sorted[rank < 1 ? 0 : rank - 1];
+}
+
+/* Per-position jitter: every token's latency over the median latency of
+ * the timed tokens at its position (positions with fewer than 3 samples
+ * are left out). Fills *out with the p50/p99/p99.9/max of the ratios (x 1e3,
+ * in the nib_latency fields) and returns how many tokens took part. */
+static size_t position_jitter(const uint64_t *lat, const uint32_t *pos_of, size_t n, uint32_t ctx,
+                              struct nib_latency *out)
+{
+    uint64_t *ratio = malloc(n * sizeof *ratio), *at = malloc(n * sizeof *at);
+    size_t m = 0;
+    if (!ratio || !at) {
+        free(ratio);
+        free(at);
+        return 0;
+    }
+    for (uint32_t p = 0; p < ctx; p++) {
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++)
+            if (pos_of[i] == p)
+                at[k++] = lat[i];
+        if (k < 3)
+            continue;
+        qsort(at, k, sizeof *at, cmp_u64);
+        double med = (double)at[(k - 1) / 2];
+        for (size_t i = 0; i < k; i++)
+            ratio[m++] = (uint64_t)llround((double)at[i] / med * 1e6);
+    }
+    if (m) {
+        qsort(ratio, m, sizeof *ratio, cmp_u64);
+        *out = (struct nib_latency){.count = m,
+                                    .p50 = exact_pct(ratio, m, 50) / 1e6,
+                                    .p90 = exact_pct(ratio, m, 90) / 1e6,
+                                    .p99 = exact_pct(ratio, m, 99) / 1e6,
+                                    .p999 = exact_pct(ratio, m, 99.9) / 1e6,
+                                    .max = (double)ratio[m - 1] / 1e6};
+    }
+    free(ratio);
+    free(at);
+    return m;
 }
 
 static void report(const struct bench_opts *o, const char *what, uint64_t tokens, double secs,
@@ -139,8 +185,9 @@ static int bench_blob(const struct bench_opts *o)
                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     uint32_t *ids = malloc((strlen(o->prompt) + 2) * sizeof *ids);
     uint64_t *lat = malloc((size_t)(o->tokens + WARMUP) * sizeof *lat);
+    uint32_t *pos_of = malloc((size_t)(o->tokens + WARMUP) * sizeof *pos_of);
     pthread_t tids[NIB_TEAM_MAX_WORKERS];
-    if (arena == MAP_FAILED || !ids || !lat) {
+    if (arena == MAP_FAILED || !ids || !lat || !pos_of) {
         fprintf(stderr, "nib bench: out of memory\n");
         return 1;
     }
@@ -184,8 +231,10 @@ static int bench_blob(const struct bench_opts *o)
         }
         (void)logits;
         uint64_t prev = now_ns();
-        while (got < want && pos < hp->ctx_len) {
+        uint32_t end = o->gen && pos + o->gen < hp->ctx_len ? pos + o->gen : hp->ctx_len;
+        while (got < want && pos < end) {
             uint32_t next = nib_exec_argmax(&e); /* greedy, as the appliance serves it */
+            pos_of[got] = pos;
             logits = nib_exec_token(&e, next, pos++);
             uint64_t now = now_ns();
             lat[got++] = now - prev;
@@ -198,6 +247,8 @@ static int bench_blob(const struct bench_opts *o)
     uint64_t sleeps = nib_team_sleeps(t);
     nib_team_join(t, tids);
     uint64_t *timed = lat + WARMUP;
+    struct nib_latency jit = {0};
+    size_t jn = position_jitter(timed, pos_of + WARMUP, o->tokens, hp->ctx_len, &jit);
     qsort(timed, o->tokens, sizeof *timed, cmp_u64);
     struct nib_latency l = {.count = o->tokens,
                             .p50 = exact_pct(timed, o->tokens, 50),
@@ -205,11 +256,46 @@ static int bench_blob(const struct bench_opts *o)
                             .p99 = exact_pct(timed, o->tokens, 99),
                             .p999 = exact_pct(timed, o->tokens, 99.9),
                             .max = (double)timed[o->tokens - 1]};
-    if (!o->json)
-        printf("requests: %u (each: %d prompt tokens, then greedy to the end of the context); "
+    if (!o->json) {
+        char gen[64] = "to the end of the context";
+        if (o->gen)
+            snprintf(gen, sizeof gen, "up to %u tokens", o->gen);
+        printf("requests: %u (each: %d prompt tokens, then greedy, %s); "
                "barrier waits that slept (CPU taken by another process): %llu\n",
-               requests, n_ids, (unsigned long long)sleeps);
+               requests, n_ids, gen, (unsigned long long)sleeps);
+    }
     report(o, "in-process", o->tokens, secs, &l);
+    if (o->json)
+        printf("{\"source\": \"jitter\", \"tokens\": %zu, \"p99\": %.4f, \"p99.9\": %.4f, \"max\": %.4f}\n",
+               jn, jit.p99, jit.p999, jit.max);
+    else if (jn)
+        printf("jitter (latency / median latency at the same position, %zu tokens at positions with >= 3 samples):\n"
+               "  p99 %.4f, p99.9 %.4f, max %.4f\n", jn, jit.p99, jit.p999, jit.max);
+    else
+        printf("jitter: no position has 3 samples (use --gen or more --tokens)\n");
+    /* The machine's own noise on the same CPUs, right after. */
+    struct nib_noise nz;
+    uint32_t ncpu[NIB_TEAM_MAX_WORKERS];
+    for (uint32_t i = 0; i < n; i++)
+        ncpu[i] = pinned ? cpus[i] : i;
+    if (nib_noise_measure(ncpu, n, 2.0, (uint64_t)l.p50, &nz) == 0) {
+        if (o->json)
+            printf("{\"source\": \"machine-noise\", \"gaps_over_5us_per_s\": %llu, "
+                   "\"gaps_over_20us_per_s\": %llu, \"gaps_over_100us_per_s\": %llu, "
+                   "\"lost_pct\": %.3f, \"max_gap_us\": %.1f, \"floor_p99_over_p50\": %.4f, "
+                   "\"floor_p99.9_over_p50\": %.4f}\n",
+                   (unsigned long long)nz.gaps_5us, (unsigned long long)nz.gaps_20us,
+                   (unsigned long long)nz.gaps_100us, nz.lost_pct, nz.max_gap_us, nz.floor_p99,
+                   nz.floor_p999);
+        else
+            printf("machine noise (a spin loop on the same %u CPU(s), %.0f s, per CPU): gaps > 5 us %llu/s, "
+                   "> 20 us %llu/s, > 100 us %llu/s; %.2f%% of time lost; longest %.1f us\n"
+                   "  floor it puts under a %.1f us pass: p99/p50 %.4f, p99.9/p50 %.4f\n",
+                   n, nz.seconds, (unsigned long long)nz.gaps_5us, (unsigned long long)nz.gaps_20us,
+                   (unsigned long long)nz.gaps_100us, nz.lost_pct, nz.max_gap_us, l.p50 / 1e3,
+                   nz.floor_p99, nz.floor_p999);
+    }
+    free(pos_of);
     free(ids);
     free(lat);
     munmap(arena, arena_size + team_size);
@@ -284,15 +370,18 @@ int nib_bench_latency_main(int argc, char **argv)
             o.name = argv[++i];
         } else if (!strcmp(a, "--prompt") && has) {
             o.prompt = argv[++i];
-        } else if ((!strcmp(a, "--tokens") || !strcmp(a, "--workers")) && has) {
+        } else if ((!strcmp(a, "--tokens") || !strcmp(a, "--workers") || !strcmp(a, "--gen")) &&
+                   has) {
             uint32_t v;
-            if (nib_parse_u32(argv[++i], !strcmp(a, "--tokens") ? 100000000u : NIB_TEAM_MAX_WORKERS,
+            if (nib_parse_u32(argv[++i], !strcmp(a, "--workers") ? NIB_TEAM_MAX_WORKERS : 100000000u,
                               &v) || v == 0) {
                 fprintf(stderr, "nib bench: %s wants a positive number, not '%s'\n", a, argv[i]);
                 return 2;
             }
             if (!strcmp(a, "--tokens"))
                 o.tokens = v;
+            else if (!strcmp(a, "--gen"))
+                o.gen = v;
             else
                 o.workers = v;
         } else if (a[0] != '-' && !o.blob) {

@@ -1,5 +1,4 @@
-#include <math.h>
-
+#include "kernels/attention/attention-common.h"
 #include "kernels/kernels.h"
 
 void nib_attention_f32_scalar(const float *q, const float *kc, const float *vc, float *out,
@@ -11,22 +10,20 @@ void nib_attention_f32_scalar(const float *q, const float *kc, const float *vc, 
         const float *qh = q + h * head_dim;
         size_t kv_off = (h / group) * head_dim;
         float *a = att + h * ctx;
-        float max = -INFINITY;
+        float max = -INFINITY, l[8];
         for (size_t t = 0; t <= pos; t++) {
-            const float *k = kc + t * row_stride + kv_off;
-            float s = 0.0f;
-            for (size_t i = 0; i < head_dim; i++)
-                s += qh[i] * k[i];
-            s *= scale;
+            nib_att_dot_lanes(qh, kc + t * row_stride + kv_off, head_dim, l);
+            float s = nib_att_tree8(l) * scale;
             a[t] = s;
-            if (s > max)
-                max = s;
+            max = s > max ? s : max;
         }
-        float sum = 0.0f;
+        for (int j = 0; j < 8; j++)
+            l[j] = 0.0f;
         for (size_t t = 0; t <= pos; t++) {
-            a[t] = expf(a[t] - max);
-            sum += a[t];
+            a[t] = nib_att_exp(a[t] - max);
+            l[t % 8] += a[t];
         }
+        float sum = nib_att_tree8(l);
         float *o = out + h * head_dim;
         for (size_t i = 0; i < head_dim; i++)
             o[i] = 0.0f;
@@ -34,7 +31,7 @@ void nib_attention_f32_scalar(const float *q, const float *kc, const float *vc, 
             const float *v = vc + t * row_stride + kv_off;
             float w = a[t] / sum;
             for (size_t i = 0; i < head_dim; i++)
-                o[i] += w * v[i];
+                o[i] = fmaf(w, v[i], o[i]);
         }
     }
 }

@@ -1,10 +1,11 @@
-/* The quantized kernels of each ISA this build has. */
+/* The kernel table of each ISA this build has. */
 #include "kernels/qkernels.h"
 
 static const struct nib_qkernels k_scalar = {
     "scalar", NIB_ISA_SCALAR, nib_qact_f32s8_scalar,
     {NULL, nib_gemm_q4s8_n8_scalar, nib_gemm_q4as8_n8_scalar, nib_gemm_q4cs8_n8_scalar,
      nib_gemm_q8cs8_n8_scalar},
+    nib_attention_f32_scalar,
 };
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -12,6 +13,7 @@ static const struct nib_qkernels k_avx2 = {
     "avx2", NIB_ISA_AVX2, nib_qact_f32s8_avx2,
     {NULL, nib_gemm_q4s8_n8_avx2, nib_gemm_q4as8_n8_avx2, nib_gemm_q4cs8_n8_avx2,
      nib_gemm_q8cs8_n8_avx2},
+    nib_attention_f32_avx2,
 };
 #endif
 
@@ -20,6 +22,7 @@ static const struct nib_qkernels k_neon = {
     "neon-dot", NIB_ISA_NEON_DOT, nib_qact_f32s8_neon,
     {NULL, nib_gemm_q4s8_n8_neon, nib_gemm_q4as8_n8_neon, nib_gemm_q4cs8_n8_neon,
      nib_gemm_q8cs8_n8_neon},
+    nib_attention_f32_neon,
 };
 #endif
 

@@ -11,7 +11,7 @@ shift 3
 obj="$out/fuzz-objs"
 mkdir -p "$obj"
 flags="-g -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
-       -D_GNU_SOURCE -fno-strict-aliasing -std=gnu11 -I$root -w"
+       -D_GNU_SOURCE -fno-strict-aliasing -ffp-contract=off -std=gnu11 -I$root -w"
 case "$(uname -m)" in x86_64) flags="$flags -mavx2 -mfma -mf16c" ;; esac
 jobs=$(nproc 2>/dev/null || echo 2)
 objs="" pids="" i=0

@@ -365,3 +365,70 @@ int qcheck_worst_case(const struct nib_qkernels *kt, char *msg, size_t len)
     }
     return nfail;
 }
+
+/* ---- attention ---- */
+
+int qcheck_attention(const struct nib_qkernels *ref, const struct nib_qkernels *var, uint64_t seed,
+                     char *msg, size_t len)
+{
+    static const uint32_t head_dims[] = {8, 48, 64, 20, 128, 36};
+    uint64_t s = seed * 7919u + 3;
+    int nfail = 0;
+    for (int round = 0; round < 24 && !nfail; round++) {
+        uint32_t hd = head_dims[round % 6], kvh = 1 + rnd_below(&s, 3), group = 1 + rnd_below(&s, 3);
+        uint32_t heads = kvh * group, ctx = 1 + rnd_below(&s, 300), pos = rnd_below(&s, ctx);
+        uint32_t stride = kvh * hd + rnd_below(&s, 3) * 4; /* padded rows too */
+        float scale = 1.0f / sqrtf((float)hd) * (round % 5 == 4 ? 60.0f : 1.0f); /* peaky softmax too */
+        float *q = xalloc((size_t)heads * hd * 4), *kc = xalloc((size_t)ctx * stride * 4);
+        float *vc = xalloc((size_t)ctx * stride * 4);
+        float *o1 = xalloc((size_t)heads * hd * 4), *o2 = xalloc((size_t)heads * hd * 4);
+        float *a1 = xalloc((size_t)heads * ctx * 4), *a2 = xalloc((size_t)heads * ctx * 4);
+        random_x(&s, q, (size_t)heads * hd);
+        random_x(&s, kc, (size_t)ctx * stride);
+        random_x(&s, vc, (size_t)ctx * stride);
+        if (round == 7)
+            q[0] = __builtin_nanf(""); /* a NaN score: defined, identical */
+        uint32_t hb = rnd_below(&s, heads), he = hb + 1 + rnd_below(&s, heads - hb);
+        ref->attention(q, kc, vc, o1, a1, hb, he, hd, group, stride, pos, ctx, scale);
+        var->attention(q, kc, vc, o2, a2, hb, he, hd, group, stride, pos, ctx, scale);
+        if (memcmp(o1, o2, (size_t)heads * hd * 4) != 0)
+            fail(&nfail, msg, len,
+                 "attention %s vs %s: head_dim %u, heads %u (group %u), pos %u, heads [%u,%u): outputs differ",
+                 var->name, ref->name, hd, heads, group, pos, hb, he);
+        /* And against double precision (the NaN round aside). */
+        for (uint32_t h = hb; h < he && !nfail && round != 7; h++) {
+            const float *qh = q + (size_t)h * hd;
+            size_t off = (size_t)(h / group) * hd;
+            /* A float score carries an absolute error up to about
+             * hd * eps * scale * sum|q k|; the weights inherit it as a
+             * relative error (a peaky softmax makes it visible). */
+            double mx = -INFINITY, w[300], sum = 0, score_err = 0;
+            for (uint32_t t = 0; t <= pos; t++) {
+                double d = 0, a = 0;
+                for (uint32_t i = 0; i < hd; i++) {
+                    d += (double)qh[i] * kc[(size_t)t * stride + off + i];
+                    a += fabs((double)qh[i] * kc[(size_t)t * stride + off + i]);
+                }
+                w[t] = d * scale;
+                mx = w[t] > mx ? w[t] : mx;
+                a *= 2.0 * hd * 6e-8 * scale;
+                score_err = a > score_err ? a : score_err;
+            }
+            for (uint32_t t = 0; t <= pos; t++)
+                sum += (w[t] = exp(w[t] - mx));
+            for (uint32_t i = 0; i < hd; i++) {
+                double o = 0, mag = 0;
+                for (uint32_t t = 0; t <= pos; t++) {
+                    o += w[t] / sum * vc[(size_t)t * stride + off + i];
+                    mag += w[t] / sum * fabs(vc[(size_t)t * stride + off + i]);
+                }
+                if (fabs(o - o2[(size_t)h * hd + i]) > (1e-5 + score_err) * mag + 1e-30)
+                    fail(&nfail, msg, len,
+                         "attention %s: head %u dim %u: %.9g, double gives %.9g (sum of |terms| %.3g, pos %u, hd %u, scale %g)",
+                         var->name, h, i, o2[(size_t)h * hd + i], o, mag, pos, hd, scale);
+            }
+        }
+        free(q), free(kc), free(vc), free(o1), free(o2), free(a1), free(a2);
+    }
+    return nfail;
+}

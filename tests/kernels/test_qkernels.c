@@ -226,6 +226,18 @@ START_TEST(test_gemm_simd_equals_scalar)
 }
 END_TEST
 
+START_TEST(test_attention_simd_equals_scalar)
+{
+    /* The scalar reference against double precision (and itself) always. */
+    ck_assert_msg(qcheck_attention(scalar(), scalar(), 1, msg, sizeof msg) == 0, "%s", msg);
+    const struct nib_qkernels *v = simd();
+    if (!v)
+        return;
+    for (uint64_t seed = 2; seed <= 4; seed++)
+        ck_assert_msg(qcheck_attention(scalar(), v, seed, msg, sizeof msg) == 0, "%s", msg);
+}
+END_TEST
+
 START_TEST(test_gemm_equals_gemvs)
 {
     ck_assert_msg(qcheck_gemm_vs_gemv(scalar(), 5, msg, sizeof msg) == 0, "%s", msg);
@@ -571,6 +583,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_qact_simd);
     tcase_add_test(tc, test_gemm_simd_equals_scalar);
     tcase_add_test(tc, test_gemm_equals_gemvs);
+    tcase_add_test(tc, test_attention_simd_equals_scalar);
     tcase_add_test(tc, test_gemv_vs_double);
     tcase_add_test(tc, test_int16_headroom);
     tcase_add_test(tc, test_dispatch);
