@@ -39,6 +39,7 @@ struct nib_qact {
 };
 
 #define NIB_QACT_ALIGN 64u
+#define NIB_QACT_MAX_BLOCK 128u /* largest block (besides a whole row) */
 
 size_t nib_qact_align(void);
 /* Bytes of caller memory for m rows of k inputs; 0 when the parameters are
@@ -49,6 +50,13 @@ size_t nib_qact_footprint(uint32_t m, uint32_t k, uint32_t block);
 int nib_qact_init(struct nib_qact *a, void *mem, uint32_t m, uint32_t k, uint32_t block);
 /* The view of rows [r0, r0 + m) of a (same memory). */
 struct nib_qact nib_qact_rows(const struct nib_qact *a, uint32_t r0, uint32_t m);
+
+/* The view of blocks [b0, b1) of row `row` of a, as one row (same
+ * memory; b0 < b1 <= n_blocks, b0 * block < k): quantizing
+ * x + b0 * block into it fills exactly those blocks, with the bits a
+ * whole-row quantization gives them. Lets a producer split by blocks
+ * (attention heads, FFN row blocks) quantize its own part. */
+struct nib_qact nib_qact_blocks(const struct nib_qact *a, uint32_t row, uint32_t b0, uint32_t b1);
 
 /* Quantize x[0..k) into row `row` of a. */
 typedef void (*nib_qact_fn)(const struct nib_qact *a, uint32_t row, const float *x);

@@ -130,7 +130,10 @@ enum nib_opcode {
                            * (a quantized tensor reads src0 as int8 activations) */
     NIB_OP_ATTENTION = 6, /* dst row = attention(q = src0 row at position pos+t, cache at src1):
                            * n heads, k = head_dim, p0 kv heads, p1 cache row stride,
-                           * p2 v cache offset; f0 = scale; scratch: n x ctx floats */
+                           * p2 v cache offset; f0 = scale; scratch: n x ctx floats.
+                           * NIB_OPF_QOUT: dst is int8 activations (block p3, which
+                           * divides k), each head quantized by the worker that computed
+                           * it (f32 rows at aux first) */
     NIB_OP_QUANT = 8,     /* int8 activations at dst (block p0) from the n f32 of each src0 row,
                            * for inputs no producer could quantize itself */
     NIB_OP_COUNT
@@ -140,7 +143,7 @@ enum nib_opcode {
 
 /* Op flags. */
 #define NIB_OPF_LAST_ROW 0x1u /* run row m-1 only (final norm, LM head) */
-#define NIB_OPF_QOUT 0x2u     /* rmsnorm: quantized output, see above */
+#define NIB_OPF_QOUT 0x2u     /* rmsnorm, attention, gate|up: int8 output, see each */
 /* Matmul epilogues, applied to each block of NIB_EXEC_ROW_BLOCK rows right
  * after the kernel computed it, by the worker that computed it. */
 #define NIB_EPI_ADD 0x10u     /* dst row += src1 row (residual; src1 may be dst) */
@@ -150,7 +153,10 @@ enum nib_opcode {
                                * stride aux_stride, v at aux + p6), cache row pos + t */
 #define NIB_EPI_SILU_MUL 0x40u/* fused gate|up: tensor rows come in pairs of 8-row tiles
                                * (gate rows 8j..8j+7, then up rows 8j..8j+7); dst row gets
-                               * silu(gate) * up for p0 outputs; the raw rows go to aux */
+                               * silu(gate) * up for p0 outputs; the raw rows go to aux.
+                               * With NIB_OPF_QOUT, dst is int8 activations (block p1) and
+                               * the worker split is by 2 x p1 rows, so each worker
+                               * quantizes whole blocks of its own outputs */
 #define NIB_EPI_ARGMAX 0x80u  /* LM head: per NIB_ARGMAX_BLOCK rows, the largest logit and its
                                * index to the header's argmax_off (greedy sampling reduces
                                * ceil(n / 16) entries instead of scanning n) */

@@ -214,9 +214,9 @@ static int check_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t
     static const uint32_t allowed_flags[NIB_OP_COUNT] = {
         [NIB_OP_EMBED] = 0,
         [NIB_OP_RMSNORM] = NIB_OPF_LAST_ROW | NIB_OPF_QOUT,
-        [NIB_OP_MATMUL] = NIB_OPF_LAST_ROW | NIB_EPI_ADD | NIB_EPI_ROPE_KV | NIB_EPI_SILU_MUL |
-                          NIB_EPI_ARGMAX,
-        [NIB_OP_ATTENTION] = 0,
+        [NIB_OP_MATMUL] = NIB_OPF_LAST_ROW | NIB_OPF_QOUT | NIB_EPI_ADD | NIB_EPI_ROPE_KV |
+                          NIB_EPI_SILU_MUL | NIB_EPI_ARGMAX,
+        [NIB_OP_ATTENTION] = NIB_OPF_QOUT,
         [NIB_OP_QUANT] = NIB_OPF_LAST_ROW,
     };
     const struct nib_op *op = &v->ops[i];
@@ -282,12 +282,17 @@ static int check_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t
             return fail(err, errlen, "plan op %u (matmul): bad quantized input", i);
         if (f & NIB_EPI_ADD)
             add_rows(&r, op->src1, op->src1_stride, M, n * 4, single);
+        if ((f & NIB_OPF_QOUT) && !(f & NIB_EPI_SILU_MUL))
+            return fail(err, errlen, "plan op %u (matmul): only gate|up quantizes its output", i);
         if (f & NIB_EPI_SILU_MUL) {
             /* p0 outputs from pairs of 8-row tiles */
             if (op->p0 == 0 || n != 2ull * ((op->p0 + 7ull) / 8 * 8))
                 return fail(err, errlen, "plan op %u (matmul): silu-mul rows do not pair up", i);
             add_rows(&r, op->aux, op->aux_stride, M, n * 4, single);
-            add_rows(&r, op->dst, op->dst_stride, M, op->p0 * 4ull, single);
+            if (!(f & NIB_OPF_QOUT))
+                add_rows(&r, op->dst, op->dst_stride, M, op->p0 * 4ull, single);
+            else if (op->p1 == 0 || op->p1 > NIB_QACT_MAX_BLOCK || add_qact(&r, op->dst, M, op->p0, op->p1))
+                return fail(err, errlen, "plan op %u (matmul): bad quantized gate|up output", i);
         } else {
             add_rows(&r, op->dst, op->dst_stride, M, n * 4, single);
         }
@@ -322,7 +327,15 @@ static int check_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t
             op->p1 % 4 || !(op->f0 > 0.0f))
             return fail(err, errlen, "plan op %u (attention): bad head geometry", i);
         add_rows(&r, op->src0, op->src0_stride, M, n * k * 4, single);
-        add_rows(&r, op->dst, op->dst_stride, M, n * k * 4, single);
+        if (op->flags & NIB_OPF_QOUT) {
+            /* every head quantized on its own: the block divides head_dim */
+            if (op->p3 == 0 || op->p3 > NIB_QACT_MAX_BLOCK || k % op->p3 ||
+                add_qact(&r, op->dst, M, n * k, op->p3))
+                return fail(err, errlen, "plan op %u (attention): bad quantized output", i);
+            add_rows(&r, op->aux, op->aux_stride, M, n * k * 4, single);
+        } else {
+            add_rows(&r, op->dst, op->dst_stride, M, n * k * 4, single);
+        }
         if (op->src1 + op->p2 < op->src1)
             return fail(err, errlen, "plan op %u (attention): offset overflow", i);
         add_range(&r, op->src1, ctx * op->p1);

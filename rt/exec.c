@@ -55,7 +55,8 @@ static uint32_t op_units(const struct nib_op *op, uint32_t *block)
     *block = NIB_EXEC_ELEM_BLOCK;
     switch (op->code) {
     case NIB_OP_MATMUL:
-        *block = NIB_EXEC_ROW_BLOCK;
+        /* Whole quantization blocks of its outputs when gate|up quantizes them. */
+        *block = (op->flags & NIB_OPF_QOUT) ? 2 * op->p1 : NIB_EXEC_ROW_BLOCK;
         return op->n;
     case NIB_OP_ATTENTION:
         *block = 1;
@@ -137,14 +138,15 @@ static void epi_rope_kv(const struct nib_blob_view *v, uint8_t *mem, const struc
     }
 }
 
-/* Fused gate|up epilogue: rows [r0, r0 + 16) hold gate rows 8j.. and up
- * rows 8j.. (j = r0 / 16); h[8j + i] = silu(gate) * up for i < 8. */
+/* Fused gate|up epilogue: each 16 rows r.. hold gate rows 8j.. and up
+ * rows 8j.. (j = r / 16); output 8j + i = silu(gate) * up, for the outputs
+ * of rows [r0, r1) below n_out, written from h (output r0 / 2 at h[0]). */
 static void epi_silu_mul(const float *gu, float *h, uint32_t n_out, uint32_t r0, uint32_t r1)
 {
     for (uint32_t r = r0; r + 2 * NIB_Q_TILE_N <= r1; r += 2 * NIB_Q_TILE_N) {
         uint32_t o = r / 2, cnt = o + NIB_Q_TILE_N <= n_out ? NIB_Q_TILE_N : n_out - o;
         if (o < n_out)
-            nib_silu_mul_f32_scalar(gu + r, gu + r + NIB_Q_TILE_N, h + o, cnt);
+            nib_silu_mul_f32_scalar(gu + r, gu + r + NIB_Q_TILE_N, h + (o - r0 / 2), cnt);
     }
 }
 
@@ -169,6 +171,7 @@ static void exec_matmul(const struct nib_blob_view *v, uint8_t *mem, const struc
     const uint32_t epi = op->flags & (NIB_EPI_ROPE_KV | NIB_EPI_SILU_MUL | NIB_EPI_ARGMAX);
     /* The kernel's output: dst, or the raw gate|up rows at aux. */
     const int raw_to_aux = (epi & NIB_EPI_SILU_MUL) != 0;
+    const int qout = (op->flags & NIB_OPF_QOUT) != 0;
     struct mm c = {.op = op, .t = &v->tensors[op->tensor], .mem = mem};
     c.t0 = (op->flags & NIB_OPF_LAST_ROW) ? m - 1 : 0;
     c.mt = (op->flags & NIB_OPF_LAST_ROW) ? 1 : m;
@@ -187,16 +190,27 @@ static void exec_matmul(const struct nib_blob_view *v, uint8_t *mem, const struc
         return;
     }
     /* Epilogues run step by step, right after the kernel wrote the step's
-     * rows, by the worker that wrote them. */
-    for (uint32_t r0 = b; r0 < e; r0 += EPI_ROWS) {
-        uint32_t r1 = r0 + EPI_ROWS < e ? r0 + EPI_ROWS : e;
+     * rows, by the worker that wrote them. A quantizing gate|up steps by
+     * exactly one block of outputs (2 x p1 rows: its shares start there). */
+    const uint32_t step = qout ? 2 * op->p1 : EPI_ROWS;
+    struct nib_qact qa;
+    if (qout)
+        qa = qact_at(v, mem, op->dst, op->p0, op->p1);
+    for (uint32_t r0 = b; r0 < e; r0 += step) {
+        uint32_t r1 = r0 + step < e ? r0 + step : e;
         matmul_rows(v, &c, r0, r1);
         for (uint32_t t = c.t0; t < c.t0 + c.mt; t++) {
             float *yt = c.y + (uint64_t)t * c.ys;
             if (epi & NIB_EPI_ROPE_KV)
                 epi_rope_kv(v, mem, op, yt, pos + t, r0, r1);
-            if (epi & NIB_EPI_SILU_MUL)
-                epi_silu_mul(yt, row_at(mem, op->dst, op->dst_stride, t), op->p0, r0, r1);
+            if ((epi & NIB_EPI_SILU_MUL) && !qout)
+                epi_silu_mul(yt, row_at(mem, op->dst, op->dst_stride, t) + r0 / 2, op->p0, r0, r1);
+            if ((epi & NIB_EPI_SILU_MUL) && qout && r0 / 2 < op->p0) {
+                float h[NIB_QACT_MAX_BLOCK]; /* one block of outputs, never in memory as f32 */
+                epi_silu_mul(yt, h, op->p0, r0, r1);
+                struct nib_qact blk = nib_qact_blocks(&qa, t, r0 / 2 / op->p1, r0 / 2 / op->p1 + 1);
+                qk->qact(&blk, 0, h);
+            }
             if (epi & NIB_EPI_ARGMAX) {
                 struct nib_argmax_block *am = (struct nib_argmax_block *)(void *)(mem + v->h->argmax_off);
                 for (uint32_t q = r0; q < r1; q += NIB_ARGMAX_BLOCK)
@@ -249,14 +263,25 @@ void nib_exec_op(const struct nib_blob_view *v, uint8_t *mem, const struct nib_o
             qk->qact(&a, t, row_at(mem, op->src0, op->src0_stride, t));
         break;
     }
-    case NIB_OP_ATTENTION:
-        for (uint32_t t = t0; t < m; t++)
+    case NIB_OP_ATTENTION: {
+        /* With QOUT each worker quantizes the blocks of its own heads. */
+        const int qout = (op->flags & NIB_OPF_QOUT) != 0;
+        struct nib_qact a;
+        if (qout)
+            a = qact_at(v, mem, op->dst, op->n * op->k, op->p3);
+        for (uint32_t t = t0; t < m; t++) {
+            float *out = qout ? row_at(mem, op->aux, op->aux_stride, t)
+                              : row_at(mem, op->dst, op->dst_stride, t);
             qk->attention(row_at(mem, op->src0, op->src0_stride, t), f32_at(mem, op->src1),
-                                     f32_at(mem, op->src1 + op->p2),
-                                     row_at(mem, op->dst, op->dst_stride, t),
-                                     f32_at(mem, op->scratch), b, e, op->k, op->n / op->p0,
-                                     op->p1 / 4, pos + t, ctx, op->f0);
+                          f32_at(mem, op->src1 + op->p2), out, f32_at(mem, op->scratch), b, e,
+                          op->k, op->n / op->p0, op->p1 / 4, pos + t, ctx, op->f0);
+            if (qout) {
+                struct nib_qact blk = nib_qact_blocks(&a, t, b * op->k / op->p3, e * op->k / op->p3);
+                qk->qact(&blk, 0, out + (uint64_t)b * op->k);
+            }
+        }
         break;
+    }
     }
 }
 
@@ -317,7 +342,10 @@ int nib_exec_access(const struct nib_blob_view *v, const struct nib_op *op, uint
         if (op->flags & NIB_EPI_SILU_MUL) {
             uint32_t hb = b / 2, he = e / 2 < op->p0 ? e / 2 : op->p0;
             acc_rows(out, &c, op->aux, op->aux_stride, M, b * 4ull, e * 4ull, 1);
-            acc_rows(out, &c, op->dst, op->dst_stride, M, hb * 4ull, he * 4ull, 1);
+            if (op->flags & NIB_OPF_QOUT)
+                acc(out, &c, op->dst, 0, nib_qact_footprint(M, op->p0, op->p1), 1);
+            else
+                acc_rows(out, &c, op->dst, op->dst_stride, M, hb * 4ull, he * 4ull, 1);
         } else {
             acc_rows(out, &c, op->dst, op->dst_stride, M, b * 4ull, e * 4ull, 1);
         }
@@ -336,8 +364,14 @@ int nib_exec_access(const struct nib_blob_view *v, const struct nib_op *op, uint
         acc_rows(out, &c, op->src0, op->src0_stride, M, (uint64_t)b * op->k * 4,
                  (uint64_t)e * op->k * 4, 0);
         acc(out, &c, op->src1, 0, op->p2 + ctx * op->p1, 0);
-        acc_rows(out, &c, op->dst, op->dst_stride, M, (uint64_t)b * op->k * 4,
-                 (uint64_t)e * op->k * 4, 1);
+        if (op->flags & NIB_OPF_QOUT) {
+            acc_rows(out, &c, op->aux, op->aux_stride, M, (uint64_t)b * op->k * 4,
+                     (uint64_t)e * op->k * 4, 1);
+            acc(out, &c, op->dst, 0, nib_qact_footprint(M, op->n * op->k, op->p3), 1);
+        } else {
+            acc_rows(out, &c, op->dst, op->dst_stride, M, (uint64_t)b * op->k * 4,
+                     (uint64_t)e * op->k * 4, 1);
+        }
         acc(out, &c, op->scratch, b * ctx * 4, e * ctx * 4, 1);
         break;
     default:

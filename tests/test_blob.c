@@ -210,8 +210,23 @@ START_TEST(plan_lies_refused)
     EXPECT_REFUSED("stride");
     OP(gu)->p0 += 8;
     EXPECT_REFUSED("pair up");
-    OP(gu)->dst_stride = 4;
-    EXPECT_REFUSED("row stride smaller than a row");
+    if (OP(gu)->flags & NIB_OPF_QOUT) {
+        OP(gu)->p1 = 48;
+        EXPECT_REFUSED("quantized gate|up output");
+        OP(gu)->dst += 4;
+        EXPECT_REFUSED("quantized gate|up output");
+    } else {
+        OP(gu)->dst_stride = 4;
+        EXPECT_REFUSED("row stride smaller than a row");
+    }
+    if (OP(at)->flags & NIB_OPF_QOUT) {
+        OP(at)->p3 = OP(at)->k + 32;
+        EXPECT_REFUSED("attention): bad quantized output");
+        OP(at)->aux = H()->act_size + H()->kv_size - 64;
+        EXPECT_REFUSED("outside runtime memory");
+    }
+    OP(mm)->flags |= NIB_OPF_QOUT;
+    EXPECT_REFUSED("only gate|up");
     OP(head)->flags &= ~NIB_OPF_LAST_ROW;
     EXPECT_REFUSED("argmax");
     OP(at)->p0 = 0;

@@ -425,7 +425,7 @@ START_TEST(test_shape_table)
 {
     size_t n;
     const struct nib_synth_shape *s = nib_synth_shapes(&n);
-    ck_assert_uint_eq(n, 4);
+    ck_assert_uint_eq(n, 5);
     const struct {
         const char *name;
         uint32_t dim, layers, ffn, heads, kv, vocab, ctx, dtype;
@@ -434,6 +434,7 @@ START_TEST(test_shape_table)
         {"stories15m", 288, 6, 768, 6, 6, 32000, 256, GGML_TYPE_F32},
         {"tinyllama-1.1b", 2048, 22, 5632, 32, 4, 32000, 2048, GGML_TYPE_F16},
         {"llama-3b", 3200, 26, 8640, 32, 32, 32000, 2048, GGML_TYPE_F16},
+        {"test-hd64", 128, 2, 344, 2, 1, 512, 256, GGML_TYPE_F32},
     };
     for (size_t i = 0; i < n; i++) {
         ck_assert_str_eq(s[i].name, want[i].name);

@@ -44,6 +44,15 @@ static void print_blob(const struct nib_blob_view *v, int show_plan)
                (unsigned long long)op->dst, op->n, op->k, op->p0, op->p1, op->p2);
         if (op->f0 != 0.0f)
             printf(" f=%g", (double)op->f0);
+        static const struct { uint32_t bit; const char *name; } flags[] = {
+            {NIB_OPF_LAST_ROW, "last-row"}, {NIB_OPF_QOUT, "int8-out"}, {NIB_EPI_ADD, "+residual"},
+            {NIB_EPI_ROPE_KV, "+rope+kv"}, {NIB_EPI_SILU_MUL, "+silu*up"}, {NIB_EPI_ARGMAX, "+argmax"},
+        };
+        for (size_t j = 0; j < sizeof flags / sizeof flags[0]; j++)
+            if (op->flags & flags[j].bit)
+                printf(" %s", flags[j].name);
+        if (op->aux)
+            printf(" aux=%llu", (unsigned long long)op->aux);
         printf("\n");
     }
 }

@@ -241,6 +241,15 @@ static uint64_t rows_alloc(struct builder *b, uint64_t n, uint32_t *stride)
     return act_alloc(b, (uint64_t)*stride * b->p->max_batch);
 }
 
+/* The activation block a quantized per-group tensor t reads (32, 64, 128),
+ * or 0: f32, or per channel (one scale over a whole row, which no op split
+ * by rows or heads can compute alone). */
+static uint32_t block_of(struct builder *b, uint32_t t)
+{
+    const struct nib_tensor_rec *r = &b->p->tensors[t].rec;
+    return r->dtype == NIB_DT_F32 ? 0 : nib_qformat_act_block(r->dtype, r->group);
+}
+
 /* Where a matmul with tensor t reads its input: the f32 rows themselves, or
  * the int8 activation buffer its format consumes. */
 static uint64_t input_of(struct builder *b, uint32_t t, uint64_t f32_rows, uint32_t k)
@@ -462,7 +471,18 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
         op->p2 = (uint32_t)(ctx * row);
         op->f0 = 1.0f / sqrtf((float)hd);
         op->scratch = scores;
-        in = quantized_input(&b, t[2], att_out, att_s, q_dim, 0);
+        uint32_t blk = block_of(&b, t[2]);
+        if (blk && hd % blk == 0) {
+            /* attention quantizes its own heads for the output projection */
+            op->flags = NIB_OPF_QOUT;
+            op->aux = att_out;
+            op->aux_stride = att_s;
+            op->dst = in = qact_buf(&b, q_dim, blk);
+            op->dst_stride = 0;
+            op->p3 = blk;
+        } else {
+            in = quantized_input(&b, t[2], att_out, att_s, q_dim, 0);
+        }
         op = matmul(&b, t[2], in, att_s, x, x_s, q_dim);
         op->flags = NIB_EPI_ADD;
         op->src1 = x; /* x = Wo a + x: each output reads only its own old value */
@@ -474,7 +494,16 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
         op->aux = gu;
         op->aux_stride = gu_s;
         op->p0 = ffn;
-        in = quantized_input(&b, t[5], hb, h_s, ffn, 0);
+        blk = block_of(&b, t[5]);
+        if (blk) {
+            /* gate|up quantizes its outputs for the down projection */
+            op->flags |= NIB_OPF_QOUT;
+            op->dst = in = qact_buf(&b, ffn, blk);
+            op->dst_stride = 0;
+            op->p1 = blk;
+        } else {
+            in = quantized_input(&b, t[5], hb, h_s, ffn, 0);
+        }
         op = matmul(&b, t[5], in, h_s, x, x_s, ffn);
         op->flags = NIB_EPI_ADD;
         op->src1 = x;

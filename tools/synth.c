@@ -25,6 +25,9 @@ static const struct nib_synth_shape shapes[] = {
     {"stories15m",      288,  6,  768,  6,  6, 32000,  256, GGML_TYPE_F32},
     {"tinyllama-1.1b", 2048, 22, 5632, 32,  4, 32000, 2048, GGML_TYPE_F16},
     {"llama-3b",       3200, 26, 8640, 32, 32, 32000, 2048, GGML_TYPE_F16},
+    /* test shape: heads of 64 (attention quantizes its own heads in q4),
+     * grouped-query, an FFN width (344) that ends in a partial block */
+    {"test-hd64",       128,  2,  344,  2,  1,   512,  256, GGML_TYPE_F32},
 };
 
 const struct nib_synth_shape *nib_synth_shapes(size_t *n)

@@ -49,6 +49,20 @@ int nib_qact_init(struct nib_qact *a, void *mem, uint32_t m, uint32_t k, uint32_
     return 0;
 }
 
+struct nib_qact nib_qact_blocks(const struct nib_qact *a, uint32_t row, uint32_t b0, uint32_t b1)
+{
+    struct nib_qact v = *a;
+    v.q += (size_t)row * a->k_pad + (size_t)b0 * a->block;
+    v.scale += (size_t)row * a->n_blocks + b0;
+    v.sum += (size_t)row * a->n_blocks + b0;
+    v.m = 1;
+    v.n_blocks = b1 - b0;
+    v.k_pad = v.n_blocks * a->block;
+    uint32_t end = b1 * a->block < a->k ? b1 * a->block : a->k;
+    v.k = end - b0 * a->block;
+    return v;
+}
+
 struct nib_qact nib_qact_rows(const struct nib_qact *a, uint32_t r0, uint32_t m)
 {
     struct nib_qact v = *a;

@@ -35,6 +35,7 @@ int main(void)
         snprintf(what, sizeof what, "gemm neon == scalar (seed %llu)", (unsigned long long)seed);
         report(what, qcheck_gemm(ref, neon, seed, msg, sizeof msg), msg);
     }
+    report("qact by blocks == whole rows (neon)", qcheck_qact_blocks(neon, 23, msg, sizeof msg), msg);
     report("attention neon == scalar", qcheck_attention(ref, neon, 21, msg, sizeof msg), msg);
     report("attention scalar vs double (aarch64)", qcheck_attention(ref, ref, 22, msg, sizeof msg), msg);
     report("gemm of m tokens == m gemvs (neon)", qcheck_gemm_vs_gemv(neon, 11, msg, sizeof msg), msg);

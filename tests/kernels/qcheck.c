@@ -432,3 +432,35 @@ int qcheck_attention(const struct nib_qkernels *ref, const struct nib_qkernels *
     }
     return nfail;
 }
+
+/* ---- block views ---- */
+
+int qcheck_qact_blocks(const struct nib_qkernels *kt, uint64_t seed, char *msg, size_t len)
+{
+    static const uint32_t blocks[] = {32, 64, 128};
+    uint64_t s = seed * 104729u + 11;
+    int nfail = 0;
+    for (int round = 0; round < 40 && !nfail; round++) {
+        uint32_t block = blocks[round % 3], k = 1 + rnd_below(&s, 700), m = 1 + rnd_below(&s, 3);
+        struct nib_qact a, b;
+        void *ma = make_act(&a, m, k, block), *mb = make_act(&b, m, k, block);
+        float *x = xalloc((size_t)k * 4);
+        for (uint32_t t = 0; t < m; t++) {
+            random_x(&s, x, k);
+            kt->qact(&a, t, x);
+            /* the same row in random runs of blocks */
+            for (uint32_t b0 = 0; b0 < b.n_blocks;) {
+                uint32_t b1 = b0 + 1 + rnd_below(&s, b.n_blocks - b0);
+                struct nib_qact v = nib_qact_blocks(&b, t, b0, b1);
+                kt->qact(&v, 0, x + (size_t)b0 * block);
+                b0 = b1;
+            }
+        }
+        if (memcmp(a.q, b.q, (size_t)m * a.k_pad) || memcmp(a.scale, b.scale, (size_t)m * a.n_blocks * 4) ||
+            memcmp(a.sum, b.sum, (size_t)m * a.n_blocks * 4))
+            fail(&nfail, msg, len, "qact %s: k %u block %u: quantizing by blocks differs from the whole row",
+                 kt->name, k, block);
+        free(ma), free(mb), free(x);
+    }
+    return nfail;
+}

@@ -34,6 +34,10 @@ int qcheck_vs_double(const struct nib_qkernels *kt, uint64_t seed, char *msg, si
  * accumulation each format uses: kt's result equals the exact integer. */
 int qcheck_worst_case(const struct nib_qkernels *kt, char *msg, size_t len);
 
+/* kt's quantizer writing a row in runs of blocks (nib_qact_blocks views)
+ * gives bitwise the whole-row result. */
+int qcheck_qact_blocks(const struct nib_qkernels *kt, uint64_t seed, char *msg, size_t len);
+
 /* Attention of var vs ref: bitwise equal outputs on random head sizes
  * (ragged ones too), grouped-query heads, padded cache rows, positions,
  * head ranges, a peaky softmax and a NaN score; and each within 1e-5 of
