@@ -313,6 +313,7 @@ static void serve(struct nib_server *s, struct nib_slot *slot)
         uint32_t m = (uint32_t)n - pos < s->v->h->max_batch ? (uint32_t)n - pos : s->v->h->max_batch;
         logits = nib_exec_tokens(&s->exec, s->ids + pos, m, pos);
         pos += m;
+        r.since_check += m - 1; /* checks count tokens, not passes */
         status = checkpoint(s, &r, nib_now_ns());
     }
     prev = s->ids[n - 1];

@@ -65,6 +65,8 @@ with tempfile.TemporaryDirectory() as d:
         print("FAIL: a failed compile left %s behind" % out)
     expect(["compile", good_gguf, "-o", out, "--quant", "q3"], 2, "--quant", "unknown --quant")
     expect(["compile", good_gguf, "-o", out, "--ctx", "0"], 2, "--ctx", "bad --ctx")
+    expect(["compile", good_gguf, "-o", out, "--batch", "0"], 2, "--batch", "bad --batch")
+    expect(["compile", good_gguf, "-o", out, "--batch", "65"], 2, "--batch", "--batch above the limit")
     expect(["compile", good_gguf], 2, "usage", "missing -o")
     expect(["compile", good_gguf, "-o", os.path.join(d, "no", "such", "dir.blob")], 1, "", "unwritable output")
 

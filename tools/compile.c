@@ -1,4 +1,4 @@
-/* nib compile MODEL.gguf -o OUT.blob [--quant SPEC] [--precision ...] [--ctx N]
+/* nib compile MODEL.gguf -o OUT.blob [--quant SPEC] [--precision ...] [--ctx N] [--batch N]
  * Import, plan, pack. The blob is written to OUT.blob.tmp and renamed into
  * place only when complete, so a failed compile never leaves a half blob. */
 #include <errno.h>
@@ -14,7 +14,7 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: nib compile MODEL.gguf -o OUT.blob [--quant SPEC] [--precision P=F,...] [--ctx N]\n"
+    fprintf(f, "usage: nib compile MODEL.gguf -o OUT.blob [--quant SPEC] [--precision P=F,...] [--ctx N] [--batch N]\n"
                "  --quant SPEC  f32 (exact reference), q4 (q4/32 layers, q8c LM head), source\n"
                "                (keep GGUF Q4_0/Q8_0 tensors exactly), or one format for every\n"
                "                matrix: q4[/G] q4a[/G] (G = 32, 64, 128), q4c, q8c[/G]\n"
@@ -24,7 +24,9 @@ static void usage(FILE *f)
                "                keep the matrices whose q8c copy saves the most KL per byte\n"
                "                (measured against f32 on calibration text) in q8c, within N\n"
                "                weight bytes or until the mean KL is below X; prints the table\n"
-               "  --ctx N       context positions the appliance holds (default: the model's, at most 2048)\n");
+               "  --ctx N       context positions the appliance holds (default: the model's, at most 2048)\n"
+               "  --batch N     prompt tokens per prefill pass, 1..64 (default 16): each weight is read\n"
+               "                once per pass; every activation buffer holds N rows\n");
 }
 
 static int write_blob(const struct llama_model *m, const struct plan_opts *po, const char *out,
@@ -101,7 +103,12 @@ int nib_compile_main(int argc, char **argv)
             }
             ao.max_kl = kl;
         }
-        else if (!strcmp(argv[i], "--ctx") && i + 1 < argc) {
+        else if (!strcmp(argv[i], "--batch") && i + 1 < argc) {
+            if (nib_parse_u32(argv[++i], NIB_MAX_BATCH, &po.max_batch) || po.max_batch == 0) {
+                fprintf(stderr, "nib compile: --batch wants 1..%u\n", NIB_MAX_BATCH);
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--ctx") && i + 1 < argc) {
             if (nib_parse_u32(argv[++i], NIB_MAX_CTX, &po.max_ctx) || po.max_ctx == 0) {
                 fprintf(stderr, "nib compile: --ctx wants 1..%u\n", NIB_MAX_CTX);
                 return 2;

@@ -1,7 +1,8 @@
 /* Fuzz target: the blob validator (nib_blob_open), then what it promises:
  * code holding a nib_blob_view may index the tables it describes, so every
- * tensor's bytes are touched, the tokenizer is run, and one token goes
- * through the whole plan when the runtime memory is small.
+ * tensor's bytes are touched, the tokenizer is run, and one token and one
+ * pass of several tokens go through the whole plan when the runtime memory
+ * is small.
  *
  * A real blob is mostly zero padding (the weights start 2 MiB in). So an
  * input shorter than the blob_size its header claims (up to 16 MiB) is the
@@ -44,7 +45,13 @@ static void exercise(const struct nib_blob_view *v)
     uint8_t *mem = calloc(1, v->mem_size + 64);
     FUZZ_ASSERT(mem != NULL);
     struct nib_exec e = {.v = v, .mem = mem};
-    nib_exec_token(&e, h->hp.bos_id < h->hp.vocab_size ? h->hp.bos_id : 0, 0);
+    uint32_t tok = h->hp.bos_id < h->hp.vocab_size ? h->hp.bos_id : 0;
+    nib_exec_token(&e, tok, 0);
+    /* and a pass of several tokens, as prefill runs them */
+    uint32_t pass[3] = {tok, tok, tok}, m = h->max_batch < 3 ? h->max_batch : 3;
+    if (h->hp.ctx_len > m)
+        nib_exec_tokens(&e, pass, m, 1);
+    (void)nib_exec_argmax(&e);
     free(mem);
 }
 
