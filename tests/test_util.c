@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model_blob/blob_view.h"
+
 uint8_t *tu_read_file(const char *path, size_t *size)
 {
     FILE *f = fopen(path, "rb");
@@ -23,6 +25,24 @@ uint8_t *tu_read_file(const char *path, size_t *size)
     fclose(f);
     *size = (size_t)n;
     return p;
+}
+
+uint8_t *tu_open_test_blob(struct nib_blob_view *v)
+{
+    char err[256];
+    size_t size;
+    uint8_t *blob = tu_read_file(tu_env_path("NIB_TEST_BLOB"), &size);
+    ck_assert_msg(nib_blob_open(v, blob, size, 1, err, sizeof err) == 0, "%s", err);
+    return blob;
+}
+
+uint8_t *tu_new_arena(const struct nib_blob_view *v)
+{
+    uint64_t n = (v->mem_size + 63) & ~63ull;
+    uint8_t *m = aligned_alloc(64, n);
+    ck_assert_ptr_nonnull(m);
+    memset(m, 0, n);
+    return m;
 }
 
 const char *tu_env_path(const char *var)

@@ -20,6 +20,7 @@
  * Benchmarks report; no test asserts a timing. */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -306,6 +307,8 @@ struct result {
 struct bench_ctx {
     const struct bench_opts *o;
     double stream_gbs[MAX_THREADS]; /* median stream read, 1 and 2 threads */
+    const uint8_t *sbuf;            /* the stream-read buffer, for paired reads */
+    size_t sbytes;
 };
 
 /* Weight bytes one token streams: every matmul's tensor, once (the
@@ -335,7 +338,12 @@ static double model_rate(const struct nib_blob_view *v, uint8_t *mem, uint32_t n
     struct nib_team *team = nib_team_new(tm, v, mem, n_workers, 1000000000ull, 1000000000ull);
     pthread_t tids[MAX_THREADS];
     uint32_t cpus[MAX_THREADS] = {0, 1};
+    /* nib_team_spawn pins this thread to cpus[0]; the stream reads that
+     * follow must not inherit that (their threads would share one CPU). */
+    cpu_set_t saved;
+    sched_getaffinity(0, sizeof saved, &saved);
     if (!team || nib_team_spawn(team, cpus, tids)) {
+        sched_setaffinity(0, sizeof saved, &saved);
         free(tm);
         return 0;
     }
@@ -356,6 +364,7 @@ static double model_rate(const struct nib_blob_view *v, uint8_t *mem, uint32_t n
     }
     double dt = now() - t0;
     nib_team_join(team, tids);
+    sched_setaffinity(0, sizeof saved, &saved);
     free(tm);
     return dt > 0 ? n_tokens / dt : 0;
 }
@@ -368,10 +377,12 @@ static void bench_models(const struct bench_ctx *ctx)
         return;
     }
     nib_exec_select_kernels(nib_cpu_isa());
-    printf("\nwhole models (%u tokens each; decode: one token per pass, GB/s = weight bytes\n"
-           "streamed per token x tokens/s, (x) = ratio to the stream read with the same threads;\n"
-           "prefill: passes of the blob's max_batch tokens, (x) = prefill / decode tokens/s)\n",
-           o->model_tokens);
+    const int rounds = o->rounds < 3 ? o->rounds : 3;
+    printf("\nwhole models (%u tokens each, median of %d rounds; decode: one token per pass,\n"
+           "GB/s = weight bytes streamed per token x tokens/s, (x) = median ratio to a stream read\n"
+           "with the same threads taken just before; prefill: passes of the blob's max_batch\n"
+           "tokens, (x) = median ratio of prefill to decode tokens/s in the same round)\n",
+           o->model_tokens, rounds);
     printf("%-28s %8s %8s %12s %18s %18s\n", "model", "MB/token", "workers", "decode tok/s",
            "GB/s (x stream)", "prefill tok/s (x)");
     for (int i = 0; i < o->n_models; i++) {
@@ -407,12 +418,19 @@ static void bench_models(const struct bench_ctx *ctx)
         const char *base = strrchr(o->models[i], '/');
         base = base ? base + 1 : o->models[i];
         for (uint32_t nw = 1; nw <= MAX_THREADS; nw++) {
-            double tps = model_rate(&v, mem, nw, o->model_tokens, 1);
-            double pps = model_rate(&v, mem, nw, o->model_tokens, v.h->max_batch);
-            double gbs = tps * (double)bytes / 1e9;
-            printf("%-28s %8.1f %8u %12.1f %11.1f (%.2f) %11.1f (%.2f)\n", base, bytes / 1e6, nw,
-                   tps, gbs, ctx->stream_gbs[nw - 1] > 0 ? gbs / ctx->stream_gbs[nw - 1] : 0, pps,
-                   tps > 0 ? pps / tps : 0);
+            double tps[MAX_ROUNDS], pps[MAX_ROUNDS], ratio[MAX_ROUNDS], speedup[MAX_ROUNDS];
+            for (int r = 0; r < rounds; r++) {
+                size_t sb = ctx->sbytes < PAIR_BYTES ? ctx->sbytes : PAIR_BYTES;
+                double sr = stream_gbs(ctx->sbuf, sb, (int)nw);
+                tps[r] = model_rate(&v, mem, nw, o->model_tokens, 1);
+                pps[r] = model_rate(&v, mem, nw, o->model_tokens, v.h->max_batch);
+                ratio[r] = sr > 0 ? tps[r] * (double)bytes / 1e9 / sr : 0;
+                speedup[r] = tps[r] > 0 ? pps[r] / tps[r] : 0;
+            }
+            double t = median(tps, rounds);
+            printf("%-28s %8.1f %8u %12.1f %11.1f (%.2f) %11.1f (%.2f)\n", base, bytes / 1e6, nw, t,
+                   t * (double)bytes / 1e9, median(ratio, rounds), median(pps, rounds),
+                   median(speedup, rounds));
         }
         free(mem);
         free(blob);
@@ -632,7 +650,7 @@ int nib_bench_main(int argc, char **argv)
             }
     }
     if (rc == 0) {
-        struct bench_ctx ctx = {&o, {0}};
+        struct bench_ctx ctx = {&o, {0}, sbuf, o.stream_bytes};
         for (int th = 0; th < MAX_THREADS; th++)
             ctx.stream_gbs[th] = median(st[th], o.rounds);
         printf("\nstream read, %.0f MiB buffer: 1 thread %.1f GB/s, 2 threads %.1f GB/s\n",

@@ -14,14 +14,11 @@
 #include "tests/test_util.h"
 
 static uint8_t *blob;
-static size_t blob_size;
 static struct nib_blob_view view;
 
 static void setup(void)
 {
-    char err[256];
-    blob = tu_read_file(tu_env_path("NIB_TEST_BLOB"), &blob_size);
-    ck_assert_msg(nib_blob_open(&view, blob, blob_size, 1, err, sizeof err) == 0, "%s", err);
+    blob = tu_open_test_blob(&view);
 }
 
 static void teardown(void)
@@ -31,11 +28,7 @@ static void teardown(void)
 
 static uint8_t *new_arena(void)
 {
-    uint64_t n = (view.mem_size + 63) & ~63ull;
-    uint8_t *m = aligned_alloc(64, n);
-    ck_assert_ptr_nonnull(m);
-    memset(m, 0, n);
-    return m;
+    return tu_new_arena(&view);
 }
 
 /* The ids a greedy run feeds: a fixed pseudo-random walk through the vocab. */
