@@ -105,14 +105,17 @@ NIB_QGEMM_DECL(nib_gemm_q8cs8_n8_neon);
 
 /* ---- dispatch ---- */
 
-/* The kernels of one ISA: the quantized ones, and the f32 attention
- * (kernels/kernels.h), whose variants also give the same bits. */
+/* The kernels of one ISA: the quantized ones, and the f32 ones of
+ * kernels/kernels.h, whose variants also give the same bits. */
 struct nib_qkernels {
     const char *name;              /* "scalar", "avx2", "neon-dot" */
     uint32_t isa;                  /* enum nib_isa bits the variant needs */
     nib_qact_fn qact;
     nib_qgemm_fn gemm[NIB_DT_COUNT]; /* by dtype; NULL for F32 */
     nib_attention_fn attention;
+    nib_rmsnorm_fn rmsnorm;
+    nib_rope_rows_fn rope_rows;
+    nib_silu_mul_fn silu_mul;
 };
 
 /* The kernels for one ISA (NIB_ISA_SCALAR, NIB_ISA_AVX2, NIB_ISA_NEON_DOT);

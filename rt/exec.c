@@ -125,11 +125,11 @@ static void epi_rope_kv(const struct nib_blob_view *v, uint8_t *mem, const struc
     const float *cs = nib_tensor_f32(v, op->tensor2) + (uint64_t)pos * op->p5;
     const uint32_t q_rows = op->p0, k_off = op->p1, v_off = op->p2, kv = op->p3;
     if (r0 < q_rows)
-        nib_rope_rows_f32_scalar(y, r0, r1 < q_rows ? r1 : q_rows, op->p4, op->p5, cs);
+        qk->rope_rows(y, r0, r1 < q_rows ? r1 : q_rows, op->p4, op->p5, cs);
     uint8_t *kc = mem + op->aux + (uint64_t)pos * op->aux_stride, *vc = kc + op->p6;
     if (r1 > k_off && r0 < k_off + kv) {
         uint32_t b = r0 > k_off ? r0 - k_off : 0, e = (r1 < k_off + kv ? r1 : k_off + kv) - k_off;
-        nib_rope_rows_f32_scalar(y + k_off, b, e, op->p4, op->p5, cs);
+        qk->rope_rows(y + k_off, b, e, op->p4, op->p5, cs);
         memcpy(kc + b * 4ull, y + k_off + b, (e - b) * 4ull);
     }
     if (r1 > v_off && r0 < v_off + kv) {
@@ -146,7 +146,7 @@ static void epi_silu_mul(const float *gu, float *h, uint32_t n_out, uint32_t r0,
     for (uint32_t r = r0; r + 2 * NIB_Q_TILE_N <= r1; r += 2 * NIB_Q_TILE_N) {
         uint32_t o = r / 2, cnt = o + NIB_Q_TILE_N <= n_out ? NIB_Q_TILE_N : n_out - o;
         if (o < n_out)
-            nib_silu_mul_f32_scalar(gu + r, gu + r + NIB_Q_TILE_N, h + (o - r0 / 2), cnt);
+            qk->silu_mul(gu + r, gu + r + NIB_Q_TILE_N, h + (o - r0 / 2), cnt);
     }
 }
 
@@ -247,8 +247,8 @@ void nib_exec_op(const struct nib_blob_view *v, uint8_t *mem, const struct nib_o
         for (uint32_t t = t0; t < m; t++) {
             float *out = qout ? row_at(mem, op->aux, op->aux_stride, t)
                               : row_at(mem, op->dst, op->dst_stride, t);
-            nib_rmsnorm_f32_scalar(row_at(mem, op->src0, op->src0_stride, t),
-                                   nib_tensor_f32(v, op->tensor), out, op->n, op->f0);
+            qk->rmsnorm(row_at(mem, op->src0, op->src0_stride, t), nib_tensor_f32(v, op->tensor),
+                        out, op->n, op->f0);
             if (qout)
                 qk->qact(&a, t, out);
         }

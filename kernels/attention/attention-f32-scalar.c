@@ -1,4 +1,15 @@
-#include "kernels/attention/attention-common.h"
+/* Attention reference. Every variant performs, per score, per softmax term
+ * and per output element, exactly these IEEE operations in this order
+ * (kernels/common/f32-math.h has the shared pieces):
+ *   score  = nib_tree8(lanes) * scale, lane j = fma(q[i], k[i], lane j)
+ *            over i = j, j + 8, ... (inputs past head_dim count as +0);
+ *   max    = the largest score, NaNs ignored;
+ *   term   = nib_expf(score - max);
+ *   sum    = nib_tree8(lanes), lane j = lane j + term over t = j, j + 8, ...;
+ *   out[i] = fma(term / sum, v[t][i], out[i]) over t = 0..pos in order. */
+#include <math.h>
+
+#include "kernels/common/f32-math.h"
 #include "kernels/kernels.h"
 
 void nib_attention_f32_scalar(const float *q, const float *kc, const float *vc, float *out,
@@ -12,18 +23,18 @@ void nib_attention_f32_scalar(const float *q, const float *kc, const float *vc, 
         float *a = att + h * ctx;
         float max = -INFINITY, l[8];
         for (size_t t = 0; t <= pos; t++) {
-            nib_att_dot_lanes(qh, kc + t * row_stride + kv_off, head_dim, l);
-            float s = nib_att_tree8(l) * scale;
+            nib_dot_lanes(qh, kc + t * row_stride + kv_off, head_dim, l);
+            float s = nib_tree8(l) * scale;
             a[t] = s;
             max = s > max ? s : max;
         }
         for (int j = 0; j < 8; j++)
             l[j] = 0.0f;
         for (size_t t = 0; t <= pos; t++) {
-            a[t] = nib_att_exp(a[t] - max);
+            a[t] = nib_expf(a[t] - max);
             l[t % 8] += a[t];
         }
-        float sum = nib_att_tree8(l);
+        float sum = nib_tree8(l);
         float *o = out + h * head_dim;
         for (size_t i = 0; i < head_dim; i++)
             o[i] = 0.0f;

@@ -6,6 +6,9 @@ static const struct nib_qkernels k_scalar = {
     {NULL, nib_gemm_q4s8_n8_scalar, nib_gemm_q4as8_n8_scalar, nib_gemm_q4cs8_n8_scalar,
      nib_gemm_q8cs8_n8_scalar},
     nib_attention_f32_scalar,
+    nib_rmsnorm_f32_scalar,
+    nib_rope_rows_f32_scalar,
+    nib_silu_mul_f32_scalar,
 };
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -14,6 +17,9 @@ static const struct nib_qkernels k_avx2 = {
     {NULL, nib_gemm_q4s8_n8_avx2, nib_gemm_q4as8_n8_avx2, nib_gemm_q4cs8_n8_avx2,
      nib_gemm_q8cs8_n8_avx2},
     nib_attention_f32_avx2,
+    nib_rmsnorm_f32_avx2,
+    nib_rope_rows_f32_avx2,
+    nib_silu_mul_f32_avx2,
 };
 #endif
 
@@ -23,6 +29,9 @@ static const struct nib_qkernels k_neon = {
     {NULL, nib_gemm_q4s8_n8_neon, nib_gemm_q4as8_n8_neon, nib_gemm_q4cs8_n8_neon,
      nib_gemm_q8cs8_n8_neon},
     nib_attention_f32_neon,
+    nib_rmsnorm_f32_neon,
+    nib_rope_rows_f32_neon,
+    nib_silu_mul_f32_neon,
 };
 #endif
 

@@ -1,3 +1,7 @@
+/* RoPE reference: each pair (r, r+1), r even, in the first rope_dim dims
+ * of its head becomes (a c - b s, a s + b c) (nib_rope_pair in
+ * kernels/common/f32-math.h); every variant does these operations. */
+#include "kernels/common/f32-math.h"
 #include "kernels/kernels.h"
 
 void nib_rope_rows_f32_scalar(float *v, size_t r_begin, size_t r_end, size_t head_dim,
@@ -5,11 +9,7 @@ void nib_rope_rows_f32_scalar(float *v, size_t r_begin, size_t r_end, size_t hea
 {
     for (size_t r = r_begin; r + 1 < r_end; r += 2) {
         size_t i = r % head_dim;
-        if (i >= rope_dim)
-            continue;
-        float c = cs[i], s = cs[i + 1];
-        float a = v[r], b = v[r + 1];
-        v[r] = a * c - b * s;
-        v[r + 1] = a * s + b * c;
+        if (i < rope_dim)
+            nib_rope_pair(v + r, cs[i], cs[i + 1]);
     }
 }

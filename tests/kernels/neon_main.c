@@ -36,6 +36,7 @@ int main(void)
         report(what, qcheck_gemm(ref, neon, seed, msg, sizeof msg), msg);
     }
     report("qact by blocks == whole rows (neon)", qcheck_qact_blocks(neon, 23, msg, sizeof msg), msg);
+    report("rmsnorm, silu-mul, rope neon == scalar", qcheck_f32_ops(ref, neon, 24, msg, sizeof msg), msg);
     report("attention neon == scalar", qcheck_attention(ref, neon, 21, msg, sizeof msg), msg);
     report("attention scalar vs double (aarch64)", qcheck_attention(ref, ref, 22, msg, sizeof msg), msg);
     report("gemm of m tokens == m gemvs (neon)", qcheck_gemm_vs_gemv(neon, 11, msg, sizeof msg), msg);

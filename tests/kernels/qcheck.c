@@ -464,3 +464,85 @@ int qcheck_qact_blocks(const struct nib_qkernels *kt, uint64_t seed, char *msg, 
     }
     return nfail;
 }
+
+/* ---- f32 element-wise and reduction kernels ---- */
+
+int qcheck_f32_ops(const struct nib_qkernels *ref, const struct nib_qkernels *var, uint64_t seed,
+                   char *msg, size_t len)
+{
+    static const uint32_t sizes[] = {1, 7, 8, 9, 64, 172, 288, 2048};
+    uint64_t s = seed * 6151u + 5;
+    int nfail = 0;
+    float *x = xalloc(4096 * 4), *w = xalloc(4096 * 4), *o1 = xalloc(4096 * 4), *o2 = xalloc(4096 * 4);
+    for (int round = 0; round < 32 && !nfail; round++) {
+        uint32_t n = round < 8 ? sizes[round] : 1 + rnd_below(&s, 3000);
+        random_x(&s, x, n);
+        random_x(&s, w, n);
+        /* rmsnorm */
+        ref->rmsnorm(x, w, o1, n, 1e-5f);
+        var->rmsnorm(x, w, o2, n, 1e-5f);
+        if (memcmp(o1, o2, n * 4))
+            fail(&nfail, msg, len, "rmsnorm %s vs %s: n %u: outputs differ", var->name, ref->name, n);
+        double ss = 0;
+        for (uint32_t i = 0; i < n; i++)
+            ss += (double)x[i] * x[i];
+        double r = 1.0 / sqrt(ss / n + 1e-5);
+        for (uint32_t i = 0; i < n && !nfail; i++) {
+            double want = (double)w[i] * x[i] * r;
+            if (fabs(o2[i] - want) > 1e-5 * fabs(want) + 1e-30)
+                fail(&nfail, msg, len, "rmsnorm %s: n %u, [%u] = %.9g, double gives %.9g", var->name,
+                     n, i, o2[i], want);
+        }
+        /* silu-mul, with large inputs (the exp clamps) and a NaN */
+        for (uint32_t i = 0; i < n; i++)
+            x[i] *= (round % 4 == 3) ? 60.0f : 4.0f;
+        if (round == 5)
+            x[n / 2] = __builtin_nanf("");
+        ref->silu_mul(x, w, o1, n);
+        var->silu_mul(x, w, o2, n);
+        if (memcmp(o1, o2, n * 4))
+            fail(&nfail, msg, len, "silu-mul %s vs %s: n %u: outputs differ", var->name, ref->name, n);
+        for (uint32_t i = 0; i < n && !nfail; i++) {
+            if (x[i] != x[i])
+                continue;
+            double want = x[i] / (1.0 + exp(-(double)x[i])) * w[i];
+            if (fabs(o2[i] - want) > 1e-5 * fabs(want) + 1e-30)
+                fail(&nfail, msg, len, "silu-mul %s: a %.9g b %.9g gives %.9g, double %.9g",
+                     var->name, x[i], w[i], o2[i], want);
+        }
+    }
+    /* RoPE over rows of heads: full and partial rotation, ragged ranges */
+    static const uint32_t hds[] = {8, 20, 48, 64, 128};
+    for (int round = 0; round < 40 && !nfail; round++) {
+        uint32_t hd = hds[round % 5], heads = 1 + rnd_below(&s, 6), n = hd * heads;
+        uint32_t rd = round % 3 == 0 ? hd : round % 3 == 1 ? hd / 2 / 2 * 2 : 6;
+        if (rd == 0 || rd > hd)
+            rd = hd;
+        uint32_t b = 2 * rnd_below(&s, n / 2), e = b + 2 * rnd_below(&s, (n - b) / 2 + 1);
+        float cs[128];
+        for (uint32_t i = 0; i < rd; i += 2) {
+            double ang = rnd_unit(&s) * 3.14159;
+            cs[i] = (float)cos(ang);
+            cs[i + 1] = (float)sin(ang);
+        }
+        random_x(&s, x, n);
+        memcpy(o1, x, n * 4);
+        memcpy(o2, x, n * 4);
+        ref->rope_rows(o1, b, e, hd, rd, cs);
+        var->rope_rows(o2, b, e, hd, rd, cs);
+        if (memcmp(o1, o2, n * 4))
+            fail(&nfail, msg, len, "rope %s vs %s: head_dim %u rope_dim %u rows [%u,%u): outputs differ",
+                 var->name, ref->name, hd, rd, b, e);
+        for (uint32_t r = 0; r + 1 < n && !nfail; r += 2) {
+            uint32_t i = r % hd;
+            int rot = r >= b && r + 1 < e + 1 && r < e && i < rd;
+            double a = x[r], bb = x[r + 1];
+            double w0 = rot ? a * cs[i] - bb * cs[i + 1] : a, w1 = rot ? a * cs[i + 1] + bb * cs[i] : bb;
+            if (fabs(o2[r] - w0) > 1e-6 * (fabs(a) + fabs(bb)) || fabs(o2[r + 1] - w1) > 1e-6 * (fabs(a) + fabs(bb)))
+                fail(&nfail, msg, len, "rope %s: head_dim %u rope_dim %u rows [%u,%u): pair %u wrong",
+                     var->name, hd, rd, b, e, r);
+        }
+    }
+    free(x), free(w), free(o1), free(o2);
+    return nfail;
+}

@@ -226,6 +226,17 @@ START_TEST(test_gemm_simd_equals_scalar)
 }
 END_TEST
 
+START_TEST(test_f32_ops_simd_equals_scalar)
+{
+    ck_assert_msg(qcheck_f32_ops(scalar(), scalar(), 1, msg, sizeof msg) == 0, "%s", msg);
+    const struct nib_qkernels *v = simd();
+    if (!v)
+        return;
+    for (uint64_t seed = 2; seed <= 4; seed++)
+        ck_assert_msg(qcheck_f32_ops(scalar(), v, seed, msg, sizeof msg) == 0, "%s", msg);
+}
+END_TEST
+
 START_TEST(test_qact_by_blocks)
 {
     ck_assert_msg(qcheck_qact_blocks(scalar(), 1, msg, sizeof msg) == 0, "%s", msg);
@@ -594,6 +605,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_gemm_equals_gemvs);
     tcase_add_test(tc, test_attention_simd_equals_scalar);
     tcase_add_test(tc, test_qact_by_blocks);
+    tcase_add_test(tc, test_f32_ops_simd_equals_scalar);
     tcase_add_test(tc, test_gemv_vs_double);
     tcase_add_test(tc, test_int16_headroom);
     tcase_add_test(tc, test_dispatch);

@@ -1,0 +1,85 @@
+/* Float arithmetic the f32 kernels share, written once in scalar C so that
+ * every ISA variant can follow it operation for operation and give the
+ * same bits (the scalar references use it; SIMD variants use it for their
+ * loop tails and mirror it in registers).
+ *
+ * tree8: 8 lane partial sums added as ((0+4) + (2+6)) + ((1+5) + (3+7)),
+ * the order an AVX2 (256 -> 128 -> 64 -> 32 bits) or NEON (2 x 128 bits)
+ * reduction takes. A reduction over n inputs keeps lane j = inputs j,
+ * j + 8, j + 16, ... (missing inputs count as +0).
+ *
+ * nib_expf: 2^n * p(r) with n = round(x / ln 2) (the 1.5 * 2^23 trick:
+ * plain float adds), r = x - n ln 2 in two fma steps, p the degree-7
+ * Taylor polynomial (|r| <= ln 2 / 2: truncation below 6e-9 relative).
+ * x is clamped to [NIB_EXP_MIN, NIB_EXP_MAX]; below NIB_EXP_MIN, and for
+ * NaN, the result is 0. The selects are written as x86's maxps/minps
+ * define them (NaN or equal inputs give the second operand); NEON code
+ * spells them out with compares, since its fmax/fmin treat NaN otherwise.
+ * Include only from kernels/. */
+#ifndef NIB_F32_MATH_H
+#define NIB_F32_MATH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#define NIB_EXP_MIN (-87.0f)
+#define NIB_EXP_MAX 88.0f
+#define NIB_EXP_ROUND 12582912.0f /* 1.5 * 2^23 */
+#define NIB_EXP_LOG2E 1.44269502162933349609375f
+#define NIB_EXP_LN2_HI 0.693145751953125f
+#define NIB_EXP_LN2_LO 1.428606765330187045e-06f
+
+static const float nib_exp_c[8] = {
+    1.0f / 5040.0f, 1.0f / 720.0f, 1.0f / 120.0f, 1.0f / 24.0f, 1.0f / 6.0f, 0.5f, 1.0f, 1.0f,
+};
+
+static inline float nib_tree8(const float l[8])
+{
+    return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+}
+
+static inline float nib_expf(float x)
+{
+    float xc = x > NIB_EXP_MIN ? x : NIB_EXP_MIN;
+    xc = xc < NIB_EXP_MAX ? xc : NIB_EXP_MAX;
+    float n = (xc * NIB_EXP_LOG2E + NIB_EXP_ROUND) - NIB_EXP_ROUND;
+    float r = __builtin_fmaf(n, -NIB_EXP_LN2_HI, xc);
+    r = __builtin_fmaf(n, -NIB_EXP_LN2_LO, r);
+    float p = nib_exp_c[0];
+    for (int i = 1; i < 8; i++)
+        p = __builtin_fmaf(p, r, nib_exp_c[i]);
+    uint32_t bits = (uint32_t)((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, 4);
+    float y = p * scale;
+    return x >= NIB_EXP_MIN ? y : 0.0f;
+}
+
+/* Lane sums of a[i] * b[i] (see above), before the tree. */
+static inline void nib_dot_lanes(const float *a, const float *b, size_t n, float l[8])
+{
+    for (int j = 0; j < 8; j++)
+        l[j] = 0.0f;
+    for (size_t i = 0; i < n; i += 8)
+        for (size_t j = 0; j < 8; j++) {
+            float x = i + j < n ? a[i + j] : 0.0f, y = i + j < n ? b[i + j] : 0.0f;
+            l[j] = __builtin_fmaf(x, y, l[j]);
+        }
+}
+
+/* silu(a) * b, one element. */
+static inline float nib_silu_mul1(float a, float b)
+{
+    return a / (1.0f + nib_expf(-a)) * b;
+}
+
+/* RoPE of the pair (v[0], v[1]) by (c, s). */
+static inline void nib_rope_pair(float *v, float c, float s)
+{
+    float a = v[0], b = v[1];
+    v[0] = a * c - b * s;
+    v[1] = a * s + b * c;
+}
+
+#endif
