@@ -265,7 +265,7 @@ int main(int argc, char **argv)
     const struct nib_hparams *hp = &v.h->hp;
     uint64_t mem_size = (v.mem_size + 63) & ~63ull;
     uint64_t scratch_size = (nib_server_scratch_footprint() + 63) & ~63ull;
-    uint64_t team_size = nib_team_footprint(w.n, v.h->n_ops);
+    uint64_t team_size = nib_team_footprint(w.n, &v);
     if (boot_reserve_arena(mem_size + scratch_size + team_size, &m, err, sizeof err))
         return refuse("memory", err);
     uint8_t *mem = m.arena, *scratch = mem + mem_size, *team_mem = scratch + scratch_size;

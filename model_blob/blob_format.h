@@ -95,7 +95,9 @@ struct nib_blob_header {
     uint64_t argmax_off;     /* arena offset of the LM head's per-block argmax (struct nib_argmax_block) */
     uint32_t max_batch;      /* token rows every activation buffer holds (1..NIB_MAX_BATCH) */
     uint32_t argmax_blocks;  /* entries at argmax_off: ceil(vocab_size / NIB_ARGMAX_BLOCK) */
-    uint8_t reserved[24];
+    uint64_t wscratch_off;   /* arena offset of worker 0's private scratch (NIB_OPF_NORM_IN) */
+    uint32_t wscratch_size;  /* bytes of private scratch each worker needs (0: none) */
+    uint8_t reserved[12];
 };
 
 struct nib_tensor_rec {
@@ -143,6 +145,12 @@ enum nib_opcode {
 
 /* Op flags. */
 #define NIB_OPF_LAST_ROW 0x1u /* run row m-1 only (final norm, LM head) */
+#define NIB_OPF_NORM_IN 0x4u  /* matmul: src0 holds the f32 rows BEFORE their RMSNorm (weights
+                               * norm_tensor, eps norm_eps); every worker normalizes them (and
+                               * quantizes, for a quantized tensor) into its own scratch and
+                               * reads its input there: no separate norm op, no barrier.
+                               * Scratch: f32 rows of round_up(k * 4, 64) bytes for max_batch
+                               * rows, then the int8 activations (max_batch rows) */
 #define NIB_OPF_QOUT 0x2u     /* rmsnorm, attention, gate|up: int8 output, see each */
 /* Matmul epilogues, applied to each block of NIB_EXEC_ROW_BLOCK rows right
  * after the kernel computed it, by the worker that computed it. */
@@ -160,7 +168,6 @@ enum nib_opcode {
 #define NIB_EPI_ARGMAX 0x80u  /* LM head: per NIB_ARGMAX_BLOCK rows, the largest logit and its
                                * index to the header's argmax_off (greedy sampling reduces
                                * ceil(n / 16) entries instead of scanning n) */
-#define NIB_OPF_ALL 0xF3u
 
 #define NIB_ARGMAX_BLOCK 16u /* = the matmul row block (rt/exec.h) */
 
@@ -180,7 +187,9 @@ struct nib_op {
     uint32_t p0, p1, p2, p3, p4, p5, p6;
     float f0;
     uint64_t scratch; /* arena offset of op scratch (attention scores) */
-    uint8_t reserved[16];
+    uint32_t norm_tensor; /* NIB_OPF_NORM_IN: the RMSNorm weight (f32, 1 x k) */
+    float norm_eps;
+    uint8_t reserved[8];
 };
 
 struct nib_tok_header {

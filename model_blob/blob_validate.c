@@ -214,8 +214,8 @@ static int check_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t
     static const uint32_t allowed_flags[NIB_OP_COUNT] = {
         [NIB_OP_EMBED] = 0,
         [NIB_OP_RMSNORM] = NIB_OPF_LAST_ROW | NIB_OPF_QOUT,
-        [NIB_OP_MATMUL] = NIB_OPF_LAST_ROW | NIB_OPF_QOUT | NIB_EPI_ADD | NIB_EPI_ROPE_KV |
-                          NIB_EPI_SILU_MUL | NIB_EPI_ARGMAX,
+        [NIB_OP_MATMUL] = NIB_OPF_LAST_ROW | NIB_OPF_QOUT | NIB_OPF_NORM_IN | NIB_EPI_ADD |
+                          NIB_EPI_ROPE_KV | NIB_EPI_SILU_MUL | NIB_EPI_ARGMAX,
         [NIB_OP_ATTENTION] = NIB_OPF_QOUT,
         [NIB_OP_QUANT] = NIB_OPF_LAST_ROW,
     };
@@ -276,10 +276,24 @@ static int check_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t
         int fused = !!(f & NIB_EPI_ROPE_KV) + !!(f & NIB_EPI_SILU_MUL) + !!(f & NIB_EPI_ARGMAX);
         if (fused > 1 || ((f & NIB_EPI_ADD) && (f & NIB_EPI_SILU_MUL)))
             return fail(err, errlen, "plan op %u (matmul): epilogue flags 0x%x do not combine", i, f);
-        if (t->dtype == NIB_DT_F32)
+        if (f & NIB_OPF_NORM_IN) {
+            /* f32 rows normalized (and quantized) into each worker's scratch */
+            if (op->norm_tensor >= h->n_tensors || v->tensors[op->norm_tensor].dtype != NIB_DT_F32 ||
+                v->tensors[op->norm_tensor].rows != 1 || v->tensors[op->norm_tensor].cols != k ||
+                !(op->norm_eps > 0.0f && op->norm_eps < 1.0f))
+                return fail(err, errlen, "plan op %u (matmul): bad input norm", i);
+            uint64_t need = (uint64_t)M * ((k * 4 + 63) & ~63ull);
+            if (t->dtype != NIB_DT_F32)
+                need += nib_qact_footprint(M, (uint32_t)k, nib_qformat_act_block(t->dtype, t->group));
+            if (need > h->wscratch_size)
+                return fail(err, errlen, "plan op %u (matmul): needs %llu bytes of worker scratch, the blob gives %u",
+                            i, (unsigned long long)need, h->wscratch_size);
             add_rows(&r, op->src0, op->src0_stride, M, k * 4, single);
-        else if (add_qact(&r, op->src0, M, k, nib_qformat_act_block(t->dtype, t->group)))
+        } else if (t->dtype == NIB_DT_F32) {
+            add_rows(&r, op->src0, op->src0_stride, M, k * 4, single);
+        } else if (add_qact(&r, op->src0, M, k, nib_qformat_act_block(t->dtype, t->group))) {
             return fail(err, errlen, "plan op %u (matmul): bad quantized input", i);
+        }
         if (f & NIB_EPI_ADD)
             add_rows(&r, op->src1, op->src1_stride, M, n * 4, single);
         if ((f & NIB_OPF_QOUT) && !(f & NIB_EPI_SILU_MUL))
@@ -416,6 +430,10 @@ int nib_blob_open(struct nib_blob_view *v, const void *blob, uint64_t size, int 
     v->weights = b + h->weights.offset;
     if (h->max_batch == 0 || h->max_batch > NIB_MAX_BATCH)
         return fail(err, errlen, "max_batch %u outside 1..%u", h->max_batch, NIB_MAX_BATCH);
+    if (h->wscratch_size > (1u << 30) || h->wscratch_off % 64 ||
+        !range_ok(h->wscratch_off, h->wscratch_size, h->act_size))
+        return fail(err, errlen, "worker scratch [%llu, +%u) outside the arena or misaligned",
+                    (unsigned long long)h->wscratch_off, h->wscratch_size);
     if (h->argmax_blocks &&
         h->argmax_blocks != (h->hp.vocab_size + NIB_ARGMAX_BLOCK - 1) / NIB_ARGMAX_BLOCK)
         return fail(err, errlen, "argmax_blocks %u does not match the vocabulary", h->argmax_blocks);

@@ -93,6 +93,8 @@ struct mm {
     const struct nib_op *op;
     const struct nib_tensor_rec *t;
     const float *w32;        /* f32 weights, or NULL */
+    const uint8_t *in;       /* f32 weights: the input rows, in_stride bytes apart */
+    uint32_t in_stride;
     struct nib_qlayout l;    /* quantized weights */
     struct nib_qact a;       /* their int8 input rows t0.. */
     uint8_t *mem;
@@ -107,7 +109,7 @@ static void matmul_rows(const struct nib_blob_view *v, const struct mm *c, uint3
     const int add = (op->flags & NIB_EPI_ADD) != 0;
     if (c->w32) {
         for (uint32_t i = c->t0; i < c->t0 + c->mt; i++)
-            nib_gemv_f32_scalar(c->w32, row_at(c->mem, op->src0, op->src0_stride, i),
+            nib_gemv_f32_scalar(c->w32, (const float *)(const void *)(c->in + (uint64_t)i * c->in_stride),
                                 c->y + (uint64_t)i * c->ys,
                                 add ? row_at(c->mem, op->src1, op->src1_stride, i) : NULL, r0, r1,
                                 op->k);
@@ -165,8 +167,30 @@ static void epi_argmax(const float *y, uint32_t r0, uint32_t r1, struct nib_argm
  * when the epilogue reads them back. */
 #define EPI_ROWS (4 * NIB_EXEC_ROW_BLOCK)
 
-static void exec_matmul(const struct nib_blob_view *v, uint8_t *mem, const struct nib_op *op,
-                        uint32_t m, uint32_t pos, uint32_t b, uint32_t e)
+/* NIB_OPF_NORM_IN: rows t0..t0+mt-1 of src0 normalized into this worker's
+ * scratch (and quantized there for a quantized tensor): every worker does
+ * the same few thousand operations instead of waiting for one at a barrier. */
+static void norm_in(const struct nib_blob_view *v, uint8_t *mem, uint8_t *ws, const struct nib_op *op,
+                    struct mm *c)
+{
+    const uint32_t stride = (op->k * 4 + 63) & ~63u;
+    for (uint32_t t = c->t0; t < c->t0 + c->mt; t++)
+        qk->rmsnorm(row_at(mem, op->src0, op->src0_stride, t), nib_tensor_f32(v, op->norm_tensor),
+                    (float *)(void *)(ws + (uint64_t)t * stride), op->k, op->norm_eps);
+    c->in = ws;
+    c->in_stride = stride;
+    if (c->w32)
+        return;
+    struct nib_qact a;
+    nib_qact_init(&a, ws + (uint64_t)v->h->max_batch * stride, v->h->max_batch, op->k,
+                  nib_qformat_act_block(c->t->dtype, c->t->group)); /* sizes checked at boot */
+    for (uint32_t t = c->t0; t < c->t0 + c->mt; t++)
+        qk->qact(&a, t, (const float *)(const void *)(ws + (uint64_t)t * stride));
+    c->a = nib_qact_rows(&a, c->t0, c->mt);
+}
+
+static void exec_matmul(const struct nib_blob_view *v, uint8_t *mem, uint8_t *ws,
+                        const struct nib_op *op, uint32_t m, uint32_t pos, uint32_t b, uint32_t e)
 {
     const uint32_t epi = op->flags & (NIB_EPI_ROPE_KV | NIB_EPI_SILU_MUL | NIB_EPI_ARGMAX);
     /* The kernel's output: dst, or the raw gate|up rows at aux. */
@@ -179,8 +203,14 @@ static void exec_matmul(const struct nib_blob_view *v, uint8_t *mem, const struc
     c.ys = (raw_to_aux ? op->aux_stride : op->dst_stride) / 4;
     if (c.t->dtype == NIB_DT_F32) {
         c.w32 = nib_tensor_f32(v, op->tensor);
+        c.in = mem + op->src0;
+        c.in_stride = op->src0_stride;
     } else {
         nib_qlayout_get(&c.l, c.t->dtype, c.t->group, c.t->rows, c.t->cols);
+    }
+    if (op->flags & NIB_OPF_NORM_IN) {
+        norm_in(v, mem, ws, op, &c);
+    } else if (!c.w32) {
         struct nib_qact a = qact_at(v, mem, op->src0, op->k,
                                     nib_qformat_act_block(c.t->dtype, c.t->group));
         c.a = nib_qact_rows(&a, c.t0, c.mt);
@@ -221,8 +251,8 @@ static void exec_matmul(const struct nib_blob_view *v, uint8_t *mem, const struc
     }
 }
 
-void nib_exec_op(const struct nib_blob_view *v, uint8_t *mem, const struct nib_op *op,
-                 uint32_t m, uint32_t pos, uint32_t w, uint32_t n)
+void nib_exec_op(const struct nib_blob_view *v, uint8_t *mem, uint8_t *wscratch,
+                 const struct nib_op *op, uint32_t m, uint32_t pos, uint32_t w, uint32_t n)
 {
     const uint32_t ctx = v->h->hp.ctx_len;
     const uint32_t t0 = (op->flags & NIB_OPF_LAST_ROW) ? m - 1 : 0;
@@ -255,7 +285,7 @@ void nib_exec_op(const struct nib_blob_view *v, uint8_t *mem, const struct nib_o
         break;
     }
     case NIB_OP_MATMUL:
-        exec_matmul(v, mem, op, m, pos, b, e);
+        exec_matmul(v, mem, wscratch, op, m, pos, b, e);
         break;
     case NIB_OP_QUANT: {
         struct nib_qact a = qact_at(v, mem, op->dst, op->n, op->p0);
@@ -332,7 +362,7 @@ int nib_exec_access(const struct nib_blob_view *v, const struct nib_op *op, uint
         break;
     case NIB_OP_MATMUL: {
         const struct nib_tensor_rec *t = &v->tensors[op->tensor];
-        if (t->dtype == NIB_DT_F32)
+        if (t->dtype == NIB_DT_F32 || (op->flags & NIB_OPF_NORM_IN))
             acc_rows(out, &c, op->src0, op->src0_stride, M, 0, op->k * 4ull, 0);
         else
             acc(out, &c, op->src0, 0,
@@ -411,7 +441,7 @@ const float *nib_exec_tokens(struct nib_exec *e, const uint32_t *tokens, uint32_
         nib_team_run(e->team, m, pos);
     } else {
         for (uint32_t i = 0; i < v->h->n_ops; i++)
-            nib_exec_op(v, e->mem, &v->ops[i], m, pos, 0, 1);
+            nib_exec_op(v, e->mem, e->mem + v->h->wscratch_off, &v->ops[i], m, pos, 0, 1);
     }
     const float *logits = f32_at(e->mem, v->h->logits_off);
     if (e->digest) {

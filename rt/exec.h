@@ -58,9 +58,11 @@ const char *nib_exec_select_kernels(uint32_t isa);
 void nib_exec_share(const struct nib_op *op, uint32_t w, uint32_t n, uint32_t *begin,
                     uint32_t *end);
 
-/* Run worker w of n's share of op for the pass's m tokens at pos. */
-void nib_exec_op(const struct nib_blob_view *v, uint8_t *mem, const struct nib_op *op,
-                 uint32_t m, uint32_t pos, uint32_t w, uint32_t n);
+/* Run worker w of n's share of op for the pass's m tokens at pos; wscratch
+ * is the worker's private scratch (wscratch_size bytes, 64-byte aligned;
+ * worker 0's is mem + wscratch_off). */
+void nib_exec_op(const struct nib_blob_view *v, uint8_t *mem, uint8_t *wscratch,
+                 const struct nib_op *op, uint32_t m, uint32_t pos, uint32_t w, uint32_t n);
 
 /* Byte ranges of runtime memory that worker w of n's share of op may read
  * or write, for any position and any m up to max_batch (the KV cache

@@ -19,6 +19,7 @@ struct nib_team {
     alignas(64) const struct nib_blob_view *v;
     uint8_t *arena;
     uint8_t *barrier_before; /* n_ops flags, right after this struct */
+    uint8_t *wscratch;       /* workers 1..n-1's private scratch, wscratch_size each */
     uint32_t n_workers;
     uint32_t n_ops;
     uint32_t n_barriers;
@@ -60,10 +61,28 @@ uint64_t nib_team_align(void)
     return 64;
 }
 
-uint64_t nib_team_footprint(uint32_t n_workers, uint32_t n_ops)
+/* Per-worker scratch stride: whole pages, so no two workers share a line. */
+static uint64_t scratch_stride(const struct nib_blob_view *v)
 {
-    (void)n_workers;
-    return (sizeof(struct nib_team) + n_ops + 63) & ~63ull;
+    return ((uint64_t)v->h->wscratch_size + 4095) & ~4095ull;
+}
+
+static uint64_t map_bytes(const struct nib_blob_view *v)
+{
+    return (sizeof(struct nib_team) + v->h->n_ops + 4095) & ~4095ull;
+}
+
+uint64_t nib_team_footprint(uint32_t n_workers, const struct nib_blob_view *v)
+{
+    return map_bytes(v) + (n_workers > 1 ? (uint64_t)(n_workers - 1) * scratch_stride(v) : 0);
+}
+
+/* Worker w's private scratch. */
+static uint8_t *worker_scratch(const struct nib_team *t, uint32_t w)
+{
+    if (w == 0)
+        return t->arena + t->v->h->wscratch_off;
+    return t->wscratch + (uint64_t)(w - 1) * scratch_stride(t->v);
 }
 
 /* An access by worker w since the last barrier. Two conflict when they are
@@ -125,6 +144,7 @@ struct nib_team *nib_team_new(void *mem, const struct nib_blob_view *v, uint8_t 
     t->v = v;
     t->arena = arena;
     t->barrier_before = (uint8_t *)mem + sizeof *t;
+    t->wscratch = (uint8_t *)mem + map_bytes(v);
     t->n_workers = n_workers;
     t->n_ops = v->h->n_ops;
     t->spin_ns = spin_ns;
@@ -216,10 +236,11 @@ static void run_ops(struct nib_team *t, uint32_t w, uint32_t *sense)
 {
     const struct nib_op *ops = t->v->ops;
     const uint32_t m = t->m, pos = t->pos, n = t->n_workers;
+    uint8_t *scratch = worker_scratch(t, w);
     for (uint32_t i = 0; i < t->n_ops; i++) {
         if (t->barrier_before[i])
             barrier(t, sense);
-        nib_exec_op(t->v, t->arena, &ops[i], m, pos, w, n);
+        nib_exec_op(t->v, t->arena, scratch, &ops[i], m, pos, w, n);
     }
     if (n > 1)
         barrier(t, sense);

@@ -17,7 +17,9 @@
  *     on the barrier word (FUTEX_WAIT) and the last arrival wakes it.
  *     nib_team_sleeps counts these; on a dedicated machine it stays 0.
  *
- * Memory: caller-owned (nib_team_footprint / nib_team_new); nothing is
+ * Memory: caller-owned (nib_team_footprint / nib_team_new), including each
+ * worker's private scratch (NIB_OPF_NORM_IN: every worker normalizes the
+ * same rows itself instead of waiting at a barrier for one); nothing is
  * allocated. Threads: created by the caller (boot/workers.c pins them and
  * installs seccomp first; nib_team_spawn is the plain version). */
 #ifndef NIB_TEAM_H
@@ -33,7 +35,9 @@
 struct nib_team;
 
 uint64_t nib_team_align(void);
-uint64_t nib_team_footprint(uint32_t n_workers, uint32_t n_ops);
+/* Bytes for a team of n_workers running v's plan: the barrier map and the
+ * private scratch of workers 1..n-1 (worker 0's is in the arena). */
+uint64_t nib_team_footprint(uint32_t n_workers, const struct nib_blob_view *v);
 /* mem: nib_team_footprint bytes, nib_team_align aligned. arena: the
  * runtime memory the plan runs in. n_workers in 1..NIB_TEAM_MAX_WORKERS. */
 struct nib_team *nib_team_new(void *mem, const struct nib_blob_view *v, uint8_t *arena,

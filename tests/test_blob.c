@@ -227,6 +227,19 @@ START_TEST(plan_lies_refused)
     }
     OP(mm)->flags |= NIB_OPF_QOUT;
     EXPECT_REFUSED("only gate|up");
+    ck_assert(OP(qkv)->flags & NIB_OPF_NORM_IN);
+    OP(qkv)->norm_tensor = H()->n_tensors;
+    EXPECT_REFUSED("bad input norm");
+    OP(qkv)->norm_tensor = OP(qkv)->tensor;
+    EXPECT_REFUSED("bad input norm");
+    OP(qkv)->norm_eps = 0.0f;
+    EXPECT_REFUSED("bad input norm");
+    H()->wscratch_size -= 64;
+    EXPECT_REFUSED("worker scratch");
+    H()->wscratch_off += 4;
+    EXPECT_REFUSED("worker scratch");
+    H()->wscratch_off = H()->act_size;
+    EXPECT_REFUSED("worker scratch");
     OP(head)->flags &= ~NIB_OPF_LAST_ROW;
     EXPECT_REFUSED("argmax");
     OP(at)->p0 = 0;

@@ -71,7 +71,7 @@ static void prefill_matches(uint32_t workers, const uint32_t *pass_sizes, int n_
     uint8_t *ref_kv = NULL;
     float *ref = reference(&ref_kv);
     uint8_t *arena = new_arena();
-    void *tmem = aligned_alloc(nib_team_align(), nib_team_footprint(workers, view.h->n_ops));
+    void *tmem = aligned_alloc(nib_team_align(), nib_team_footprint(workers, &view));
     struct nib_team *t = nib_team_new(tmem, &view, arena, workers, 50000000, 200000);
     ck_assert_ptr_nonnull(t);
     pthread_t tids[8];

@@ -332,7 +332,7 @@ static double model_rate(const struct nib_blob_view *v, uint8_t *mem, uint32_t n
                          uint32_t n_tokens, uint32_t batch)
 {
     void *tm = aligned_alloc(nib_team_align(),
-                             (nib_team_footprint(n_workers, v->h->n_ops) + 4095) & ~(uint64_t)4095);
+                             (nib_team_footprint(n_workers, v) + 4095) & ~(uint64_t)4095);
     if (!tm)
         return 0;
     struct nib_team *team = nib_team_new(tm, v, mem, n_workers, 1000000000ull, 1000000000ull);

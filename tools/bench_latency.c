@@ -180,7 +180,7 @@ static int bench_blob(const struct bench_opts *o)
         n = o->workers;
     }
     uint64_t arena_size = (v.mem_size + huge - 1) / huge * huge;
-    uint64_t team_size = nib_team_footprint(n, v.h->n_ops);
+    uint64_t team_size = nib_team_footprint(n, &v);
     uint8_t *arena = mmap(NULL, arena_size + team_size, PROT_READ | PROT_WRITE,
                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     uint32_t *ids = malloc((strlen(o->prompt) + 2) * sizeof *ids);

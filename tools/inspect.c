@@ -45,7 +45,7 @@ static void print_blob(const struct nib_blob_view *v, int show_plan)
         if (op->f0 != 0.0f)
             printf(" f=%g", (double)op->f0);
         static const struct { uint32_t bit; const char *name; } flags[] = {
-            {NIB_OPF_LAST_ROW, "last-row"}, {NIB_OPF_QOUT, "int8-out"}, {NIB_EPI_ADD, "+residual"},
+            {NIB_OPF_LAST_ROW, "last-row"}, {NIB_OPF_NORM_IN, "norm-in"}, {NIB_OPF_QOUT, "int8-out"}, {NIB_EPI_ADD, "+residual"},
             {NIB_EPI_ROPE_KV, "+rope+kv"}, {NIB_EPI_SILU_MUL, "+silu*up"}, {NIB_EPI_ARGMAX, "+argmax"},
         };
         for (size_t j = 0; j < sizeof flags / sizeof flags[0]; j++)

@@ -301,6 +301,8 @@ int nib_pack_blob(struct nib_plan *p, const struct llama_model *m, FILE *out, ch
     h.argmax_off = p->argmax_off;
     h.argmax_blocks = p->argmax_blocks;
     h.max_batch = p->max_batch;
+    h.wscratch_off = p->wscratch_off;
+    h.wscratch_size = p->wscratch_size;
     h.tensors.offset = align_up(sizeof h, NIB_SECTION_ALIGN);
     h.tensors.size = (uint64_t)p->n_tensors * sizeof(struct nib_tensor_rec);
     h.plan.offset = align_up(h.tensors.offset + h.tensors.size, NIB_SECTION_ALIGN);

@@ -25,6 +25,7 @@ struct builder {
     const struct plan_opts *o;
     uint32_t cap_t, cap_o;
     uint64_t act; /* next free activation byte */
+    uint64_t wscratch; /* private scratch a worker needs (NIB_OPF_NORM_IN) */
     int oom;
     char *err;
     size_t errlen;
@@ -293,32 +294,25 @@ static struct nib_op *matmul(struct builder *b, uint32_t t, uint64_t in, uint32_
     return op;
 }
 
-/* RMSNorm of the rows at src for consumer matmul t: quantized by the norm
- * itself when t reads int8 (the f32 row passes through f32_rows), else
- * written as f32 to f32_rows. Returns where t reads its input. */
-static uint64_t rmsnorm_for(struct builder *b, uint32_t norm, uint32_t t, uint64_t src,
-                            uint32_t stride, uint64_t f32_rows, uint32_t f32_stride, uint32_t n,
-                            float eps, uint32_t flags)
+/* dst rows = W . RMSNorm(x rows) with the norm inside the matmul
+ * (NIB_OPF_NORM_IN): each worker normalizes (and quantizes) the rows itself
+ * in its private scratch, whose size the plan tracks. */
+static struct nib_op *norm_matmul(struct builder *b, uint32_t norm, uint32_t t, uint64_t x,
+                                  uint32_t x_stride, uint64_t dst, uint32_t dst_stride, uint32_t k,
+                                  float eps)
 {
-    uint64_t in = input_of(b, t, f32_rows, n);
-    struct nib_op *op = add_op(b, NIB_OP_RMSNORM, norm);
-    op->flags = flags;
-    op->src0 = src;
-    op->src0_stride = stride;
-    op->n = n;
-    op->f0 = eps;
-    if (in == f32_rows) {
-        op->dst = f32_rows;
-        op->dst_stride = f32_stride;
-    } else {
-        const struct nib_tensor_rec *r = &b->p->tensors[t].rec;
-        op->flags |= NIB_OPF_QOUT;
-        op->dst = in;
-        op->aux = f32_rows;
-        op->aux_stride = f32_stride;
-        op->p0 = nib_qformat_act_block(r->dtype, r->group);
-    }
-    return in;
+    const struct nib_tensor_rec *r = &b->p->tensors[t].rec;
+    uint64_t need = (uint64_t)b->p->max_batch * ((k * 4ull + 63) & ~63ull);
+    if (r->dtype != NIB_DT_F32)
+        need += nib_qact_footprint(b->p->max_batch, k, nib_qformat_act_block(r->dtype, r->group));
+    if (need > b->wscratch)
+        b->wscratch = need;
+    struct nib_op *op = matmul(b, t, x, x_stride, dst, dst_stride, k);
+    op->src0_stride = x_stride;
+    op->flags = NIB_OPF_NORM_IN;
+    op->norm_tensor = norm;
+    op->norm_eps = eps;
+    return op;
 }
 
 static const struct nib_qspec f32_spec = {NIB_DT_F32, 0};
@@ -420,9 +414,8 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
         if (g->rec.rows > max_gu)
             max_gu = g->rec.rows;
     }
-    uint32_t x_s, xb_s, qkv_s, att_s, gu_s, h_s;
+    uint32_t x_s, qkv_s, att_s, gu_s, h_s;
     uint64_t x = rows_alloc(&b, dim, &x_s);
-    uint64_t xb = rows_alloc(&b, dim > q_dim ? dim : q_dim, &xb_s);
     uint64_t qkv = rows_alloc(&b, max_qkv, &qkv_s);
     uint64_t att_out = rows_alloc(&b, q_dim, &att_s);
     uint64_t gu = rows_alloc(&b, max_gu, &gu_s);
@@ -444,10 +437,9 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
     op->n = dim;
     for (uint32_t l = 0; l < hp.n_layers; l++) {
         const uint32_t *t = lt + 6 * l;
-        /* attention block: norm (quantizing), QKV with RoPE and the KV write */
-        uint64_t in = rmsnorm_for(&b, t[0], t[1], x, x_s, xb, xb_s, dim, hp.norm_eps, 0);
-        op = matmul(&b, t[1], in, xb_s, qkv, qkv_s, dim);
-        op->flags = NIB_EPI_ROPE_KV;
+        /* attention block: norm + QKV with RoPE and the KV write */
+        op = norm_matmul(&b, t[0], t[1], x, x_s, qkv, qkv_s, dim, hp.norm_eps);
+        op->flags |= NIB_EPI_ROPE_KV;
         op->tensor2 = t_rope;
         op->p0 = q_dim;
         op->p1 = k_off;
@@ -472,6 +464,7 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
         op->f0 = 1.0f / sqrtf((float)hd);
         op->scratch = scores;
         uint32_t blk = block_of(&b, t[2]);
+        uint64_t in;
         if (blk && hd % blk == 0) {
             /* attention quantizes its own heads for the output projection */
             op->flags = NIB_OPF_QOUT;
@@ -487,10 +480,9 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
         op->flags = NIB_EPI_ADD;
         op->src1 = x; /* x = Wo a + x: each output reads only its own old value */
         op->src1_stride = x_s;
-        /* FFN block: norm (quantizing), gate|up with SiLU-mul, down + residual */
-        in = rmsnorm_for(&b, t[3], t[4], x, x_s, xb, xb_s, dim, hp.norm_eps, 0);
-        op = matmul(&b, t[4], in, xb_s, hb, h_s, dim);
-        op->flags = NIB_EPI_SILU_MUL;
+        /* FFN block: norm + gate|up with SiLU-mul (quantizing), down + residual */
+        op = norm_matmul(&b, t[3], t[4], x, x_s, hb, h_s, dim, hp.norm_eps);
+        op->flags |= NIB_EPI_SILU_MUL;
         op->aux = gu;
         op->aux_stride = gu_s;
         op->p0 = ffn;
@@ -509,12 +501,13 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
         op->src1 = x;
         op->src1_stride = x_s;
     }
-    /* Head: the last row only; the argmax rides along in the epilogue. */
-    uint64_t in = rmsnorm_for(&b, t_on, t_out, x, x_s, xb, xb_s, dim, hp.norm_eps, NIB_OPF_LAST_ROW);
-    op = matmul(&b, t_out, in, xb_s, p->logits_off, 0, dim);
-    op->flags = NIB_OPF_LAST_ROW | NIB_EPI_ARGMAX;
+    /* Head: final norm + LM head + argmax in one op, the last row only. */
+    op = norm_matmul(&b, t_on, t_out, x, x_s, p->logits_off, 0, dim, hp.norm_eps);
+    op->flags |= NIB_OPF_LAST_ROW | NIB_EPI_ARGMAX;
     if (b.failed || b.oom)
         goto fail;
+    p->wscratch_size = (uint32_t)b.wscratch;
+    p->wscratch_off = act_alloc(&b, b.wscratch);
 
     /* The KV cache follows the activations: relocate its offsets. */
     p->act_size = b.act;

@@ -35,6 +35,8 @@ struct nib_plan {
     uint64_t act_size, kv_size;
     uint64_t logits_off, token_off, pos_off, argmax_off;
     uint32_t max_batch, argmax_blocks;
+    uint64_t wscratch_off;
+    uint32_t wscratch_size;
 };
 
 /* Weight formats. Matrices take `matrix`; the LM head takes `output`;

@@ -61,7 +61,7 @@ static void run_team_and_compare(uint32_t workers, uint64_t spin_ns, uint64_t ba
     uint32_t vocab = view.h->hp.vocab_size;
     float *ref = reference_logits();
     uint8_t *arena = new_arena();
-    void *tmem = aligned_alloc(nib_team_align(), nib_team_footprint(workers, view.h->n_ops));
+    void *tmem = aligned_alloc(nib_team_align(), nib_team_footprint(workers, &view));
     struct nib_team *t = nib_team_new(tmem, &view, arena, workers, spin_ns, barrier_spin_ns);
     ck_assert_ptr_nonnull(t);
     pthread_t tids[8];
@@ -166,7 +166,7 @@ static int conflict(const struct nib_access *a, const struct nib_access *b)
 START_TEST(barriers_where_data_depends)
 {
     for (uint32_t n = 1; n <= 4; n++) {
-        void *tmem = aligned_alloc(nib_team_align(), nib_team_footprint(n, view.h->n_ops));
+        void *tmem = aligned_alloc(nib_team_align(), nib_team_footprint(n, &view));
         struct nib_team *t = nib_team_new(tmem, &view, NULL, n, 0, 0);
         ck_assert_ptr_nonnull(t);
         const uint8_t *bar = nib_team_barrier_map(t);
@@ -207,7 +207,7 @@ END_TEST
 
 START_TEST(team_rejects_bad_worker_counts)
 {
-    void *tmem = aligned_alloc(64, nib_team_footprint(1, view.h->n_ops));
+    void *tmem = aligned_alloc(64, nib_team_footprint(1, &view));
     ck_assert_ptr_null(nib_team_new(tmem, &view, NULL, 0, 0, 0));
     ck_assert_ptr_null(nib_team_new(tmem, &view, NULL, NIB_TEAM_MAX_WORKERS + 1, 0, 0));
     free(tmem);
