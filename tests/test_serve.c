@@ -196,7 +196,10 @@ START_TEST(cancel_stops_generation)
     s->cancel = 1;
     nib_server_poll(&srv);
     ck_assert_uint_eq(s->status, NIB_ST_CANCELLED);
-    ck_assert_uint_eq(s->n_tokens - s->n_prompt, 1);
+    /* The documented bound (docs/ring.md): at most one more token. Whether
+     * the cancel is seen after the prefill pass (a check falls due after
+     * 20 ms, e.g. under ASan) or after the first token depends on timing. */
+    ck_assert_uint_le(s->n_tokens - s->n_prompt, 1);
     ck_assert_uint_eq(srv.stats->requests_cancelled, 1);
 }
 END_TEST
