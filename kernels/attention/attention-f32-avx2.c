@@ -36,15 +36,9 @@ void nib_attention_f32_avx2(const float *q, const float *kc, const float *vc, fl
             vsum = _mm256_add_ps(vsum, e);
         }
         _mm256_storeu_ps(lanes, vsum);
-        for (; t < n; t++) {
-            a[t] = nib_expf(a[t] - max);
-            lanes[t % 8] += a[t];
-        }
-        const float sum = nib_tree8(lanes);
         /* Weights first (one division each), then out in chunks of 32
          * dims held in registers across all positions. */
-        for (t = 0; t < n; t++)
-            a[t] = a[t] / sum;
+        nib_softmax_finish(a, t, n, max, lanes);
         float *o = out + h * head_dim;
         size_t i = 0;
         for (; i + 32 <= head_dim; i += 32) {
@@ -69,12 +63,7 @@ void nib_attention_f32_avx2(const float *q, const float *kc, const float *vc, fl
                                      _mm256_loadu_ps(vc + t * row_stride + kv_off + i), o0);
             _mm256_storeu_ps(o + i, o0);
         }
-        for (; i < head_dim; i++) {
-            float acc = 0.0f;
-            for (t = 0; t < n; t++)
-                acc = fmaf(a[t], vc[t * row_stride + kv_off + i], acc);
-            o[i] = acc;
-        }
+        nib_att_out_dims(a, vc + kv_off, row_stride, o, i, head_dim, n);
     }
 }
 #else

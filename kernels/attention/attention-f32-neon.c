@@ -34,13 +34,7 @@ void nib_attention_f32_neon(const float *q, const float *kc, const float *vc, fl
         float lanes[8];
         vst1q_f32(lanes, slo);
         vst1q_f32(lanes + 4, shi);
-        for (; t < n; t++) {
-            a[t] = nib_expf(a[t] - max);
-            lanes[t % 8] += a[t];
-        }
-        const float sum = nib_tree8(lanes);
-        for (t = 0; t < n; t++)
-            a[t] = a[t] / sum;
+        nib_softmax_finish(a, t, n, max, lanes);
         float *o = out + h * head_dim;
         size_t i = 0;
         for (; i + 16 <= head_dim; i += 16) {
@@ -58,12 +52,7 @@ void nib_attention_f32_neon(const float *q, const float *kc, const float *vc, fl
             vst1q_f32(o + i + 8, o2);
             vst1q_f32(o + i + 12, o3);
         }
-        for (; i < head_dim; i++) {
-            float acc = 0.0f;
-            for (t = 0; t < n; t++)
-                acc = fmaf(a[t], vc[t * row_stride + kv_off + i], acc);
-            o[i] = acc;
-        }
+        nib_att_out_dims(a, vc + kv_off, row_stride, o, i, head_dim, n);
     }
 }
 #else

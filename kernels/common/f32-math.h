@@ -68,6 +68,33 @@ static inline void nib_dot_lanes(const float *a, const float *b, size_t n, float
         }
 }
 
+/* Attention, after a SIMD variant has exponentiated terms [0, t) of a and
+ * summed them into lanes: the remaining terms, the sum, and the weights
+ * term / sum (stored back into a). */
+static inline void nib_softmax_finish(float *a, size_t t, size_t n, float max, float lanes[8])
+{
+    for (; t < n; t++) {
+        a[t] = nib_expf(a[t] - max);
+        lanes[t % 8] += a[t];
+    }
+    const float sum = nib_tree8(lanes);
+    for (t = 0; t < n; t++)
+        a[t] = a[t] / sum;
+}
+
+/* Attention output dims [i, head_dim) one at a time: o[i] = sum over
+ * positions t in order of fma(w[t], v[t][i], .). */
+static inline void nib_att_out_dims(const float *w, const float *vc, size_t row_stride, float *o,
+                                    size_t i, size_t head_dim, size_t n)
+{
+    for (; i < head_dim; i++) {
+        float acc = 0.0f;
+        for (size_t t = 0; t < n; t++)
+            acc = __builtin_fmaf(w[t], vc[t * row_stride + i], acc);
+        o[i] = acc;
+    }
+}
+
 /* silu(a) * b, one element. */
 static inline float nib_silu_mul1(float a, float b)
 {
