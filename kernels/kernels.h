@@ -12,9 +12,15 @@
 
 /* y[r] = dot(w[r][0..k), x) (+ add[r] when add != NULL), r in [n_begin, n_end).
  * The dot product is summed in 8 interleaved partial sums combined in a
- * fixed tree, so every build gives the same bits for the same inputs. */
+ * fixed tree, so every build and ISA gives the same bits for the same inputs. */
+typedef void (*nib_gemv_f32_fn)(const float *w, const float *x, float *y, const float *add,
+                                size_t n_begin, size_t n_end, size_t k);
 void nib_gemv_f32_scalar(const float *w, const float *x, float *y, const float *add,
                          size_t n_begin, size_t n_end, size_t k);
+void nib_gemv_f32_avx2(const float *w, const float *x, float *y, const float *add,
+                       size_t n_begin, size_t n_end, size_t k);
+void nib_gemv_f32_neon(const float *w, const float *x, float *y, const float *add,
+                       size_t n_begin, size_t n_end, size_t k);
 
 /* out[i] = weight[i] * (x[i] / sqrt(mean(x^2) + eps)), the mean summed in
  * a fixed order (kernels/norm/rmsnorm-f32-scalar.c). */

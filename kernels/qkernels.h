@@ -116,6 +116,7 @@ struct nib_qkernels {
     nib_rmsnorm_fn rmsnorm;
     nib_rope_rows_fn rope_rows;
     nib_silu_mul_fn silu_mul;
+    nib_gemv_f32_fn gemv_f32;
 };
 
 /* The kernels for one ISA (NIB_ISA_SCALAR, NIB_ISA_AVX2, NIB_ISA_NEON_DOT);

@@ -109,7 +109,7 @@ static void matmul_rows(const struct nib_blob_view *v, const struct mm *c, uint3
     const int add = (op->flags & NIB_EPI_ADD) != 0;
     if (c->w32) {
         for (uint32_t i = c->t0; i < c->t0 + c->mt; i++)
-            nib_gemv_f32_scalar(c->w32, (const float *)(const void *)(c->in + (uint64_t)i * c->in_stride),
+            qk->gemv_f32(c->w32, (const float *)(const void *)(c->in + (uint64_t)i * c->in_stride),
                                 c->y + (uint64_t)i * c->ys,
                                 add ? row_at(c->mem, op->src1, op->src1_stride, i) : NULL, r0, r1,
                                 op->k);

@@ -9,6 +9,7 @@ static const struct nib_qkernels k_scalar = {
     nib_rmsnorm_f32_scalar,
     nib_rope_rows_f32_scalar,
     nib_silu_mul_f32_scalar,
+    nib_gemv_f32_scalar,
 };
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -20,6 +21,7 @@ static const struct nib_qkernels k_avx2 = {
     nib_rmsnorm_f32_avx2,
     nib_rope_rows_f32_avx2,
     nib_silu_mul_f32_avx2,
+    nib_gemv_f32_avx2,
 };
 #endif
 
@@ -32,6 +34,7 @@ static const struct nib_qkernels k_neon = {
     nib_rmsnorm_f32_neon,
     nib_rope_rows_f32_neon,
     nib_silu_mul_f32_neon,
+    nib_gemv_f32_neon,
 };
 #endif
 

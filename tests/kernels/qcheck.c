@@ -511,6 +511,36 @@ int qcheck_f32_ops(const struct nib_qkernels *ref, const struct nib_qkernels *va
                      var->name, x[i], w[i], o2[i], want);
         }
     }
+    /* f32 GEMV: ragged K, split row ranges, with and without add */
+    for (int round = 0; round < 24 && !nfail; round++) {
+        uint32_t k = 1 + rnd_below(&s, 300), rows = 1 + rnd_below(&s, 12);
+        uint32_t rb = rnd_below(&s, rows), re = rb + 1 + rnd_below(&s, rows - rb);
+        float *wm = xalloc((size_t)rows * k * 4);
+        random_x(&s, wm, (size_t)rows * k);
+        random_x(&s, x, k);
+        random_x(&s, w, rows);
+        const float *add = round % 2 ? w : NULL;
+        memset(o1, 0, rows * 4);
+        memset(o2, 0, rows * 4);
+        ref->gemv_f32(wm, x, o1, add, rb, re, k);
+        var->gemv_f32(wm, x, o2, add, rb, re, k);
+        if (memcmp(o1, o2, rows * 4))
+            fail(&nfail, msg, len, "gemv f32 %s vs %s: %u x %u rows [%u,%u): outputs differ",
+                 var->name, ref->name, rows, k, rb, re);
+        for (uint32_t r = rb; r < re && !nfail; r++) {
+            double d = 0, mag = 0;
+            for (uint32_t i = 0; i < k; i++) {
+                d += (double)wm[(size_t)r * k + i] * x[i];
+                mag += fabs((double)wm[(size_t)r * k + i] * x[i]);
+            }
+            if (add)
+                d += add[r], mag += fabs(add[r]);
+            if (fabs(o2[r] - d) > 1e-6 * mag + 1e-30)
+                fail(&nfail, msg, len, "gemv f32 %s: row %u of %u x %u: %.9g, double %.9g", var->name,
+                     r, rows, k, o2[r], d);
+        }
+        free(wm);
+    }
     /* RoPE over rows of heads: full and partial rotation, ragged ranges */
     static const uint32_t hds[] = {8, 20, 48, 64, 128};
     for (int round = 0; round < 40 && !nfail; round++) {

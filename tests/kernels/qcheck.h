@@ -34,7 +34,7 @@ int qcheck_vs_double(const struct nib_qkernels *kt, uint64_t seed, char *msg, si
  * accumulation each format uses: kt's result equals the exact integer. */
 int qcheck_worst_case(const struct nib_qkernels *kt, char *msg, size_t len);
 
-/* RMSNorm, SiLU-mul and RoPE of var vs ref: bitwise equal on random
+/* f32 GEMV, RMSNorm, SiLU-mul and RoPE of var vs ref: bitwise equal on random
  * lengths (ragged too), large inputs, a NaN, partial rotations and
  * ragged row ranges; and each against double precision. */
 int qcheck_f32_ops(const struct nib_qkernels *ref, const struct nib_qkernels *var, uint64_t seed,
