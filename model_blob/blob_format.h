@@ -133,9 +133,11 @@ enum nib_opcode {
     NIB_OP_ATTENTION = 6, /* dst row = attention(q = src0 row at position pos+t, cache at src1):
                            * n heads, k = head_dim, p0 kv heads, p1 cache row stride,
                            * p2 v cache offset; f0 = scale; scratch: n x ctx floats.
-                           * NIB_OPF_QOUT: dst is int8 activations (block p3, which
-                           * divides k), each head quantized by the worker that computed
-                           * it (f32 rows at aux first) */
+                           * NIB_OPF_QOUT: dst is int8 activations (block p3); the work
+                           * is split in units of p4 heads, p4 * k a multiple of p3 (or
+                           * p4 = n: one unit), and
+                           * each worker quantizes the blocks of the heads it computed
+                           * (f32 rows at aux first) */
     NIB_OP_QUANT = 8,     /* int8 activations at dst (block p0) from the n f32 of each src0 row,
                            * for inputs no producer could quantize itself */
     NIB_OP_COUNT

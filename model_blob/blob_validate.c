@@ -342,8 +342,9 @@ static int check_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t
             return fail(err, errlen, "plan op %u (attention): bad head geometry", i);
         add_rows(&r, op->src0, op->src0_stride, M, n * k * 4, single);
         if (op->flags & NIB_OPF_QOUT) {
-            /* every head quantized on its own: the block divides head_dim */
-            if (op->p3 == 0 || op->p3 > NIB_QACT_MAX_BLOCK || k % op->p3 ||
+            /* units of p4 heads, each a whole number of blocks (or all heads) */
+            if (op->p3 == 0 || op->p3 > NIB_QACT_MAX_BLOCK || op->p4 == 0 || op->p4 > n ||
+                (op->p4 < n && ((uint64_t)op->p4 * k) % op->p3) ||
                 add_qact(&r, op->dst, M, n * k, op->p3))
                 return fail(err, errlen, "plan op %u (attention): bad quantized output", i);
             add_rows(&r, op->aux, op->aux_stride, M, n * k * 4, single);

@@ -59,8 +59,9 @@ static uint32_t op_units(const struct nib_op *op, uint32_t *block)
         *block = (op->flags & NIB_OPF_QOUT) ? 2 * op->p1 : NIB_EXEC_ROW_BLOCK;
         return op->n;
     case NIB_OP_ATTENTION:
-        *block = 1;
-        return op->n; /* heads */
+        /* heads, in units that cover whole activation blocks when quantizing */
+        *block = (op->flags & NIB_OPF_QOUT) ? op->p4 : 1;
+        return op->n;
     case NIB_OP_EMBED:
         return op->n; /* elements */
     default:
@@ -305,8 +306,9 @@ void nib_exec_op(const struct nib_blob_view *v, uint8_t *mem, uint8_t *wscratch,
             qk->attention(row_at(mem, op->src0, op->src0_stride, t), f32_at(mem, op->src1),
                           f32_at(mem, op->src1 + op->p2), out, f32_at(mem, op->scratch), b, e,
                           op->k, op->n / op->p0, op->p1 / 4, pos + t, ctx, op->f0);
-            if (qout) {
-                struct nib_qact blk = nib_qact_blocks(&a, t, b * op->k / op->p3, e * op->k / op->p3);
+            if (qout) { /* b * k is a block boundary; the last unit may end in a partial block */
+                uint32_t b0 = b * op->k / op->p3, b1 = (e * op->k + op->p3 - 1) / op->p3;
+                struct nib_qact blk = nib_qact_blocks(&a, t, b0, b1);
                 qk->qact(&blk, 0, out + (uint64_t)b * op->k);
             }
         }

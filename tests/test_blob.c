@@ -222,6 +222,10 @@ START_TEST(plan_lies_refused)
     if (OP(at)->flags & NIB_OPF_QOUT) {
         OP(at)->p3 = OP(at)->k + 32;
         EXPECT_REFUSED("attention): bad quantized output");
+        OP(at)->p4 = 0;
+        EXPECT_REFUSED("attention): bad quantized output");
+        OP(at)->p4 = OP(at)->n + 1;
+        EXPECT_REFUSED("attention): bad quantized output");
         OP(at)->aux = H()->act_size + H()->kv_size - 64;
         EXPECT_REFUSED("outside runtime memory");
     }

@@ -465,14 +465,24 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
         op->scratch = scores;
         uint32_t blk = block_of(&b, t[2]);
         uint64_t in;
-        if (blk && hd % blk == 0) {
-            /* attention quantizes its own heads for the output projection */
+        if (blk) {
+            /* attention quantizes its own heads for the output projection,
+             * split in units of heads that cover whole blocks */
+            uint32_t g = hd, r = blk;
+            while (r) {
+                uint32_t tmp = g % r;
+                g = r;
+                r = tmp;
+            }
             op->flags = NIB_OPF_QOUT;
             op->aux = att_out;
             op->aux_stride = att_s;
             op->dst = in = qact_buf(&b, q_dim, blk);
             op->dst_stride = 0;
             op->p3 = blk;
+            op->p4 = blk / g; /* heads per unit: blk / gcd(hd, blk), at most all */
+            if (op->p4 > hp.n_heads)
+                op->p4 = hp.n_heads;
         } else {
             in = quantized_input(&b, t[2], att_out, att_s, q_dim, 0);
         }
