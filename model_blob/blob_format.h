@@ -125,9 +125,6 @@ struct nib_tensor_rec {
  * (kernels/qkernels.h), with its block in the op. */
 enum nib_opcode {
     NIB_OP_EMBED = 1,     /* dst row t = row tokens[t] of tensor; n = width */
-    NIB_OP_RMSNORM = 2,   /* dst row = src0 row * rsqrt(mean(src0 row^2) + f0) * tensor; n.
-                           * NIB_OPF_QOUT: dst is int8 activations (block p0) instead of f32,
-                           * quantized by this op on the same worker (f32 row at aux first) */
     NIB_OP_MATMUL = 3,    /* dst row[n] = tensor[n][k] . src0 row, then the epilogues in flags
                            * (a quantized tensor reads src0 as int8 activations) */
     NIB_OP_ATTENTION = 6, /* dst row = attention(q = src0 row at position pos+t, cache at src1):
@@ -142,18 +139,19 @@ enum nib_opcode {
                            * for inputs no producer could quantize itself */
     NIB_OP_COUNT
 };
-/* Codes 4, 5 and 7 (rope, kv store, silu-mul) were separate ops in blob
- * version 1; version 2 runs them as matmul epilogues. */
+/* Codes 2, 4, 5 and 7 (rmsnorm, rope, kv store, silu-mul) were separate
+ * ops in blob version 1; version 2 runs them inside the matmuls (RMSNorm
+ * as NIB_OPF_NORM_IN, the others as epilogues). */
 
 /* Op flags. */
-#define NIB_OPF_LAST_ROW 0x1u /* run row m-1 only (final norm, LM head) */
+#define NIB_OPF_LAST_ROW 0x1u /* run row m-1 only (the LM head) */
 #define NIB_OPF_NORM_IN 0x4u  /* matmul: src0 holds the f32 rows BEFORE their RMSNorm (weights
                                * norm_tensor, eps norm_eps); every worker normalizes them (and
                                * quantizes, for a quantized tensor) into its own scratch and
                                * reads its input there: no separate norm op, no barrier.
                                * Scratch: f32 rows of round_up(k * 4, 64) bytes for max_batch
                                * rows, then the int8 activations (max_batch rows) */
-#define NIB_OPF_QOUT 0x2u     /* rmsnorm, attention, gate|up: int8 output, see each */
+#define NIB_OPF_QOUT 0x2u     /* attention, gate|up: int8 output, see each */
 /* Matmul epilogues, applied to each block of NIB_EXEC_ROW_BLOCK rows right
  * after the kernel computed it, by the worker that computed it. */
 #define NIB_EPI_ADD 0x10u     /* dst row += src1 row (residual; src1 may be dst) */

@@ -28,7 +28,7 @@ const char *nib_dtype_name(uint32_t dtype)
 const char *nib_op_name(uint32_t code)
 {
     static const char *const names[NIB_OP_COUNT] = {
-        "?", "embed", "rmsnorm", "matmul", "(v1 rope)", "(v1 kv_store)", "attention",
+        "?", "embed", "(v1 rmsnorm)", "matmul", "(v1 rope)", "(v1 kv_store)", "attention",
         "(v1 silu_mul)", "quant"};
     return code < NIB_OP_COUNT ? names[code] : "unknown";
 }
@@ -213,7 +213,6 @@ static int check_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t
 {
     static const uint32_t allowed_flags[NIB_OP_COUNT] = {
         [NIB_OP_EMBED] = 0,
-        [NIB_OP_RMSNORM] = NIB_OPF_LAST_ROW | NIB_OPF_QOUT,
         [NIB_OP_MATMUL] = NIB_OPF_LAST_ROW | NIB_OPF_QOUT | NIB_OPF_NORM_IN | NIB_EPI_ADD |
                           NIB_EPI_ROPE_KV | NIB_EPI_SILU_MUL | NIB_EPI_ARGMAX,
         [NIB_OP_ATTENTION] = NIB_OPF_QOUT,
@@ -228,14 +227,14 @@ static int check_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t
     uint64_t n = op->n, k = op->k, ctx = hp->ctx_len;
     const char *name = nib_op_name(op->code);
 
-    if (op->code != NIB_OP_EMBED && op->code != NIB_OP_RMSNORM && op->code != NIB_OP_MATMUL &&
+    if (op->code != NIB_OP_EMBED && op->code != NIB_OP_MATMUL &&
         op->code != NIB_OP_ATTENTION && op->code != NIB_OP_QUANT)
         return fail(err, errlen, "plan op %u: unknown opcode %u", i, op->code);
     if (op->flags & ~allowed_flags[op->code])
         return fail(err, errlen, "plan op %u (%s): unknown or misplaced flags or epilogue 0x%x", i,
                     name, op->flags & ~allowed_flags[op->code]);
     const int single = (op->flags & NIB_OPF_LAST_ROW) != 0;
-    if (op->code == NIB_OP_EMBED || op->code == NIB_OP_RMSNORM || op->code == NIB_OP_MATMUL) {
+    if (op->code == NIB_OP_EMBED || op->code == NIB_OP_MATMUL) {
         if (op->tensor >= h->n_tensors)
             return fail(err, errlen, "plan op %u (%s): tensor index %u out of range", i, name,
                         op->tensor);
@@ -252,20 +251,6 @@ static int check_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t
         if (t->cols != n || t->rows != hp->vocab_size)
             return fail(err, errlen, "plan op %u (embed): tensor shape does not match", i);
         add_rows(&r, op->dst, op->dst_stride, M, n * 4, single);
-        break;
-    case NIB_OP_RMSNORM:
-        if (t->cols != n || t->rows != 1)
-            return fail(err, errlen, "plan op %u (rmsnorm): weight shape does not match n", i);
-        if (!(op->f0 > 0.0f && op->f0 < 1.0f))
-            return fail(err, errlen, "plan op %u (rmsnorm): eps out of range", i);
-        add_rows(&r, op->src0, op->src0_stride, M, n * 4, single);
-        if (op->flags & NIB_OPF_QOUT) {
-            add_rows(&r, op->aux, op->aux_stride, M, n * 4, single);
-            if (add_qact(&r, op->dst, M, n, op->p0))
-                return fail(err, errlen, "plan op %u (rmsnorm): bad quantized output", i);
-        } else {
-            add_rows(&r, op->dst, op->dst_stride, M, n * 4, single);
-        }
         break;
     case NIB_OP_MATMUL: {
         const uint32_t f = op->flags;

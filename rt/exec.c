@@ -65,7 +65,7 @@ static uint32_t op_units(const struct nib_op *op, uint32_t *block)
     case NIB_OP_EMBED:
         return op->n; /* elements */
     default:
-        /* RMSNORM and QUANT (reductions over a whole row), and any op
+        /* QUANT (a reduction over a whole row), and any op
          * without a split of its own: one share, worker 0's. */
         *block = UINT32_MAX;
         return op->n ? op->n : 1;
@@ -270,21 +270,6 @@ void nib_exec_op(const struct nib_blob_view *v, uint8_t *mem, uint8_t *wscratch,
         }
         break;
     }
-    case NIB_OP_RMSNORM: {
-        const int qout = (op->flags & NIB_OPF_QOUT) != 0;
-        struct nib_qact a;
-        if (qout)
-            a = qact_at(v, mem, op->dst, op->n, op->p0);
-        for (uint32_t t = t0; t < m; t++) {
-            float *out = qout ? row_at(mem, op->aux, op->aux_stride, t)
-                              : row_at(mem, op->dst, op->dst_stride, t);
-            qk->rmsnorm(row_at(mem, op->src0, op->src0_stride, t), nib_tensor_f32(v, op->tensor),
-                        out, op->n, op->f0);
-            if (qout)
-                qk->qact(&a, t, out);
-        }
-        break;
-    }
     case NIB_OP_MATMUL:
         exec_matmul(v, mem, wscratch, op, m, pos, b, e);
         break;
@@ -352,15 +337,6 @@ int nib_exec_access(const struct nib_blob_view *v, const struct nib_op *op, uint
     case NIB_OP_EMBED:
         acc(out, &c, v->h->token_slot_off, 0, M * 4ull, 0);
         acc_rows(out, &c, op->dst, op->dst_stride, M, b * 4ull, e * 4ull, 1);
-        break;
-    case NIB_OP_RMSNORM:
-        acc_rows(out, &c, op->src0, op->src0_stride, M, 0, op->n * 4ull, 0);
-        if (op->flags & NIB_OPF_QOUT) {
-            acc_rows(out, &c, op->aux, op->aux_stride, M, 0, op->n * 4ull, 1);
-            acc(out, &c, op->dst, 0, nib_qact_footprint(M, op->n, op->p0), 1);
-        } else {
-            acc_rows(out, &c, op->dst, op->dst_stride, M, 0, op->n * 4ull, 1);
-        }
         break;
     case NIB_OP_MATMUL: {
         const struct nib_tensor_rec *t = &v->tensors[op->tensor];

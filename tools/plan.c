@@ -264,14 +264,13 @@ static uint64_t input_of(struct builder *b, uint32_t t, uint64_t f32_rows, uint3
 /* The input of consumer t from f32 rows (at src, stride) that no producer
  * could quantize itself: a quant op when t is quantized. */
 static uint64_t quantized_input(struct builder *b, uint32_t t, uint64_t src, uint32_t stride,
-                                uint32_t k, uint32_t flags)
+                                uint32_t k)
 {
     uint64_t in = input_of(b, t, src, k);
     if (in == src)
         return src;
     const struct nib_tensor_rec *r = &b->p->tensors[t].rec;
     struct nib_op *q = add_op(b, NIB_OP_QUANT, UINT32_MAX);
-    q->flags = flags;
     q->src0 = src;
     q->src0_stride = stride;
     q->dst = in;
@@ -414,12 +413,13 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
         if (g->rec.rows > max_gu)
             max_gu = g->rec.rows;
     }
-    uint32_t x_s, qkv_s, att_s, gu_s, h_s;
+    uint32_t x_s, qkv_s, att_s, gu_s, h_s = 0;
     uint64_t x = rows_alloc(&b, dim, &x_s);
     uint64_t qkv = rows_alloc(&b, max_qkv, &qkv_s);
     uint64_t att_out = rows_alloc(&b, q_dim, &att_s);
     uint64_t gu = rows_alloc(&b, max_gu, &gu_s);
-    uint64_t hb = rows_alloc(&b, ffn, &h_s);
+    uint64_t hb = UINT64_MAX; /* f32 FFN rows: only for a down projection that cannot
+                               * have gate|up quantize for it (allocated when first needed) */
     uint64_t scores = act_alloc(&b, (uint64_t)hp.n_heads * ctx * 4ull);
     p->logits_off = act_alloc(&b, p->tensors[t_out].rec.rows * 4ull);
     p->argmax_blocks = (hp.vocab_size + NIB_ARGMAX_BLOCK - 1) / NIB_ARGMAX_BLOCK;
@@ -484,27 +484,29 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
             if (op->p4 > hp.n_heads)
                 op->p4 = hp.n_heads;
         } else {
-            in = quantized_input(&b, t[2], att_out, att_s, q_dim, 0);
+            in = quantized_input(&b, t[2], att_out, att_s, q_dim);
         }
         op = matmul(&b, t[2], in, att_s, x, x_s, q_dim);
         op->flags = NIB_EPI_ADD;
         op->src1 = x; /* x = Wo a + x: each output reads only its own old value */
         op->src1_stride = x_s;
         /* FFN block: norm + gate|up with SiLU-mul (quantizing), down + residual */
-        op = norm_matmul(&b, t[3], t[4], x, x_s, hb, h_s, dim, hp.norm_eps);
+        blk = block_of(&b, t[5]);
+        if (!blk && hb == UINT64_MAX)
+            hb = rows_alloc(&b, ffn, &h_s);
+        op = norm_matmul(&b, t[3], t[4], x, x_s, blk ? qact_buf(&b, ffn, blk) : hb, blk ? 0 : h_s,
+                         dim, hp.norm_eps);
         op->flags |= NIB_EPI_SILU_MUL;
         op->aux = gu;
         op->aux_stride = gu_s;
         op->p0 = ffn;
-        blk = block_of(&b, t[5]);
         if (blk) {
             /* gate|up quantizes its outputs for the down projection */
             op->flags |= NIB_OPF_QOUT;
-            op->dst = in = qact_buf(&b, ffn, blk);
-            op->dst_stride = 0;
             op->p1 = blk;
+            in = op->dst;
         } else {
-            in = quantized_input(&b, t[5], hb, h_s, ffn, 0);
+            in = quantized_input(&b, t[5], hb, h_s, ffn);
         }
         op = matmul(&b, t[5], in, h_s, x, x_s, ffn);
         op->flags = NIB_EPI_ADD;
