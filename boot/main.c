@@ -34,8 +34,8 @@
 #include "rt/exec.h"
 #include "model_blob/blob_view.h"
 #include "rt/serve.h"
-#include "rt/shm_layout.h"
-#include "rt/shm_name.h"
+#include "proto/shm_layout.h"
+#include "proto/shm_name.h"
 #include "rt/team.h"
 
 extern const unsigned char nib_blob_start[], nib_blob_end[];

@@ -9,7 +9,7 @@
 #include "model_blob/crc32c.h"
 #include "rt/cpu_isa.h"
 #include "rt/sample.h"
-#include "rt/stats.h"
+#include "proto/stats.h"
 #include "rt/team.h"
 
 static float *f32_at(uint8_t *mem, uint64_t off)

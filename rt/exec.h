@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #include "model_blob/blob_view.h"
-#include "rt/stats_layout.h"
+#include "proto/stats_layout.h"
 
 struct nib_team;
 
@@ -37,7 +37,7 @@ struct nib_exec {
  * vocab_size or pos + m > ctx_len. With stats, a pass of one token
  * records its duration (the token latency histogram). Prefill passes
  * leave bitwise the state (KV cache, logits) that m single-token passes
- * leave (tests/test_prefill.c). */
+ * leave (tests/rt/test_prefill.c). */
 const float *nib_exec_tokens(struct nib_exec *e, const uint32_t *tokens, uint32_t m, uint32_t pos);
 const float *nib_exec_token(struct nib_exec *e, uint32_t token, uint32_t pos);
 

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "rt/sample.h"
-#include "rt/stats.h"
+#include "proto/stats.h"
 #include "rt/tokenizer.h"
 
 /* Token scratch: the encoder needs prompt bytes + 2 ids. */

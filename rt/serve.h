@@ -12,7 +12,7 @@
 
 #include "model_blob/blob_view.h"
 #include "rt/exec.h"
-#include "rt/shm_layout.h"
+#include "proto/shm_layout.h"
 
 /* What a request is checked against (from the blob and the layout). */
 struct nib_req_limits {

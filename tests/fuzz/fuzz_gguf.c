@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "tests/fuzz/fuzz.h"
-#include "tools/gguf.h"
-#include "tools/llama_import.h"
+#include "tools/compiler/gguf.h"
+#include "tools/compiler/llama_import.h"
 
 static void rows(const struct llama_weight *w)
 {

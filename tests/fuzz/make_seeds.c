@@ -12,9 +12,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "rt/shm_layout.h"
-#include "tests/gguf_fixture.h"
-#include "tools/gguf.h"
+#include "proto/shm_layout.h"
+#include "tests/common/gguf_fixture.h"
+#include "tools/compiler/gguf.h"
 
 static int put(const char *dir, const char *name, const void *p, size_t n)
 {

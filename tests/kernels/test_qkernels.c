@@ -12,10 +12,10 @@
 #include "kernels/kernels.h"
 #include "kernels/qkernels.h"
 #include "tests/kernels/qcheck.h"
-#include "tests/test_util.h"
-#include "tools/gguf.h"
-#include "tools/llama_import.h"
-#include "tools/quant.h"
+#include "tests/common/test_util.h"
+#include "tools/compiler/gguf.h"
+#include "tools/compiler/llama_import.h"
+#include "tools/compiler/quant.h"
 
 #if defined(__F16C__)
 #include <immintrin.h>

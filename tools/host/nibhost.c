@@ -15,8 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "rt/shm_layout.h"
-#include "rt/shm_name.h"
+#include "proto/shm_layout.h"
+#include "proto/shm_name.h"
 
 _Static_assert(sizeof(((struct nib_progress *)0)->error) == NIB_ERRMSG_MAX, "error size");
 

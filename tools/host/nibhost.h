@@ -2,7 +2,7 @@
  * Attach to a running appliance by name, submit prompts (text or token ids),
  * read tokens and text as they stream, wait with a timeout, cancel, and read
  * statistics. docs/ring.md is the protocol this library implements;
- * <rt/shm_layout.h> (installed beside this header) is its layout.
+ * <proto/shm_layout.h> (installed beside this header) is its layout.
  *
  * Every call that talks to the appliance notices when it has died, stopped
  * or been restarted (a new boot has a new epoch) and returns NIB_HOST_GONE
@@ -111,7 +111,7 @@ int nib_host_release(struct nib_host *h, const struct nib_req_handle *r);
 int nib_host_stop(struct nib_host *h, int timeout_ms);
 
 /* Read-only view of the statistics page (struct nib_stats in
- * <rt/stats_layout.h>); counters only ever grow. */
+ * <proto/stats_layout.h>); counters only ever grow. */
 const void *nib_host_stats(const struct nib_host *h);
 
 /* "ok", "eos", "cancelled", ... ("unknown" for other values). */

@@ -1,0 +1,77 @@
+/* The statistics page of the shared segment: counters, latency histograms
+ * and the boot report that the appliance writes (plain stores, one writer:
+ * the serving thread) and hosts read (nib stats). Part of the segment
+ * layout (proto/shm_layout.h); proto/stats.h records into it and turns the
+ * histograms into percentiles, so hosts never decode buckets themselves.
+ *
+ * Latency histograms are log-linear (as HdrHistogram): each power-of-two
+ * octave [2^e, 2^(e+1)) ns is split into 2^sub_bits equal buckets, so a
+ * bucket is at most 2^-sub_bits of its value wide. Bucket 0 holds
+ * everything below 2^min_exp, the last bucket everything at or above
+ * 2^max_exp. Counts are u32 and saturate (they never wrap).
+ *
+ *   token:   32 per octave (width <= 3.2 %, percentile error about 1 %),
+ *            4 us .. 2.1 s: one forward pass of the plan per token
+ *            (prefill and decode), timed by the executor (rt/exec.c);
+ *   request: 8 per octave, 16 us .. 4.6 min: submit to final status.
+ */
+#ifndef NIB_STATS_LAYOUT_H
+#define NIB_STATS_LAYOUT_H
+
+#include <stdalign.h>
+#include <stdint.h>
+
+#define NIB_STATS_VERSION 2u
+
+#define NIB_TOKEN_HIST_MIN_EXP 12u
+#define NIB_TOKEN_HIST_MAX_EXP 31u
+#define NIB_TOKEN_HIST_SUB_BITS 5u
+#define NIB_TOKEN_HIST_BUCKETS \
+    (2u + (NIB_TOKEN_HIST_MAX_EXP - NIB_TOKEN_HIST_MIN_EXP) * (1u << NIB_TOKEN_HIST_SUB_BITS))
+
+#define NIB_REQUEST_HIST_MIN_EXP 14u
+#define NIB_REQUEST_HIST_MAX_EXP 38u
+#define NIB_REQUEST_HIST_SUB_BITS 3u
+#define NIB_REQUEST_HIST_BUCKETS \
+    (2u + (NIB_REQUEST_HIST_MAX_EXP - NIB_REQUEST_HIST_MIN_EXP) * (1u << NIB_REQUEST_HIST_SUB_BITS))
+
+/* boot_flags bits */
+#define NIB_BOOT_MLOCKED 1u        /* mlockall succeeded */
+#define NIB_BOOT_SECCOMP 2u        /* every thread runs under the filter */
+#define NIB_BOOT_HUGETLB 4u        /* blob on reserved hugetlbfs pages */
+#define NIB_BOOT_NUMA 8u           /* weight shards placed with libnuma */
+#define NIB_BOOT_TOPO_OVERRIDE 16u /* booted on a machine unlike its table */
+
+struct nib_stats {
+    /* line 0: request and token counters */
+    alignas(64) uint64_t requests_accepted;
+    uint64_t requests_done;
+    uint64_t requests_rejected;   /* bad requests */
+    uint64_t requests_cancelled;
+    uint64_t slots_reclaimed;     /* from dead hosts */
+    uint64_t tokens_prompt;
+    uint64_t tokens_generated;
+    uint64_t tokens_run;          /* forward passes (prefill + decode) */
+    /* line 1: maxima, layout, the executor */
+    alignas(64) uint64_t request_ns_max;
+    uint64_t barrier_sleeps;      /* barrier waits that fell back to FUTEX_WAIT */
+    uint64_t token_pass_ns_max;   /* largest sample of token_hist */
+    uint64_t logits_digest;       /* CRC32C over every logit computed (--digest) */
+    uint32_t version;             /* NIB_STATS_VERSION */
+    uint32_t n_workers;
+    uint32_t barriers_per_token;
+    uint32_t boot_flags;          /* NIB_BOOT_* */
+    uint32_t numa_nodes;
+    uint32_t reserved1[3];
+    /* line 2: what boot got, read back from /proc/self/smaps */
+    alignas(64) uint64_t blob_bytes;
+    uint64_t blob_huge_bytes;     /* AnonHugePages (or hugetlb) of the blob copy */
+    uint64_t arena_bytes;         /* activations + KV cache + team */
+    uint64_t arena_huge_bytes;
+    uint64_t reserved2[4];
+    /* histograms (u32 counts, see above) */
+    alignas(64) uint32_t token_hist[NIB_TOKEN_HIST_BUCKETS];
+    alignas(64) uint32_t request_hist[NIB_REQUEST_HIST_BUCKETS];
+};
+
+#endif

@@ -1,0 +1,314 @@
+/* The blob validator against corrupt and hostile blobs: every flipped byte is
+ * caught (by the checksum), and every structural lie is caught even when the
+ * checksum has been recomputed to match. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_blob/blob_view.h"
+#include "model_blob/crc32c.h"
+#include "tests/common/test_util.h"
+
+static uint8_t *blob;
+static size_t blob_size;
+static uint8_t *work; /* mutable copy */
+static char err[512];
+
+static void setup(void)
+{
+    blob = tu_read_file(tu_env_path("NIB_TEST_BLOB"), &blob_size);
+    work = aligned_alloc(64, (blob_size + 63) & ~(size_t)63);
+    memcpy(work, blob, blob_size);
+}
+
+static void teardown(void)
+{
+    free(blob);
+    free(work);
+}
+
+static struct nib_blob_header *H(void)
+{
+    return (struct nib_blob_header *)(void *)work;
+}
+
+static void reseal(void)
+{
+    H()->crc32c = nib_blob_crc(work, blob_size);
+}
+
+static int open_work(void)
+{
+    struct nib_blob_view v;
+    return nib_blob_open(&v, work, blob_size, 1, err, sizeof err);
+}
+
+/* Mutate, recompute the checksum, expect a refusal naming `what`. */
+#define EXPECT_REFUSED(what)                                                          \
+    do {                                                                              \
+        reseal();                                                                     \
+        ck_assert_int_eq(open_work(), -1);                                            \
+        ck_assert_msg(strstr(err, what) != NULL, "error '%s' does not say '%s'", err, \
+                      what);                                                          \
+        memcpy(work, blob, blob_size);                                                \
+    } while (0)
+
+START_TEST(valid_blob_opens)
+{
+    struct nib_blob_view v;
+    ck_assert_int_eq(nib_blob_open(&v, blob, blob_size, 1, err, sizeof err), 0);
+    ck_assert_uint_gt(v.h->n_ops, 0);
+    ck_assert_uint_eq(v.h->weights.offset % NIB_WEIGHT_ALIGN, 0);
+    ck_assert_uint_eq(nib_crc32c(0, "123456789", 9), 0xE3069283u); /* CRC32C check value */
+    ck_assert_uint_eq(nib_crc32c_scalar(0, blob + 12, blob_size - 12), v.h->crc32c);
+}
+END_TEST
+
+/* Every byte before the weights, and a spread of bytes through the weights
+ * and padding: one flipped bit anywhere refuses. */
+START_TEST(every_flipped_byte_refused)
+{
+    uint64_t tables_end = H()->tokenizer.offset + H()->tokenizer.size;
+    uint64_t tested = 0;
+    for (uint64_t i = 0; i < blob_size; i += (i < tables_end ? (i < 8192 ? 1 : 3) : 4099)) {
+        work[i] ^= (uint8_t)(1u << (i % 8));
+        ck_assert_msg(open_work() == -1, "flip at byte %llu accepted", (unsigned long long)i);
+        work[i] = blob[i];
+        tested++;
+    }
+    ck_assert_uint_gt(tested, 4000);
+}
+END_TEST
+
+START_TEST(truncated_refused)
+{
+    const struct nib_blob_header *h = (const void *)blob;
+    uint64_t cuts[] = {0, 8, 100, sizeof *h, h->tensors.offset + 1, h->plan.offset,
+                       h->tokenizer.offset + 5, h->weights.offset, blob_size - 1};
+    for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
+        struct nib_blob_view v;
+        ck_assert_int_eq(nib_blob_open(&v, blob, cuts[i], 1, err, sizeof err), -1);
+    }
+}
+END_TEST
+
+START_TEST(header_lies_refused)
+{
+    memcpy(H()->magic, "NIBBLOB2", 8);
+    EXPECT_REFUSED("magic");
+    H()->version = 99;
+    EXPECT_REFUSED("version");
+    H()->header_size = 512;
+    EXPECT_REFUSED("header size");
+    H()->blob_size += 4096;
+    EXPECT_REFUSED("truncated");
+    H()->hp.n_kv_heads = 3;
+    EXPECT_REFUSED("n_kv_heads");
+    H()->hp.dim = 0;
+    EXPECT_REFUSED("dim");
+    H()->hp.vocab_size = 0xFFFFFFFFu;
+    EXPECT_REFUSED("vocab_size");
+    H()->hp.rope_dim = H()->hp.head_dim + 2;
+    EXPECT_REFUSED("rope_dim");
+    H()->weights.offset += 64;
+    EXPECT_REFUSED("weights");
+    H()->tensors.offset = blob_size;
+    EXPECT_REFUSED("tensor section");
+    H()->plan.size = 0xFFFFFFFFFFFFFFC0ull;
+    EXPECT_REFUSED("plan section");
+    H()->n_ops += 1;
+    EXPECT_REFUSED("plan size");
+    H()->act_size = 1ull << 50;
+    EXPECT_REFUSED("absurd");
+    H()->logits_off = H()->act_size;
+    EXPECT_REFUSED("slots outside");
+}
+END_TEST
+
+static struct nib_tensor_rec *T(uint32_t i)
+{
+    return (struct nib_tensor_rec *)(void *)(work + H()->tensors.offset) + i;
+}
+
+static struct nib_op *OP(uint32_t i)
+{
+    return (struct nib_op *)(void *)(work + H()->plan.offset) + i;
+}
+
+/* First op with this code. */
+static uint32_t find_op(uint32_t code)
+{
+    for (uint32_t i = 0; i < H()->n_ops; i++)
+        if (OP(i)->code == code)
+            return i;
+    ck_abort_msg("no op %u in the plan", code);
+    return 0;
+}
+
+START_TEST(tensor_lies_refused)
+{
+    T(0)->offset = H()->weights.size;
+    EXPECT_REFUSED("outside the weights section");
+    T(1)->offset = (uint64_t)-64;
+    EXPECT_REFUSED("outside the weights section");
+    T(0)->dtype = 77;
+    EXPECT_REFUSED("unknown dtype");
+    T(0)->size -= 4;
+    EXPECT_REFUSED("expected");
+    T(2)->rows = 0;
+    EXPECT_REFUSED("out of range");
+    T(0)->offset += 4;
+    EXPECT_REFUSED("not aligned");
+    memset(T(0)->name, 'x', NIB_NAME_MAX);
+    EXPECT_REFUSED("NUL");
+}
+END_TEST
+
+static uint32_t find_matmul(uint32_t flag)
+{
+    for (uint32_t i = 0; i < H()->n_ops; i++)
+        if (OP(i)->code == NIB_OP_MATMUL && (OP(i)->flags & flag))
+            return i;
+    ck_abort_msg("no matmul with epilogue 0x%x in the plan", flag);
+    return 0;
+}
+
+START_TEST(plan_lies_refused)
+{
+    uint32_t mm = find_op(NIB_OP_MATMUL), at = find_op(NIB_OP_ATTENTION),
+             emb = find_op(NIB_OP_EMBED), qkv = find_matmul(NIB_EPI_ROPE_KV),
+             gu = find_matmul(NIB_EPI_SILU_MUL), head = find_matmul(NIB_EPI_ARGMAX);
+    OP(0)->code = 200;
+    EXPECT_REFUSED("unknown opcode");
+    OP(0)->code = 5; /* a version 1 op */
+    EXPECT_REFUSED("unknown opcode");
+    OP(mm)->tensor = H()->n_tensors;
+    EXPECT_REFUSED("tensor index");
+    OP(mm)->n += 1;
+    EXPECT_REFUSED("matmul");
+    OP(mm)->dst = H()->act_size + H()->kv_size - 4;
+    EXPECT_REFUSED("outside runtime memory");
+    OP(mm)->src0 = (uint64_t)-64;
+    EXPECT_REFUSED("outside runtime memory");
+    OP(mm)->flags |= 0x8000;
+    EXPECT_REFUSED("flags");
+    OP(mm)->flags |= NIB_EPI_SILU_MUL;
+    EXPECT_REFUSED("do not combine");
+    OP(qkv)->p4 = 3;
+    EXPECT_REFUSED("fused QKV geometry");
+    OP(qkv)->p2 = OP(qkv)->n;
+    EXPECT_REFUSED("fused QKV geometry");
+    OP(qkv)->tensor2 = H()->n_tensors;
+    EXPECT_REFUSED("RoPE table");
+    OP(qkv)->tensor2 = OP(qkv)->tensor;
+    EXPECT_REFUSED("RoPE table");
+    OP(qkv)->aux = H()->act_size + H()->kv_size - 64;
+    EXPECT_REFUSED("outside runtime memory");
+    OP(qkv)->p6 = 0xFFFFFFF0u;
+    EXPECT_REFUSED("outside runtime memory");
+    OP(qkv)->aux_stride = 4;
+    EXPECT_REFUSED("stride");
+    OP(gu)->p0 += 8;
+    EXPECT_REFUSED("pair up");
+    if (OP(gu)->flags & NIB_OPF_QOUT) {
+        OP(gu)->p1 = 48;
+        EXPECT_REFUSED("quantized gate|up output");
+        OP(gu)->dst += 4;
+        EXPECT_REFUSED("quantized gate|up output");
+    } else {
+        OP(gu)->dst_stride = 4;
+        EXPECT_REFUSED("row stride smaller than a row");
+    }
+    if (OP(at)->flags & NIB_OPF_QOUT) {
+        OP(at)->p3 = OP(at)->k + 32;
+        EXPECT_REFUSED("attention): bad quantized output");
+        OP(at)->p4 = 0;
+        EXPECT_REFUSED("attention): bad quantized output");
+        OP(at)->p4 = OP(at)->n + 1;
+        EXPECT_REFUSED("attention): bad quantized output");
+        OP(at)->aux = H()->act_size + H()->kv_size - 64;
+        EXPECT_REFUSED("outside runtime memory");
+    }
+    OP(mm)->flags |= NIB_OPF_QOUT;
+    EXPECT_REFUSED("only gate|up");
+    ck_assert(OP(qkv)->flags & NIB_OPF_NORM_IN);
+    OP(qkv)->norm_tensor = H()->n_tensors;
+    EXPECT_REFUSED("bad input norm");
+    OP(qkv)->norm_tensor = OP(qkv)->tensor;
+    EXPECT_REFUSED("bad input norm");
+    OP(qkv)->norm_eps = 0.0f;
+    EXPECT_REFUSED("bad input norm");
+    H()->wscratch_size -= 64;
+    EXPECT_REFUSED("worker scratch");
+    H()->wscratch_off += 4;
+    EXPECT_REFUSED("worker scratch");
+    H()->wscratch_off = H()->act_size;
+    EXPECT_REFUSED("worker scratch");
+    OP(head)->flags &= ~NIB_OPF_LAST_ROW;
+    EXPECT_REFUSED("argmax");
+    OP(at)->p0 = 0;
+    EXPECT_REFUSED("attention");
+    OP(at)->scratch = H()->act_size + H()->kv_size;
+    EXPECT_REFUSED("outside runtime memory");
+    OP(at)->p2 = 0xFFFFFFF0u;
+    EXPECT_REFUSED("outside runtime memory");
+    OP(at)->src0_stride = 6;
+    EXPECT_REFUSED("stride");
+    OP(emb)->n = 0;
+    EXPECT_REFUSED("out of range");
+    OP(emb)->dst = 2;
+    EXPECT_REFUSED("outside runtime memory");
+    H()->max_batch = 0;
+    EXPECT_REFUSED("max_batch");
+    H()->max_batch = NIB_MAX_BATCH + 1;
+    EXPECT_REFUSED("max_batch");
+    H()->argmax_blocks += 1;
+    EXPECT_REFUSED("argmax_blocks");
+}
+END_TEST
+
+START_TEST(tokenizer_lies_refused)
+{
+    uint8_t *tok = work + H()->tokenizer.offset;
+    struct nib_tok_header *th = (void *)tok;
+    struct nib_tok_entry *e = (void *)(tok + sizeof *th);
+    uint32_t n = th->n_vocab;
+    uint64_t tables = (sizeof *th + (uint64_t)n * sizeof *e + 3) & ~3ull;
+    uint32_t *sorted = (void *)(tok + tables);
+
+    th->n_vocab += 1;
+    EXPECT_REFUSED("tokenizer has");
+    e[5].offset = 0xFFFFFF00u;
+    EXPECT_REFUSED("outside the tokenizer bytes");
+    e[5].type = 0;
+    EXPECT_REFUSED("unknown type");
+    uint32_t tmp = sorted[10];
+    sorted[10] = sorted[11];
+    sorted[11] = tmp;
+    EXPECT_REFUSED("not sorted");
+    sorted[3] = n;
+    EXPECT_REFUSED("sorted index");
+    th->byte_base = n - 10;
+    th->byte_fallback = 1;
+    EXPECT_REFUSED("byte tokens");
+    th->max_piece_len = 100000;
+    EXPECT_REFUSED("max piece");
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("blob");
+    TCase *tc = tcase_create("validate");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, valid_blob_opens);
+    tcase_add_test(tc, every_flipped_byte_refused);
+    tcase_add_test(tc, truncated_refused);
+    tcase_add_test(tc, header_lies_refused);
+    tcase_add_test(tc, tensor_lies_refused);
+    tcase_add_test(tc, plan_lies_refused);
+    tcase_add_test(tc, tokenizer_lies_refused);
+    suite_add_tcase(s, tc);
+    return tu_run_suite(s);
+}

@@ -1,0 +1,15 @@
+/* Front ends of the `nib` tool that live in tools/cli/. Each takes argv
+ * with argv[0] = its name and returns the process exit status (0 ok,
+ * 1 failure, 2 usage error). The measurement commands are declared in
+ * tools/measure/measure.h, synth in tools/compiler/synth.h. */
+#ifndef NIB_CLI_H
+#define NIB_CLI_H
+
+int nib_compile_main(int argc, char **argv);
+int nib_inspect_main(int argc, char **argv);
+int nib_ask_main(int argc, char **argv);
+int nib_stop_main(int argc, char **argv);
+int nib_stats_main(int argc, char **argv);
+int nib_topo_main(int argc, char **argv);
+
+#endif

@@ -1,0 +1,160 @@
+/* nib compile MODEL.gguf -o OUT.blob [--quant SPEC] [--precision ...] [--ctx N] [--batch N]
+ * Import, plan, pack. The blob is written to OUT.blob.tmp and renamed into
+ * place only when complete, so a failed compile never leaves a half blob. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "model_blob/blob_view.h"
+#include "tools/cli/cli.h"
+#include "tools/util/tool_util.h"
+#include "tools/compiler/autoprec.h"
+#include "tools/compiler/model_load.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: nib compile MODEL.gguf -o OUT.blob [--quant SPEC] [--precision P=F,...] [--ctx N] [--batch N]\n"
+               "  --quant SPEC  f32 (exact reference), q4 (q4/32 layers, q8c LM head), source\n"
+               "                (keep GGUF Q4_0/Q8_0 tensors exactly), or one format for every\n"
+               "                matrix: q4[/G] q4a[/G] (G = 32, 64, 128), q4c, q8c[/G]\n"
+               "  --precision   per-tensor overrides, e.g. 'output=q8c,blk.0.*=q8c' (shell globs\n"
+               "                over GGUF names and nibble's fused names; later entries win)\n"
+               "  --auto-precision --max-bytes N | --max-kl X\n"
+               "                keep the matrices whose q8c copy saves the most KL per byte\n"
+               "                (measured against f32 on calibration text) in q8c, within N\n"
+               "                weight bytes or until the mean KL is below X; prints the table\n"
+               "  --ctx N       context positions the appliance holds (default: the model's, at most 2048)\n"
+               "  --batch N     prompt tokens per prefill pass, 1..64 (default 16): each weight is read\n"
+               "                once per pass; every activation buffer holds N rows\n");
+}
+
+static int write_blob(const struct llama_model *m, const struct plan_opts *po, const char *out,
+                      const char *in)
+{
+    char err[512];
+    size_t tl = strlen(out) + 5;
+    char *tmp = malloc(tl);
+    if (!tmp)
+        return 1;
+    snprintf(tmp, tl, "%s.tmp", out);
+    FILE *f = fopen(tmp, "w+b");
+    if (!f) {
+        fprintf(stderr, "nib compile: cannot create %s: %s\n", tmp, strerror(errno));
+        free(tmp);
+        return 1;
+    }
+    struct nib_plan p;
+    int rc = nib_blob_build(m, po, f, &p, err, sizeof err);
+    if (fclose(f) != 0 && rc == 0) {
+        snprintf(err, sizeof err, "cannot finish writing %s", tmp);
+        rc = -1;
+        nib_plan_free(&p);
+    }
+    if (rc == 0 && rename(tmp, out) != 0) {
+        snprintf(err, sizeof err, "cannot rename %s to %s: %s", tmp, out, strerror(errno));
+        rc = -1;
+        nib_plan_free(&p);
+    }
+    if (rc) {
+        fprintf(stderr, "nib compile: %s\n", err);
+        unlink(tmp);
+        free(tmp);
+        return 1;
+    }
+    uint64_t wbytes = 0;
+    for (uint32_t i = 0; i < p.n_tensors; i++)
+        wbytes += p.tensors[i].rec.size;
+    fprintf(stderr,
+            "nib compile: %s -> %s: %u layers, dim %u, vocab %u, ctx %u; %u tensors, "
+            "%u ops, %.1f MB of weights, %.1f MB runtime memory\n",
+            in, out, p.hp.n_layers, p.hp.dim, p.hp.vocab_size, p.hp.ctx_len, p.n_tensors, p.n_ops,
+            (double)wbytes / 1e6, (double)(p.act_size + p.kv_size) / 1e6);
+    nib_plan_free(&p);
+    free(tmp);
+    return 0;
+}
+
+int nib_compile_main(int argc, char **argv)
+{
+    const char *in = NULL, *out = NULL, *quant = "f32", *precision = NULL;
+    int auto_prec = 0;
+    struct autoprec_opts ao = {.max_bytes = 0, .max_kl = 0, .positions = 256, .report = stdout};
+    struct plan_opts po = {.max_ctx = 0};
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-o") && i + 1 < argc)
+            out = argv[++i];
+        else if (!strcmp(argv[i], "--quant") && i + 1 < argc)
+            quant = argv[++i];
+        else if (!strcmp(argv[i], "--precision") && i + 1 < argc)
+            precision = argv[++i];
+        else if (!strcmp(argv[i], "--auto-precision"))
+            auto_prec = 1;
+        else if (!strcmp(argv[i], "--max-bytes") && i + 1 < argc) {
+            if (nib_parse_u64(argv[++i], &ao.max_bytes) || ao.max_bytes == 0) {
+                fprintf(stderr, "nib compile: --max-bytes wants a positive byte count\n");
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--max-kl") && i + 1 < argc) {
+            float kl;
+            if (nib_parse_f32(argv[++i], &kl) || !(kl > 0)) {
+                fprintf(stderr, "nib compile: --max-kl wants a positive number\n");
+                return 2;
+            }
+            ao.max_kl = kl;
+        }
+        else if (!strcmp(argv[i], "--batch") && i + 1 < argc) {
+            if (nib_parse_u32(argv[++i], NIB_MAX_BATCH, &po.max_batch) || po.max_batch == 0) {
+                fprintf(stderr, "nib compile: --batch wants 1..%u\n", NIB_MAX_BATCH);
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--ctx") && i + 1 < argc) {
+            if (nib_parse_u32(argv[++i], NIB_MAX_CTX, &po.max_ctx) || po.max_ctx == 0) {
+                fprintf(stderr, "nib compile: --ctx wants 1..%u\n", NIB_MAX_CTX);
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (argv[i][0] == '-' || in) {
+            fprintf(stderr, "nib compile: unexpected argument '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        } else
+            in = argv[i];
+    }
+    if (!in || !out) {
+        usage(stderr);
+        return 2;
+    }
+    char err[512];
+    if (nib_plan_opts_quant(&po, quant, err, sizeof err)) {
+        fprintf(stderr, "nib compile: --quant: %s\n", err);
+        return 2;
+    }
+    po.precision = precision;
+    struct nib_loaded_model lm;
+    if (nib_model_load(&lm, in, err, sizeof err)) {
+        fprintf(stderr, "nib compile: %s\n", err);
+        return 1;
+    }
+    char *auto_p = NULL;
+    if (auto_prec) {
+        if (!ao.max_bytes && !(ao.max_kl > 0)) {
+            fprintf(stderr, "nib compile: --auto-precision needs --max-bytes N or --max-kl X\n");
+            nib_model_unload(&lm);
+            return 2;
+        }
+        if (nib_autoprec(&lm.m, &po, &ao, &auto_p, err, sizeof err)) {
+            fprintf(stderr, "nib compile: --auto-precision: %s\n", err);
+            nib_model_unload(&lm);
+            return 1;
+        }
+        po.precision = auto_p;
+    }
+    int rc = write_blob(&lm.m, &po, out, in);
+    free(auto_p);
+    nib_model_unload(&lm);
+    return rc;
+}

@@ -1,0 +1,100 @@
+/* nib inspect OUT.blob: print the header, tensor table, plan and sizes, and
+ * verify everything the appliance verifies at boot (checksum included). */
+#include <stdio.h>
+#include <string.h>
+
+#include "model_blob/blob_view.h"
+#include "tools/cli/cli.h"
+#include "tools/util/tool_util.h"
+
+static void print_blob(const struct nib_blob_view *v, int show_plan)
+{
+    const struct nib_blob_header *h = v->h;
+    const struct nib_hparams *hp = &h->hp;
+    printf("blob: version %u, %llu bytes, crc32c %08x, isa 0x%x\n", h->version,
+           (unsigned long long)h->blob_size, h->crc32c, h->isa_required);
+    printf("model: dim %u, layers %u, heads %u (kv %u, head_dim %u), ffn %u, vocab %u, ctx %u\n",
+           hp->dim, hp->n_layers, hp->n_heads, hp->n_kv_heads, hp->head_dim, hp->ffn_dim,
+           hp->vocab_size, hp->ctx_len);
+    printf("       rope dim %u theta %g, rms eps %g, bos %u eos %u add_bos %u\n", hp->rope_dim,
+           (double)hp->rope_theta, (double)hp->norm_eps, hp->bos_id, hp->eos_id, hp->add_bos);
+    printf("sections: tensors @%llu (%llu), plan @%llu (%llu), tokenizer @%llu (%llu), weights @%llu (%llu)\n",
+           (unsigned long long)h->tensors.offset, (unsigned long long)h->tensors.size,
+           (unsigned long long)h->plan.offset, (unsigned long long)h->plan.size,
+           (unsigned long long)h->tokenizer.offset, (unsigned long long)h->tokenizer.size,
+           (unsigned long long)h->weights.offset, (unsigned long long)h->weights.size);
+    printf("runtime memory: activations %llu + kv cache %llu bytes\n",
+           (unsigned long long)h->act_size, (unsigned long long)h->kv_size);
+    printf("tokenizer: %u pieces, byte fallback %s, unk %u\n", v->tok->n_vocab,
+           v->tok->byte_fallback ? "yes" : "no", v->tok->unk_id);
+    printf("\ntensors (%u):\n", h->n_tensors);
+    for (uint32_t i = 0; i < h->n_tensors; i++) {
+        const struct nib_tensor_rec *t = &v->tensors[i];
+        printf("  %3u %-24s %-4s %6u x %-6u tile %ux%u group %u  @%llu  %llu bytes\n", i, t->name,
+               nib_dtype_name(t->dtype), t->rows, t->cols, t->tile_n, t->tile_k, t->group,
+               (unsigned long long)t->offset, (unsigned long long)t->size);
+    }
+    if (!show_plan)
+        return;
+    printf("\nplan (%u ops):\n", h->n_ops);
+    for (uint32_t i = 0; i < h->n_ops; i++) {
+        const struct nib_op *op = &v->ops[i];
+        printf("  %4u %-9s t=%-4d src0=%-8llu src1=%-8llu dst=%-8llu n=%-6u k=%-6u p=%u,%u,%u",
+               i, nib_op_name(op->code), op->tensor == UINT32_MAX ? -1 : (int)op->tensor,
+               (unsigned long long)op->src0, (unsigned long long)op->src1,
+               (unsigned long long)op->dst, op->n, op->k, op->p0, op->p1, op->p2);
+        if (op->f0 != 0.0f)
+            printf(" f=%g", (double)op->f0);
+        static const struct { uint32_t bit; const char *name; } flags[] = {
+            {NIB_OPF_LAST_ROW, "last-row"}, {NIB_OPF_NORM_IN, "norm-in"}, {NIB_OPF_QOUT, "int8-out"}, {NIB_EPI_ADD, "+residual"},
+            {NIB_EPI_ROPE_KV, "+rope+kv"}, {NIB_EPI_SILU_MUL, "+silu*up"}, {NIB_EPI_ARGMAX, "+argmax"},
+        };
+        for (size_t j = 0; j < sizeof flags / sizeof flags[0]; j++)
+            if (op->flags & flags[j].bit)
+                printf(" %s", flags[j].name);
+        if (op->aux)
+            printf(" aux=%llu", (unsigned long long)op->aux);
+        printf("\n");
+    }
+}
+
+int nib_inspect_main(int argc, char **argv)
+{
+    const char *path = NULL;
+    int show_plan = 1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--no-plan"))
+            show_plan = 0;
+        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: nib inspect BLOB [--no-plan]\n");
+            return 0;
+        } else if (!path && argv[i][0] != '-')
+            path = argv[i];
+        else {
+            fprintf(stderr, "nib inspect: unexpected argument '%s'\n", argv[i]);
+            return 2;
+        }
+    }
+    if (!path) {
+        fprintf(stderr, "usage: nib inspect BLOB [--no-plan]\n");
+        return 2;
+    }
+    char err[512];
+    const uint8_t *data;
+    size_t size;
+    if (nib_map_file(path, &data, &size, err, sizeof err)) {
+        fprintf(stderr, "nib inspect: %s\n", err);
+        return 1;
+    }
+    struct nib_blob_view v;
+    int rc = 0;
+    if (nib_blob_open(&v, data, size, 1, err, sizeof err)) {
+        fprintf(stderr, "nib inspect: %s: invalid blob: %s\n", path, err);
+        rc = 1;
+    } else {
+        print_blob(&v, show_plan);
+        printf("\nchecksum: ok\n");
+    }
+    nib_unmap_file(data, size);
+    return rc;
+}

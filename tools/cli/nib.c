@@ -1,0 +1,49 @@
+/* nib: the nibble toolchain and host CLI. */
+#include <stdio.h>
+#include <string.h>
+
+#include "tools/cli/cli.h"
+#include "tools/compiler/synth.h"
+#include "tools/measure/measure.h"
+
+static const struct {
+    const char *name;
+    int (*main)(int, char **);
+    const char *help;
+} commands[] = {
+    {"synth", nib_synth_main, "write a random-weight LLaMA GGUF of a named shape"},
+    {"compile", nib_compile_main, "import a GGUF, plan and pack it into a blob"},
+    {"inspect", nib_inspect_main, "print and verify a blob"},
+    {"eval", nib_eval_main, "accuracy of a weight format against f32 on a text"},
+    {"ask", nib_ask_main, "send a prompt to a running appliance"},
+    {"stop", nib_stop_main, "shut a running appliance down"},
+    {"stats", nib_stats_main, "print a running appliance's counters and latencies"},
+    {"topo", nib_topo_main, "describe this machine's CPUs, nodes and caches"},
+    {"bench", nib_bench_main, "memory bandwidth and kernel throughput"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: nib COMMAND [ARGS]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].help);
+    fprintf(f, "\n'nib COMMAND --help' describes each.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name))
+            return commands[i].main(argc - 1, argv + 1);
+    fprintf(stderr, "nib: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,113 @@
+/* nib topo: describe this machine (CPUs, cores and SMT siblings, NUMA
+ * nodes, caches) for the appliance's topology table; turn a description
+ * into the C table the build compiles in; compare a description with this
+ * machine. Format: docs/runtime.md. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt/topology.h"
+#include "tools/cli/cli.h"
+#include "tools/util/tool_util.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: nib topo [-o FILE] [--sysfs DIR]   describe this machine (default: stdout)\n"
+            "       nib topo --c TOPO -o FILE.c         C table for the appliance (the build runs this)\n"
+            "       nib topo --check TOPO               compare TOPO with this machine\n");
+}
+
+static int load(const char *path, struct nib_topo *t)
+{
+    const uint8_t *data;
+    size_t size;
+    char err[256];
+    if (nib_map_file(path, &data, &size, err, sizeof err)) {
+        fprintf(stderr, "nib topo: %s\n", err);
+        return -1;
+    }
+    int rc = nib_topo_parse(t, (const char *)data, size, err, sizeof err);
+    nib_unmap_file(data, size);
+    if (rc)
+        fprintf(stderr, "nib topo: %s: %s\n", path, err);
+    return rc;
+}
+
+int nib_topo_main(int argc, char **argv)
+{
+    const char *out = NULL, *c_from = NULL, *check = NULL, *sysfs = "/sys";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "nib topo: %s: unknown or missing its value\n", a);
+            usage(stderr);
+            return 2;
+        }
+        if (!strcmp(a, "-o"))
+            out = argv[++i];
+        else if (!strcmp(a, "--c"))
+            c_from = argv[++i];
+        else if (!strcmp(a, "--check"))
+            check = argv[++i];
+        else if (!strcmp(a, "--sysfs"))
+            sysfs = argv[++i];
+        else {
+            fprintf(stderr, "nib topo: unknown argument '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    static struct nib_topo t, here;
+    char err[512];
+    if (check) {
+        if (load(check, &t) || nib_topo_read_sys(&here, sysfs, err, sizeof err)) {
+            if (!t.n_cpus)
+                return 1;
+            fprintf(stderr, "nib topo: %s\n", err);
+            return 1;
+        }
+        char diff[4096];
+        int n = nib_topo_diff(&t, &here, diff, sizeof diff);
+        if (n) {
+            printf("%s differs from this machine (%d difference%s): %s\n", check, n,
+                   n == 1 ? "" : "s", diff);
+            return 1;
+        }
+        printf("%s matches this machine\n", check);
+        return 0;
+    }
+    if (c_from) {
+        if (load(c_from, &t))
+            return 1;
+    } else if (nib_topo_read_sys(&t, sysfs, err, sizeof err)) {
+        fprintf(stderr, "nib topo: %s\n", err);
+        return 1;
+    }
+    FILE *f = stdout;
+    char tmp[4096];
+    if (out) {
+        snprintf(tmp, sizeof tmp, "%s.tmp", out);
+        f = fopen(tmp, "w");
+        if (!f) {
+            perror(tmp);
+            return 1;
+        }
+    }
+    if (c_from)
+        nib_topo_write_c(f, &t, c_from);
+    else
+        nib_topo_write(f, &t);
+    if (out) {
+        if (fclose(f) != 0 || rename(tmp, out) != 0) {
+            perror(out);
+            remove(tmp);
+            return 1;
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,428 @@
+/* LLaMA importer: reads hyper-parameters, vocabulary and weight tensors out
+ * of an already validated GGUF and checks that they describe one coherent
+ * LLaMA model. gguf_open guaranteed every byte we touch lies in the file;
+ * this file checks meaning: required keys, types, shapes and limits. */
+#include "tools/compiler/llama_import.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct imp {
+    const struct gguf_file *g;
+    char *err;
+    size_t errlen;
+};
+
+static int fail(struct imp *im, const char *fmt, ...)
+{
+    if (im->err && im->errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(im->err, im->errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+
+/* "uint32" or "array of string": how a value is typed, for messages. */
+static const char *type_desc(const struct gguf_kv *kv, char out[40])
+{
+    if (kv->type == GGUF_TYPE_ARRAY)
+        snprintf(out, 40, "array of %s", gguf_type_name(kv->arr_type));
+    else
+        snprintf(out, 40, "%s", gguf_type_name(kv->type));
+    return out;
+}
+
+static int is_int_type(uint32_t t)
+{
+    return t <= GGUF_TYPE_INT32 || t == GGUF_TYPE_UINT64 || t == GGUF_TYPE_INT64;
+}
+
+/* Explain why a typed getter returned `rc` for `key`. */
+static int bad_meta(struct imp *im, const char *key, int rc, const char *expected)
+{
+    if (rc == -1)
+        return fail(im, "missing required metadata '%s'", key);
+    const struct gguf_kv *kv = gguf_find_kv(im->g, key);
+    char t[40];
+    if (kv && !strcmp(expected, "integer") && is_int_type(kv->type))
+        return fail(im, "metadata '%s' is out of range for a 32-bit unsigned integer", key);
+    return fail(im, "metadata '%s' has type %s, expected %s", key, kv ? type_desc(kv, t) : "?", expected);
+}
+
+static int need_u32(struct imp *im, const char *key, uint32_t *out)
+{
+    int rc = gguf_get_u32(im->g, key, out);
+    return rc ? bad_meta(im, key, rc, "integer") : 0;
+}
+
+static int opt_u32(struct imp *im, const char *key, uint32_t *out, uint32_t dflt)
+{
+    int rc = gguf_get_u32(im->g, key, out);
+    if (rc == -1)
+        *out = dflt;
+    return rc == -2 ? bad_meta(im, key, rc, "integer") : 0;
+}
+
+static int opt_f32(struct imp *im, const char *key, float *out, float dflt, int required)
+{
+    int rc = gguf_get_f32(im->g, key, out);
+    if (rc == -1 && !required) {
+        *out = dflt;
+        return 0;
+    }
+    return rc ? bad_meta(im, key, rc, "float") : 0;
+}
+
+static int need_str(struct imp *im, const char *key, struct gguf_str *out)
+{
+    int rc = gguf_get_str(im->g, key, out);
+    return rc ? bad_meta(im, key, rc, "string") : 0;
+}
+
+/* ---- hyper-parameters ---- */
+
+static int check_arch(struct imp *im)
+{
+    struct gguf_str arch;
+    char s[72];
+    if (need_str(im, "general.architecture", &arch))
+        return -1;
+    if (!gguf_str_eq(arch, "llama"))
+        return fail(im, "unsupported architecture '%s'", gguf_str_show(arch, s));
+    uint32_t experts = 0;
+    if (opt_u32(im, "llama.expert_count", &experts, 0))
+        return -1;
+    if (experts > 0)
+        return fail(im, "unsupported model: mixture of experts (llama.expert_count = %u)", experts);
+    return 0;
+}
+
+static int read_hparams(struct imp *im, struct nib_hparams *hp)
+{
+    if (need_u32(im, "llama.embedding_length", &hp->dim) || need_u32(im, "llama.block_count", &hp->n_layers) ||
+        need_u32(im, "llama.feed_forward_length", &hp->ffn_dim) ||
+        need_u32(im, "llama.attention.head_count", &hp->n_heads) ||
+        opt_u32(im, "llama.attention.head_count_kv", &hp->n_kv_heads, hp->n_heads) ||
+        need_u32(im, "llama.context_length", &hp->ctx_len) ||
+        opt_f32(im, "llama.rope.freq_base", &hp->rope_theta, 10000.0f, 0) ||
+        opt_f32(im, "llama.attention.layer_norm_rms_epsilon", &hp->norm_eps, 0, 1))
+        return -1;
+    if (hp->dim == 0 || hp->dim > NIB_MAX_DIM)
+        return fail(im, "llama.embedding_length %u is out of range [1, %u]", hp->dim, NIB_MAX_DIM);
+    if (hp->ffn_dim == 0 || hp->ffn_dim > NIB_MAX_DIM)
+        return fail(im, "llama.feed_forward_length %u is out of range [1, %u]", hp->ffn_dim, NIB_MAX_DIM);
+    if (hp->n_layers == 0 || hp->n_layers > NIB_MAX_LAYERS)
+        return fail(im, "llama.block_count %u is out of range [1, %u]", hp->n_layers, NIB_MAX_LAYERS);
+    if (hp->n_heads == 0 || hp->dim % hp->n_heads)
+        return fail(im, "llama.embedding_length %u is not a multiple of llama.attention.head_count %u", hp->dim,
+                    hp->n_heads);
+    if (hp->n_kv_heads == 0 || hp->n_heads % hp->n_kv_heads)
+        return fail(im, "llama.attention.head_count %u is not a multiple of llama.attention.head_count_kv %u",
+                    hp->n_heads, hp->n_kv_heads);
+    hp->head_dim = hp->dim / hp->n_heads;
+    if (hp->head_dim % 2)
+        return fail(im, "head dimension %u is odd (RoPE rotates pairs)", hp->head_dim);
+    if (opt_u32(im, "llama.rope.dimension_count", &hp->rope_dim, hp->head_dim))
+        return -1;
+    if (hp->rope_dim == 0 || hp->rope_dim % 2 || hp->rope_dim > hp->head_dim)
+        return fail(im, "llama.rope.dimension_count %u must be even and in [2, head dimension %u]", hp->rope_dim,
+                    hp->head_dim);
+    if (hp->ctx_len == 0)
+        return fail(im, "llama.context_length is 0");
+    if (!(hp->norm_eps > 0) || !isfinite(hp->norm_eps))
+        return fail(im, "llama.attention.layer_norm_rms_epsilon %g must be positive and finite", hp->norm_eps);
+    if (!(hp->rope_theta > 0) || !isfinite(hp->rope_theta))
+        return fail(im, "llama.rope.freq_base %g must be positive and finite", hp->rope_theta);
+    return 0;
+}
+
+/* ---- vocabulary ---- */
+
+/* An optional per-token array: absent is fine; otherwise it must be of one
+ * of the element types given and have exactly n entries. */
+static int opt_token_array(struct imp *im, const char *key, uint32_t n, uint32_t t1, uint32_t t2,
+                           const char *expected, const struct gguf_kv **out)
+{
+    const struct gguf_kv *kv = gguf_find_kv(im->g, key);
+    char t[40];
+    *out = NULL;
+    if (!kv)
+        return 0;
+    if (kv->type != GGUF_TYPE_ARRAY || (kv->arr_type != t1 && kv->arr_type != t2))
+        return fail(im, "metadata '%s' has type %s, expected %s", key, type_desc(kv, t), expected);
+    if (kv->arr_n != n)
+        return fail(im, "metadata '%s' has %llu entries, expected %u (one per token)", key,
+                    (unsigned long long)kv->arr_n, n);
+    *out = kv;
+    return 0;
+}
+
+static int read_pieces(struct imp *im, struct llama_vocab *v)
+{
+    const char *key = "tokenizer.ggml.tokens";
+    const struct gguf_kv *kv = gguf_find_kv(im->g, key);
+    char t[40];
+    if (!kv)
+        return fail(im, "missing required metadata '%s'", key);
+    if (kv->type != GGUF_TYPE_ARRAY || kv->arr_type != GGUF_TYPE_STRING)
+        return fail(im, "metadata '%s' has type %s, expected array of string", key, type_desc(kv, t));
+    if (kv->arr_n == 0 || kv->arr_n > NIB_MAX_VOCAB)
+        return fail(im, "vocabulary size %llu is out of range [1, %u]", (unsigned long long)kv->arr_n,
+                    NIB_MAX_VOCAB);
+    v->n = (uint32_t)kv->arr_n;
+    v->pieces = malloc(v->n * sizeof *v->pieces);
+    if (!v->pieces)
+        return fail(im, "out of memory");
+    const uint8_t *p = kv->val;
+    for (uint32_t i = 0; i < v->n; i++) {
+        v->pieces[i] = gguf_next_str(&p);
+        if (v->pieces[i].len > NIB_MAX_PIECE)
+            return fail(im, "token %u piece is %llu bytes, longer than the limit %u", i,
+                        (unsigned long long)v->pieces[i].len, NIB_MAX_PIECE);
+    }
+    return 0;
+}
+
+static int read_scores_types(struct imp *im, struct llama_vocab *v)
+{
+    const struct gguf_kv *sk, *tk;
+    if (opt_token_array(im, "tokenizer.ggml.scores", v->n, GGUF_TYPE_FLOAT32, GGUF_TYPE_FLOAT32,
+                        "array of float32", &sk) ||
+        opt_token_array(im, "tokenizer.ggml.token_type", v->n, GGUF_TYPE_INT32, GGUF_TYPE_UINT32,
+                        "array of int32", &tk))
+        return -1;
+    v->scores = calloc(v->n, sizeof *v->scores);
+    v->types = malloc(v->n * sizeof *v->types);
+    if (!v->scores || !v->types)
+        return fail(im, "out of memory");
+    for (uint32_t i = 0; i < v->n; i++) {
+        v->scores[i] = sk ? gguf_arr_f32(sk, i) : 0.0f;
+        if (isnan(v->scores[i]))
+            return fail(im, "token %u has a NaN score", i);
+        int32_t ty = tk ? gguf_arr_i32(tk, i) : NIB_TOK_NORMAL;
+        if (ty < 0 || ty > NIB_TOK_BYTE)
+            return fail(im, "token %u has unknown token type %d", i, ty);
+        v->types[i] = ty == 0 ? NIB_TOK_NORMAL : (uint32_t)ty; /* 0 = "undefined" in llama.cpp */
+    }
+    return 0;
+}
+
+static int read_vocab(struct imp *im, struct llama_model *m)
+{
+    struct gguf_str model;
+    char s[72];
+    if (need_str(im, "tokenizer.ggml.model", &model))
+        return -1;
+    if (!gguf_str_eq(model, "llama"))
+        return fail(im, "unsupported tokenizer model '%s' (only 'llama' SentencePiece)", gguf_str_show(model, s));
+    if (read_pieces(im, &m->vocab) || read_scores_types(im, &m->vocab))
+        return -1;
+    struct nib_hparams *hp = &m->hp;
+    uint32_t n_vocab_key;
+    int add_bos = 1, rc;
+    hp->vocab_size = m->vocab.n;
+    if (opt_u32(im, "llama.vocab_size", &n_vocab_key, hp->vocab_size) ||
+        opt_u32(im, "tokenizer.ggml.bos_token_id", &hp->bos_id, 1) ||
+        opt_u32(im, "tokenizer.ggml.eos_token_id", &hp->eos_id, 2))
+        return -1;
+    if (n_vocab_key != hp->vocab_size)
+        return fail(im, "llama.vocab_size %u differs from the %u tokens in tokenizer.ggml.tokens", n_vocab_key,
+                    hp->vocab_size);
+    if (hp->bos_id >= hp->vocab_size)
+        return fail(im, "tokenizer.ggml.bos_token_id %u is out of range (vocab %u)", hp->bos_id, hp->vocab_size);
+    if (hp->eos_id >= hp->vocab_size)
+        return fail(im, "tokenizer.ggml.eos_token_id %u is out of range (vocab %u)", hp->eos_id, hp->vocab_size);
+    rc = gguf_get_bool(im->g, "tokenizer.ggml.add_bos_token", &add_bos);
+    if (rc == -2)
+        return bad_meta(im, "tokenizer.ggml.add_bos_token", rc, "bool");
+    hp->add_bos = (uint32_t)add_bos;
+    return 0;
+}
+
+/* ---- tensors ---- */
+
+enum wkind { NORM, MATRIX };
+
+static int dtype_ok(uint32_t type, enum wkind kind)
+{
+    switch (type) {
+    case GGML_TYPE_F32:
+    case GGML_TYPE_F16:
+    case GGML_TYPE_BF16: return 1;
+    case GGML_TYPE_Q8_0:
+    case GGML_TYPE_Q4_0: return kind == MATRIX;
+    default: return 0;
+    }
+}
+
+static void fmt_shape(char *out, size_t n, const uint64_t *ne, uint32_t nd)
+{
+    size_t at = (size_t)snprintf(out, n, "[");
+    for (uint32_t d = 0; d < nd && at < n; d++)
+        at += (size_t)snprintf(out + at, n - at, d ? ", %llu" : "%llu", (unsigned long long)ne[d]);
+    if (at < n)
+        snprintf(out + at, n - at, "]");
+}
+
+/* Find `name`, check it is [cols] (rows == 0) or [cols, rows] and of a dtype
+ * this kind of weight may have. Absent + optional leaves w->t NULL. */
+static int bind(struct imp *im, struct llama_weight *w, const char *name, enum wkind kind, uint32_t cols,
+                uint32_t rows, int required)
+{
+    const struct gguf_tensor *t = gguf_find_tensor(im->g, name);
+    memset(w, 0, sizeof *w);
+    if (!t)
+        return required ? fail(im, "missing tensor '%s'", name) : 0;
+    uint64_t want[GGUF_MAX_DIMS] = {cols, rows ? rows : 1, 1, 1};
+    if (memcmp(t->ne, want, sizeof want)) {
+        char got[128], exp[64];
+        fmt_shape(got, sizeof got, t->ne, t->n_dims);
+        fmt_shape(exp, sizeof exp, want, rows ? 2 : 1);
+        return fail(im, "tensor '%s' has shape %s, expected %s", name, got, exp);
+    }
+    if (!dtype_ok(t->type, kind))
+        return fail(im, "tensor '%s' has unsupported dtype %s for this importer (%s)", name,
+                    ggml_type_name(t->type),
+                    kind == NORM ? "norms must be f32, f16 or bf16" : "matrices must be f32, f16, bf16, q8_0 or q4_0");
+    w->t = t;
+    w->cols = cols;
+    w->rows = rows ? rows : 1;
+    return 0;
+}
+
+static int bind_layer(struct imp *im, const struct nib_hparams *hp, uint32_t l, struct llama_layer *L)
+{
+    uint32_t q = hp->n_heads * hp->head_dim, kv = hp->n_kv_heads * hp->head_dim;
+    const struct {
+        struct llama_weight *w;
+        const char *part;
+        enum wkind kind;
+        uint32_t cols, rows;
+    } parts[] = {
+        {&L->attn_norm, "attn_norm", NORM, hp->dim, 0},   {&L->wq, "attn_q", MATRIX, hp->dim, q},
+        {&L->wk, "attn_k", MATRIX, hp->dim, kv},          {&L->wv, "attn_v", MATRIX, hp->dim, kv},
+        {&L->wo, "attn_output", MATRIX, q, hp->dim},      {&L->ffn_norm, "ffn_norm", NORM, hp->dim, 0},
+        {&L->w_gate, "ffn_gate", MATRIX, hp->dim, hp->ffn_dim},
+        {&L->w_up, "ffn_up", MATRIX, hp->dim, hp->ffn_dim},
+        {&L->w_down, "ffn_down", MATRIX, hp->ffn_dim, hp->dim},
+    };
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "blk.%u.%s.weight", l, parts[i].part);
+        if (bind(im, parts[i].w, name, parts[i].kind, parts[i].cols, parts[i].rows, 1))
+            return -1;
+    }
+    return 0;
+}
+
+static int bind_tensors(struct imp *im, struct llama_model *m)
+{
+    const struct nib_hparams *hp = &m->hp;
+    if (bind(im, &m->tok_embd, "token_embd.weight", MATRIX, hp->dim, hp->vocab_size, 1) ||
+        bind(im, &m->output_norm, "output_norm.weight", NORM, hp->dim, 0, 1) ||
+        bind(im, &m->output, "output.weight", MATRIX, hp->dim, hp->vocab_size, 0))
+        return -1;
+    if (!m->output.t) { /* tied embeddings: the classifier reuses token_embd */
+        m->output = m->tok_embd;
+        m->output_tied = 1;
+    }
+    m->layers = calloc(hp->n_layers, sizeof *m->layers);
+    if (!m->layers)
+        return fail(im, "out of memory");
+    for (uint32_t l = 0; l < hp->n_layers; l++)
+        if (bind_layer(im, hp, l, &m->layers[l]))
+            return -1;
+    return 0;
+}
+
+int llama_import(struct llama_model *m, const struct gguf_file *g, char *err, size_t errlen)
+{
+    struct imp im = {.g = g, .err = err, .errlen = errlen};
+    memset(m, 0, sizeof *m);
+    if (err && errlen)
+        err[0] = 0;
+    if (check_arch(&im) || read_hparams(&im, &m->hp) || read_vocab(&im, m) || bind_tensors(&im, m)) {
+        llama_model_free(m);
+        return -1;
+    }
+    return 0;
+}
+
+void llama_model_free(struct llama_model *m)
+{
+    free(m->layers);
+    free(m->vocab.pieces);
+    free(m->vocab.scores);
+    free(m->vocab.types);
+    memset(m, 0, sizeof *m);
+}
+
+/* ---- dequantization ---- */
+
+static float f16_at(const uint8_t *p) { return gguf_f16_to_f32((uint16_t)(p[0] | p[1] << 8)); }
+
+static void row_q8_0(const uint8_t *p, uint32_t cols, float *out)
+{
+    for (uint32_t b = 0; b < cols / 32; b++, p += 34) {
+        float d = f16_at(p);
+        for (int j = 0; j < 32; j++)
+            out[b * 32 + j] = (float)(int8_t)p[2 + j] * d;
+    }
+}
+
+/* Q4_0 and Q4_1 share the nibble layout: byte j holds element j (low
+ * nibble) and element j + 16 (high nibble). Q4_0 is centred on 8. */
+static void row_q4_0(const uint8_t *p, uint32_t cols, float *out)
+{
+    for (uint32_t b = 0; b < cols / 32; b++, p += 18) {
+        float d = f16_at(p);
+        for (int j = 0; j < 16; j++) {
+            out[b * 32 + j] = (float)((p[2 + j] & 15) - 8) * d;
+            out[b * 32 + j + 16] = (float)((p[2 + j] >> 4) - 8) * d;
+        }
+    }
+}
+
+/* Q4_1 is asymmetric: x = q * d + m. */
+static void row_q4_1(const uint8_t *p, uint32_t cols, float *out)
+{
+    for (uint32_t b = 0; b < cols / 32; b++, p += 20) {
+        float d = f16_at(p), m = f16_at(p + 2);
+        for (int j = 0; j < 16; j++) {
+            out[b * 32 + j] = (float)(p[4 + j] & 15) * d + m;
+            out[b * 32 + j + 16] = (float)(p[4 + j] >> 4) * d + m;
+        }
+    }
+}
+
+int llama_weight_row_f32(const struct llama_weight *w, uint32_t r, float *out)
+{
+    const struct gguf_tensor *t = w->t;
+    if (!t || r >= w->rows)
+        return -1;
+    uint64_t rb = ggml_type_nbytes(t->type, w->cols);
+    if (!rb || (uint64_t)r + 1 > t->nbytes / rb) /* the row must lie inside the tensor */
+        return -1;
+    const uint8_t *p = t->data + (uint64_t)r * rb;
+    switch (t->type) {
+    case GGML_TYPE_F32: memcpy(out, p, (size_t)w->cols * 4); return 0; /* little-endian host */
+    case GGML_TYPE_F16:
+        for (uint32_t i = 0; i < w->cols; i++)
+            out[i] = f16_at(p + 2 * i);
+        return 0;
+    case GGML_TYPE_BF16:
+        for (uint32_t i = 0; i < w->cols; i++)
+            out[i] = gguf_bf16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
+        return 0;
+    case GGML_TYPE_Q8_0: row_q8_0(p, w->cols, out); return 0;
+    case GGML_TYPE_Q4_0: row_q4_0(p, w->cols, out); return 0;
+    case GGML_TYPE_Q4_1: row_q4_1(p, w->cols, out); return 0;
+    default: return -1;
+    }
+}

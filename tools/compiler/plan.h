@@ -1,0 +1,72 @@
+/* The planner: turns an imported model into nibble's flat execution plan.
+ * It fuses projections that read the same input (Q|K|V, gate|up), puts the
+ * residual adds into the projections' epilogues, lays out every activation
+ * buffer and the KV cache in one memory region, and lists the tensors in
+ * the order the plan streams them. Nothing here touches weight data. */
+#ifndef NIB_PLAN_H
+#define NIB_PLAN_H
+
+#include "model_blob/blob_format.h"
+#include "tools/compiler/llama_import.h"
+#include "tools/compiler/quant.h"
+
+enum plan_tensor_kind {
+    PT_ROWS = 0,    /* rows concatenated from up to 3 source weights */
+    PT_ROPE_TABLE,  /* cos/sin per position, computed */
+    PT_TILE_PAIRS,  /* (only as an argument to the planner's add_tensor) */
+};
+
+struct plan_tensor {
+    struct nib_tensor_rec rec;          /* offset/size filled by the packer */
+    enum plan_tensor_kind kind;
+    const struct llama_weight *src[3];  /* PT_ROWS: stacked in this order */
+    uint32_t row_off[3];                /* first row of each source in the tensor */
+    uint32_t n_src;
+    int tile_pairs;                     /* 2 sources interleaved in 8-row tiles:
+                                         * tile 2j = source 0 rows 8j.., 2j+1 = source 1's */
+};
+
+struct nib_plan {
+    struct nib_hparams hp;
+    struct plan_tensor *tensors;
+    uint32_t n_tensors;
+    struct nib_op *ops;
+    uint32_t n_ops;
+    uint64_t act_size, kv_size;
+    uint64_t logits_off, token_off, pos_off, argmax_off;
+    uint32_t max_batch, argmax_blocks;
+    uint64_t wscratch_off;
+    uint32_t wscratch_size;
+};
+
+/* Weight formats. Matrices take `matrix`; the LM head takes `output`;
+ * embeddings (looked up one row per token) and norms stay f32. With
+ * `source`, a tensor stored in the GGUF as Q4_0 or Q8_0 keeps that format
+ * (repacked exactly, never rounded again). `precision` overrides per
+ * tensor: "PATTERN=FORMAT,..." where PATTERN is a shell glob matched
+ * against the GGUF names (blk.0.attn_q.weight, or without ".weight") and
+ * nibble's fused names (blk.0.attn_qkv, blk.0.ffn_gate_up, output); later
+ * entries win; a fused tensor takes the most precise format any of its
+ * parts asks for. */
+#define NIB_PLAN_DEFAULT_BATCH 16
+
+struct plan_opts {
+    uint32_t max_ctx;        /* cap on the model's context length (0: 2048) */
+    uint32_t max_batch;      /* prefill rows per pass (0: NIB_PLAN_DEFAULT_BATCH) */
+    struct nib_qspec matrix; /* default format of the matrices */
+    struct nib_qspec output; /* format of the LM head */
+    int source;              /* keep Q4_0/Q8_0 source tensors as they are */
+    const char *precision;   /* per-tensor overrides, or NULL */
+};
+
+/* Defaults for a --quant argument: "f32", "source", "q4" (q4/32 with a q8c
+ * LM head), or any single format ("q4a/64", "q8c", ...) used for every
+ * matrix. 0, or -1 with a message. */
+int nib_plan_opts_quant(struct plan_opts *o, const char *quant, char *err, size_t errlen);
+
+/* 0, or -1 with a message. Free with nib_plan_free. */
+int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct plan_opts *o,
+                   char *err, size_t errlen);
+void nib_plan_free(struct nib_plan *p);
+
+#endif

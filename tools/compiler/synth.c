@@ -1,0 +1,640 @@
+/* `nib synth SHAPE -o FILE.gguf`: random-weight LLaMA models of real shapes.
+ *
+ * The weights come from a counter-based generator: element i of tensor t is
+ * a hash of (seed, t, i). Any chunk can therefore be produced from its offset
+ * alone, so the file is streamed in bounded memory and its bytes do not
+ * depend on chunk sizes or on how many threads fill them. */
+#include "tools/compiler/synth.h"
+#include "model_blob/blob_format.h"
+#include "tools/compiler/gguf.h"
+#include "tools/compiler/gguf_write.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- shapes ---- */
+
+static const struct nib_synth_shape shapes[] = {
+    /* name            dim   L    ffn heads kv  vocab   ctx  dtype */
+    {"stories260k",      64,  5,  172,  8,  4,   512,  512, GGML_TYPE_F32},
+    {"stories15m",      288,  6,  768,  6,  6, 32000,  256, GGML_TYPE_F32},
+    {"tinyllama-1.1b", 2048, 22, 5632, 32,  4, 32000, 2048, GGML_TYPE_F16},
+    {"llama-3b",       3200, 26, 8640, 32, 32, 32000, 2048, GGML_TYPE_F16},
+    /* test shape: heads of 64 (attention quantizes its own heads in q4),
+     * grouped-query, an FFN width (344) that ends in a partial block */
+    {"test-hd64",       128,  2,  344,  2,  1,   512,  256, GGML_TYPE_F32},
+};
+
+const struct nib_synth_shape *nib_synth_shapes(size_t *n)
+{
+    *n = sizeof shapes / sizeof shapes[0];
+    return shapes;
+}
+
+const struct nib_synth_shape *nib_synth_find(const char *name)
+{
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        if (strcmp(shapes[i].name, name) == 0)
+            return &shapes[i];
+    return NULL;
+}
+
+/* The tensor list, in file order. Every shape's tensors come from here, so
+ * counting, writing and seeding can never disagree. */
+enum { T_EMBD, T_OUT_NORM, T_OUT, T_ATTN_NORM, T_Q, T_K, T_V, T_O,
+       T_FFN_NORM, T_GATE, T_UP, T_DOWN, T_COUNT };
+
+struct tdesc {
+    char name[48];
+    uint64_t ne[2];
+    uint32_t n_dims;
+    int is_norm; /* RMSNorm weights: 1-D, F32, all ones */
+};
+
+static void describe(const struct nib_synth_shape *s, int layer, int kind, struct tdesc *d)
+{
+    static const char *const names[T_COUNT] = {
+        "token_embd", "output_norm", "output", "attn_norm", "attn_q", "attn_k",
+        "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_down"};
+    uint64_t dim = s->dim, kvdim = (uint64_t)s->dim / s->n_heads * s->n_kv_heads;
+    uint64_t ne[T_COUNT][2] = {
+        [T_EMBD] = {dim, s->vocab}, [T_OUT_NORM] = {dim, 1}, [T_OUT] = {dim, s->vocab},
+        [T_ATTN_NORM] = {dim, 1},   [T_Q] = {dim, dim},      [T_K] = {dim, kvdim},
+        [T_V] = {dim, kvdim},       [T_O] = {dim, dim},      [T_FFN_NORM] = {dim, 1},
+        [T_GATE] = {dim, s->ffn},   [T_UP] = {dim, s->ffn},  [T_DOWN] = {s->ffn, dim},
+    };
+    if (layer < 0)
+        snprintf(d->name, sizeof d->name, "%s.weight", names[kind]);
+    else
+        snprintf(d->name, sizeof d->name, "blk.%d.%s.weight", layer, names[kind]);
+    d->is_norm = kind == T_OUT_NORM || kind == T_ATTN_NORM || kind == T_FFN_NORM;
+    d->n_dims = d->is_norm ? 1 : 2;
+    d->ne[0] = ne[kind][0];
+    d->ne[1] = ne[kind][1];
+}
+
+/* Tensor number i (0-based, file order) of a shape; -1 past the end. */
+static int tensor_at(const struct nib_synth_shape *s, uint32_t i, struct tdesc *d)
+{
+    if (i < 3) {
+        describe(s, -1, T_EMBD + (int)i, d);
+        return 0;
+    }
+    i -= 3;
+    uint32_t per = T_COUNT - T_ATTN_NORM;
+    if (i >= s->n_layers * per)
+        return -1;
+    describe(s, (int)(i / per), T_ATTN_NORM + (int)(i % per), d);
+    return 0;
+}
+
+static uint64_t tensor_bytes(const struct tdesc *d, uint32_t dtype)
+{
+    uint64_t esz = d->is_norm || dtype == GGML_TYPE_F32 ? 4 : 2;
+    return d->ne[0] * d->ne[1] * esz;
+}
+
+uint64_t nib_synth_params(const struct nib_synth_shape *s)
+{
+    struct tdesc d;
+    uint64_t n = 0;
+    for (uint32_t i = 0; tensor_at(s, i, &d) == 0; i++)
+        n += d.ne[0] * d.ne[1];
+    return n;
+}
+
+uint64_t nib_synth_bytes(const struct nib_synth_shape *s, uint32_t dtype)
+{
+    struct tdesc d;
+    uint64_t n = 0;
+    for (uint32_t i = 0; tensor_at(s, i, &d) == 0; i++)
+        n += tensor_bytes(&d, dtype);
+    return n;
+}
+
+/* ---- numbers ---- */
+
+
+/* splitmix64's finaliser: a good 64-bit mixer. */
+static uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+#define GOLDEN 0x9e3779b97f4a7c15ull
+
+/* Each tensor gets its own splitmix64 stream, keyed by seed and index. */
+static uint64_t stream_key(uint64_t seed, uint32_t tensor)
+{
+    return mix64(seed ^ mix64(((uint64_t)tensor + 1) * GOLDEN));
+}
+
+/* Uniform in [-1, 1): element i of a stream. */
+static float uniform(uint64_t key, uint64_t i)
+{
+    int32_t r = (int32_t)(mix64(key + (i + 1) * GOLDEN) >> 32);
+    return (float)r * (1.0f / 2147483648.0f);
+}
+
+/* ---- vocabulary ---- */
+
+#define MAX_PIECE 32        /* bytes per piece, NUL included */
+#define SP "\xe2\x96\x81"   /* U+2581, SentencePiece's space marker */
+#define FIRST_NORMAL 259u   /* after <unk>, <s>, </s> and 256 byte tokens */
+
+/* Story words (with a leading space) and syllables: the words make the
+ * vocabulary look like the real thing; syllable combinations fill it up. */
+static const char *const words[] = {
+    "the", "and", "once", "upon", "a", "time", "there", "was", "little", "girl",
+    "boy", "named", "Once", "One", "The", "Lily", "Ben", "Tom", "Sue", "Mia", "Max",
+    "She", "He", "They", "she", "he", "they", "to", "of", "in", "it", "with", "her",
+    "his", "had", "said", "big", "play", "park", "dog", "cat", "happy", "sad", "day",
+    "sun", "tree", "ball", "mom", "dad", "friend", "friends", "saw", "went", "wanted",
+    "very", "liked", "loved", "look", "looked", "fun", "toy", "toys", "home", "house",
+    "red", "blue", "help", "helped", "smiled", "asked", "bird", "car", "run", "ran",
+    "jump", "jumped", "good", "new", "best", "so", "not", "but", "you", "we", "can",
+    "see", "go", "up", "on", "at", "for", "is", "that", "all", "one", "then", "when",
+    "what", "from", "out", "be", "do", "did", "like", "too", "get", "got", "made",
+    "make", "take", "took", "came", "come", "back", "each", "other", "learned",
+    "lesson", "sky", "water", "food", "cake", "box", "hug", "sorry", "thank", "nice",
+    "kind", "shiny", "story", "end", "After", "Lily's", "mommy", "daddy", "garden",
+    "flower", "flowers", "fish", "duck", "bear", "tiny", "small", "old", "man", "lady",
+};
+
+static const char *const syllables[] = {
+    "th", "he", "in", "er", "an", "re", "on", "at", "en", "nd", "ti", "es", "or",
+    "te", "of", "ed", "is", "it", "al", "ar", "st", "to", "nt", "ng", "se", "ha",
+    "as", "ou", "io", "le", "ve", "co", "me", "de", "hi", "ri", "ro", "ic", "ne",
+    "ea", "ra", "ce", "li", "ch", "ll", "be", "ma", "si", "om", "ur", "ing", "ion",
+    "ent", "ly", "ful", "ness", "ter", "der", "ble", "tion", "ment", "ous", "ight",
+    "ay", "ow", "ee", "oo", "ack", "ock", "un", "ta", "pa", "la", "mo", "ba", "da",
+    "ka", "sa", "wa", "pi", "ki", "mi", "ni", "fo", "lo", "no", "po", "bu", "gu",
+};
+
+#define NSYL (sizeof syllables / sizeof syllables[0])
+
+struct vbuild {
+    struct nib_synth_vocab *v;
+    uint32_t cap;    /* pieces wanted */
+    uint32_t *slots; /* hash set of ids + 1; 0 is empty */
+    uint32_t mask;
+};
+
+static uint32_t fnv1a(const char *s, size_t n)
+{
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (uint8_t)s[i]) * 16777619u;
+    return h;
+}
+
+/* Slot holding s, or the empty slot where it would go. */
+static uint32_t *vb_slot(struct vbuild *b, const char *s, size_t n)
+{
+    for (uint32_t i = fnv1a(s, n) & b->mask;; i = (i + 1) & b->mask) {
+        uint32_t id = b->slots[i];
+        if (id == 0)
+            return &b->slots[i];
+        id--;
+        if (b->v->lens[id] == n && memcmp(b->v->pieces[id], s, n) == 0)
+            return &b->slots[i];
+    }
+}
+
+static int vb_full(const struct vbuild *b)
+{
+    return b->v->n == b->cap;
+}
+
+/* Add s (n bytes) unless present, too long or the vocabulary is full. */
+static void vb_add(struct vbuild *b, const char *s, size_t n, int32_t type)
+{
+    if (vb_full(b) || n == 0 || n >= MAX_PIECE)
+        return;
+    uint32_t *slot = vb_slot(b, s, n);
+    if (*slot)
+        return;
+    struct nib_synth_vocab *v = b->v;
+    uint32_t id = v->n++;
+    char *p = v->storage + (size_t)id * MAX_PIECE;
+    memcpy(p, s, n);
+    p[n] = 0;
+    v->pieces[id] = p;
+    v->lens[id] = (uint32_t)n;
+    v->types[id] = type;
+    /* Decreasing with id: the BPE-by-score merge prefers earlier pieces. */
+    v->scores[id] = type == NIB_TOK_NORMAL ? -(float)(id - FIRST_NORMAL) : 0.0f;
+    *slot = id + 1;
+}
+
+/* Add every prefix of s that ends on a UTF-8 character boundary, shortest
+ * first, so each piece can be built by merging a shorter piece and one
+ * character. */
+static void vb_add_word(struct vbuild *b, const char *s)
+{
+    size_t n = strlen(s);
+    for (size_t k = 1; k <= n; k++)
+        if (k == n || ((uint8_t)s[k] & 0xc0) != 0x80)
+            vb_add(b, s, k, NIB_TOK_NORMAL);
+}
+
+static void vb_specials_and_bytes(struct vbuild *b)
+{
+    vb_add(b, "<unk>", 5, NIB_TOK_UNKNOWN);
+    vb_add(b, "<s>", 3, NIB_TOK_CONTROL);
+    vb_add(b, "</s>", 4, NIB_TOK_CONTROL);
+    for (int c = 0; c < 256; c++) {
+        char s[8];
+        snprintf(s, sizeof s, "<0x%02X>", c);
+        vb_add(b, s, 6, NIB_TOK_BYTE);
+    }
+}
+
+static void vb_chars(struct vbuild *b)
+{
+    for (char c = 0x20; c < 0x7f; c++)
+        vb_add(b, &c, 1, NIB_TOK_NORMAL);
+    vb_add_word(b, SP);
+    for (int up = 0; up < 2; up++)
+        for (char c = 'a'; c <= 'z'; c++) {
+            char s[8];
+            snprintf(s, sizeof s, SP "%c", up ? c - 'a' + 'A' : c);
+            vb_add_word(b, s);
+        }
+}
+
+static void vb_words_and_syllables(struct vbuild *b)
+{
+    char s[MAX_PIECE * 2];
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
+        snprintf(s, sizeof s, SP "%s", words[i]);
+        vb_add_word(b, s);
+    }
+    for (size_t i = 0; i < NSYL; i++) {
+        vb_add_word(b, syllables[i]);
+        snprintf(s, sizeof s, SP "%s", syllables[i]);
+        vb_add_word(b, s);
+    }
+}
+
+/* Two- then three-syllable words, with and without the leading space. */
+static void vb_combinations(struct vbuild *b)
+{
+    char s[MAX_PIECE * 2];
+    for (size_t i = 0; i < NSYL && !vb_full(b); i++)
+        for (size_t j = 0; j < NSYL; j++) {
+            snprintf(s, sizeof s, SP "%s%s", syllables[i], syllables[j]);
+            vb_add_word(b, s);
+            vb_add_word(b, s + 3);
+        }
+    for (size_t i = 0; i < NSYL && !vb_full(b); i++)
+        for (size_t j = 0; j < NSYL && !vb_full(b); j++)
+            for (size_t k = 0; k < NSYL; k++) {
+                snprintf(s, sizeof s, SP "%s%s%s", syllables[i], syllables[j], syllables[k]);
+                vb_add_word(b, s);
+            }
+}
+
+/* Last resort for huge vocabularies: every lowercase word by length. It
+ * never runs dry, so the build always reaches exactly n pieces. */
+static void vb_exhaustive(struct vbuild *b)
+{
+    char s[MAX_PIECE];
+    for (int len = 1; len < MAX_PIECE - 4 && !vb_full(b); len++) {
+        uint64_t total = 1;
+        for (int k = 0; k < len && total < (1ull << 40); k++)
+            total *= 26;
+        for (uint64_t c = 0; c < total && !vb_full(b); c++) {
+            memcpy(s, SP, 3);
+            uint64_t x = c;
+            for (int k = len - 1; k >= 0; k--, x /= 26)
+                s[3 + k] = (char)('a' + x % 26);
+            s[3 + len] = 0;
+            vb_add_word(b, s);
+        }
+    }
+}
+
+void nib_synth_vocab_free(struct nib_synth_vocab *v)
+{
+    free(v->pieces);
+    free(v->lens);
+    free(v->scores);
+    free(v->types);
+    free(v->storage);
+    memset(v, 0, sizeof *v);
+}
+
+int nib_synth_vocab_build(struct nib_synth_vocab *v, uint32_t n, char *err, size_t errlen)
+{
+    memset(v, 0, sizeof *v);
+    if (n < NIB_SYNTH_MIN_VOCAB || n > (1u << 24)) {
+        snprintf(err, errlen, "vocabulary size %u out of range (%u..%u)", n,
+                 NIB_SYNTH_MIN_VOCAB, 1u << 24);
+        return -1;
+    }
+    struct vbuild b = {v, n, NULL, 0};
+    uint32_t nslots = 1;
+    while (nslots < 2 * n)
+        nslots *= 2;
+    b.mask = nslots - 1;
+    b.slots = calloc(nslots, sizeof *b.slots);
+    v->pieces = calloc(n, sizeof *v->pieces);
+    v->lens = calloc(n, sizeof *v->lens);
+    v->scores = calloc(n, sizeof *v->scores);
+    v->types = calloc(n, sizeof *v->types);
+    v->storage = calloc(n, MAX_PIECE);
+    if (!b.slots || !v->pieces || !v->lens || !v->scores || !v->types || !v->storage) {
+        free(b.slots);
+        nib_synth_vocab_free(v);
+        snprintf(err, errlen, "out of memory building a %u-piece vocabulary", n);
+        return -1;
+    }
+    vb_specials_and_bytes(&b);
+    vb_chars(&b);
+    vb_words_and_syllables(&b);
+    vb_combinations(&b);
+    vb_exhaustive(&b);
+    free(b.slots);
+    return 0;
+}
+
+/* ---- writing the model ---- */
+
+struct progress {
+    const char *name;
+    uint64_t done, total;
+    int enabled, tty;
+    int shown;    /* last percentage (tty) or decile (log) printed */
+};
+
+static void progress_add(struct progress *p, uint64_t n)
+{
+    p->done += n;
+    if (!p->enabled)
+        return;
+    int pct = (int)(p->done * 100 / p->total);
+    int step = p->tty ? pct : pct / 10;
+    if (step == p->shown)
+        return;
+    p->shown = step;
+    fprintf(stderr, "%ssynth: %s %d%% (%llu/%llu MB)%s", p->tty ? "\r" : "", p->name, pct,
+            (unsigned long long)(p->done >> 20), (unsigned long long)(p->total >> 20),
+            p->tty ? "" : "\n");
+    if (p->tty && pct == 100)
+        fputc('\n', stderr);
+}
+
+struct tgen {
+    uint64_t key;   /* PRNG stream of this tensor */
+    float bound;    /* values uniform in [-bound, bound) */
+    int is_norm;
+    int f16;
+    struct progress *prog;
+};
+
+static int fill(void *ctx, uint64_t at, void *buf, uint64_t nbytes)
+{
+    const struct tgen *g = ctx;
+    if (g->f16) {
+        uint16_t *o = buf;
+        uint64_t i0 = at / 2, n = nbytes / 2;
+        for (uint64_t i = 0; i < n; i++)
+            o[i] = nib_f32_to_f16(g->bound * uniform(g->key, i0 + i));
+    } else if (g->is_norm) {
+        float *o = buf;
+        for (uint64_t i = 0; i < nbytes / 4; i++)
+            o[i] = 1.0f;
+    } else {
+        float *o = buf;
+        uint64_t i0 = at / 4, n = nbytes / 4;
+        for (uint64_t i = 0; i < n; i++)
+            o[i] = g->bound * uniform(g->key, i0 + i);
+    }
+    progress_add(g->prog, nbytes);
+    return 0;
+}
+
+static void add_metadata(struct gguf_writer *w, const struct nib_synth_shape *s, uint32_t dtype)
+{
+    gguf_w_str(w, "general.architecture", "llama");
+    gguf_w_str(w, "general.name", s->name);
+    gguf_w_u32(w, "general.file_type", dtype == GGML_TYPE_F16 ? 1 : 0);
+    gguf_w_u32(w, "llama.context_length", s->ctx);
+    gguf_w_u32(w, "llama.embedding_length", s->dim);
+    gguf_w_u32(w, "llama.block_count", s->n_layers);
+    gguf_w_u32(w, "llama.feed_forward_length", s->ffn);
+    gguf_w_u32(w, "llama.rope.dimension_count", s->dim / s->n_heads);
+    gguf_w_u32(w, "llama.attention.head_count", s->n_heads);
+    gguf_w_u32(w, "llama.attention.head_count_kv", s->n_kv_heads);
+    gguf_w_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    gguf_w_f32(w, "llama.rope.freq_base", 10000.0f);
+    gguf_w_u32(w, "llama.vocab_size", s->vocab);
+}
+
+static void add_tokenizer(struct gguf_writer *w, const struct nib_synth_vocab *v)
+{
+    gguf_w_str(w, "tokenizer.ggml.model", "llama");
+    gguf_w_arr_str(w, "tokenizer.ggml.tokens", v->pieces, v->lens, v->n);
+    gguf_w_arr_f32(w, "tokenizer.ggml.scores", v->scores, v->n);
+    gguf_w_arr_i32(w, "tokenizer.ggml.token_type", v->types, v->n);
+    gguf_w_u32(w, "tokenizer.ggml.bos_token_id", 1);
+    gguf_w_u32(w, "tokenizer.ggml.eos_token_id", 2);
+    gguf_w_u32(w, "tokenizer.ggml.unknown_token_id", 0);
+    gguf_w_bool(w, "tokenizer.ggml.add_bos_token", 1);
+    gguf_w_bool(w, "tokenizer.ggml.add_eos_token", 0);
+}
+
+/* One generator per tensor; gens has room for all of them. */
+static void add_tensors(struct gguf_writer *w, const struct nib_synth_shape *s, uint32_t dtype,
+                        uint64_t seed, struct tgen *gens, struct progress *prog)
+{
+    struct tdesc d;
+    for (uint32_t i = 0; tensor_at(s, i, &d) == 0; i++) {
+        struct tgen *g = &gens[i];
+        g->key = stream_key(seed, i);
+        g->bound = 1.0f / sqrtf((float)d.ne[0]); /* keeps W·x at O(|x|) */
+        g->is_norm = d.is_norm;
+        g->f16 = !d.is_norm && dtype == GGML_TYPE_F16;
+        g->prog = prog;
+        gguf_w_tensor(w, d.name, g->f16 ? GGML_TYPE_F16 : GGML_TYPE_F32, d.n_dims, d.ne, fill, g);
+    }
+}
+
+int nib_synth_write(FILE *out, const struct nib_synth_shape *s, uint32_t dtype,
+                    uint64_t seed, int progress, char *err, size_t errlen)
+{
+    if (dtype != GGML_TYPE_F32 && dtype != GGML_TYPE_F16) {
+        snprintf(err, errlen, "dtype must be f32 or f16");
+        return -1;
+    }
+    struct nib_synth_vocab v;
+    if (nib_synth_vocab_build(&v, s->vocab, err, errlen) != 0)
+        return -1;
+    uint32_t n_t = 3 + s->n_layers * (T_COUNT - T_ATTN_NORM);
+    struct tgen *gens = calloc(n_t, sizeof *gens);
+    struct gguf_writer *w = gguf_writer_new(3, GGUF_DEFAULT_ALIGNMENT);
+    struct progress prog = {s->name, 0, nib_synth_bytes(s, dtype), progress,
+                            isatty(STDERR_FILENO), -1};
+    int rc = -1;
+    if (gens && w) {
+        add_metadata(w, s, dtype);
+        add_tokenizer(w, &v);
+        add_tensors(w, s, dtype, seed, gens, &prog);
+        rc = gguf_writer_write(w, out, err, errlen);
+    } else {
+        snprintf(err, errlen, "out of memory");
+    }
+    gguf_writer_free(w);
+    free(gens);
+    nib_synth_vocab_free(&v);
+    return rc;
+}
+
+/* ---- CLI ---- */
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: nib synth SHAPE -o FILE.gguf [--seed N] [--dtype f16|f32]\n"
+               "       nib synth --list\n"
+               "Writes a LLaMA model of a real shape with random weights (seed 0 by default).\n");
+}
+
+static void list_shapes(void)
+{
+    printf("%-16s %5s %6s %5s %5s %4s %6s %5s %5s %8s %9s\n", "shape", "dim", "layers", "ffn",
+           "heads", "kv", "vocab", "ctx", "dtype", "params", "size");
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const struct nib_synth_shape *s = &shapes[i];
+        printf("%-16s %5u %6u %5u %5u %4u %6u %5u %5s %7.1fM %6.1f MB\n", s->name, s->dim,
+               s->n_layers, s->ffn, s->n_heads, s->n_kv_heads, s->vocab, s->ctx,
+               s->dtype == GGML_TYPE_F16 ? "f16" : "f32", nib_synth_params(s) / 1e6,
+               nib_synth_bytes(s, s->dtype) / 1048576.0);
+    }
+}
+
+static int parse_seed(const char *arg, uint64_t *seed)
+{
+    if (!arg || !arg[0] || arg[0] == '-' || arg[0] == '+' || arg[0] == ' ')
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(arg, &end, 0);
+    if (errno || *end)
+        return -1;
+    *seed = v;
+    return 0;
+}
+
+/* "--opt VALUE" or "--opt=VALUE": the value, or NULL when this is not opt. */
+static const char *opt_value(const char *opt, int argc, char **argv, int *i)
+{
+    size_t n = strlen(opt);
+    if (strncmp(argv[*i], opt, n) != 0)
+        return NULL;
+    if (argv[*i][n] == '=')
+        return argv[*i] + n + 1;
+    if (argv[*i][n] != 0)
+        return NULL;
+    if (*i + 1 >= argc)
+        return ""; /* present without a value: reported by the caller */
+    return argv[++*i];
+}
+
+/* Remove a half-written output, but only a regular file: -o /dev/null must
+ * survive a failed run. */
+static void remove_partial(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode))
+        unlink(path);
+}
+
+int nib_synth_main(int argc, char **argv)
+{
+    const char *shape = NULL, *out = NULL, *v;
+    uint64_t seed = 0;
+    uint32_t dtype = UINT32_MAX;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--list") == 0) {
+            list_shapes();
+            return 0;
+        } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            usage(stdout);
+            return 0;
+        } else if ((v = opt_value("-o", argc, argv, &i)) || (v = opt_value("--output", argc, argv, &i))) {
+            if (!v[0]) {
+                fprintf(stderr, "nib synth: -o needs a file name\n");
+                return 2;
+            }
+            out = v;
+        } else if ((v = opt_value("--seed", argc, argv, &i))) {
+            if (parse_seed(v, &seed) != 0) {
+                fprintf(stderr, "nib synth: bad --seed '%s' (a non-negative 64-bit integer)\n", v);
+                return 2;
+            }
+        } else if ((v = opt_value("--dtype", argc, argv, &i))) {
+            if (strcmp(v, "f32") == 0)
+                dtype = GGML_TYPE_F32;
+            else if (strcmp(v, "f16") == 0)
+                dtype = GGML_TYPE_F16;
+            else {
+                fprintf(stderr, "nib synth: bad --dtype '%s' (f16 or f32)\n", v);
+                return 2;
+            }
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            fprintf(stderr, "nib synth: unknown option '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        } else if (!shape) {
+            shape = argv[i];
+        } else {
+            fprintf(stderr, "nib synth: unexpected argument '%s'\n", argv[i]);
+            return 2;
+        }
+    }
+    if (!shape || !out) {
+        usage(stderr);
+        return 2;
+    }
+    const struct nib_synth_shape *s = nib_synth_find(shape);
+    if (!s) {
+        fprintf(stderr, "nib synth: unknown shape '%s' (try --list)\n", shape);
+        return 2;
+    }
+    if (dtype == UINT32_MAX)
+        dtype = s->dtype;
+
+    FILE *f = fopen(out, "wb");
+    if (!f) {
+        fprintf(stderr, "nib synth: cannot open '%s' for writing: %s\n", out, strerror(errno));
+        return 1;
+    }
+    /* Progress only where it helps: the small shapes finish at once. */
+    int progress = nib_synth_bytes(s, dtype) >= (256ull << 20);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    char err[512];
+    int rc = nib_synth_write(f, s, dtype, seed, progress, err, sizeof err);
+    if (fclose(f) != 0 && rc == 0) {
+        snprintf(err, sizeof err, "closing the file failed: %s", strerror(errno));
+        rc = -1;
+    }
+    if (rc != 0) {
+        fprintf(stderr, "nib synth: %s: %s\n", out, err);
+        remove_partial(out);
+        return 1;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    fprintf(stderr, "synth: wrote %s (%s, %s, seed %llu) in %.1f s\n", out, s->name,
+            dtype == GGML_TYPE_F16 ? "f16" : "f32", (unsigned long long)seed,
+            (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
+    return 0;
+}

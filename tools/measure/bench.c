@@ -1,0 +1,684 @@
+/* nib bench: memory bandwidth and kernel throughput, measured in one run
+ * and interleaved (each round measures everything once, so drift on a
+ * shared machine hits every figure alike; the median round is reported).
+ *
+ *   stream read   a buffer far larger than the L3, 1 and 2 threads
+ *   GEMV          weight GB/s (packed bytes read per second) of every
+ *                 quantized format on the LLaMA shapes below: from memory
+ *                 (rotating among copies that together exceed the L3 many
+ *                 times, so every call streams from DRAM) with 1 and 2
+ *                 threads, and from cache (one copy, repeated; shown when
+ *                 it fits in half the L3). Each memory figure is also given
+ *                 as a ratio to a stream read with the same threads taken
+ *                 just before it (median of the per-round ratios).
+ *   prefill       GEMM of PREFILL_M tokens per call from memory: weight
+ *                 bytes x tokens per second (compare with the GEMV column
+ *                 for the prefill-vs-decode speed-up per token).
+ *   models        bench_models() below: the hook for whole-model decode and
+ *                 prefill figures.
+ *
+ * Benchmarks report; no test asserts a timing. */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kernels/qkernels.h"
+#include "model_blob/blob_view.h"
+#include "rt/cpu_isa.h"
+#include "rt/exec.h"
+#include "rt/team.h"
+#include "tools/measure/measure.h"
+#include "tools/util/tool_util.h"
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+#define MIB (1024.0 * 1024.0)
+#define MAX_ROUNDS 15
+#define MAX_THREADS 2
+#define PREFILL_M 8 /* tokens per GEMM in the prefill column */
+#define PAIR_BYTES ((size_t)256 << 20) /* stream read paired with each GEMV figure */
+
+#define MAX_MODELS 8
+
+struct bench_opts {
+    const char *models[MAX_MODELS]; /* --model BLOB: whole-model decode */
+    int n_models;
+    uint32_t model_tokens;          /* tokens timed per model and worker count */
+    size_t stream_bytes;   /* stream-read buffer */
+    size_t rotate_bytes;   /* GEMV copies rotate through this much memory */
+    int rounds;
+    double min_seconds;    /* per measurement */
+    const struct nib_qkernels *kt;
+    const char *only_fmt;  /* NULL = all */
+};
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* 2 MiB-aligned and advised into transparent huge pages, as the appliance
+ * maps its weights (DESIGN 5): 4 KiB pages cost ~10% of read bandwidth here
+ * in TLB misses, for the stream read and the kernels alike. */
+static void *big_alloc(size_t n)
+{
+    void *p = NULL;
+    if (posix_memalign(&p, 2u << 20, n))
+        return NULL;
+    madvise(p, n, MADV_HUGEPAGE); /* advice only: fine if refused */
+    return p;
+}
+
+/* ---- a two-thread team: the caller is worker 0, one helper thread ----
+ * The helper exists only while a 2-thread measurement runs (team_begin /
+ * team_end), so it never spins during 1-thread figures. */
+
+typedef void (*job_fn)(void *arg, int worker, int n_workers);
+
+static struct {
+    pthread_t th;
+    _Atomic unsigned long go, done;
+    job_fn fn;
+    void *arg;
+    int n;
+    _Atomic int quit;
+    unsigned long start; /* go as it was before the helper started */
+} team;
+
+static void *helper(void *unused)
+{
+    (void)unused;
+    unsigned long seen = team.start; /* set before the thread existed: no race */
+    for (;;) {
+        unsigned long g;
+        while ((g = atomic_load_explicit(&team.go, memory_order_acquire)) == seen) {
+            if (atomic_load_explicit(&team.quit, memory_order_relaxed))
+                return NULL;
+#if defined(__x86_64__)
+            __builtin_ia32_pause();
+#endif
+        }
+        seen = g;
+        team.fn(team.arg, 1, team.n);
+        atomic_store_explicit(&team.done, g, memory_order_release);
+    }
+}
+
+static int team_begin(int n_workers)
+{
+    if (n_workers < 2)
+        return 0;
+    atomic_store(&team.quit, 0);
+    team.start = atomic_load(&team.go);
+    if (pthread_create(&team.th, NULL, helper, NULL)) {
+        fprintf(stderr, "nib bench: cannot start a thread: %s\n", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static void team_end(int n_workers)
+{
+    if (n_workers < 2)
+        return;
+    atomic_store(&team.quit, 1);
+    pthread_join(team.th, NULL);
+}
+
+/* Run fn on n_workers (1 or 2) threads and wait for all. */
+static void team_run(job_fn fn, void *arg, int n_workers)
+{
+    if (n_workers < 2) {
+        fn(arg, 0, 1);
+        return;
+    }
+    team.fn = fn;
+    team.arg = arg;
+    team.n = n_workers;
+    unsigned long g = atomic_load(&team.go) + 1;
+    atomic_store_explicit(&team.go, g, memory_order_release);
+    fn(arg, 0, n_workers);
+    while (atomic_load_explicit(&team.done, memory_order_acquire) != g) {
+#if defined(__x86_64__)
+        __builtin_ia32_pause();
+#endif
+    }
+}
+
+/* ---- stream read ---- */
+
+struct stream_job {
+    const uint8_t *buf;
+    size_t bytes;
+    uint64_t sink[MAX_THREADS * 8];
+};
+
+static uint64_t read_sum(const uint8_t *p, size_t n)
+{
+#if defined(__AVX2__)
+    __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
+    for (size_t i = 0; i + 128 <= n; i += 128) {
+        a = _mm256_add_epi64(a, _mm256_load_si256((const __m256i *)(const void *)(p + i)));
+        b = _mm256_add_epi64(b, _mm256_load_si256((const __m256i *)(const void *)(p + i + 32)));
+        c = _mm256_add_epi64(c, _mm256_load_si256((const __m256i *)(const void *)(p + i + 64)));
+        d = _mm256_add_epi64(d, _mm256_load_si256((const __m256i *)(const void *)(p + i + 96)));
+    }
+    a = _mm256_add_epi64(_mm256_add_epi64(a, b), _mm256_add_epi64(c, d));
+    return (uint64_t)_mm256_extract_epi64(a, 0) + (uint64_t)_mm256_extract_epi64(a, 3);
+#else
+    uint64_t s[4] = {0};
+    for (size_t i = 0; i + 32 <= n; i += 32)
+        for (int j = 0; j < 4; j++) {
+            uint64_t v;
+            memcpy(&v, p + i + 8 * j, 8);
+            s[j] += v;
+        }
+    return s[0] + s[1] + s[2] + s[3];
+#endif
+}
+
+static void stream_worker(void *arg, int w, int nw)
+{
+    struct stream_job *j = arg;
+    size_t part = j->bytes / (size_t)nw / 4096 * 4096;
+    j->sink[w * 8] += read_sum(j->buf + part * (size_t)w, part);
+}
+
+static double stream_gbs(const uint8_t *buf, size_t bytes, int threads)
+{
+    struct stream_job j = {buf, bytes, {0}};
+    if (team_begin(threads))
+        return 0;
+    double t0 = now();
+    team_run(stream_worker, &j, threads);
+    double dt = now() - t0;
+    team_end(threads);
+    size_t part = bytes / (size_t)threads / 4096 * 4096;
+    return (double)part * threads / dt / 1e9;
+}
+
+/* ---- GEMV ---- */
+
+struct gemv_job {
+    const struct nib_qkernels *kt;
+    const struct nib_qlayout *l;
+    const uint8_t *w;
+    const struct nib_qact *a;
+    uint32_t m; /* tokens: 1 = GEMV, more = prefill GEMM */
+    float *y;
+};
+
+static void gemv_worker(void *arg, int wk, int nw)
+{
+    struct gemv_job *j = arg;
+    /* split by N-blocks: worker wk takes a contiguous share */
+    uint32_t nblocks = j->l->n_pad / NIB_Q_TILE_N;
+    uint32_t b0 = nblocks * (uint32_t)wk / (uint32_t)nw, b1 = nblocks * (uint32_t)(wk + 1) / (uint32_t)nw;
+    uint32_t n0 = b0 * NIB_Q_TILE_N, n1 = b1 * NIB_Q_TILE_N < j->l->rows ? b1 * NIB_Q_TILE_N : j->l->rows;
+    if (n0 < n1)
+        j->kt->gemm[j->l->dtype](j->l, j->w, j->a, j->m, j->y, j->l->rows, NULL, 0, n0, n1);
+}
+
+/* Weight GB/s of repeated calls over copies [0, n_copies) (stride apart),
+ * counting the weights once per token (m tokens per call). */
+static double gemv_gbs(struct gemv_job *j, const uint8_t *base, size_t stride, size_t n_copies, int threads,
+                       double min_s)
+{
+    size_t calls = 0;
+    if (team_begin(threads))
+        return 0;
+    double t0 = now(), dt;
+    do {
+        for (size_t c = 0; c < n_copies; c++, calls++) {
+            j->w = base + c * stride;
+            team_run(gemv_worker, j, threads);
+        }
+        dt = now() - t0;
+    } while (dt < min_s);
+    team_end(threads);
+    return (double)calls * j->m * (double)j->l->size / dt / 1e9;
+}
+
+/* Random codes with finite scales: any bytes are a valid packed tensor
+ * once the scale slots hold numbers. */
+static void fill_weights(uint8_t *w, const struct nib_qlayout *l, uint64_t seed)
+{
+    for (uint64_t i = 0; i < l->size; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        w[i] = (uint8_t)(seed >> 56);
+    }
+    for (uint32_t r = 0; r < l->n_pad; r++)
+        for (uint32_t jg = 0; jg < l->n_sgroups; jg++) {
+            uint64_t off = nib_ql_scale_off(l, r, jg);
+            if (l->scale_bytes == 2) {
+                uint16_t h = nib_f32_to_f16(0.01f);
+                memcpy(w + off, &h, 2);
+            } else {
+                float f = 0.01f;
+                memcpy(w + off, &f, 4);
+            }
+        }
+}
+
+static const struct { uint32_t k, n; const char *what; } shapes[] = {
+    {2048, 2048, "attention q/o"},
+    {2048, 5632, "ffn gate/up"},
+    {5632, 2048, "ffn down"},
+    {2048, 32000, "lm head"},
+};
+static const struct { const char *name; uint32_t dtype, group; } formats[] = {
+    {"q4/32", NIB_DT_Q4, 32},   {"q4/128", NIB_DT_Q4, 128}, {"q4a/32", NIB_DT_Q4A, 32},
+    {"q4c", NIB_DT_Q4C, 0},     {"q8c", NIB_DT_Q8C, 0},     {"q8c/32", NIB_DT_Q8C, 32},
+};
+#define N_SHAPES (sizeof shapes / sizeof shapes[0])
+#define N_FORMATS (sizeof formats / sizeof formats[0])
+
+struct result {
+    double mem[MAX_THREADS][MAX_ROUNDS], cache[MAX_ROUNDS], prefill[MAX_ROUNDS];
+    double ratio[MAX_THREADS][MAX_ROUNDS]; /* to a stream read measured just before */
+    size_t bytes, copies;
+    int cache_ok;
+};
+
+/* ---- hook for whole-model figures ---- */
+
+struct bench_ctx {
+    const struct bench_opts *o;
+    double stream_gbs[MAX_THREADS]; /* median stream read, 1 and 2 threads */
+    const uint8_t *sbuf;            /* the stream-read buffer, for paired reads */
+    size_t sbytes;
+};
+
+/* Weight bytes one token streams: every matmul's tensor, once (the
+ * embedding table is read one row per token and not counted). */
+static uint64_t streamed_bytes(const struct nib_blob_view *v)
+{
+    uint64_t n = 0;
+    for (uint32_t t = 0; t < v->h->n_tensors; t++)
+        for (uint32_t i = 0; i < v->h->n_ops; i++)
+            if (v->ops[i].code == NIB_OP_MATMUL && v->ops[i].tensor == t) {
+                n += v->tensors[t].size;
+                break;
+            }
+    return n;
+}
+
+/* Tokens/s of one blob with n_workers, run the way the appliance runs it
+ * (blob copied to huge-page memory, a pinned team, fixed shares), in
+ * passes of `batch` tokens: 1 is decode, max_batch is prefill. */
+static double model_rate(const struct nib_blob_view *v, uint8_t *mem, uint32_t n_workers,
+                         uint32_t n_tokens, uint32_t batch)
+{
+    void *tm = aligned_alloc(nib_team_align(),
+                             (nib_team_footprint(n_workers, v) + 4095) & ~(uint64_t)4095);
+    if (!tm)
+        return 0;
+    struct nib_team *team = nib_team_new(tm, v, mem, n_workers, 1000000000ull, 1000000000ull);
+    pthread_t tids[MAX_THREADS];
+    uint32_t cpus[MAX_THREADS] = {0, 1};
+    /* nib_team_spawn pins this thread to cpus[0]; the stream reads that
+     * follow must not inherit that (their threads would share one CPU). */
+    cpu_set_t saved;
+    sched_getaffinity(0, sizeof saved, &saved);
+    if (!team || nib_team_spawn(team, cpus, tids)) {
+        sched_setaffinity(0, sizeof saved, &saved);
+        free(tm);
+        return 0;
+    }
+    struct nib_exec e = {.v = v, .mem = mem, .team = team};
+    uint32_t ctx = v->h->hp.ctx_len, warm = 4, ids[NIB_MAX_BATCH];
+    if (n_tokens + warm > ctx)
+        n_tokens = ctx > warm + 1 ? ctx - warm - 1 : 1;
+    for (uint32_t i = 0; i < NIB_MAX_BATCH; i++)
+        ids[i] = (v->h->hp.bos_id + 3 * i) % v->h->hp.vocab_size;
+    for (uint32_t p = 0; p < warm; p++)
+        nib_exec_token(&e, ids[0], p);
+    double t0 = now();
+    for (uint32_t p = warm; p < warm + n_tokens;) {
+        uint32_t m = warm + n_tokens - p < batch ? warm + n_tokens - p : batch;
+        const float *lg = nib_exec_tokens(&e, ids, m, p);
+        ids[0] = lg ? (uint32_t)(lg[0] > lg[1]) + 3 : ids[0]; /* data-dependent, cheap */
+        p += m;
+    }
+    double dt = now() - t0;
+    nib_team_join(team, tids);
+    sched_setaffinity(0, sizeof saved, &saved);
+    free(tm);
+    return dt > 0 ? n_tokens / dt : 0;
+}
+
+static void bench_models(const struct bench_ctx *ctx)
+{
+    const struct bench_opts *o = ctx->o;
+    if (!o->n_models) {
+        printf("\nmodels: none given (nib bench --model BLOB ...; tools/measure/bench-models.sh makes them)\n");
+        return;
+    }
+    nib_exec_select_kernels(nib_cpu_isa());
+    const int rounds = o->rounds < 3 ? o->rounds : 3;
+    printf("\nwhole models (%u tokens each, median of %d rounds; decode: one token per pass,\n"
+           "GB/s = weight bytes streamed per token x tokens/s, (x) = median ratio to a stream read\n"
+           "with the same threads taken just before; prefill: passes of the blob's max_batch\n"
+           "tokens, (x) = median ratio of prefill to decode tokens/s in the same round)\n",
+           o->model_tokens, rounds);
+    printf("%-28s %8s %8s %12s %18s %18s\n", "model", "MB/token", "workers", "decode tok/s",
+           "GB/s (x stream)", "prefill tok/s (x)");
+    for (int i = 0; i < o->n_models; i++) {
+        char err[256];
+        const uint8_t *data;
+        size_t size;
+        if (nib_map_file(o->models[i], &data, &size, err, sizeof err)) {
+            printf("%-28s %s\n", o->models[i], err);
+            continue;
+        }
+        uint8_t *blob = big_alloc(size);
+        struct nib_blob_view v;
+        if (!blob) {
+            nib_unmap_file(data, size);
+            printf("%-28s out of memory\n", o->models[i]);
+            continue;
+        }
+        memcpy(blob, data, size);
+        nib_unmap_file(data, size);
+        if (nib_blob_open(&v, blob, size, 1, err, sizeof err)) {
+            printf("%-28s invalid blob: %s\n", o->models[i], err);
+            free(blob);
+            continue;
+        }
+        uint8_t *mem = big_alloc(v.mem_size);
+        if (!mem) {
+            printf("%-28s out of memory\n", o->models[i]);
+            free(blob);
+            continue;
+        }
+        memset(mem, 0, v.mem_size);
+        uint64_t bytes = streamed_bytes(&v);
+        const char *base = strrchr(o->models[i], '/');
+        base = base ? base + 1 : o->models[i];
+        for (uint32_t nw = 1; nw <= MAX_THREADS; nw++) {
+            double tps[MAX_ROUNDS], pps[MAX_ROUNDS], ratio[MAX_ROUNDS], speedup[MAX_ROUNDS];
+            for (int r = 0; r < rounds; r++) {
+                size_t sb = ctx->sbytes < PAIR_BYTES ? ctx->sbytes : PAIR_BYTES;
+                double sr = stream_gbs(ctx->sbuf, sb, (int)nw);
+                tps[r] = model_rate(&v, mem, nw, o->model_tokens, 1);
+                pps[r] = model_rate(&v, mem, nw, o->model_tokens, v.h->max_batch);
+                ratio[r] = sr > 0 ? tps[r] * (double)bytes / 1e9 / sr : 0;
+                speedup[r] = tps[r] > 0 ? pps[r] / tps[r] : 0;
+            }
+            double t = median(tps, rounds);
+            printf("%-28s %8.1f %8u %12.1f %11.1f (%.2f) %11.1f (%.2f)\n", base, bytes / 1e6, nw, t,
+                   t * (double)bytes / 1e9, median(ratio, rounds), median(pps, rounds),
+                   median(speedup, rounds));
+        }
+        free(mem);
+        free(blob);
+    }
+}
+
+/* ---- driver ---- */
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: nib bench [--quick] [--rounds N] [--stream-mib N] [--format NAME] [--isa avx2|neon|scalar]\n"
+               "  --quick          small buffers, 1 round: a smoke test, not a measurement\n"
+               "  --rounds N       interleaved rounds, median reported (default 5, at most %d)\n"
+               "  --stream-mib N   stream-read buffer in MiB (default 1024)\n"
+               "  --format NAME    only this GEMV format (q4/32, q4/128, q4a/32, q4c, q8c, q8c/32)\n"
+               "  --isa NAME       kernel variant (default: the best this build and CPU have)\n"
+               "  --model BLOB     also time whole-model decode of BLOB with 1 and 2 workers (repeatable)\n"
+               "  --model-tokens N decode tokens timed per model and worker count (default 128)\n"
+               "       nib bench --latency ...: per-token latency of a blob (nib bench --latency --help)\n",
+            MAX_ROUNDS);
+}
+
+static size_t l3_bytes(void)
+{
+    /* sysfs first: inside a VM, sysconf may report the host's whole L3 */
+    FILE *f = fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
+    unsigned kb = 0;
+    if (f) {
+        if (fscanf(f, "%uK", &kb) != 1)
+            kb = 0;
+        fclose(f);
+    }
+    if (kb)
+        return (size_t)kb * 1024;
+    long v = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    return v > 0 ? (size_t)v : (size_t)32 << 20;
+}
+
+static void cpu_name(char *buf, size_t len)
+{
+    snprintf(buf, len, "unknown CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return;
+    char line[256];
+    while (fgets(line, sizeof line, f)) {
+        char *c = strchr(line, ':');
+        if (c && !strncmp(line, "model name", 10)) {
+            snprintf(buf, len, "%s", c + 2);
+            buf[strcspn(buf, "\n")] = 0;
+            break;
+        }
+    }
+    fclose(f);
+}
+
+int nib_bench_main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) /* per-token latency: tools/measure/bench_latency.c */
+        if (!strcmp(argv[i], "--latency"))
+            return nib_bench_latency_main(argc, argv);
+    struct bench_opts o = {.model_tokens = 128, .stream_bytes = (size_t)1 << 30,
+                           .rotate_bytes = (size_t)256 << 20, .rounds = 5, .min_seconds = 0.1};
+    const char *isa = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        uint32_t v;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--quick")) {
+            o.stream_bytes = (size_t)64 << 20;
+            o.rotate_bytes = (size_t)64 << 20;
+            o.rounds = 1;
+            o.min_seconds = 0.005;
+        } else if (!strcmp(a, "--rounds") && i + 1 < argc) {
+            if (nib_parse_u32(argv[++i], MAX_ROUNDS, &v) || v == 0) {
+                fprintf(stderr, "nib bench: --rounds takes 1..%d, not '%s'\n", MAX_ROUNDS, argv[i]);
+                return 2;
+            }
+            o.rounds = (int)v;
+        } else if (!strcmp(a, "--stream-mib") && i + 1 < argc) {
+            if (nib_parse_u32(argv[++i], 1u << 16, &v) || v < 8) {
+                fprintf(stderr, "nib bench: --stream-mib takes 8..65536, not '%s'\n", argv[i]);
+                return 2;
+            }
+            o.stream_bytes = (size_t)v << 20;
+        } else if (!strcmp(a, "--model") && i + 1 < argc) {
+            if (o.n_models == MAX_MODELS) {
+                fprintf(stderr, "nib bench: at most %d --model\n", MAX_MODELS);
+                return 2;
+            }
+            o.models[o.n_models++] = argv[++i];
+        } else if (!strcmp(a, "--model-tokens") && i + 1 < argc) {
+            if (nib_parse_u32(argv[++i], 1u << 16, &o.model_tokens) || o.model_tokens == 0) {
+                fprintf(stderr, "nib bench: --model-tokens takes 1..65536\n");
+                return 2;
+            }
+        } else if (!strcmp(a, "--format") && i + 1 < argc) {
+            o.only_fmt = argv[++i];
+        } else if (!strcmp(a, "--isa") && i + 1 < argc) {
+            isa = argv[++i];
+        } else {
+            fprintf(stderr, "nib bench: unknown or incomplete option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (o.only_fmt) {
+        size_t f = 0;
+        while (f < N_FORMATS && strcmp(formats[f].name, o.only_fmt))
+            f++;
+        if (f == N_FORMATS) {
+            fprintf(stderr, "nib bench: unknown format '%s' (q4/32, q4/128, q4a/32, q4c, q8c, q8c/32)\n", o.only_fmt);
+            return 2;
+        }
+    }
+    if (!isa) {
+        o.kt = nib_qkernels_get(NIB_ISA_AVX2);
+        if (!o.kt)
+            o.kt = nib_qkernels_get(NIB_ISA_NEON_DOT);
+        if (!o.kt)
+            o.kt = nib_qkernels_get(NIB_ISA_SCALAR);
+    } else {
+        uint32_t bit = !strcmp(isa, "avx2") ? NIB_ISA_AVX2 : !strcmp(isa, "neon") ? NIB_ISA_NEON_DOT
+                     : !strcmp(isa, "scalar") ? NIB_ISA_SCALAR : 0xffffffffu;
+        o.kt = bit == 0xffffffffu ? NULL : nib_qkernels_get(bit);
+        if (!o.kt) {
+            fprintf(stderr, "nib bench: no '%s' kernels in this build (avx2, neon or scalar)\n", isa);
+            return 2;
+        }
+    }
+    if (o.kt->isa == NIB_ISA_AVX2 && !__builtin_cpu_supports("avx2")) {
+        fprintf(stderr, "nib bench: this CPU lacks AVX2; use --isa scalar\n");
+        return 1;
+    }
+
+    size_t l3 = l3_bytes();
+    for (size_t s = 0; s < N_SHAPES; s++) /* room for at least 2 copies of each */
+        for (size_t f = 0; f < N_FORMATS; f++) {
+            size_t b = nib_qformat_size(formats[f].dtype, formats[f].group, shapes[s].n, shapes[s].k);
+            b = (b + 4095) & ~(size_t)4095;
+            if (o.rotate_bytes < 2 * b)
+                o.rotate_bytes = 2 * b;
+        }
+    char cpu[128];
+    cpu_name(cpu, sizeof cpu);
+    printf("nib bench: %s, %ld CPUs online, L3 %.0f MiB; kernels: %s; %d round(s), median shown\n", cpu,
+           sysconf(_SC_NPROCESSORS_ONLN), l3 / MIB, o.kt->name, o.rounds);
+
+    uint8_t *sbuf = big_alloc(o.stream_bytes), *rot = big_alloc(o.rotate_bytes);
+    struct result *res = calloc(N_SHAPES * N_FORMATS, sizeof *res);
+    float *y = calloc((size_t)PREFILL_M * 32768, sizeof *y), *x = malloc(8192 * sizeof *x);
+    if (!sbuf || !rot || !res || !y || !x) {
+        fprintf(stderr, "nib bench: out of memory (%zu MiB stream buffer + %zu MiB rotation)\n",
+                o.stream_bytes >> 20, o.rotate_bytes >> 20);
+        return 1;
+    }
+    memset(sbuf, 1, o.stream_bytes); /* fault every page in */
+    memset(rot, 0, o.rotate_bytes);
+    for (int i = 0; i < 8192; i++)
+        x[i] = (float)((i * 7919) % 2001 - 1000) / 1000.0f;
+
+    double st[MAX_THREADS][MAX_ROUNDS];
+    int rc = 0;
+    for (int round = 0; round < o.rounds && rc == 0; round++) {
+        for (int th = 1; th <= MAX_THREADS; th++)
+            st[th - 1][round] = stream_gbs(sbuf, o.stream_bytes, th);
+        for (size_t s = 0; s < N_SHAPES && rc == 0; s++)
+            for (size_t f = 0; f < N_FORMATS; f++) {
+                if (o.only_fmt && strcmp(o.only_fmt, formats[f].name))
+                    continue;
+                struct result *r = &res[s * N_FORMATS + f];
+                struct nib_qlayout l;
+                nib_qlayout_get(&l, formats[f].dtype, formats[f].group, shapes[s].n, shapes[s].k);
+                size_t stride = (l.size + 4095) & ~(size_t)4095;
+                size_t copies = o.rotate_bytes / stride;
+                if (copies < 2) {
+                    fprintf(stderr, "nib bench: rotation buffer too small for %s %ux%u\n", formats[f].name,
+                            shapes[s].k, shapes[s].n);
+                    rc = 1;
+                    break;
+                }
+                fill_weights(rot, &l, 1 + s * 31 + f);
+                for (size_t c = 1; c < copies; c++)
+                    memcpy(rot + c * stride, rot, l.size);
+                uint32_t block = nib_qformat_act_block(l.dtype, l.group);
+                size_t fp = nib_qact_footprint(PREFILL_M, l.cols, block);
+                void *am = NULL;
+                struct nib_qact a;
+                if (posix_memalign(&am, 64, fp) || nib_qact_init(&a, am, PREFILL_M, l.cols, block)) {
+                    fprintf(stderr, "nib bench: out of memory\n");
+                    rc = 1;
+                    break;
+                }
+                for (uint32_t t = 0; t < PREFILL_M; t++)
+                    o.kt->qact(&a, t, x + t);
+                struct gemv_job j = {o.kt, &l, rot, &a, 1, y};
+                r->bytes = l.size;
+                r->copies = copies;
+                for (int th = 1; th <= MAX_THREADS; th++) {
+                    /* paired with a stream read just before: a ratio of two
+                     * figures taken seconds apart on a shared machine is noise */
+                    double sr = stream_gbs(sbuf, o.stream_bytes < PAIR_BYTES ? o.stream_bytes : PAIR_BYTES, th);
+                    r->mem[th - 1][round] = gemv_gbs(&j, rot, stride, copies, th, o.min_seconds);
+                    r->ratio[th - 1][round] = sr > 0 ? r->mem[th - 1][round] / sr : 0;
+                }
+                j.m = PREFILL_M;
+                r->prefill[round] = gemv_gbs(&j, rot, stride, copies, 1, o.min_seconds);
+                j.m = 1;
+                r->cache_ok = l.size * 2 <= l3;
+                if (r->cache_ok) {
+                    gemv_gbs(&j, rot, stride, 1, 1, o.min_seconds / 10); /* warm */
+                    r->cache[round] = gemv_gbs(&j, rot, stride, 1, 1, o.min_seconds);
+                }
+                free(am);
+            }
+    }
+    if (rc == 0) {
+        struct bench_ctx ctx = {&o, {0}, sbuf, o.stream_bytes};
+        for (int th = 0; th < MAX_THREADS; th++)
+            ctx.stream_gbs[th] = median(st[th], o.rounds);
+        printf("\nstream read, %.0f MiB buffer: 1 thread %.1f GB/s, 2 threads %.1f GB/s\n",
+               o.stream_bytes / MIB, ctx.stream_gbs[0], ctx.stream_gbs[1]);
+        printf("\nGEMV weight GB/s (packed bytes / time); (x) = median ratio to a %zu MiB stream read with the\n"
+               "same threads measured just before each figure;\n", PAIR_BYTES >> 20);
+        printf(
+               "prefill = GEMM of %d tokens from memory, 1 thread, weight bytes x tokens / time\n", PREFILL_M);
+        printf("%-26s %-7s %8s %6s  %-14s %-14s %-9s %s\n", "K x N (what)", "format", "MiB", "copies",
+               "memory 1T", "memory 2T", "cache 1T", "prefill 1T");
+        for (size_t s = 0; s < N_SHAPES; s++)
+            for (size_t f = 0; f < N_FORMATS; f++) {
+                if (o.only_fmt && strcmp(o.only_fmt, formats[f].name))
+                    continue;
+                struct result *r = &res[s * N_FORMATS + f];
+                char shape[64], m1[32], m2[32], c1[32] = "-";
+                snprintf(shape, sizeof shape, "%ux%u (%s)", shapes[s].k, shapes[s].n, shapes[s].what);
+                double g1 = median(r->mem[0], o.rounds), g2 = median(r->mem[1], o.rounds);
+                snprintf(m1, sizeof m1, "%5.1f (%.2f)", g1, median(r->ratio[0], o.rounds));
+                snprintf(m2, sizeof m2, "%5.1f (%.2f)", g2, median(r->ratio[1], o.rounds));
+                if (r->cache_ok)
+                    snprintf(c1, sizeof c1, "%5.1f", median(r->cache, o.rounds));
+                printf("%-26s %-7s %8.2f %6zu  %-14s %-14s %-9s %5.1f\n", shape, formats[f].name,
+                       r->bytes / MIB, r->copies, m1, m2, c1, median(r->prefill, o.rounds));
+            }
+        bench_models(&ctx);
+    }
+    free(sbuf), free(rot), free(res), free(y), free(x);
+    return rc;
+}

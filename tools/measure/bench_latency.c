@@ -1,0 +1,411 @@
+/* nib bench --latency: how steady is the time per token?
+ *
+ *   nib bench --latency MODEL.blob [--tokens N] [--workers N] [--prompt TEXT] [--json]
+ *       runs the blob in this process the way the appliance does (blob
+ *       copied into huge-page memory, one pinned worker per physical core,
+ *       the same thread team), generating greedily until N tokens (default
+ *       1000) in requests of --gen tokens each (default: to the end of the
+ *       context), and times every generated token: sampling plus one
+ *       forward pass. A token late in the context costs more than an
+ *       early one (attention reads the whole KV cache so far), so it also
+ *       reports the jitter: each token's latency over the median latency
+ *       of the tokens at the same position;
+ *   nib bench --latency --name NAME [--tokens N] [--json]
+ *       drives a running appliance over shared memory instead and reads the
+ *       per-token histogram of its stats page (before and after).
+ *
+ * Reports tokens/s, p50/p90/p99/p99.9/max and the ratios p99/p50 and
+ * p99.9/p50 (the appliance's goal: p99 <= 1.05 x p50). A benchmark: it
+ * reports, it never fails on a number. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "model_blob/blob_view.h"
+#include "rt/cpu_isa.h"
+#include "rt/exec.h"
+#include "rt/sample.h"
+#include "proto/stats.h"
+#include "rt/team.h"
+#include "rt/tokenizer.h"
+#include "rt/topology.h"
+#include "tools/measure/bench_noise.h"
+#include "tools/measure/measure.h"
+#include "tools/util/tool_util.h"
+#include "tools/host/nibhost.h"
+
+#define WARMUP 16 /* first generated tokens not counted: caches, page tables */
+
+struct bench_opts {
+    const char *blob, *name, *prompt;
+    uint32_t tokens, workers, gen;
+    int json;
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: nib bench --latency MODEL.blob [--tokens N] [--workers N] [--gen N] [--prompt TEXT] [--json]\n"
+            "       nib bench --latency --name NAME [--tokens N] [--prompt TEXT] [--json]\n"
+            "  --tokens N   generated tokens to time (default 1000, at least 1)\n"
+            "  --workers N  threads (default: one per physical core of this machine)\n"
+            "  --gen N      generated tokens per request (default: to the end of the context)\n");
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double exact_pct(const uint64_t *sorted, size_t n, double pct)
+{
+    size_t rank = (size_t)ceil(pct / 100.0 * (double)n);
+    return (double)sorted[rank < 1 ? 0 : rank - 1];
+}
+
+/* Per-position jitter: every token's latency over the median latency of
+ * the timed tokens at its position (positions with fewer than 3 samples
+ * are left out). Fills *out with the p50/p99/p99.9/max of the ratios (x 1e3,
+ * in the nib_latency fields) and returns how many tokens took part. */
+static size_t position_jitter(const uint64_t *lat, const uint32_t *pos_of, size_t n, uint32_t ctx,
+                              struct nib_latency *out)
+{
+    uint64_t *ratio = malloc(n * sizeof *ratio), *at = malloc(n * sizeof *at);
+    size_t m = 0;
+    if (!ratio || !at) {
+        free(ratio);
+        free(at);
+        return 0;
+    }
+    for (uint32_t p = 0; p < ctx; p++) {
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++)
+            if (pos_of[i] == p)
+                at[k++] = lat[i];
+        if (k < 3)
+            continue;
+        qsort(at, k, sizeof *at, cmp_u64);
+        double med = (double)at[(k - 1) / 2];
+        for (size_t i = 0; i < k; i++)
+            ratio[m++] = (uint64_t)llround((double)at[i] / med * 1e6);
+    }
+    if (m) {
+        qsort(ratio, m, sizeof *ratio, cmp_u64);
+        *out = (struct nib_latency){.count = m,
+                                    .p50 = exact_pct(ratio, m, 50) / 1e6,
+                                    .p90 = exact_pct(ratio, m, 90) / 1e6,
+                                    .p99 = exact_pct(ratio, m, 99) / 1e6,
+                                    .p999 = exact_pct(ratio, m, 99.9) / 1e6,
+                                    .max = (double)ratio[m - 1] / 1e6};
+    }
+    free(ratio);
+    free(at);
+    return m;
+}
+
+static void report(const struct bench_opts *o, const char *what, uint64_t tokens, double secs,
+                   const struct nib_latency *l)
+{
+    double tps = secs > 0 ? (double)tokens / secs : 0;
+    double r99 = l->p50 > 0 ? l->p99 / l->p50 : 0, r999 = l->p50 > 0 ? l->p999 / l->p50 : 0;
+    if (o->json) {
+        printf("{\"source\": \"%s\", \"tokens\": %llu, \"seconds\": %.3f, \"tokens_per_s\": %.2f, "
+               "\"p50_us\": %.2f, \"p90_us\": %.2f, \"p99_us\": %.2f, \"p99.9_us\": %.2f, "
+               "\"max_us\": %.2f, \"p99_over_p50\": %.4f, \"p99.9_over_p50\": %.4f}\n",
+               what, (unsigned long long)tokens, secs, tps, l->p50 / 1e3, l->p90 / 1e3,
+               l->p99 / 1e3, l->p999 / 1e3, l->max / 1e3, r99, r999);
+        return;
+    }
+    printf("tokens: %llu timed in %.3f s: %.2f tokens/s\n", (unsigned long long)tokens, secs, tps);
+    printf("per-token latency: p50 %.1f us, p90 %.1f us, p99 %.1f us, p99.9 %.1f us, max %.1f us\n",
+           l->p50 / 1e3, l->p90 / 1e3, l->p99 / 1e3, l->p999 / 1e3, l->max / 1e3);
+    printf("p99/p50 %.4f, p99.9/p50 %.4f (goal: p99/p50 <= 1.05)\n", r99, r999);
+}
+
+/* --- in-process -------------------------------------------------------------- */
+
+static int bench_blob(const struct bench_opts *o)
+{
+    char err[512];
+    const uint8_t *file;
+    size_t size;
+    if (nib_map_file(o->blob, &file, &size, err, sizeof err)) {
+        fprintf(stderr, "nib bench: %s\n", err);
+        return 1;
+    }
+    /* Like the appliance: an anonymous, 2 MiB-aligned, huge-page copy. */
+    const size_t huge = 2u << 20;
+    size_t map = (size + huge - 1) / huge * huge + huge;
+    uint8_t *raw = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) {
+        fprintf(stderr, "nib bench: cannot map %zu bytes\n", map);
+        nib_unmap_file(file, size);
+        return 1;
+    }
+    uint8_t *blob = (uint8_t *)(((uintptr_t)raw + huge - 1) & ~(uintptr_t)(huge - 1));
+    madvise(blob, map - huge, MADV_HUGEPAGE);
+    memcpy(blob, file, size);
+    nib_unmap_file(file, size);
+    struct nib_blob_view v;
+    if (nib_blob_open(&v, blob, size, 1, err, sizeof err)) {
+        fprintf(stderr, "nib bench: %s: %s\n", o->blob, err);
+        munmap(raw, map);
+        return 1;
+    }
+    const struct nib_hparams *hp = &v.h->hp;
+    const char *kernels = nib_exec_select_kernels(nib_cpu_isa()); /* as the appliance does */
+
+    static struct nib_topo topo;
+    uint32_t cpus[NIB_TEAM_MAX_WORKERS], n = 1;
+    int pinned = nib_topo_read_sys(&topo, "/sys", err, sizeof err) == 0;
+    if (pinned)
+        n = nib_topo_workers(&topo, cpus, NULL, NIB_TEAM_MAX_WORKERS);
+    if (o->workers) {
+        if (pinned && o->workers > n) {
+            fprintf(stderr, "nib bench: --workers %u: this machine has %u physical cores\n",
+                    o->workers, n);
+            munmap(raw, map);
+            return 2;
+        }
+        n = o->workers;
+    }
+    uint64_t arena_size = (v.mem_size + huge - 1) / huge * huge;
+    uint64_t team_size = nib_team_footprint(n, &v);
+    uint8_t *arena = mmap(NULL, arena_size + team_size, PROT_READ | PROT_WRITE,
+                          MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint32_t *ids = malloc((strlen(o->prompt) + 2) * sizeof *ids);
+    uint64_t *lat = malloc((size_t)(o->tokens + WARMUP) * sizeof *lat);
+    uint32_t *pos_of = malloc((size_t)(o->tokens + WARMUP) * sizeof *pos_of);
+    pthread_t tids[NIB_TEAM_MAX_WORKERS];
+    if (arena == MAP_FAILED || !ids || !lat || !pos_of) {
+        fprintf(stderr, "nib bench: out of memory\n");
+        return 1;
+    }
+    madvise(arena, arena_size, MADV_HUGEPAGE);
+    memset(arena, 0, arena_size + team_size);
+    struct nib_team *t = nib_team_new(arena + arena_size, &v, arena, n, 1000000000ull, 200000);
+    int rc = t ? nib_team_spawn(t, pinned ? cpus : NULL, tids) : -1;
+    if (rc) {
+        fprintf(stderr, "nib bench: cannot start %u workers\n", n);
+        return 1;
+    }
+    int n_ids = nib_tok_encode(&v, o->prompt, strlen(o->prompt), hp->add_bos ? 1 : 0, ids,
+                               strlen(o->prompt) + 2);
+    if (n_ids <= 0 || (uint32_t)n_ids >= hp->ctx_len) {
+        fprintf(stderr, "nib bench: the prompt gives %d tokens; the context holds %u\n", n_ids,
+                hp->ctx_len);
+        nib_team_join(t, tids);
+        return 2;
+    }
+    if (!o->json) {
+        printf("nib bench --latency: %s: dim %u, %u layers, vocab %u, ctx %u\n", o->blob, hp->dim,
+               hp->n_layers, hp->vocab_size, hp->ctx_len);
+        printf("workers: %u%s", n, pinned ? " pinned to cpus " : " (not pinned)");
+        for (uint32_t i = 0; pinned && i < n; i++)
+            printf("%s%u", i ? "," : "", cpus[i]);
+        printf("; %u barriers per token over %u ops; kernels %s\n", nib_team_barriers(t), v.h->n_ops,
+               kernels);
+    }
+    struct nib_exec e = {.v = &v, .mem = arena, .team = t};
+    uint32_t want = o->tokens + WARMUP, got = 0, requests = 0;
+    uint64_t t_start = 0;
+    while (got < want) {
+        /* One request: prefill the prompt, then generate to the context's end. */
+        requests++;
+        const float *logits = NULL;
+        uint32_t pos = 0;
+        while (pos < (uint32_t)n_ids) {
+            uint32_t m = (uint32_t)n_ids - pos < v.h->max_batch ? (uint32_t)n_ids - pos : v.h->max_batch;
+            logits = nib_exec_tokens(&e, ids + pos, m, pos);
+            pos += m;
+        }
+        (void)logits;
+        uint64_t prev = now_ns();
+        uint32_t end = o->gen && pos + o->gen < hp->ctx_len ? pos + o->gen : hp->ctx_len;
+        while (got < want && pos < end) {
+            uint32_t next = nib_exec_argmax(&e); /* greedy, as the appliance serves it */
+            pos_of[got] = pos;
+            logits = nib_exec_token(&e, next, pos++);
+            uint64_t now = now_ns();
+            lat[got++] = now - prev;
+            if (got == WARMUP)
+                t_start = now;
+            prev = now;
+        }
+    }
+    double secs = (double)(now_ns() - t_start) / 1e9;
+    uint64_t sleeps = nib_team_sleeps(t);
+    nib_team_join(t, tids);
+    uint64_t *timed = lat + WARMUP;
+    struct nib_latency jit = {0};
+    size_t jn = position_jitter(timed, pos_of + WARMUP, o->tokens, hp->ctx_len, &jit);
+    qsort(timed, o->tokens, sizeof *timed, cmp_u64);
+    struct nib_latency l = {.count = o->tokens,
+                            .p50 = exact_pct(timed, o->tokens, 50),
+                            .p90 = exact_pct(timed, o->tokens, 90),
+                            .p99 = exact_pct(timed, o->tokens, 99),
+                            .p999 = exact_pct(timed, o->tokens, 99.9),
+                            .max = (double)timed[o->tokens - 1]};
+    if (!o->json) {
+        char gen[64] = "to the end of the context";
+        if (o->gen)
+            snprintf(gen, sizeof gen, "up to %u tokens", o->gen);
+        printf("requests: %u (each: %d prompt tokens, then greedy, %s); "
+               "barrier waits that slept (CPU taken by another process): %llu\n",
+               requests, n_ids, gen, (unsigned long long)sleeps);
+    }
+    report(o, "in-process", o->tokens, secs, &l);
+    if (o->json)
+        printf("{\"source\": \"jitter\", \"tokens\": %zu, \"p99\": %.4f, \"p99.9\": %.4f, \"max\": %.4f}\n",
+               jn, jit.p99, jit.p999, jit.max);
+    else if (jn)
+        printf("jitter (latency / median latency at the same position, %zu tokens at positions with >= 3 samples):\n"
+               "  p99 %.4f, p99.9 %.4f, max %.4f\n", jn, jit.p99, jit.p999, jit.max);
+    else
+        printf("jitter: no position has 3 samples (use --gen or more --tokens)\n");
+    /* The machine's own noise on the same CPUs, right after. */
+    struct nib_noise nz;
+    uint32_t ncpu[NIB_TEAM_MAX_WORKERS];
+    for (uint32_t i = 0; i < n; i++)
+        ncpu[i] = pinned ? cpus[i] : i;
+    if (nib_noise_measure(ncpu, n, 2.0, (uint64_t)l.p50, &nz) == 0) {
+        if (o->json)
+            printf("{\"source\": \"machine-noise\", \"gaps_over_5us_per_s\": %llu, "
+                   "\"gaps_over_20us_per_s\": %llu, \"gaps_over_100us_per_s\": %llu, "
+                   "\"lost_pct\": %.3f, \"max_gap_us\": %.1f, \"floor_p99_over_p50\": %.4f, "
+                   "\"floor_p99.9_over_p50\": %.4f}\n",
+                   (unsigned long long)nz.gaps_5us, (unsigned long long)nz.gaps_20us,
+                   (unsigned long long)nz.gaps_100us, nz.lost_pct, nz.max_gap_us, nz.floor_p99,
+                   nz.floor_p999);
+        else
+            printf("machine noise (a spin loop on the same %u CPU(s), %.0f s, per CPU): gaps > 5 us %llu/s, "
+                   "> 20 us %llu/s, > 100 us %llu/s; %.2f%% of time lost; longest %.1f us\n"
+                   "  floor it puts under a %.1f us pass: p99/p50 %.4f, p99.9/p50 %.4f\n",
+                   n, nz.seconds, (unsigned long long)nz.gaps_5us, (unsigned long long)nz.gaps_20us,
+                   (unsigned long long)nz.gaps_100us, nz.lost_pct, nz.max_gap_us, l.p50 / 1e3,
+                   nz.floor_p99, nz.floor_p999);
+    }
+    free(pos_of);
+    free(ids);
+    free(lat);
+    munmap(arena, arena_size + team_size);
+    munmap(raw, map);
+    return 0;
+}
+
+/* --- a running appliance --------------------------------------------------------- */
+
+static int bench_appliance(const struct bench_opts *o)
+{
+    struct nib_host *h;
+    if (nib_host_attach(&h, o->name) != NIB_HOST_OK) {
+        fprintf(stderr, "nib bench: %s\n", nib_host_error(h));
+        nib_host_detach(h);
+        return 1;
+    }
+    static struct nib_stats before, after;
+    memcpy(&before, nib_host_stats(h), sizeof before);
+    uint64_t generated = 0, t0 = now_ns();
+    uint32_t requests = 0;
+    while (generated < o->tokens) {
+        struct nib_gen_params p = {.max_tokens = 256, .busy_wait_ms = -1};
+        struct nib_req_handle r;
+        struct nib_progress pr;
+        int rc = nib_host_submit(h, o->prompt, strlen(o->prompt), &p, &r);
+        if (rc == NIB_HOST_OK)
+            rc = nib_host_wait(h, &r, NIB_HOST_WAIT_DONE, -1, &pr);
+        if (rc != NIB_HOST_OK) {
+            fprintf(stderr, "nib bench: %s\n", nib_host_error(h));
+            nib_host_detach(h);
+            return 1;
+        }
+        generated += pr.n_tokens - pr.n_prompt;
+        requests++;
+        nib_host_release(h, &r);
+        if (pr.n_tokens <= pr.n_prompt)
+            break; /* the model ends at once: nothing more to time */
+    }
+    double secs = (double)(now_ns() - t0) / 1e9;
+    memcpy(&after, nib_host_stats(h), sizeof after);
+    nib_host_detach(h);
+    static uint32_t delta[NIB_TOKEN_HIST_BUCKETS];
+    for (uint32_t b = 0; b < NIB_TOKEN_HIST_BUCKETS; b++)
+        delta[b] = after.token_hist[b] - before.token_hist[b];
+    struct nib_latency l;
+    nib_hist_summary(&nib_token_hist_shape, delta, after.token_pass_ns_max, &l);
+    l.max = nib_hist_percentile(&nib_token_hist_shape, delta, 100, after.token_pass_ns_max);
+    if (!o->json)
+        printf("nib bench --latency: appliance '%s': %u requests, %llu forward passes timed by "
+               "the appliance (%u workers)\n", o->name ? o->name : "nib", requests,
+               (unsigned long long)l.count, after.n_workers);
+    report(o, "appliance", generated, secs, &l);
+    return 0;
+}
+
+int nib_bench_latency_main(int argc, char **argv)
+{
+    struct bench_opts o = {.prompt = "Once upon a time", .tokens = 1000};
+    int latency = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int has = i + 1 < argc;
+        if (!strcmp(a, "--latency")) {
+            latency = 1;
+        } else if (!strcmp(a, "--json")) {
+            o.json = 1;
+        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--name") && has) {
+            o.name = argv[++i];
+        } else if (!strcmp(a, "--prompt") && has) {
+            o.prompt = argv[++i];
+        } else if ((!strcmp(a, "--tokens") || !strcmp(a, "--workers") || !strcmp(a, "--gen")) &&
+                   has) {
+            uint32_t v;
+            if (nib_parse_u32(argv[++i], !strcmp(a, "--workers") ? NIB_TEAM_MAX_WORKERS : 100000000u,
+                              &v) || v == 0) {
+                fprintf(stderr, "nib bench: %s wants a positive number, not '%s'\n", a, argv[i]);
+                return 2;
+            }
+            if (!strcmp(a, "--tokens"))
+                o.tokens = v;
+            else if (!strcmp(a, "--gen"))
+                o.gen = v;
+            else
+                o.workers = v;
+        } else if (a[0] != '-' && !o.blob) {
+            o.blob = a;
+        } else {
+            fprintf(stderr, "nib bench: unknown argument '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!latency) {
+        fprintf(stderr, "nib bench: only --latency is available here\n");
+        usage(stderr);
+        return 2;
+    }
+    if (!o.blob == !o.name) {
+        fprintf(stderr, "nib bench: give a MODEL.blob or --name NAME (one of them)\n");
+        usage(stderr);
+        return 2;
+    }
+    if (!o.prompt[0]) {
+        fprintf(stderr, "nib bench: --prompt must not be empty\n");
+        return 2;
+    }
+    return o.blob ? bench_blob(&o) : bench_appliance(&o);
+}

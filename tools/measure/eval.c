@@ -1,0 +1,189 @@
+/* nib eval MODEL.gguf --quant SPEC [--text FILE] [--json] [--ctx N] [--tokens N]
+ *
+ * Accuracy of a compiled format against the same model compiled to f32, both
+ * run by nibble's own executor over the same text (teacher forcing): mean KL
+ * divergence of the next-token distributions (f32 || quantized), top-1
+ * agreement, and the perplexity of each on the text. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_blob/blob_view.h"
+#include "rt/cpu_isa.h"
+#include "rt/exec.h"
+#include "rt/tokenizer.h"
+#include "tools/measure/measure.h"
+#include "tools/util/tool_util.h"
+#include "tools/compiler/evalcore.h"
+#include "tools/compiler/model_load.h"
+
+extern const char nib_eval_default_text[];
+
+static char *read_text(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    size_t got;
+    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) {
+            char *nb = realloc(buf, cap *= 2);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+            } else
+                buf = nb;
+        }
+    }
+    fclose(f);
+    *len = n;
+    return buf;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: nib eval MODEL.gguf [--quant SPEC] [--precision P=F,...] [--baseline OTHER.gguf]\n"
+               "                [--text FILE] [--tokens N] [--ctx N] [--json]\n"
+               "  compares SPEC (default f32) against the same model in f32 on the text;\n"
+               "  --baseline: compares OTHER.gguf (e.g. a GGUF Q4_0 of the same model, kept\n"
+               "  exactly as stored) instead of a compiled MODEL\n"
+               "  (default: a short built-in story text); --tokens caps the positions scored (default 512)\n");
+}
+
+int nib_eval_main(int argc, char **argv)
+{
+    const char *in = NULL, *quant = "f32", *text_path = NULL, *precision = NULL, *baseline = NULL;
+    uint32_t max_tokens = 512, ctx = 0;
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--quant") && i + 1 < argc)
+            quant = argv[++i];
+        else if (!strcmp(a, "--precision") && i + 1 < argc)
+            precision = argv[++i];
+        else if (!strcmp(a, "--baseline") && i + 1 < argc)
+            baseline = argv[++i];
+        else if (!strcmp(a, "--text") && i + 1 < argc)
+            text_path = argv[++i];
+        else if (!strcmp(a, "--tokens") && i + 1 < argc) {
+            if (nib_parse_u32(argv[++i], NIB_MAX_CTX, &max_tokens) || max_tokens < 2) {
+                fprintf(stderr, "nib eval: --tokens wants 2..%u\n", NIB_MAX_CTX);
+                return 2;
+            }
+        } else if (!strcmp(a, "--ctx") && i + 1 < argc) {
+            if (nib_parse_u32(argv[++i], NIB_MAX_CTX, &ctx) || ctx < 2) {
+                fprintf(stderr, "nib eval: --ctx wants 2..%u\n", NIB_MAX_CTX);
+                return 2;
+            }
+        } else if (!strcmp(a, "--json"))
+            json = 1;
+        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (a[0] != '-' && !in)
+            in = a;
+        else {
+            fprintf(stderr, "nib eval: unexpected argument '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!in) {
+        usage(stderr);
+        return 2;
+    }
+    struct plan_opts po_ref = {.max_ctx = ctx ? ctx : max_tokens};
+    nib_plan_opts_quant(&po_ref, "f32", NULL, 0);
+    struct plan_opts po_q = po_ref;
+    char err[512];
+    if (nib_plan_opts_quant(&po_q, quant, err, sizeof err)) {
+        fprintf(stderr, "nib eval: --quant: %s\n", err);
+        return 2;
+    }
+    po_q.precision = precision;
+    nib_exec_select_kernels(nib_cpu_isa());
+    size_t text_len;
+    char *text = NULL;
+    if (text_path) {
+        text = read_text(text_path, &text_len);
+        if (!text) {
+            fprintf(stderr, "nib eval: cannot read %s\n", text_path);
+            return 1;
+        }
+    }
+    const char *t = text ? text : nib_eval_default_text;
+    if (!text)
+        text_len = strlen(nib_eval_default_text);
+
+    struct nib_loaded_model lm, lb;
+    memset(&lb, 0, sizeof lb);
+    if (nib_model_load(&lm, in, err, sizeof err)) {
+        fprintf(stderr, "nib eval: %s\n", err);
+        free(text);
+        return 1;
+    }
+    if (baseline) {
+        if (nib_model_load(&lb, baseline, err, sizeof err)) {
+            fprintf(stderr, "nib eval: %s\n", err);
+            nib_model_unload(&lm);
+            free(text);
+            return 1;
+        }
+        if (lb.m.hp.vocab_size != lm.m.hp.vocab_size || lb.m.hp.dim != lm.m.hp.dim) {
+            fprintf(stderr, "nib eval: %s is not the same model shape as %s\n", baseline, in);
+            nib_model_unload(&lb);
+            nib_model_unload(&lm);
+            free(text);
+            return 1;
+        }
+        nib_plan_opts_quant(&po_q, "source", err, sizeof err);
+        quant = "baseline";
+    }
+    int rc = 1;
+    struct runner ref, q;
+    memset(&ref, 0, sizeof ref);
+    memset(&q, 0, sizeof q);
+    uint32_t *ids = malloc((text_len + 2) * sizeof *ids);
+    if (!ids || runner_open(&ref, &lm.m, &po_ref, err, sizeof err) ||
+        runner_open(&q, baseline ? &lb.m : &lm.m, &po_q, err, sizeof err)) {
+        fprintf(stderr, "nib eval: %s\n", ids ? err : "out of memory");
+        goto out;
+    }
+    int n = nib_tok_encode(&ref.v, t, text_len, 1, ids, text_len + 2);
+    if (n < 2) {
+        fprintf(stderr, "nib eval: the text gives fewer than 2 tokens\n");
+        goto out;
+    }
+    uint32_t n_ids = (uint32_t)n;
+    if (n_ids > ref.v.h->hp.ctx_len)
+        n_ids = ref.v.h->hp.ctx_len;
+    if (n_ids > max_tokens)
+        n_ids = max_tokens;
+    struct eval_result r;
+    if (evaluate(&ref, &q, ids, n_ids, &r)) {
+        fprintf(stderr, "nib eval: out of memory\n");
+        goto out;
+    }
+    if (json)
+        printf("{\"model\": \"%s\", \"quant\": \"%s\", \"baseline\": \"%s\", \"positions\": %u, \"kl_mean\": %.6g, "
+               "\"top1_agreement\": %.6f, \"ppl_f32\": %.6g, \"ppl_quant\": %.6g}\n",
+               in, quant, baseline ? baseline : "", r.n, r.kl_mean, r.top1, r.ppl_ref, r.ppl_q);
+    else
+        printf("model %s, format %s, %u positions: mean KL %.6g, top-1 agreement %.2f%%, "
+               "perplexity f32 %.4f vs %s %.4f\n",
+               in, quant, r.n, r.kl_mean, 100.0 * r.top1, r.ppl_ref, quant, r.ppl_q);
+    rc = 0;
+out:
+    runner_close(&ref);
+    runner_close(&q);
+    free(ids);
+    free(text);
+    if (baseline)
+        nib_model_unload(&lb);
+    nib_model_unload(&lm);
+    return rc;
+}

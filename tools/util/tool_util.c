@@ -1,0 +1,84 @@
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tools/util/tool_util.h"
+
+int nib_map_file(const char *path, const uint8_t **data, size_t *size, char *err, size_t errlen)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "'%s' is not a regular file", path);
+        close(fd);
+        return -1;
+    }
+    *size = (size_t)st.st_size;
+    if (*size == 0) {
+        /* mmap refuses empty files; an empty buffer still goes through the
+         * same validation (and fails there with a clear message). */
+        static const uint8_t empty[64] __attribute__((aligned(64)));
+        *data = empty;
+        close(fd);
+        return 0;
+    }
+    void *p = mmap(NULL, *size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) {
+        snprintf(err, errlen, "cannot map '%s': %s", path, strerror(errno));
+        return -1;
+    }
+    *data = p;
+    return 0;
+}
+
+void nib_unmap_file(const uint8_t *data, size_t size)
+{
+    if (size)
+        munmap((void *)data, size);
+}
+
+int nib_parse_u64(const char *s, uint64_t *out)
+{
+    char *end;
+    if (!s || !*s || *s == '-')
+        return -1;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (errno || *end)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int nib_parse_u32(const char *s, uint32_t max, uint32_t *out)
+{
+    uint64_t v;
+    if (nib_parse_u64(s, &v) || v > max)
+        return -1;
+    *out = (uint32_t)v;
+    return 0;
+}
+
+int nib_parse_f32(const char *s, float *out)
+{
+    char *end;
+    if (!s || !*s)
+        return -1;
+    errno = 0;
+    float v = strtof(s, &end);
+    if (errno || *end || !isfinite(v))
+        return -1;
+    *out = v;
+    return 0;
+}

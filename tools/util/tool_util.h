@@ -1,0 +1,19 @@
+/* Helpers every room of tools/ uses: whole-file mapping and strict number
+ * parsing for options. The lowest rank inside tools/: includes nothing of
+ * the project. */
+#ifndef NIB_TOOL_UTIL_H
+#define NIB_TOOL_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Map a whole file read-only. 0, or -1 with a message. */
+int nib_map_file(const char *path, const uint8_t **data, size_t *size, char *err, size_t errlen);
+void nib_unmap_file(const uint8_t *data, size_t size);
+
+/* Strict number parsing for options: 0 ok, -1 on junk or out of range. */
+int nib_parse_u32(const char *s, uint32_t max, uint32_t *out);
+int nib_parse_u64(const char *s, uint64_t *out);
+int nib_parse_f32(const char *s, float *out);
+
+#endif
