@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,10 @@
 #include "rt/team.h"
 
 extern const unsigned char nib_blob_start[], nib_blob_end[];
+
+#ifndef NIB_VERSION
+#error "NIB_VERSION (the meson project version) is passed by linker/link-appliance.sh --version"
+#endif
 
 static volatile int stop_signal;
 
@@ -81,6 +86,7 @@ static void usage(FILE *f)
             "  --ignore-topology  boot even if the machine differs from the table built in\n"
             "  --digest           keep a CRC32C of every logit in the stats page\n"
             "  --no-seccomp       run without the seccomp filters (debugging only)\n"
+            "  --version          print the version and the embedded blob's format, and exit\n"
             "  --debug-forbidden-syscall serve|worker\n"
             "                     after READY, make one system call outside the allow-list\n"
             "                     (the filter must kill the process: a test hook)\n",
@@ -133,6 +139,12 @@ static int parse_args(int argc, char **argv, struct options *o)
             }
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
+            exit(0);
+        } else if (!strcmp(a, "--version")) {
+            /* the header's version as embedded: readable even when the blob is not */
+            uint32_t bv;
+            memcpy(&bv, nib_blob_start + offsetof(struct nib_blob_header, version), sizeof bv);
+            printf("appliance %s (blob format %u)\n", NIB_VERSION, bv);
             exit(0);
         } else {
             fprintf(stderr, "appliance: unknown argument '%s'\n", a);

@@ -7,7 +7,7 @@
 #include "proto/shm_layout.h"
 #include "proto/stats.h"
 #include "tools/cli/cli.h"
-#include "tools/util/tool_util.h"
+#include "tools/util/args.h"
 #include "tools/host/nibhost.h"
 
 /* Length of the well-formed UTF-8 sequence at s (n bytes left), or 0. */
@@ -70,52 +70,53 @@ static void on_sigint(int sig)
 
 static void ask_usage(FILE *f)
 {
-    fprintf(f, "usage: nib ask [--name NAME] [--max-tokens N] [--temperature T] [--seed S] [--no-bos] [--json] \"prompt\"\n");
+    fprintf(f, "usage: nib ask [--name NAME] [--max-tokens N] [--temperature T] [--seed S] [--no-bos] [--json] [--] PROMPT\n"
+               "  a PROMPT that starts with '-' goes after --\n");
 }
+
+enum { O_NAME = NIB_ARGS_OPT, O_MAX_TOKENS, O_TEMPERATURE, O_SEED, O_NO_BOS, O_JSON };
 
 int nib_ask_main(int argc, char **argv)
 {
+    static const struct nib_opt opts[] = {
+        {"--name", O_NAME, 1},       {"--max-tokens", O_MAX_TOKENS, 1},
+        {"--temperature", O_TEMPERATURE, 1}, {"--seed", O_SEED, 1},
+        {"--no-bos", O_NO_BOS, 0},   {"--json", O_JSON, 0},
+        {NULL, 0, 0},
+    };
     const char *name = NULL, *prompt = NULL;
     struct nib_gen_params p = {.max_tokens = 64, .temperature = 0.0f, .seed = 0};
-    int json = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--name") && i + 1 < argc)
-            name = argv[++i];
-        else if (!strcmp(a, "--max-tokens") && i + 1 < argc) {
-            if (nib_parse_u32(argv[++i], NIB_SLOT_TOKENS, &p.max_tokens) || !p.max_tokens) {
-                fprintf(stderr, "nib ask: --max-tokens wants 1..%u\n", NIB_SLOT_TOKENS);
+    int json = 0, seed_given = 0;
+    struct nib_args a;
+    nib_args_init(&a, "nib ask", argc, argv, opts, ask_usage);
+    for (int o; (o = nib_args_next(&a)) != NIB_ARGS_END;) {
+        if (o == NIB_ARGS_EXIT)
+            return a.status;
+        if (o == NIB_ARGS_OPERAND) {
+            if (prompt)
+                return nib_args_unexpected(&a);
+            prompt = a.value;
+        } else if (o == O_NAME)
+            name = a.value;
+        else if (o == O_MAX_TOKENS) {
+            if (nib_args_u32(&a, 1, NIB_SLOT_TOKENS, &p.max_tokens))
                 return 2;
-            }
-        } else if (!strcmp(a, "--temperature") && i + 1 < argc) {
-            if (nib_parse_f32(argv[++i], &p.temperature) || p.temperature < 0 || p.temperature > 100) {
-                fprintf(stderr, "nib ask: --temperature wants a number in 0..100\n");
+        } else if (o == O_TEMPERATURE) {
+            if (nib_args_f32(&a, 0, 100, &p.temperature))
                 return 2;
-            }
-        } else if (!strcmp(a, "--seed") && i + 1 < argc) {
-            if (nib_parse_u64(argv[++i], &p.seed)) {
-                fprintf(stderr, "nib ask: --seed wants an unsigned integer\n");
+        } else if (o == O_SEED) {
+            if (nib_args_u64(&a, &p.seed))
                 return 2;
-            }
-        } else if (!strcmp(a, "--no-bos"))
+            seed_given = 1;
+        } else if (o == O_NO_BOS)
             p.no_bos = 1;
-        else if (!strcmp(a, "--json"))
+        else if (o == O_JSON)
             json = 1;
-        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            ask_usage(stdout);
-            return 0;
-        } else if (!prompt && (a[0] != '-' || a[1] == 0))
-            prompt = a;
-        else {
-            fprintf(stderr, "nib ask: unexpected argument '%s'\n", a);
-            ask_usage(stderr);
-            return 2;
-        }
     }
-    if (!prompt) {
-        ask_usage(stderr);
-        return 2;
-    }
+    if (!prompt)
+        return nib_args_missing(&a);
+    if (seed_given && p.temperature == 0.0f)
+        nib_args_note("nib ask", "--seed is ignored: temperature 0 decodes greedily");
     struct nib_host *h;
     if (nib_host_attach(&h, name) != NIB_HOST_OK) {
         fprintf(stderr, "nib ask: %s\n", nib_host_error(h));
@@ -204,33 +205,51 @@ int nib_ask_main(int argc, char **argv)
     return exit_rc;
 }
 
-static int parse_name_only(int argc, char **argv, const char *cmd, const char **name, int *json)
+static void stop_usage(FILE *f)
 {
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--name") && i + 1 < argc)
-            *name = argv[++i];
-        else if (json && !strcmp(argv[i], "--json"))
+    fprintf(f, "usage: nib stop [--name NAME]\n");
+}
+
+static void stats_usage(FILE *f)
+{
+    fprintf(f, "usage: nib stats [--name NAME] [--json]\n");
+}
+
+/* nib stop and nib stats: --name, and for stats --json; no operands.
+ * -1 to go on, else the exit status. */
+static int parse_name_only(int argc, char **argv, const char *cmd, void (*usage)(FILE *f),
+                           const char **name, int *json)
+{
+    static const struct nib_opt opts[] = {{"--name", O_NAME, 1}, {"--json", O_JSON, 0}, {NULL, 0, 0}};
+    static const struct nib_opt name_opt[] = {{"--name", O_NAME, 1}, {NULL, 0, 0}};
+    struct nib_args a;
+    nib_args_init(&a, cmd, argc, argv, json ? opts : name_opt, usage);
+    for (int o; (o = nib_args_next(&a)) != NIB_ARGS_END;) {
+        if (o == NIB_ARGS_EXIT)
+            return a.status;
+        if (o == NIB_ARGS_OPERAND)
+            return nib_args_unexpected(&a);
+        if (o == O_NAME)
+            *name = a.value;
+        else
             *json = 1;
-        else {
-            fprintf(stderr, "usage: nib %s [--name NAME]%s\n", cmd, json ? " [--json]" : "");
-            return -1;
-        }
     }
-    return 0;
+    return -1;
 }
 
 int nib_stop_main(int argc, char **argv)
 {
     const char *name = NULL;
-    if (parse_name_only(argc, argv, "stop", &name, NULL))
-        return 2;
+    int rc = parse_name_only(argc, argv, "nib stop", stop_usage, &name, NULL);
+    if (rc >= 0)
+        return rc;
     struct nib_host *h;
     if (nib_host_attach(&h, name) != NIB_HOST_OK) {
         fprintf(stderr, "nib stop: %s\n", nib_host_error(h));
         nib_host_detach(h);
         return 1;
     }
-    int rc = nib_host_stop(h, 30000);
+    rc = nib_host_stop(h, 30000);
     if (rc != NIB_HOST_OK)
         fprintf(stderr, "nib stop: %s\n", nib_host_error(h));
     nib_host_detach(h);
@@ -241,8 +260,9 @@ int nib_stats_main(int argc, char **argv)
 {
     const char *name = NULL;
     int json = 0;
-    if (parse_name_only(argc, argv, "stats", &name, &json))
-        return 2;
+    int rc = parse_name_only(argc, argv, "nib stats", stats_usage, &name, &json);
+    if (rc >= 0)
+        return rc;
     struct nib_host *h;
     if (nib_host_attach(&h, name) != NIB_HOST_OK) {
         fprintf(stderr, "nib stats: %s\n", nib_host_error(h));

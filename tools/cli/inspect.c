@@ -5,6 +5,7 @@
 
 #include "model_blob/blob_view.h"
 #include "tools/cli/cli.h"
+#include "tools/util/args.h"
 #include "tools/util/tool_util.h"
 
 static void print_blob(const struct nib_blob_view *v, int show_plan)
@@ -58,27 +59,30 @@ static void print_blob(const struct nib_blob_view *v, int show_plan)
     }
 }
 
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: nib inspect BLOB [--no-plan]\n");
+}
+
 int nib_inspect_main(int argc, char **argv)
 {
+    static const struct nib_opt opts[] = {{"--no-plan", NIB_ARGS_OPT, 0}, {NULL, 0, 0}};
     const char *path = NULL;
     int show_plan = 1;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--no-plan"))
+    struct nib_args a;
+    nib_args_init(&a, "nib inspect", argc, argv, opts, usage);
+    for (int o; (o = nib_args_next(&a)) != NIB_ARGS_END;) {
+        if (o == NIB_ARGS_EXIT)
+            return a.status;
+        if (o == NIB_ARGS_OPT)
             show_plan = 0;
-        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: nib inspect BLOB [--no-plan]\n");
-            return 0;
-        } else if (!path && argv[i][0] != '-')
-            path = argv[i];
-        else {
-            fprintf(stderr, "nib inspect: unexpected argument '%s'\n", argv[i]);
-            return 2;
-        }
+        else if (path)
+            return nib_args_unexpected(&a);
+        else
+            path = a.value;
     }
-    if (!path) {
-        fprintf(stderr, "usage: nib inspect BLOB [--no-plan]\n");
-        return 2;
-    }
+    if (!path)
+        return nib_args_missing(&a);
     char err[512];
     const uint8_t *data;
     size_t size;

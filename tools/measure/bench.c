@@ -35,6 +35,7 @@
 #include "rt/exec.h"
 #include "rt/team.h"
 #include "tools/measure/measure.h"
+#include "tools/util/args.h"
 #include "tools/util/tool_util.h"
 
 #if defined(__AVX2__)
@@ -488,58 +489,66 @@ static void cpu_name(char *buf, size_t len)
     fclose(f);
 }
 
+enum { O_QUICK = NIB_ARGS_OPT, O_ROUNDS, O_STREAM_MIB, O_MODEL, O_MODEL_TOKENS, O_FORMAT, O_ISA };
+
 int nib_bench_main(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) /* per-token latency: tools/measure/bench_latency.c */
+    /* per-token latency: tools/measure/bench_latency.c */
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
         if (!strcmp(argv[i], "--latency"))
             return nib_bench_latency_main(argc, argv);
+    static const struct nib_opt opts[] = {
+        {"--quick", O_QUICK, 0},   {"--rounds", O_ROUNDS, 1},
+        {"--stream-mib", O_STREAM_MIB, 1}, {"--model", O_MODEL, 1},
+        {"--model-tokens", O_MODEL_TOKENS, 1}, {"--format", O_FORMAT, 1},
+        {"--isa", O_ISA, 1},       {NULL, 0, 0},
+    };
     struct bench_opts o = {.model_tokens = 128, .stream_bytes = (size_t)1 << 30,
                            .rotate_bytes = (size_t)256 << 20, .rounds = 5, .min_seconds = 0.1};
     const char *isa = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
+    int quick = 0, rounds_given = 0, stream_given = 0, model_tokens_given = 0;
+    struct nib_args a;
+    nib_args_init(&a, "nib bench", argc, argv, opts, usage);
+    for (int opt; (opt = nib_args_next(&a)) != NIB_ARGS_END;) {
         uint32_t v;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--quick")) {
-            o.stream_bytes = (size_t)64 << 20;
-            o.rotate_bytes = (size_t)64 << 20;
-            o.rounds = 1;
-            o.min_seconds = 0.005;
-        } else if (!strcmp(a, "--rounds") && i + 1 < argc) {
-            if (nib_parse_u32(argv[++i], MAX_ROUNDS, &v) || v == 0) {
-                fprintf(stderr, "nib bench: --rounds takes 1..%d, not '%s'\n", MAX_ROUNDS, argv[i]);
+        if (opt == NIB_ARGS_EXIT)
+            return a.status;
+        else if (opt == NIB_ARGS_OPERAND)
+            return nib_args_unexpected(&a);
+        else if (opt == O_QUICK)
+            quick = 1;
+        else if (opt == O_ROUNDS) {
+            if (nib_args_u32(&a, 1, MAX_ROUNDS, &v))
                 return 2;
-            }
             o.rounds = (int)v;
-        } else if (!strcmp(a, "--stream-mib") && i + 1 < argc) {
-            if (nib_parse_u32(argv[++i], 1u << 16, &v) || v < 8) {
-                fprintf(stderr, "nib bench: --stream-mib takes 8..65536, not '%s'\n", argv[i]);
+            rounds_given = 1;
+        } else if (opt == O_STREAM_MIB) {
+            if (nib_args_u32(&a, 8, 1u << 16, &v))
                 return 2;
-            }
             o.stream_bytes = (size_t)v << 20;
-        } else if (!strcmp(a, "--model") && i + 1 < argc) {
-            if (o.n_models == MAX_MODELS) {
-                fprintf(stderr, "nib bench: at most %d --model\n", MAX_MODELS);
+            stream_given = 1;
+        } else if (opt == O_MODEL) {
+            if (o.n_models == MAX_MODELS)
+                return nib_args_fail(&a, "at most %d --model", MAX_MODELS);
+            o.models[o.n_models++] = a.value;
+        } else if (opt == O_MODEL_TOKENS) {
+            if (nib_args_u32(&a, 1, 1u << 16, &o.model_tokens))
                 return 2;
-            }
-            o.models[o.n_models++] = argv[++i];
-        } else if (!strcmp(a, "--model-tokens") && i + 1 < argc) {
-            if (nib_parse_u32(argv[++i], 1u << 16, &o.model_tokens) || o.model_tokens == 0) {
-                fprintf(stderr, "nib bench: --model-tokens takes 1..65536\n");
-                return 2;
-            }
-        } else if (!strcmp(a, "--format") && i + 1 < argc) {
-            o.only_fmt = argv[++i];
-        } else if (!strcmp(a, "--isa") && i + 1 < argc) {
-            isa = argv[++i];
-        } else {
-            fprintf(stderr, "nib bench: unknown or incomplete option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
+            model_tokens_given = 1;
+        } else if (opt == O_FORMAT)
+            o.only_fmt = a.value;
+        else if (opt == O_ISA)
+            isa = a.value;
     }
+    /* --quick sets what --rounds and --stream-mib did not, in any order */
+    if (quick) {
+        o.stream_bytes = stream_given ? o.stream_bytes : (size_t)64 << 20;
+        o.rotate_bytes = (size_t)64 << 20;
+        o.rounds = rounds_given ? o.rounds : 1;
+        o.min_seconds = 0.005;
+    }
+    if (model_tokens_given && !o.n_models)
+        nib_args_note(a.cmd, "--model-tokens is ignored without --model");
     if (o.only_fmt) {
         size_t f = 0;
         while (f < N_FORMATS && strcmp(formats[f].name, o.only_fmt))

@@ -34,6 +34,7 @@
 #include "rt/topology.h"
 #include "tools/measure/bench_noise.h"
 #include "tools/measure/measure.h"
+#include "tools/util/args.h"
 #include "tools/util/tool_util.h"
 #include "tools/host/nibhost.h"
 
@@ -208,6 +209,10 @@ static int bench_blob(const struct bench_opts *o)
         nib_team_join(t, tids);
         return 2;
     }
+    if (o->gen && (uint32_t)n_ids + o->gen > hp->ctx_len)
+        nib_args_note("nib bench", "--gen %u: the context holds %u more positions after the prompt; "
+                      "generating %u per request", o->gen, hp->ctx_len - (uint32_t)n_ids,
+                      hp->ctx_len - (uint32_t)n_ids);
     if (!o->json) {
         printf("nib bench --latency: %s: dim %u, %u layers, vocab %u, ctx %u\n", o->blob, hp->dim,
                hp->n_layers, hp->vocab_size, hp->ctx_len);
@@ -353,56 +358,46 @@ static int bench_appliance(const struct bench_opts *o)
     return 0;
 }
 
+enum { O_LATENCY = NIB_ARGS_OPT, O_JSON, O_NAME, O_PROMPT, O_TOKENS, O_WORKERS, O_GEN };
+
 int nib_bench_latency_main(int argc, char **argv)
 {
+    static const struct nib_opt opts[] = {
+        {"--latency", O_LATENCY, 0}, {"--json", O_JSON, 0},       {"--name", O_NAME, 1},
+        {"--prompt", O_PROMPT, 1},   {"--tokens", O_TOKENS, 1},   {"--workers", O_WORKERS, 1},
+        {"--gen", O_GEN, 1},         {NULL, 0, 0},
+    };
     struct bench_opts o = {.prompt = "Once upon a time", .tokens = 1000};
     int latency = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int has = i + 1 < argc;
-        if (!strcmp(a, "--latency")) {
+    struct nib_args a;
+    nib_args_init(&a, "nib bench", argc, argv, opts, usage);
+    for (int opt; (opt = nib_args_next(&a)) != NIB_ARGS_END;) {
+        if (opt == NIB_ARGS_EXIT)
+            return a.status;
+        else if (opt == NIB_ARGS_OPERAND && o.blob)
+            return nib_args_unexpected(&a);
+        else if (opt == NIB_ARGS_OPERAND)
+            o.blob = a.value;
+        else if (opt == O_LATENCY)
             latency = 1;
-        } else if (!strcmp(a, "--json")) {
+        else if (opt == O_JSON)
             o.json = 1;
-        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--name") && has) {
-            o.name = argv[++i];
-        } else if (!strcmp(a, "--prompt") && has) {
-            o.prompt = argv[++i];
-        } else if ((!strcmp(a, "--tokens") || !strcmp(a, "--workers") || !strcmp(a, "--gen")) &&
-                   has) {
-            uint32_t v;
-            if (nib_parse_u32(argv[++i], !strcmp(a, "--workers") ? NIB_TEAM_MAX_WORKERS : 100000000u,
-                              &v) || v == 0) {
-                fprintf(stderr, "nib bench: %s wants a positive number, not '%s'\n", a, argv[i]);
-                return 2;
-            }
-            if (!strcmp(a, "--tokens"))
-                o.tokens = v;
-            else if (!strcmp(a, "--gen"))
-                o.gen = v;
-            else
-                o.workers = v;
-        } else if (a[0] != '-' && !o.blob) {
-            o.blob = a;
-        } else {
-            fprintf(stderr, "nib bench: unknown argument '%s'\n", a);
-            usage(stderr);
+        else if (opt == O_NAME)
+            o.name = a.value;
+        else if (opt == O_PROMPT)
+            o.prompt = a.value;
+        else if (nib_args_u32(&a, 1, opt == O_WORKERS ? NIB_TEAM_MAX_WORKERS : 100000000u,
+                              opt == O_TOKENS ? &o.tokens : opt == O_GEN ? &o.gen : &o.workers))
             return 2;
-        }
     }
-    if (!latency) {
-        fprintf(stderr, "nib bench: only --latency is available here\n");
-        usage(stderr);
-        return 2;
-    }
+    if (!latency)
+        return nib_args_fail(&a, "only --latency is available here");
     if (!o.blob == !o.name) {
         fprintf(stderr, "nib bench: give a MODEL.blob or --name NAME (one of them)\n");
-        usage(stderr);
-        return 2;
+        return nib_args_missing(&a);
     }
+    if (o.name && (o.workers || o.gen))
+        nib_args_note(a.cmd, "--workers and --gen are ignored with --name: the appliance has its own");
     if (!o.prompt[0]) {
         fprintf(stderr, "nib bench: --prompt must not be empty\n");
         return 2;
