@@ -588,45 +588,15 @@ START_TEST(test_repack_rejects)
 }
 END_TEST
 
-static Suite *suite(void)
+Suite *nib_test_suite(void)
 {
     Suite *s = suite_create("qkernels");
-    TCase *tc = tcase_create("format");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_format_validity);
-    tcase_add_test(tc, test_format_sizes);
-    tcase_add_test(tc, test_f16);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("kernels");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_qact_contract);
-    tcase_add_test(tc, test_qact_simd);
-    tcase_add_test(tc, test_gemm_simd_equals_scalar);
-    tcase_add_test(tc, test_gemm_equals_gemvs);
-    tcase_add_test(tc, test_attention_simd_equals_scalar);
-    tcase_add_test(tc, test_qact_by_blocks);
-    tcase_add_test(tc, test_f32_ops_simd_equals_scalar);
-    tcase_add_test(tc, test_gemv_vs_double);
-    tcase_add_test(tc, test_int16_headroom);
-    tcase_add_test(tc, test_dispatch);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("quant");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_quantize_error);
-    tcase_add_test(tc, test_quantized_gemv_close_to_f32);
-    tcase_add_test(tc, test_quantize_rejects);
-    tcase_add_test(tc, test_repack_q4_0);
-    tcase_add_test(tc, test_repack_q8_0);
-    tcase_add_test(tc, test_repack_rejects);
-    suite_add_tcase(s, tc);
+    TU_CASE(s, "format", NULL, NULL, 60, test_format_validity, test_format_sizes, test_f16);
+    TU_CASE(s, "kernels", NULL, NULL, 120, test_qact_contract, test_qact_simd,
+        test_gemm_simd_equals_scalar, test_gemm_equals_gemvs, test_attention_simd_equals_scalar,
+        test_qact_by_blocks, test_f32_ops_simd_equals_scalar, test_gemv_vs_double,
+        test_int16_headroom, test_dispatch);
+    TU_CASE(s, "quant", NULL, NULL, 120, test_quantize_error, test_quantized_gemv_close_to_f32,
+        test_quantize_rejects, test_repack_q4_0, test_repack_q8_0, test_repack_rejects);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
 }

@@ -296,19 +296,11 @@ START_TEST(tokenizer_lies_refused)
 }
 END_TEST
 
-int main(void)
+Suite *nib_test_suite(void)
 {
     Suite *s = suite_create("blob");
-    TCase *tc = tcase_create("validate");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, valid_blob_opens);
-    tcase_add_test(tc, every_flipped_byte_refused);
-    tcase_add_test(tc, truncated_refused);
-    tcase_add_test(tc, header_lies_refused);
-    tcase_add_test(tc, tensor_lies_refused);
-    tcase_add_test(tc, plan_lies_refused);
-    tcase_add_test(tc, tokenizer_lies_refused);
-    suite_add_tcase(s, tc);
-    return tu_run_suite(s);
+    TU_CASE(s, "validate", setup, teardown, 120, valid_blob_opens, every_flipped_byte_refused,
+        truncated_refused, header_lies_refused, tensor_lies_refused, plan_lies_refused,
+        tokenizer_lies_refused);
+    return s;
 }

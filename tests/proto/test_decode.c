@@ -180,14 +180,10 @@ START_TEST(random_bytes_never_pass_out_of_range)
 }
 END_TEST
 
-int main(void)
+Suite *nib_test_suite(void)
 {
     Suite *s = suite_create("decode");
-    TCase *tc = tcase_create("decode");
-    tcase_add_test(tc, good_request_passes_intact);
-    tcase_add_test(tc, each_bad_field_is_named);
-    tcase_add_test(tc, prompt_ids_checked_and_copied);
-    tcase_add_test(tc, random_bytes_never_pass_out_of_range);
-    suite_add_tcase(s, tc);
-    return tu_run_suite(s);
+    TU_CASE(s, "decode", NULL, NULL, 0, good_request_passes_intact, each_bad_field_is_named,
+        prompt_ids_checked_and_copied, random_bytes_never_pass_out_of_range);
+    return s;
 }

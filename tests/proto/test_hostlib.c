@@ -479,27 +479,15 @@ START_TEST(gone_when_name_moves_on)
 }
 END_TEST
 
-int main(void)
+Suite *nib_test_suite(void)
 {
     Suite *s = suite_create("hostlib");
-    TCase *hand = tcase_create("hand-made segments");
-    tcase_add_test(hand, no_segment_is_a_clear_error);
-    tcase_add_test(hand, short_or_foreign_files_refused);
-    tcase_add_test(hand, other_layout_version_refused);
-    tcase_add_test(hand, inconsistent_header_refused_field_by_field);
-    tcase_add_test(hand, not_ready_or_stale_refused);
-    suite_add_tcase(s, hand);
-    TCase *live = tcase_create("serve loop");
-    tcase_add_checked_fixture(live, live_setup, live_teardown);
-    tcase_set_timeout(live, 60);
-    tcase_add_test(live, submit_wait_release);
-    tcase_add_test(live, full_table_is_busy_never_loss);
-    tcase_add_test(live, cancel_completes_and_frees_the_slot);
-    tcase_add_test(live, dead_hosts_slots_reclaimed);
-    tcase_add_test(live, running_request_of_dead_owner_stops_early);
-    tcase_add_test(live, gone_when_stopped_or_epoch_changes);
-    tcase_add_test(live, gone_when_appliance_dies);
-    tcase_add_test(live, gone_when_name_moves_on);
-    suite_add_tcase(s, live);
-    return tu_run_suite(s);
+    TU_CASE(s, "hand-made segments", NULL, NULL, 0, no_segment_is_a_clear_error,
+        short_or_foreign_files_refused, other_layout_version_refused,
+        inconsistent_header_refused_field_by_field, not_ready_or_stale_refused);
+    TU_CASE(s, "serve loop", live_setup, live_teardown, 60, submit_wait_release,
+        full_table_is_busy_never_loss, cancel_completes_and_frees_the_slot,
+        dead_hosts_slots_reclaimed, running_request_of_dead_owner_stops_early,
+        gone_when_stopped_or_epoch_changes, gone_when_appliance_dies, gone_when_name_moves_on);
+    return s;
 }

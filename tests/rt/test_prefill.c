@@ -159,17 +159,10 @@ START_TEST(argmax_rule)
 }
 END_TEST
 
-int main(void)
+Suite *nib_test_suite(void)
 {
     Suite *s = suite_create("prefill");
-    TCase *tc = tcase_create("prefill");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 240);
-    tcase_add_test(tc, full_passes_one_worker);
-    tcase_add_test(tc, ragged_passes_two_workers);
-    tcase_add_test(tc, full_passes_two_workers);
-    tcase_add_test(tc, bad_passes_refused);
-    tcase_add_test(tc, argmax_rule);
-    suite_add_tcase(s, tc);
-    return tu_run_suite(s);
+    TU_CASE(s, "prefill", setup, teardown, 240, full_passes_one_worker, ragged_passes_two_workers,
+        full_passes_two_workers, bad_passes_refused, argmax_rule);
+    return s;
 }

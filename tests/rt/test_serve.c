@@ -297,21 +297,12 @@ START_TEST(fast_tokenizer_equals_reference)
 }
 END_TEST
 
-int main(void)
+Suite *nib_test_suite(void)
 {
     Suite *s = suite_create("serve");
-    TCase *tc = tcase_create("serve");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, greedy_matches_direct_run);
-    tcase_add_test(tc, sampling_is_seeded);
-    tcase_add_test(tc, fifo_by_ticket);
-    tcase_add_test(tc, hostile_requests_name_the_field);
-    tcase_add_test(tc, long_prompt_fills_context);
-    tcase_add_test(tc, cancel_stops_generation);
-    tcase_add_test(tc, dead_hosts_slots_reclaimed);
-    tcase_add_test(tc, random_garbage_interleaved);
-    tcase_add_test(tc, fast_tokenizer_equals_reference);
-    suite_add_tcase(s, tc);
-    return tu_run_suite(s);
+    TU_CASE(s, "serve", setup, teardown, 120, greedy_matches_direct_run, sampling_is_seeded,
+        fifo_by_ticket, hostile_requests_name_the_field, long_prompt_fills_context,
+        cancel_stops_generation, dead_hosts_slots_reclaimed, random_garbage_interleaved,
+        fast_tokenizer_equals_reference);
+    return s;
 }

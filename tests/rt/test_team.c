@@ -214,20 +214,12 @@ START_TEST(team_rejects_bad_worker_counts)
 }
 END_TEST
 
-int main(void)
+Suite *nib_test_suite(void)
 {
     Suite *s = suite_create("team");
-    TCase *tc = tcase_create("team");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, one_worker_team_equals_plain_executor);
-    tcase_add_test(tc, two_workers_bit_identical);
-    tcase_add_test(tc, two_workers_bit_identical_after_parking);
-    tcase_add_test(tc, two_workers_bit_identical_sleeping_barriers);
-    tcase_add_test(tc, repeat_runs_same_digest);
-    tcase_add_test(tc, shares_cover_every_unit_once);
-    tcase_add_test(tc, barriers_where_data_depends);
-    tcase_add_test(tc, team_rejects_bad_worker_counts);
-    suite_add_tcase(s, tc);
-    return tu_run_suite(s);
+    TU_CASE(s, "team", setup, teardown, 120, one_worker_team_equals_plain_executor,
+        two_workers_bit_identical, two_workers_bit_identical_after_parking,
+        two_workers_bit_identical_sleeping_barriers, repeat_runs_same_digest,
+        shares_cover_every_unit_once, barriers_where_data_depends, team_rejects_bad_worker_counts);
+    return s;
 }
