@@ -1,15 +1,16 @@
 /* NEON attention: the scalar reference's operations as two 4-lane halves
  * (kernels/common/f32-neon.h). */
-#include "kernels/common/isa.h"
+#include "kernels/kernels.h"
 
-#if NIB_HAVE_NEON
+#if defined(__aarch64__)
 #include <math.h>
 
 #include "kernels/common/f32-neon.h"
 
-NIB_ATTENTION_DECL(nib_attention_f32_neon)
+void nib_attention_f32_neon(const float *q, const float *kc, const float *vc, float *out,
+                            float *att, size_t h_begin, size_t h_end, size_t head_dim,
+                            size_t group, size_t row_stride, size_t pos, size_t ctx, float scale)
 {
-    nib_pre_attention(q, kc, vc, out, att, h_begin, h_end, head_dim, group, row_stride, pos, ctx);
     const size_t n = pos + 1;
     for (size_t h = h_begin; h < h_end; h++) {
         const float *qh = q + h * head_dim;
@@ -55,5 +56,5 @@ NIB_ATTENTION_DECL(nib_attention_f32_neon)
     }
 }
 #else
-typedef int nib_attention_f32_neon_unused;
+typedef int nib_attention_neon_unused;
 #endif

@@ -27,6 +27,16 @@ TCase *tu_add_case(Suite *s, const char *name, void (*setup)(void), void (*teard
 #define TU_CASE(s, name, setup, teardown, timeout, ...)                                            \
     tu_add_case(s, name, setup, teardown, timeout, (const struct TTest *const[]){__VA_ARGS__, NULL})
 
+/* nib_test_suite() for a suite of one case: TU_SUITE("suite", "case", setup,
+ * teardown, timeout, tests...). */
+#define TU_SUITE(name, case_name, setup, teardown, timeout, ...)                                   \
+    Suite *nib_test_suite(void)                                                                    \
+    {                                                                                              \
+        Suite *s = suite_create(name);                                                             \
+        TU_CASE(s, case_name, setup, teardown, timeout, __VA_ARGS__);                              \
+        return s;                                                                                  \
+    }
+
 /* Path from an environment variable set by meson; aborts when unset. */
 const char *tu_env_path(const char *var);
 

@@ -670,14 +670,9 @@ START_TEST(test_random_mutation)
 }
 END_TEST
 
-Suite *nib_test_suite(void)
-{
-    Suite *s = suite_create("gguf");
-    TU_CASE(s, "reader", NULL, NULL, 120, test_valid_parse, test_integer_conversions,
-        test_version2_and_alignment, test_no_tensors, test_truncation_boundaries,
-        test_truncation_every_prefix, test_bad_magic_and_versions, test_hostile_counts,
-        test_huge_strings, test_value_types, test_duplicates, test_alignment_key,
-        test_tensor_info_damage, test_type_sizes_and_names, test_half_conversions,
-        test_random_mutation);
-    return s;
-}
+TU_SUITE("gguf", "reader", NULL, NULL, 120, test_valid_parse, test_integer_conversions,
+         test_version2_and_alignment, test_no_tensors, test_truncation_boundaries,
+         test_truncation_every_prefix, test_bad_magic_and_versions, test_hostile_counts,
+         test_huge_strings, test_value_types, test_duplicates, test_alignment_key,
+         test_tensor_info_damage, test_type_sizes_and_names, test_half_conversions,
+         test_random_mutation)

@@ -838,12 +838,8 @@ START_TEST(test_real_models)
 }
 END_TEST
 
-Suite *nib_test_suite(void)
-{
-    Suite *s = suite_create("llama_import");
-    TU_CASE(s, "import", NULL, NULL, 120, test_import_f32, test_import_half, test_import_q8_0,
-        test_import_q4_0, test_q4_1, test_tied_output, test_missing_tensors, test_wrong_shapes,
-        test_unsupported, test_missing_metadata, test_metadata_types, test_defaults,
-        test_sanity_checks, test_vocab_checks, test_extra_tensors_ignored, test_real_models);
-    return s;
-}
+TU_SUITE("llama_import", "import", NULL, NULL, 120, test_import_f32, test_import_half,
+         test_import_q8_0, test_import_q4_0, test_q4_1, test_tied_output, test_missing_tensors,
+         test_wrong_shapes, test_unsupported, test_missing_metadata, test_metadata_types,
+         test_defaults, test_sanity_checks, test_vocab_checks, test_extra_tensors_ignored,
+         test_real_models)

@@ -296,11 +296,6 @@ START_TEST(tokenizer_lies_refused)
 }
 END_TEST
 
-Suite *nib_test_suite(void)
-{
-    Suite *s = suite_create("blob");
-    TU_CASE(s, "validate", setup, teardown, 120, valid_blob_opens, every_flipped_byte_refused,
-        truncated_refused, header_lies_refused, tensor_lies_refused, plan_lies_refused,
-        tokenizer_lies_refused);
-    return s;
-}
+TU_SUITE("blob", "validate", setup, teardown, 120, valid_blob_opens, every_flipped_byte_refused,
+         truncated_refused, header_lies_refused, tensor_lies_refused, plan_lies_refused,
+         tokenizer_lies_refused)

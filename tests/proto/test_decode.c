@@ -180,10 +180,5 @@ START_TEST(random_bytes_never_pass_out_of_range)
 }
 END_TEST
 
-Suite *nib_test_suite(void)
-{
-    Suite *s = suite_create("decode");
-    TU_CASE(s, "decode", NULL, NULL, 0, good_request_passes_intact, each_bad_field_is_named,
-        prompt_ids_checked_and_copied, random_bytes_never_pass_out_of_range);
-    return s;
-}
+TU_SUITE("decode", "decode", NULL, NULL, 0, good_request_passes_intact, each_bad_field_is_named,
+         prompt_ids_checked_and_copied, random_bytes_never_pass_out_of_range)

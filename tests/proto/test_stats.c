@@ -127,10 +127,5 @@ START_TEST(stats_recorders)
 }
 END_TEST
 
-Suite *nib_test_suite(void)
-{
-    Suite *s = suite_create("stats");
-    TU_CASE(s, "stats", NULL, NULL, 0, buckets_tile_the_range, percentiles_within_two_percent,
-        empty_and_saturating, stats_recorders);
-    return s;
-}
+TU_SUITE("stats", "stats", NULL, NULL, 0, buckets_tile_the_range, percentiles_within_two_percent,
+         empty_and_saturating, stats_recorders)

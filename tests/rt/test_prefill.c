@@ -159,10 +159,5 @@ START_TEST(argmax_rule)
 }
 END_TEST
 
-Suite *nib_test_suite(void)
-{
-    Suite *s = suite_create("prefill");
-    TU_CASE(s, "prefill", setup, teardown, 240, full_passes_one_worker, ragged_passes_two_workers,
-        full_passes_two_workers, bad_passes_refused, argmax_rule);
-    return s;
-}
+TU_SUITE("prefill", "prefill", setup, teardown, 240, full_passes_one_worker,
+         ragged_passes_two_workers, full_passes_two_workers, bad_passes_refused, argmax_rule)

@@ -297,12 +297,7 @@ START_TEST(fast_tokenizer_equals_reference)
 }
 END_TEST
 
-Suite *nib_test_suite(void)
-{
-    Suite *s = suite_create("serve");
-    TU_CASE(s, "serve", setup, teardown, 120, greedy_matches_direct_run, sampling_is_seeded,
-        fifo_by_ticket, hostile_requests_name_the_field, long_prompt_fills_context,
-        cancel_stops_generation, dead_hosts_slots_reclaimed, random_garbage_interleaved,
-        fast_tokenizer_equals_reference);
-    return s;
-}
+TU_SUITE("serve", "serve", setup, teardown, 120, greedy_matches_direct_run, sampling_is_seeded,
+         fifo_by_ticket, hostile_requests_name_the_field, long_prompt_fills_context,
+         cancel_stops_generation, dead_hosts_slots_reclaimed, random_garbage_interleaved,
+         fast_tokenizer_equals_reference)

@@ -214,12 +214,7 @@ START_TEST(team_rejects_bad_worker_counts)
 }
 END_TEST
 
-Suite *nib_test_suite(void)
-{
-    Suite *s = suite_create("team");
-    TU_CASE(s, "team", setup, teardown, 120, one_worker_team_equals_plain_executor,
-        two_workers_bit_identical, two_workers_bit_identical_after_parking,
-        two_workers_bit_identical_sleeping_barriers, repeat_runs_same_digest,
-        shares_cover_every_unit_once, barriers_where_data_depends, team_rejects_bad_worker_counts);
-    return s;
-}
+TU_SUITE("team", "team", setup, teardown, 120, one_worker_team_equals_plain_executor,
+         two_workers_bit_identical, two_workers_bit_identical_after_parking,
+         two_workers_bit_identical_sleeping_barriers, repeat_runs_same_digest,
+         shares_cover_every_unit_once, barriers_where_data_depends, team_rejects_bad_worker_counts)

@@ -173,10 +173,5 @@ START_TEST(cpulist)
 }
 END_TEST
 
-Suite *nib_test_suite(void)
-{
-    Suite *s = suite_create("topology");
-    TU_CASE(s, "topology", NULL, NULL, 0, reads_fake_sysfs, text_round_trip_and_diff,
-        parse_errors_name_the_line, reads_this_machine, cpulist);
-    return s;
-}
+TU_SUITE("topology", "topology", NULL, NULL, 0, reads_fake_sysfs, text_round_trip_and_diff,
+         parse_errors_name_the_line, reads_this_machine, cpulist)

@@ -68,6 +68,17 @@ static void on_sigint(int sig)
     interrupted = 1;
 }
 
+/* Attach to the appliance NAME, or say why not on stderr and return NULL. */
+static struct nib_host *attach(const char *cmd, const char *name)
+{
+    struct nib_host *h;
+    if (nib_host_attach(&h, name) == NIB_HOST_OK)
+        return h;
+    fprintf(stderr, "%s: %s\n", cmd, nib_host_error(h));
+    nib_host_detach(h);
+    return NULL;
+}
+
 static void ask_usage(FILE *f)
 {
     fprintf(f, "usage: nib ask [--name NAME] [--max-tokens N] [--temperature T] [--seed S] [--no-bos] [--json] [--] PROMPT\n"
@@ -88,15 +99,10 @@ int nib_ask_main(int argc, char **argv)
     struct nib_gen_params p = {.max_tokens = 64, .temperature = 0.0f, .seed = 0};
     int json = 0, seed_given = 0;
     struct nib_args a;
-    nib_args_init(&a, "nib ask", argc, argv, opts, ask_usage);
-    for (int o; (o = nib_args_next(&a)) != NIB_ARGS_END;) {
-        if (o == NIB_ARGS_EXIT)
-            return a.status;
-        if (o == NIB_ARGS_OPERAND) {
-            if (prompt)
-                return nib_args_unexpected(&a);
-            prompt = a.value;
-        } else if (o == O_NAME)
+    nib_args_init(&a, "nib ask", argc, argv, opts, ask_usage, &prompt);
+    int o;
+    while ((o = nib_args_next(&a)) > NIB_ARGS_END) {
+        if (o == O_NAME)
             name = a.value;
         else if (o == O_MAX_TOKENS) {
             if (nib_args_u32(&a, 1, NIB_SLOT_TOKENS, &p.max_tokens))
@@ -113,16 +119,15 @@ int nib_ask_main(int argc, char **argv)
         else if (o == O_JSON)
             json = 1;
     }
+    if (o == NIB_ARGS_EXIT)
+        return a.status;
     if (!prompt)
         return nib_args_missing(&a);
     if (seed_given && p.temperature == 0.0f)
         nib_args_note("nib ask", "--seed is ignored: temperature 0 decodes greedily");
-    struct nib_host *h;
-    if (nib_host_attach(&h, name) != NIB_HOST_OK) {
-        fprintf(stderr, "nib ask: %s\n", nib_host_error(h));
-        nib_host_detach(h);
+    struct nib_host *h = attach("nib ask", name);
+    if (!h)
         return 1;
-    }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
@@ -223,18 +228,15 @@ static int parse_name_only(int argc, char **argv, const char *cmd, void (*usage)
     static const struct nib_opt opts[] = {{"--name", O_NAME, 1}, {"--json", O_JSON, 0}, {NULL, 0, 0}};
     static const struct nib_opt name_opt[] = {{"--name", O_NAME, 1}, {NULL, 0, 0}};
     struct nib_args a;
-    nib_args_init(&a, cmd, argc, argv, json ? opts : name_opt, usage);
-    for (int o; (o = nib_args_next(&a)) != NIB_ARGS_END;) {
-        if (o == NIB_ARGS_EXIT)
-            return a.status;
-        if (o == NIB_ARGS_OPERAND)
-            return nib_args_unexpected(&a);
+    nib_args_init(&a, cmd, argc, argv, json ? opts : name_opt, usage, NULL);
+    int o;
+    while ((o = nib_args_next(&a)) > NIB_ARGS_END) {
         if (o == O_NAME)
             *name = a.value;
         else
             *json = 1;
     }
-    return -1;
+    return o == NIB_ARGS_EXIT ? a.status : -1;
 }
 
 int nib_stop_main(int argc, char **argv)
@@ -243,12 +245,9 @@ int nib_stop_main(int argc, char **argv)
     int rc = parse_name_only(argc, argv, "nib stop", stop_usage, &name, NULL);
     if (rc >= 0)
         return rc;
-    struct nib_host *h;
-    if (nib_host_attach(&h, name) != NIB_HOST_OK) {
-        fprintf(stderr, "nib stop: %s\n", nib_host_error(h));
-        nib_host_detach(h);
+    struct nib_host *h = attach("nib stop", name);
+    if (!h)
         return 1;
-    }
     rc = nib_host_stop(h, 30000);
     if (rc != NIB_HOST_OK)
         fprintf(stderr, "nib stop: %s\n", nib_host_error(h));
@@ -263,12 +262,9 @@ int nib_stats_main(int argc, char **argv)
     int rc = parse_name_only(argc, argv, "nib stats", stats_usage, &name, &json);
     if (rc >= 0)
         return rc;
-    struct nib_host *h;
-    if (nib_host_attach(&h, name) != NIB_HOST_OK) {
-        fprintf(stderr, "nib stats: %s\n", nib_host_error(h));
-        nib_host_detach(h);
+    struct nib_host *h = attach("nib stats", name);
+    if (!h)
         return 1;
-    }
     struct nib_stats s;
     memcpy(&s, nib_host_stats(h), sizeof s);
     struct nib_latency tok, req;

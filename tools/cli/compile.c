@@ -91,16 +91,11 @@ int nib_compile_main(int argc, char **argv)
     struct autoprec_opts ao = {.max_bytes = 0, .max_kl = 0, .positions = 256, .report = stdout};
     struct plan_opts po = {.max_ctx = 0};
     struct nib_args a;
-    nib_args_init(&a, "nib compile", argc, argv, opts, usage);
-    for (int o; (o = nib_args_next(&a)) != NIB_ARGS_END;) {
+    nib_args_init(&a, "nib compile", argc, argv, opts, usage, &in);
+    int o;
+    while ((o = nib_args_next(&a)) > NIB_ARGS_END) {
         float kl;
-        if (o == NIB_ARGS_EXIT)
-            return a.status;
-        else if (o == NIB_ARGS_OPERAND && in)
-            return nib_args_unexpected(&a);
-        else if (o == NIB_ARGS_OPERAND)
-            in = a.value;
-        else if (o == O_OUT)
+        if (o == O_OUT)
             out = a.value;
         else if (o == O_QUANT)
             quant = a.value;
@@ -123,6 +118,8 @@ int nib_compile_main(int argc, char **argv)
                 return 2;
         }
     }
+    if (o == NIB_ARGS_EXIT)
+        return a.status;
     if (!in || !out) {
         return nib_args_missing(&a);
     }

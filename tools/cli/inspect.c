@@ -70,17 +70,13 @@ int nib_inspect_main(int argc, char **argv)
     const char *path = NULL;
     int show_plan = 1;
     struct nib_args a;
-    nib_args_init(&a, "nib inspect", argc, argv, opts, usage);
-    for (int o; (o = nib_args_next(&a)) != NIB_ARGS_END;) {
-        if (o == NIB_ARGS_EXIT)
-            return a.status;
-        if (o == NIB_ARGS_OPT)
-            show_plan = 0;
-        else if (path)
-            return nib_args_unexpected(&a);
-        else
-            path = a.value;
+    nib_args_init(&a, "nib inspect", argc, argv, opts, usage, &path);
+    int o;
+    while ((o = nib_args_next(&a)) > NIB_ARGS_END) {
+        show_plan = 0; /* --no-plan */
     }
+    if (o == NIB_ARGS_EXIT)
+        return a.status;
     if (!path)
         return nib_args_missing(&a);
     char err[512];

@@ -15,12 +15,9 @@ static void version_usage(FILE *f)
 static int version_main(int argc, char **argv)
 {
     struct nib_args a;
-    nib_args_init(&a, "nib version", argc, argv, NULL, version_usage);
-    int o = nib_args_next(&a);
-    if (o == NIB_ARGS_EXIT)
+    nib_args_init(&a, "nib version", argc, argv, NULL, version_usage, NULL);
+    if (nib_args_next(&a) == NIB_ARGS_EXIT)
         return a.status;
-    if (o == NIB_ARGS_OPERAND)
-        return nib_args_unexpected(&a);
     nib_print_version(stdout);
     return 0;
 }

@@ -45,14 +45,13 @@ int nib_topo_main(int argc, char **argv)
     };
     const char *out = NULL, *c_from = NULL, *check = NULL, *sysfs = NULL;
     struct nib_args a;
-    nib_args_init(&a, "nib topo", argc, argv, opts, usage);
-    for (int o; (o = nib_args_next(&a)) != NIB_ARGS_END;) {
-        if (o == NIB_ARGS_EXIT)
-            return a.status;
-        if (o == NIB_ARGS_OPERAND)
-            return nib_args_unexpected(&a);
+    nib_args_init(&a, "nib topo", argc, argv, opts, usage, NULL);
+    int o;
+    while ((o = nib_args_next(&a)) > NIB_ARGS_END) {
         *(o == O_OUT ? &out : o == O_C ? &c_from : o == O_CHECK ? &check : &sysfs) = a.value;
     }
+    if (o == NIB_ARGS_EXIT)
+        return a.status;
     if (check && c_from)
         return nib_args_fail(&a, "--check and --c are two different jobs: give one");
     if (check && out)

@@ -542,11 +542,10 @@ int nib_synth_main(int argc, char **argv)
     uint64_t seed = 0;
     uint32_t dtype = UINT32_MAX;
     struct nib_args a;
-    nib_args_init(&a, "nib synth", argc, argv, opts, usage);
-    for (int o; (o = nib_args_next(&a)) != NIB_ARGS_END;) {
-        if (o == NIB_ARGS_EXIT)
-            return a.status;
-        else if (o == O_LIST) {
+    nib_args_init(&a, "nib synth", argc, argv, opts, usage, &shape);
+    int o;
+    while ((o = nib_args_next(&a)) > NIB_ARGS_END) {
+        if (o == O_LIST) {
             list_shapes();
             return 0;
         } else if (o == O_OUT) {
@@ -563,11 +562,10 @@ int nib_synth_main(int argc, char **argv)
                 dtype = GGML_TYPE_F16;
             else
                 return nib_args_fail(&a, "bad --dtype '%s' (f16 or f32)", a.value);
-        } else if (shape)
-            return nib_args_unexpected(&a);
-        else
-            shape = a.value;
+        }
     }
+    if (o == NIB_ARGS_EXIT)
+        return a.status;
     if (!shape || !out)
         return nib_args_missing(&a);
     const struct nib_synth_shape *s = nib_synth_find(shape);

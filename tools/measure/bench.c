@@ -508,14 +508,11 @@ int nib_bench_main(int argc, char **argv)
     const char *isa = NULL;
     int quick = 0, rounds_given = 0, stream_given = 0, model_tokens_given = 0;
     struct nib_args a;
-    nib_args_init(&a, "nib bench", argc, argv, opts, usage);
-    for (int opt; (opt = nib_args_next(&a)) != NIB_ARGS_END;) {
+    nib_args_init(&a, "nib bench", argc, argv, opts, usage, NULL);
+    int opt;
+    while ((opt = nib_args_next(&a)) > NIB_ARGS_END) {
         uint32_t v;
-        if (opt == NIB_ARGS_EXIT)
-            return a.status;
-        else if (opt == NIB_ARGS_OPERAND)
-            return nib_args_unexpected(&a);
-        else if (opt == O_QUICK)
+        if (opt == O_QUICK)
             quick = 1;
         else if (opt == O_ROUNDS) {
             if (nib_args_u32(&a, 1, MAX_ROUNDS, &v))
@@ -540,6 +537,8 @@ int nib_bench_main(int argc, char **argv)
         else if (opt == O_ISA)
             isa = a.value;
     }
+    if (opt == NIB_ARGS_EXIT)
+        return a.status;
     /* --quick sets what --rounds and --stream-mib did not, in any order */
     if (quick) {
         o.stream_bytes = stream_given ? o.stream_bytes : (size_t)64 << 20;

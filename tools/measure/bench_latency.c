@@ -370,15 +370,10 @@ int nib_bench_latency_main(int argc, char **argv)
     struct bench_opts o = {.prompt = "Once upon a time", .tokens = 1000};
     int latency = 0;
     struct nib_args a;
-    nib_args_init(&a, "nib bench", argc, argv, opts, usage);
-    for (int opt; (opt = nib_args_next(&a)) != NIB_ARGS_END;) {
-        if (opt == NIB_ARGS_EXIT)
-            return a.status;
-        else if (opt == NIB_ARGS_OPERAND && o.blob)
-            return nib_args_unexpected(&a);
-        else if (opt == NIB_ARGS_OPERAND)
-            o.blob = a.value;
-        else if (opt == O_LATENCY)
+    nib_args_init(&a, "nib bench", argc, argv, opts, usage, &o.blob);
+    int opt;
+    while ((opt = nib_args_next(&a)) > NIB_ARGS_END) {
+        if (opt == O_LATENCY)
             latency = 1;
         else if (opt == O_JSON)
             o.json = 1;
@@ -390,6 +385,8 @@ int nib_bench_latency_main(int argc, char **argv)
                               opt == O_TOKENS ? &o.tokens : opt == O_GEN ? &o.gen : &o.workers))
             return 2;
     }
+    if (opt == NIB_ARGS_EXIT)
+        return a.status;
     if (!latency)
         return nib_args_fail(&a, "only --latency is available here");
     if (!o.blob == !o.name) {

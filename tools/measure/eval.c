@@ -68,15 +68,10 @@ int nib_eval_main(int argc, char **argv)
     uint32_t max_tokens = 512, ctx = 0;
     int json = 0, tokens_given = 0;
     struct nib_args a;
-    nib_args_init(&a, "nib eval", argc, argv, opts, usage);
-    for (int o; (o = nib_args_next(&a)) != NIB_ARGS_END;) {
-        if (o == NIB_ARGS_EXIT)
-            return a.status;
-        else if (o == NIB_ARGS_OPERAND && in)
-            return nib_args_unexpected(&a);
-        else if (o == NIB_ARGS_OPERAND)
-            in = a.value;
-        else if (o == O_QUANT)
+    nib_args_init(&a, "nib eval", argc, argv, opts, usage, &in);
+    int o;
+    while ((o = nib_args_next(&a)) > NIB_ARGS_END) {
+        if (o == O_QUANT)
             quant = a.value;
         else if (o == O_PRECISION)
             precision = a.value;
@@ -94,6 +89,8 @@ int nib_eval_main(int argc, char **argv)
         } else if (o == O_JSON)
             json = 1;
     }
+    if (o == NIB_ARGS_EXIT)
+        return a.status;
     if (!in) {
         return nib_args_missing(&a);
     }

@@ -16,7 +16,7 @@ void nib_print_version(FILE *f)
 }
 
 void nib_args_init(struct nib_args *a, const char *cmd, int argc, char **argv,
-                   const struct nib_opt *opts, void (*usage)(FILE *f))
+                   const struct nib_opt *opts, void (*usage)(FILE *f), const char **operand)
 {
     memset(a, 0, sizeof *a);
     a->cmd = cmd;
@@ -24,6 +24,7 @@ void nib_args_init(struct nib_args *a, const char *cmd, int argc, char **argv,
     a->argv = argv;
     a->opts = opts;
     a->usage = usage;
+    a->operand = operand;
 }
 
 static int usage_error(struct nib_args *a, const char *fmt, const char *what)
@@ -43,8 +44,10 @@ int nib_args_next(struct nib_args *a)
     while (++a->i < a->argc) {
         const char *s = a->argv[a->i];
         if (a->operands_only || s[0] != '-' || s[1] == 0) {
-            a->value = s;
-            return NIB_ARGS_OPERAND;
+            if (!a->operand || *a->operand)
+                return usage_error(a, "unexpected argument '%s'", s);
+            *a->operand = s;
+            continue;
         }
         if (!strcmp(s, "--")) {
             a->operands_only = 1;
@@ -107,14 +110,6 @@ int nib_args_f32(struct nib_args *a, float lo, float hi, float *out)
                              (double)hi, a->value);
     *out = v;
     return 0;
-}
-
-int nib_args_unexpected(const struct nib_args *a)
-{
-    fprintf(stderr, "%s: unexpected argument '%s'\n", a->cmd, a->value ? a->value : "");
-    if (a->usage)
-        a->usage(stderr);
-    return 2;
 }
 
 int nib_args_missing(const struct nib_args *a)

@@ -8,7 +8,8 @@
  *     exit 0;
  *   - an unknown option, a missing or malformed value, a stray operand: one
  *     line on stderr naming it (and the usage), exit 2.
- * A front end loops over nib_args_next() and switches on what it returns. */
+ * A front end loops over nib_args_next() while it returns option ids; every
+ * nib command takes at most one operand, which the parser stores itself. */
 #ifndef NIB_ARGS_H
 #define NIB_ARGS_H
 
@@ -23,10 +24,9 @@ struct nib_opt {
 
 /* What nib_args_next returns besides an option's id. */
 enum {
-    NIB_ARGS_EXIT = -1,   /* return a.status (help or version shown, or an error reported) */
-    NIB_ARGS_END = 0,     /* every argument seen */
-    NIB_ARGS_OPERAND = 1, /* a.value is an operand */
-    NIB_ARGS_OPT = 2,     /* the first option id */
+    NIB_ARGS_EXIT = -1, /* return a.status (help or version shown, or an error reported) */
+    NIB_ARGS_END = 0,   /* every argument seen */
+    NIB_ARGS_OPT = 1,   /* the first option id */
 };
 
 struct nib_args {
@@ -35,15 +35,17 @@ struct nib_args {
     char **argv;
     const struct nib_opt *opts;
     void (*usage)(FILE *f);
+    const char **operand; /* where the one operand goes; NULL: none is taken */
     int i, operands_only;
     const char *opt;   /* the option just returned, as its table names it */
-    const char *value; /* its value, or the operand */
+    const char *value; /* its value */
     int status;        /* the exit status after NIB_ARGS_EXIT */
 };
 
-/* argv[0] is the subcommand's name; parsing starts at argv[1]. */
+/* argv[0] is the subcommand's name; parsing starts at argv[1]. A second
+ * operand, or one where operand is NULL, is a usage error. */
 void nib_args_init(struct nib_args *a, const char *cmd, int argc, char **argv,
-                   const struct nib_opt *opts, void (*usage)(FILE *f));
+                   const struct nib_opt *opts, void (*usage)(FILE *f), const char **operand);
 int nib_args_next(struct nib_args *a);
 
 /* The value of the option just returned, checked: 0, or 2 (the exit status
@@ -53,8 +55,6 @@ int nib_args_u32(struct nib_args *a, uint32_t lo, uint32_t hi, uint32_t *out);
 int nib_args_u64(struct nib_args *a, uint64_t *out);
 int nib_args_f32(struct nib_args *a, float lo, float hi, float *out);
 
-/* "CMD: unexpected argument 'X'" and the usage on stderr; returns 2. */
-int nib_args_unexpected(const struct nib_args *a);
 /* The usage on stderr (an operand is missing); returns 2. */
 int nib_args_missing(const struct nib_args *a);
 /* "CMD: MESSAGE" on stderr; returns 2. */

@@ -1,14 +1,13 @@
 /* NEON RMSNorm: the scalar reference's operations, 4 lanes at a time. */
-#include "kernels/common/isa.h"
+#include "kernels/kernels.h"
 
-#if NIB_HAVE_NEON
+#if defined(__aarch64__)
 #include <math.h>
 
 #include "kernels/common/f32-neon.h"
 
-NIB_RMSNORM_DECL(nib_rmsnorm_f32_neon)
+void nib_rmsnorm_f32_neon(const float *x, const float *weight, float *out, size_t n, float eps)
 {
-    nib_pre_rows(x, weight, out, n);
     float r = 1.0f / sqrtf(nib_dot_neon(x, x, n) / (float)n + eps);
     float32x4_t vr = vdupq_n_f32(r);
     size_t i = 0;
@@ -18,5 +17,5 @@ NIB_RMSNORM_DECL(nib_rmsnorm_f32_neon)
         out[i] = weight[i] * (x[i] * r);
 }
 #else
-typedef int nib_rmsnorm_f32_neon_unused;
+typedef int nib_rmsnorm_neon_unused;
 #endif

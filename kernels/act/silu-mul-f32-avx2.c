@@ -1,12 +1,11 @@
 /* AVX2 SiLU-mul: the scalar reference's operations, 8 lanes at a time. */
-#include "kernels/common/isa.h"
+#include "kernels/kernels.h"
 
-#if NIB_HAVE_AVX2
+#if defined(__AVX2__) && defined(__FMA__)
 #include "kernels/common/f32-avx2.h"
 
-NIB_SILUMUL_DECL(nib_silumul_f32_avx2)
+void nib_silu_mul_f32_avx2(const float *a, const float *b, float *out, size_t n)
 {
-    nib_pre_rows(a, b, out, n);
     const __m256 sign = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f);
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -19,5 +18,5 @@ NIB_SILUMUL_DECL(nib_silumul_f32_avx2)
         out[i] = nib_silu_mul1(a[i], b[i]);
 }
 #else
-typedef int nib_silumul_f32_avx2_unused;
+typedef int nib_silu_mul_avx2_unused;
 #endif
