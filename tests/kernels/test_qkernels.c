@@ -166,7 +166,7 @@ START_TEST(test_qact_contract)
         if (it % 5 == 0)
             for (uint32_t i = 0; i < k && i < 40; i++)
                 x[i] = 0.0f; /* an all-zero block */
-        nib_qact_f32s8_scalar(&a, 0, x);
+        nib_qact_s8_f32_scalar(&a, 0, x);
         for (uint32_t b = 0; b < a.n_blocks; b++) {
             float amax = 0;
             int32_t sum = 0;
@@ -437,7 +437,7 @@ START_TEST(test_quantized_gemv_close_to_f32)
         void *mem = aligned_alloc(64, (nib_qact_footprint(1, cols, block) + 63) & ~(size_t)63);
         ck_assert_int_eq(nib_qact_init(&a, mem, 1, cols, block), 0);
         ck_assert(nib_qact_fits(&a, &l));
-        nib_qact_f32s8_scalar(&a, 0, x);
+        nib_qact_s8_f32_scalar(&a, 0, x);
         nib_qgemv(scalar(), &l, p, &a, yq, NULL, 0, rows);
         double e = 0;
         for (uint32_t r = 0; r < rows; r++)

@@ -1,9 +1,11 @@
 /* AVX2 activation quantizer: the same operations as the scalar reference,
  * 32 inputs at a time (max of |x|, one fma per input, clamp, pack). */
+#include "kernels/common/isa.h"
+#include "kernels/common/pre.h"
 #include "kernels/qkernels.h"
 
-#if defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
+#if NIB_HAVE_AVX2
+#include "kernels/common/f32-avx2.h"
 
 static float hmax8(__m256 v)
 {
@@ -21,17 +23,6 @@ static int32_t hsum8(__m256i v)
     return _mm_cvtsi128_si32(s);
 }
 
-/* x[0..32) of which the first n are real (0 < n <= 32): a zero-padded copy
- * when n < 32, so no read goes past the caller's k. */
-static const float *chunk32(const float *x, uint32_t n, float *tmp)
-{
-    if (n >= 32)
-        return x;
-    for (uint32_t i = 0; i < 32; i++)
-        tmp[i] = i < n ? x[i] : 0.0f;
-    return tmp;
-}
-
 static __m256i quant8(__m256 x, __m256 inv)
 {
     const __m256 magic = _mm256_set1_ps(12582912.0f), lo = _mm256_set1_ps(-127.0f),
@@ -42,8 +33,9 @@ static __m256i quant8(__m256 x, __m256 inv)
     return _mm256_cvtps_epi32(v);
 }
 
-void nib_qact_f32s8_avx2(const struct nib_qact *a, uint32_t row, const float *x)
+NIB_QACT_DECL(nib_qact_s8_f32_avx2)
 {
+    nib_pre_qact(a, row, x);
     int8_t *q = a->q + (size_t)row * a->k_pad;
     float *scale = a->scale + (size_t)row * a->n_blocks;
     int32_t *sum = a->sum + (size_t)row * a->n_blocks;
@@ -55,7 +47,7 @@ void nib_qact_f32s8_avx2(const struct nib_qact *a, uint32_t row, const float *x)
         uint32_t kr = k1 < a->k ? k1 : a->k;
         __m256 m = _mm256_setzero_ps();
         for (uint32_t i = k0; i < kr; i += 32) {
-            const float *c = chunk32(x + i, kr - i, tmp);
+            const float *c = nib_f32_padded(x + i, kr - i, 32, tmp);
             for (int j = 0; j < 4; j++)
                 m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(c + 8 * j), absmask), m);
         }
@@ -65,7 +57,7 @@ void nib_qact_f32s8_avx2(const struct nib_qact *a, uint32_t row, const float *x)
         __m256i s = _mm256_setzero_si256();
         uint32_t i = k0;
         for (; i < kr; i += 32) {
-            const float *c = chunk32(x + i, kr - i, tmp);
+            const float *c = nib_f32_padded(x + i, kr - i, 32, tmp);
             __m256i q0 = quant8(_mm256_loadu_ps(c), vinv), q1 = quant8(_mm256_loadu_ps(c + 8), vinv);
             __m256i q2 = quant8(_mm256_loadu_ps(c + 16), vinv), q3 = quant8(_mm256_loadu_ps(c + 24), vinv);
             s = _mm256_add_epi32(s, _mm256_add_epi32(_mm256_add_epi32(q0, q1), _mm256_add_epi32(q2, q3)));
@@ -80,5 +72,5 @@ void nib_qact_f32s8_avx2(const struct nib_qact *a, uint32_t row, const float *x)
 }
 #else
 /* Not an AVX2 build: nib_qkernels_get(NIB_ISA_AVX2) returns NULL. */
-typedef int nib_qact_avx2_unused;
+typedef int nib_qact_s8_f32_avx2_unused;
 #endif

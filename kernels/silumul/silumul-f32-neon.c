@@ -1,11 +1,12 @@
 /* NEON SiLU-mul: the scalar reference's operations, 4 lanes at a time. */
-#include "kernels/kernels.h"
+#include "kernels/common/isa.h"
 
-#if defined(__aarch64__)
+#if NIB_HAVE_NEON
 #include "kernels/common/f32-neon.h"
 
-void nib_silu_mul_f32_neon(const float *a, const float *b, float *out, size_t n)
+NIB_SILUMUL_DECL(nib_silumul_f32_neon)
 {
+    nib_pre_rows(a, b, out, n);
     const float32x4_t one = vdupq_n_f32(1.0f);
     size_t i = 0;
     for (; i + 4 <= n; i += 4) {
@@ -17,5 +18,5 @@ void nib_silu_mul_f32_neon(const float *a, const float *b, float *out, size_t n)
         out[i] = nib_silu_mul1(a[i], b[i]);
 }
 #else
-typedef int nib_silu_mul_neon_unused;
+typedef int nib_silumul_f32_neon_unused;
 #endif

@@ -1,18 +1,11 @@
 /* NEON activation quantizer: the same operations as the scalar reference,
  * 16 inputs at a time. */
+#include "kernels/common/isa.h"
+#include "kernels/common/pre.h"
 #include "kernels/qkernels.h"
 
-#if defined(__aarch64__)
-#include <arm_neon.h>
-
-static const float *chunk16(const float *x, uint32_t n, float *tmp)
-{
-    if (n >= 16)
-        return x;
-    for (uint32_t i = 0; i < 16; i++)
-        tmp[i] = i < n ? x[i] : 0.0f;
-    return tmp;
-}
+#if NIB_HAVE_NEON
+#include "kernels/common/f32-neon.h"
 
 static int32x4_t quant4(float32x4_t x, float32x4_t inv)
 {
@@ -24,8 +17,9 @@ static int32x4_t quant4(float32x4_t x, float32x4_t inv)
     return vcvtq_s32_f32(v); /* v is integral: exact */
 }
 
-void nib_qact_f32s8_neon(const struct nib_qact *a, uint32_t row, const float *x)
+NIB_QACT_DECL(nib_qact_s8_f32_neon)
 {
+    nib_pre_qact(a, row, x);
     int8_t *q = a->q + (size_t)row * a->k_pad;
     float *scale = a->scale + (size_t)row * a->n_blocks;
     int32_t *sum = a->sum + (size_t)row * a->n_blocks;
@@ -35,7 +29,7 @@ void nib_qact_f32s8_neon(const struct nib_qact *a, uint32_t row, const float *x)
         uint32_t kr = k1 < a->k ? k1 : a->k;
         float32x4_t m = vdupq_n_f32(0.0f);
         for (uint32_t i = k0; i < kr; i += 16) {
-            const float *c = chunk16(x + i, kr - i, tmp);
+            const float *c = nib_f32_padded(x + i, kr - i, 16, tmp);
             for (int j = 0; j < 4; j++) {
                 float32x4_t ax = vabsq_f32(vld1q_f32(c + 4 * j));
                 m = vbslq_f32(vcgtq_f32(ax, m), ax, m); /* a NaN never wins */
@@ -47,7 +41,7 @@ void nib_qact_f32s8_neon(const struct nib_qact *a, uint32_t row, const float *x)
         int32x4_t s = vdupq_n_s32(0);
         uint32_t i = k0;
         for (; i < kr; i += 16) {
-            const float *c = chunk16(x + i, kr - i, tmp);
+            const float *c = nib_f32_padded(x + i, kr - i, 16, tmp);
             int32x4_t q0 = quant4(vld1q_f32(c), vinv), q1 = quant4(vld1q_f32(c + 4), vinv);
             int32x4_t q2 = quant4(vld1q_f32(c + 8), vinv), q3 = quant4(vld1q_f32(c + 12), vinv);
             s = vaddq_s32(s, vaddq_s32(vaddq_s32(q0, q1), vaddq_s32(q2, q3)));
@@ -62,5 +56,5 @@ void nib_qact_f32s8_neon(const struct nib_qact *a, uint32_t row, const float *x)
     }
 }
 #else
-typedef int nib_qact_neon_unused;
+typedef int nib_qact_s8_f32_neon_unused;
 #endif

@@ -4,13 +4,11 @@
 #include <math.h>
 
 #include "kernels/common/f32-math.h"
-#include "kernels/kernels.h"
 
-void nib_rmsnorm_f32_scalar(const float *x, const float *weight, float *out, size_t n, float eps)
+NIB_RMSNORM_DECL(nib_rmsnorm_f32_scalar)
 {
-    float l[8];
-    nib_dot_lanes(x, x, n, l);
-    float r = 1.0f / sqrtf(nib_tree8(l) / (float)n + eps);
+    nib_pre_rows(x, weight, out, n);
+    float r = 1.0f / sqrtf(nib_dot_scalar(x, x, n) / (float)n + eps);
     for (size_t i = 0; i < n; i++)
         out[i] = weight[i] * (x[i] * r);
 }

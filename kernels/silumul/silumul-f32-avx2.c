@@ -1,11 +1,12 @@
 /* AVX2 SiLU-mul: the scalar reference's operations, 8 lanes at a time. */
-#include "kernels/kernels.h"
+#include "kernels/common/isa.h"
 
-#if defined(__AVX2__) && defined(__FMA__)
+#if NIB_HAVE_AVX2
 #include "kernels/common/f32-avx2.h"
 
-void nib_silu_mul_f32_avx2(const float *a, const float *b, float *out, size_t n)
+NIB_SILUMUL_DECL(nib_silumul_f32_avx2)
 {
+    nib_pre_rows(a, b, out, n);
     const __m256 sign = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f);
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -18,5 +19,5 @@ void nib_silu_mul_f32_avx2(const float *a, const float *b, float *out, size_t n)
         out[i] = nib_silu_mul1(a[i], b[i]);
 }
 #else
-typedef int nib_silu_mul_avx2_unused;
+typedef int nib_silumul_f32_avx2_unused;
 #endif

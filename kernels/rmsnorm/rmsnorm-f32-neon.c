@@ -1,13 +1,14 @@
 /* NEON RMSNorm: the scalar reference's operations, 4 lanes at a time. */
-#include "kernels/kernels.h"
+#include "kernels/common/isa.h"
 
-#if defined(__aarch64__)
+#if NIB_HAVE_NEON
 #include <math.h>
 
 #include "kernels/common/f32-neon.h"
 
-void nib_rmsnorm_f32_neon(const float *x, const float *weight, float *out, size_t n, float eps)
+NIB_RMSNORM_DECL(nib_rmsnorm_f32_neon)
 {
+    nib_pre_rows(x, weight, out, n);
     float r = 1.0f / sqrtf(nib_dot_neon(x, x, n) / (float)n + eps);
     float32x4_t vr = vdupq_n_f32(r);
     size_t i = 0;
@@ -17,5 +18,5 @@ void nib_rmsnorm_f32_neon(const float *x, const float *weight, float *out, size_
         out[i] = weight[i] * (x[i] * r);
 }
 #else
-typedef int nib_rmsnorm_neon_unused;
+typedef int nib_rmsnorm_f32_neon_unused;
 #endif

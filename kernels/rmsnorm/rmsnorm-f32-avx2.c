@@ -1,13 +1,14 @@
 /* AVX2 RMSNorm: the scalar reference's operations, 8 lanes at a time. */
-#include "kernels/kernels.h"
+#include "kernels/common/isa.h"
 
-#if defined(__AVX2__) && defined(__FMA__)
+#if NIB_HAVE_AVX2
 #include <math.h>
 
 #include "kernels/common/f32-avx2.h"
 
-void nib_rmsnorm_f32_avx2(const float *x, const float *weight, float *out, size_t n, float eps)
+NIB_RMSNORM_DECL(nib_rmsnorm_f32_avx2)
 {
+    nib_pre_rows(x, weight, out, n);
     float r = 1.0f / sqrtf(nib_dot_avx2(x, x, n) / (float)n + eps);
     __m256 vr = _mm256_set1_ps(r);
     size_t i = 0;
@@ -18,5 +19,5 @@ void nib_rmsnorm_f32_avx2(const float *x, const float *weight, float *out, size_
         out[i] = weight[i] * (x[i] * r);
 }
 #else
-typedef int nib_rmsnorm_avx2_unused;
+typedef int nib_rmsnorm_f32_avx2_unused;
 #endif

@@ -2,6 +2,7 @@
  * Rounding: fma(x, inv, 1.5*2^23) - 1.5*2^23 rounds x*inv (exact product)
  * to the nearest integer, ties to even, with one rounding; the SIMD
  * variants do the same fma, so every variant gives the same q. */
+#include "kernels/common/pre.h"
 #include "kernels/qkernels.h"
 
 #define MAGIC 12582912.0f /* 1.5 * 2^23 */
@@ -17,8 +18,9 @@ static int8_t quant1(float x, float inv)
     return (int8_t)(int)v;
 }
 
-void nib_qact_f32s8_scalar(const struct nib_qact *a, uint32_t row, const float *x)
+NIB_QACT_DECL(nib_qact_s8_f32_scalar)
 {
+    nib_pre_qact(a, row, x);
     int8_t *q = a->q + (size_t)row * a->k_pad;
     float *scale = a->scale + (size_t)row * a->n_blocks;
     int32_t *sum = a->sum + (size_t)row * a->n_blocks;
