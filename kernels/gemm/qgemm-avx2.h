@@ -79,14 +79,51 @@ nib_q4_block32(const uint8_t *p, const int8_t *ak, size_t kp, const int M, __m25
         acc32[t] = _mm256_add_epi32(acc32[t], _mm256_madd_epi16(acc16[t], ones));
 }
 
-/* q4 / q4a, M tokens (1..4), groups of G inputs (32/64/128), all three
- * constant. Per group: the integer sums (nib_q4_block32), minus zero
- * point x activation sum (8 for q4, the stored u8 for q4a), converted,
- * times ws * sa, one fma into the row's accumulator. */
+/* q8: acc[t] += the products of one chunk (8 rows x 4 inputs) at p.
+ * vpmaddubsw needs one unsigned operand: it multiplies |w| (u8, up to 128)
+ * by a * sign(w) (s8; exact because activations are never -128), so a
+ * pair sums to at most 2 * 128 * 127 = 32512 and cannot saturate; each
+ * result is widened at once with vpmaddwd (two would overflow int16). */
 static inline __attribute__((always_inline)) void
-nib_q4g_group_avx2(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_qact *a,
-                   uint32_t t0, const int M, const uint32_t G, const int ASYM, __m256 *out)
+nib_q8_chunk(const uint8_t *p, const int8_t *ak, size_t kp, const int M, __m256i *acc)
 {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i wv = _mm256_loadu_si256((const __m256i *)(const void *)p);
+    __m256i wa = _mm256_abs_epi8(wv);
+    #pragma GCC unroll 8
+    for (int t = 0; t < M; t++) {
+        __m256i av = _mm256_set1_epi32(nib_ld32(ak + t * kp));
+        __m256i pr = _mm256_maddubs_epi16(wa, _mm256_sign_epi8(av, wv));
+        acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(pr, ones));
+        if (M > 1)
+            NIB_KEEP(acc[t]);
+    }
+}
+
+/* Integer sums of chunks [0, n_chunks) of one scale group (n_chunks even). */
+static inline __attribute__((always_inline)) void
+nib_q8_dot(const uint8_t *p, const int8_t *ak, size_t kp, uint32_t n_chunks, const int M, __m256i *acc)
+{
+    #pragma GCC unroll 8
+    for (int t = 0; t < M; t++)
+        acc[t] = _mm256_setzero_si256();
+    for (uint32_t c = 0; c < n_chunks; c += 2, p += 64, ak += 8) {
+        nib_prefetch(p, 64);
+        nib_q8_chunk(p, ak, kp, M, acc);
+        nib_q8_chunk(p + 32, ak + 4, kp, M, acc);
+    }
+}
+
+/* The per-group formats (q4, q4a, q8c/g): M tokens (1..4), groups of G
+ * inputs (32/64/128), BITS (4 or 8) and ZP (NIB_ZP_*) all constant. Per
+ * group: the integer sums, minus zero point x activation sum (4-bit: 8,
+ * or the stored u8), converted, times ws * sa, one fma into the row's
+ * accumulator. */
+static inline __attribute__((always_inline)) void
+nib_qg_group(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_qact *a, uint32_t t0,
+             const int M, const uint32_t G, const int BITS, const int ZP, __m256 *out)
+{
+    const int ASYM = ZP == NIB_ZP_STORED;
     const uint32_t nsg = l->n_sgroups, sgb = l->sgroup_bytes, cb = l->code_bytes;
     const size_t kp = a->k_pad, nbk = a->n_blocks;
     const int8_t *aq = a->q + t0 * kp;
@@ -99,14 +136,18 @@ nib_q4g_group_avx2(const uint8_t *blk, const struct nib_qlayout *l, const struct
     for (uint32_t j = 0; j < nsg; j++) {
         const uint8_t *p = blk + (size_t)j * sgb;
         const int8_t *ak = aq + (size_t)j * G;
-        nib_prefetch(p, 4 * G + 16 + (ASYM ? 8 : 0)); /* sgb, as a constant */
         __m256i acc32[4];
-        #pragma GCC unroll 8
-        for (int t = 0; t < M; t++)
-            acc32[t] = _mm256_setzero_si256();
-        #pragma GCC unroll 4
-        for (uint32_t c4 = 0; c4 < G / 32; c4++)
-            nib_q4_block32(p + c4 * 128, ak + c4 * 32, kp, M, acc32);
+        if (BITS == 8) {
+            nib_q8_dot(p, ak, kp, G / 4, M, acc32);
+        } else {
+            nib_prefetch(p, 4 * G + 16 + (ASYM ? 8 : 0)); /* sgb, as a constant */
+            #pragma GCC unroll 8
+            for (int t = 0; t < M; t++)
+                acc32[t] = _mm256_setzero_si256();
+            #pragma GCC unroll 4
+            for (uint32_t c4 = 0; c4 < G / 32; c4++)
+                nib_q4_block32(p + c4 * 128, ak + c4 * 32, kp, M, acc32);
+        }
         __m256 ws = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p + cb)));
         __m256i zp = _mm256_set1_epi32(8);
         if (ASYM)
@@ -117,7 +158,7 @@ nib_q4g_group_avx2(const uint8_t *blk, const struct nib_qlayout *l, const struct
              * q4a; for q4 (zero point 8 in every row) a scalar shift. */
             __m256i corr = ASYM ? _mm256_mullo_epi32(zp, _mm256_set1_epi32(as[t * nbk + j]))
                                 : _mm256_set1_epi32((int32_t)((uint32_t)as[t * nbk + j] << 3));
-            __m256 f = _mm256_cvtepi32_ps(_mm256_sub_epi32(acc32[t], corr));
+            __m256 f = _mm256_cvtepi32_ps(ZP == NIB_ZP_NONE ? acc32[t] : _mm256_sub_epi32(acc32[t], corr));
             __m256 s = _mm256_mul_ps(ws, _mm256_set1_ps(sa[t * nbk + j]));
             accf[t] = _mm256_fmadd_ps(f, s, accf[t]);
         }
@@ -125,17 +166,6 @@ nib_q4g_group_avx2(const uint8_t *blk, const struct nib_qlayout *l, const struct
     #pragma GCC unroll 8
     for (int t = 0; t < M; t++)
         out[t] = accf[t];
-}
-
-/* The block of the q4 (ASYM 0) and q4a (ASYM 1) kernels. */
-static inline __attribute__((always_inline)) void
-nib_q4g_avx2(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_qact *a, uint32_t t0,
-             const int M, const struct nib_qrows *e, __m256 *out, const int ASYM)
-{
-#define NIB_Q4G(G) nib_q4g_group_avx2(blk, l, a, t0, M, G, ASYM, out)
-    NIB_QGEMM_BY_GROUP(l->gsize, NIB_Q4G)
-#undef NIB_Q4G
-    nib_qrows_plus_add(e, t0, M, out);
 }
 
 /* Per-channel epilogue (q4c, q8c/0): out[t] = fma(isum[t], ws * sa, add

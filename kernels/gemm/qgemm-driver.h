@@ -4,7 +4,8 @@
  * by qgemm-avx2.h and qgemm-neon.h after they define
  *   nib_f32x8: 8 float lanes (one per row of an N-block), with
  *   nib_f32x8_load(p), nib_f32x8_store(p, v), nib_f32x8_add(a, b).
- * A kernel file is then one line: NIB_QGEMM_KERNEL(name, block, ...). */
+ *   nib_qg_group(): the per-group formats' accumulation (declared below).
+ * A kernel file is then one line: NIB_QGEMM_KERNEL(name, dtype, block, ...). */
 #ifndef NIB_QGEMM_DRIVER_H
 #define NIB_QGEMM_DRIVER_H
 
@@ -98,5 +99,28 @@ static inline void nib_qrows_store(const struct nib_qrows *e, nib_f32x8 v, float
     case 64: CALL(64); break;                                                                      \
     default: CALL(128); break;                                                                     \
     }
+
+/* Zero points of the per-group formats: none (8-bit codes), 8 (q4: code
+ * = q + 8), a stored u8 per row and group (q4a). */
+enum { NIB_ZP_NONE, NIB_ZP_8, NIB_ZP_STORED };
+
+/* Defined by the ISA header: the per-group formats' rows for M tokens
+ * (1..4), groups of G inputs, BITS-bit codes with zero points ZP (all
+ * constant): out[t] = sum over groups j in order of fma(isum_j, ws_j *
+ * sa_j, .), without the add. */
+static inline __attribute__((always_inline)) void
+nib_qg_group(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_qact *a, uint32_t t0,
+             const int M, const uint32_t G, const int BITS, const int ZP, nib_f32x8 *out);
+
+/* The block of every per-group format (q4, q4a, q8c/g). */
+static inline __attribute__((always_inline)) void
+nib_qg_block(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_qact *a, uint32_t t0,
+             const int M, const struct nib_qrows *e, nib_f32x8 *out, const int BITS, const int ZP)
+{
+#define NIB_QG(G) nib_qg_group(blk, l, a, t0, M, G, BITS, ZP, out)
+    NIB_QGEMM_BY_GROUP(l->gsize, NIB_QG)
+#undef NIB_QG
+    nib_qrows_plus_add(e, t0, M, out);
+}
 
 #endif

@@ -67,13 +67,42 @@ nib_q4_two_chunks(const uint8_t *p, const int8_t *ak, size_t kp, const int M, in
     }
 }
 
-/* q4 / q4a, M tokens (1..4), groups of G inputs, all constant: per group
+/* q8: acc[t][half] = integer sums over n_chunks (a multiple of 4) of
+ * 8-bit chunks at p; 4 chunks use the 4 lanes of one activation load. */
+static inline __attribute__((always_inline)) void
+nib_q8_dot(const uint8_t *p, const int8_t *ak, size_t kp, uint32_t n_chunks, const int M, int32x4_t (*acc)[2])
+{
+    #pragma GCC unroll 8
+    for (int t = 0; t < M; t++)
+        acc[t][0] = acc[t][1] = vdupq_n_s32(0);
+    for (uint32_t c = 0; c < n_chunks; c += 4, p += 128) {
+        int8x16_t w[8];
+        #pragma GCC unroll 8
+        for (int i = 0; i < 8; i++)
+            w[i] = vld1q_s8((const int8_t *)(const void *)(p + 16 * i));
+        #pragma GCC unroll 8
+        for (int t = 0; t < M; t++) {
+            int8x16_t av = vld1q_s8(ak + t * kp + 4 * c);
+            acc[t][0] = vdotq_laneq_s32(acc[t][0], w[0], av, 0);
+            acc[t][1] = vdotq_laneq_s32(acc[t][1], w[1], av, 0);
+            acc[t][0] = vdotq_laneq_s32(acc[t][0], w[2], av, 1);
+            acc[t][1] = vdotq_laneq_s32(acc[t][1], w[3], av, 1);
+            acc[t][0] = vdotq_laneq_s32(acc[t][0], w[4], av, 2);
+            acc[t][1] = vdotq_laneq_s32(acc[t][1], w[5], av, 2);
+            acc[t][0] = vdotq_laneq_s32(acc[t][0], w[6], av, 3);
+            acc[t][1] = vdotq_laneq_s32(acc[t][1], w[7], av, 3);
+        }
+    }
+}
+
+/* The per-group formats (q4, q4a, q8c/g), see qgemm-driver.h: per group
  * the integer sums, minus zero point x activation sum, converted, times
  * ws * sa, one fma into the row's accumulator. */
 static inline __attribute__((always_inline)) void
-nib_q4g_group_neon(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_qact *a,
-                   uint32_t t0, const int M, const uint32_t G, const int ASYM, nib_f32x8 *out)
+nib_qg_group(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_qact *a, uint32_t t0,
+             const int M, const uint32_t G, const int BITS, const int ZP, nib_f32x8 *out)
 {
+    const int ASYM = ZP == NIB_ZP_STORED;
     const size_t kp = a->k_pad, nbk = a->n_blocks;
     const int8_t *aq = a->q + t0 * kp;
     const float *sa = a->scale + t0 * nbk;
@@ -84,12 +113,16 @@ nib_q4g_group_neon(const uint8_t *blk, const struct nib_qlayout *l, const struct
     for (uint32_t j = 0; j < l->n_sgroups; j++) {
         const uint8_t *p = blk + (size_t)j * l->sgroup_bytes;
         int32x4_t acc[4][2];
-        #pragma GCC unroll 8
-        for (int t = 0; t < M; t++)
-            acc[t][0] = acc[t][1] = vdupq_n_s32(0);
-        #pragma GCC unroll 2
-        for (uint32_t c = 0; c < G / 8; c += 2)
-            nib_q4_two_chunks(p + c * 32, aq + (size_t)j * G + c * 8, kp, M, acc);
+        if (BITS == 8) {
+            nib_q8_dot(p, aq + (size_t)j * G, kp, G / 4, M, acc);
+        } else {
+            #pragma GCC unroll 8
+            for (int t = 0; t < M; t++)
+                acc[t][0] = acc[t][1] = vdupq_n_s32(0);
+            #pragma GCC unroll 2
+            for (uint32_t c = 0; c < G / 8; c += 2)
+                nib_q4_two_chunks(p + c * 32, aq + (size_t)j * G + c * 8, kp, M, acc);
+        }
         const uint8_t *sp = p + l->code_bytes;
         float32x4_t ws0 = nib_ld_f16x4(sp), ws1 = nib_ld_f16x4(sp + 8);
         int32x4_t zp0 = vdupq_n_s32(8), zp1 = zp0;
@@ -102,23 +135,15 @@ nib_q4g_group_neon(const uint8_t *blk, const struct nib_qlayout *l, const struct
         for (int t = 0; t < M; t++) {
             int32_t s = as[t * nbk + j];
             float sat = sa[t * nbk + j];
-            float32x4_t f0 = vcvtq_f32_s32(vsubq_s32(acc[t][0], vmulq_n_s32(zp0, s)));
-            float32x4_t f1 = vcvtq_f32_s32(vsubq_s32(acc[t][1], vmulq_n_s32(zp1, s)));
+            if (ZP != NIB_ZP_NONE) {
+                acc[t][0] = vsubq_s32(acc[t][0], vmulq_n_s32(zp0, s));
+                acc[t][1] = vsubq_s32(acc[t][1], vmulq_n_s32(zp1, s));
+            }
+            float32x4_t f0 = vcvtq_f32_s32(acc[t][0]), f1 = vcvtq_f32_s32(acc[t][1]);
             out[t].val[0] = vfmaq_f32(out[t].val[0], f0, vmulq_n_f32(ws0, sat));
             out[t].val[1] = vfmaq_f32(out[t].val[1], f1, vmulq_n_f32(ws1, sat));
         }
     }
-}
-
-/* The block of the q4 (ASYM 0) and q4a (ASYM 1) kernels. */
-static inline __attribute__((always_inline)) void
-nib_q4g_neon(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_qact *a, uint32_t t0,
-             const int M, const struct nib_qrows *e, nib_f32x8 *out, const int ASYM)
-{
-#define NIB_Q4G(G) nib_q4g_group_neon(blk, l, a, t0, M, G, ASYM, out)
-    NIB_QGEMM_BY_GROUP(l->gsize, NIB_Q4G)
-#undef NIB_Q4G
-    nib_qrows_plus_add(e, t0, M, out);
 }
 
 /* Per-channel epilogue (q4c, q8c/0): out[t] = fma(isum[t] - corr[t],
