@@ -183,5 +183,15 @@ nib_qc_finish_avx2(const uint8_t *blk, const struct nib_qlayout *l, const struct
     }
 }
 
+/* Per-channel q8c: the 8-bit step over the whole row, one fma with the add. */
+static inline __attribute__((always_inline)) void
+nib_q8c_channel(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_qact *a,
+                uint32_t t0, const int M, const struct nib_qrows *e, __m256 *out)
+{
+    __m256i isum[4];
+    nib_q8_dot(blk, a->q + t0 * (size_t)a->k_pad, a->k_pad, l->k_pad / 4, M, isum);
+    nib_qc_finish_avx2(blk, l, a, t0, M, e, isum, out);
+}
+
 #endif
 #endif

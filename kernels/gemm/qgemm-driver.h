@@ -4,7 +4,8 @@
  * by qgemm-avx2.h and qgemm-neon.h after they define
  *   nib_f32x8: 8 float lanes (one per row of an N-block), with
  *   nib_f32x8_load(p), nib_f32x8_store(p, v), nib_f32x8_add(a, b).
- *   nib_qg_group(): the per-group formats' accumulation (declared below).
+ *   nib_qg_group(), nib_q8c_channel(): the per-group formats' rows and
+ *   the per-channel q8c rows (declared below).
  * A kernel file is then one line: NIB_QGEMM_KERNEL(name, dtype, block, ...). */
 #ifndef NIB_QGEMM_DRIVER_H
 #define NIB_QGEMM_DRIVER_H
@@ -112,6 +113,11 @@ static inline __attribute__((always_inline)) void
 nib_qg_group(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_qact *a, uint32_t t0,
              const int M, const uint32_t G, const int BITS, const int ZP, nib_f32x8 *out);
 
+/* Defined by the ISA header: per-channel q8c rows, add included. */
+static inline __attribute__((always_inline)) void
+nib_q8c_channel(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_qact *a,
+                uint32_t t0, const int M, const struct nib_qrows *e, nib_f32x8 *out);
+
 /* The block of every per-group format (q4, q4a, q8c/g). */
 static inline __attribute__((always_inline)) void
 nib_qg_block(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_qact *a, uint32_t t0,
@@ -121,6 +127,17 @@ nib_qg_block(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_q
     NIB_QGEMM_BY_GROUP(l->gsize, NIB_QG)
 #undef NIB_QG
     nib_qrows_plus_add(e, t0, M, out);
+}
+
+/* The block of q8c: per channel (group 0) or per group. */
+static inline __attribute__((always_inline)) void
+nib_q8c_block(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_qact *a, uint32_t t0,
+              const int M, const struct nib_qrows *e, nib_f32x8 *out)
+{
+    if (l->group == 0)
+        nib_q8c_channel(blk, l, a, t0, M, e, out);
+    else
+        nib_qg_block(blk, l, a, t0, M, e, out, 8, NIB_ZP_NONE);
 }
 
 #endif

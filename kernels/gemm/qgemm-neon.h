@@ -165,5 +165,16 @@ nib_qc_finish_neon(const uint8_t *blk, const struct nib_qlayout *l, const struct
     }
 }
 
+/* Per-channel q8c: the 8-bit step over the whole row, one fma with the add. */
+static inline __attribute__((always_inline)) void
+nib_q8c_channel(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_qact *a,
+                uint32_t t0, const int M, const struct nib_qrows *e, nib_f32x8 *out)
+{
+    static const int32_t no_corr[4] = {0};
+    int32x4_t acc[4][2];
+    nib_q8_dot(blk, a->q + t0 * (size_t)a->k_pad, a->k_pad, l->k_pad / 4, M, acc);
+    nib_qc_finish_neon(blk, l, a, t0, M, e, acc, no_corr, out);
+}
+
 #endif
 #endif
