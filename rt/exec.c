@@ -56,11 +56,11 @@ static uint32_t op_units(const struct nib_op *op, uint32_t *block)
     switch (op->code) {
     case NIB_OP_MATMUL:
         /* Whole quantization blocks of its outputs when gate|up quantizes them. */
-        *block = (op->flags & NIB_OPF_QOUT) ? 2 * op->p1 : NIB_EXEC_ROW_BLOCK;
+        *block = (op->flags & NIB_OPF_QOUT) ? 2 * op->matmul.silu_mul.qblock : NIB_EXEC_ROW_BLOCK;
         return op->n;
     case NIB_OP_ATTENTION:
         /* heads, in units that cover whole activation blocks when quantizing */
-        *block = (op->flags & NIB_OPF_QOUT) ? op->p4 : 1;
+        *block = (op->flags & NIB_OPF_QOUT) ? op->attention.unit_heads : 1;
         return op->n;
     case NIB_OP_EMBED:
         return op->n; /* elements */
@@ -125,14 +125,15 @@ static void matmul_rows(const struct nib_blob_view *v, const struct mm *c, uint3
 static void epi_rope_kv(const struct nib_blob_view *v, uint8_t *mem, const struct nib_op *op,
                         float *y, uint32_t pos, uint32_t r0, uint32_t r1)
 {
-    const float *cs = nib_tensor_f32(v, op->tensor2) + (uint64_t)pos * op->p5;
-    const uint32_t q_rows = op->p0, k_off = op->p1, v_off = op->p2, kv = op->p3;
+    const struct nib_rope_kv_params *p = &op->matmul.rope_kv;
+    const float *cs = nib_tensor_f32(v, p->table) + (uint64_t)pos * p->rope_dim;
+    const uint32_t q_rows = p->q_rows, k_off = p->k_off, v_off = p->v_off, kv = p->kv_rows;
     if (r0 < q_rows)
-        qk->rope_rows(y, r0, r1 < q_rows ? r1 : q_rows, op->p4, op->p5, cs);
-    uint8_t *kc = mem + op->aux + (uint64_t)pos * op->aux_stride, *vc = kc + op->p6;
+        qk->rope_rows(y, r0, r1 < q_rows ? r1 : q_rows, p->head_dim, p->rope_dim, cs);
+    uint8_t *kc = mem + op->aux + (uint64_t)pos * op->aux_stride, *vc = kc + p->v_cache_off;
     if (r1 > k_off && r0 < k_off + kv) {
         uint32_t b = r0 > k_off ? r0 - k_off : 0, e = (r1 < k_off + kv ? r1 : k_off + kv) - k_off;
-        qk->rope_rows(y + k_off, b, e, op->p4, op->p5, cs);
+        qk->rope_rows(y + k_off, b, e, p->head_dim, p->rope_dim, cs);
         memcpy(kc + b * 4ull, y + k_off + b, (e - b) * 4ull);
     }
     if (r1 > v_off && r0 < v_off + kv) {
@@ -176,8 +177,8 @@ static void norm_in(const struct nib_blob_view *v, uint8_t *mem, uint8_t *ws, co
 {
     const uint32_t stride = (op->k * 4 + 63) & ~63u;
     for (uint32_t t = c->t0; t < c->t0 + c->mt; t++)
-        qk->rmsnorm(row_at(mem, op->src0, op->src0_stride, t), nib_tensor_f32(v, op->norm_tensor),
-                    (float *)(void *)(ws + (uint64_t)t * stride), op->k, op->norm_eps);
+        qk->rmsnorm(row_at(mem, op->src0, op->src0_stride, t), nib_tensor_f32(v, op->matmul.norm.tensor),
+                    (float *)(void *)(ws + (uint64_t)t * stride), op->k, op->matmul.norm.eps);
     c->in = ws;
     c->in_stride = stride;
     if (c->w32)
@@ -222,11 +223,12 @@ static void exec_matmul(const struct nib_blob_view *v, uint8_t *mem, uint8_t *ws
     }
     /* Epilogues run step by step, right after the kernel wrote the step's
      * rows, by the worker that wrote them. A quantizing gate|up steps by
-     * exactly one block of outputs (2 x p1 rows: its shares start there). */
-    const uint32_t step = qout ? 2 * op->p1 : EPI_ROWS;
+     * exactly one block of outputs (2 x qblock rows: its shares start there). */
+    const struct nib_silu_mul_params *sm = &op->matmul.silu_mul;
+    const uint32_t step = qout ? 2 * sm->qblock : EPI_ROWS;
     struct nib_qact qa;
     if (qout)
-        qa = qact_at(v, mem, op->dst, op->p0, op->p1);
+        qa = qact_at(v, mem, op->dst, sm->n_out, sm->qblock);
     for (uint32_t r0 = b; r0 < e; r0 += step) {
         uint32_t r1 = r0 + step < e ? r0 + step : e;
         matmul_rows(v, &c, r0, r1);
@@ -235,11 +237,11 @@ static void exec_matmul(const struct nib_blob_view *v, uint8_t *mem, uint8_t *ws
             if (epi & NIB_EPI_ROPE_KV)
                 epi_rope_kv(v, mem, op, yt, pos + t, r0, r1);
             if ((epi & NIB_EPI_SILU_MUL) && !qout)
-                epi_silu_mul(yt, row_at(mem, op->dst, op->dst_stride, t) + r0 / 2, op->p0, r0, r1);
-            if ((epi & NIB_EPI_SILU_MUL) && qout && r0 / 2 < op->p0) {
+                epi_silu_mul(yt, row_at(mem, op->dst, op->dst_stride, t) + r0 / 2, sm->n_out, r0, r1);
+            if ((epi & NIB_EPI_SILU_MUL) && qout && r0 / 2 < sm->n_out) {
                 float h[NIB_QACT_MAX_BLOCK]; /* one block of outputs, never in memory as f32 */
-                epi_silu_mul(yt, h, op->p0, r0, r1);
-                struct nib_qact blk = nib_qact_blocks(&qa, t, r0 / 2 / op->p1, r0 / 2 / op->p1 + 1);
+                epi_silu_mul(yt, h, sm->n_out, r0, r1);
+                struct nib_qact blk = nib_qact_blocks(&qa, t, r0 / 2 / sm->qblock, r0 / 2 / sm->qblock + 1);
                 qk->qact(&blk, 0, h);
             }
             if (epi & NIB_EPI_ARGMAX) {
@@ -274,7 +276,7 @@ void nib_exec_op(const struct nib_blob_view *v, uint8_t *mem, uint8_t *wscratch,
         exec_matmul(v, mem, wscratch, op, m, pos, b, e);
         break;
     case NIB_OP_QUANT: {
-        struct nib_qact a = qact_at(v, mem, op->dst, op->n, op->p0);
+        struct nib_qact a = qact_at(v, mem, op->dst, op->n, op->quant.block);
         for (uint32_t t = t0; t < m; t++)
             qk->qact(&a, t, row_at(mem, op->src0, op->src0_stride, t));
         break;
@@ -282,17 +284,19 @@ void nib_exec_op(const struct nib_blob_view *v, uint8_t *mem, uint8_t *wscratch,
     case NIB_OP_ATTENTION: {
         /* With QOUT each worker quantizes the blocks of its own heads. */
         const int qout = (op->flags & NIB_OPF_QOUT) != 0;
+        const struct nib_attention_params *p = &op->attention;
         struct nib_qact a;
         if (qout)
-            a = qact_at(v, mem, op->dst, op->n * op->k, op->p3);
+            a = qact_at(v, mem, op->dst, op->n * op->k, p->qblock);
         for (uint32_t t = t0; t < m; t++) {
             float *out = qout ? row_at(mem, op->aux, op->aux_stride, t)
                               : row_at(mem, op->dst, op->dst_stride, t);
             qk->attention(row_at(mem, op->src0, op->src0_stride, t), f32_at(mem, op->src1),
-                          f32_at(mem, op->src1 + op->p2), out, f32_at(mem, op->scratch), b, e,
-                          op->k, op->n / op->p0, op->p1 / 4, pos + t, ctx, op->f0);
+                          f32_at(mem, op->src1 + p->v_cache_off), out, f32_at(mem, p->scratch), b,
+                          e, op->k, op->n / p->n_kv_heads, p->cache_stride / 4, pos + t, ctx,
+                          p->scale);
             if (qout) { /* b * k is a block boundary; the last unit may end in a partial block */
-                uint32_t b0 = b * op->k / op->p3, b1 = (e * op->k + op->p3 - 1) / op->p3;
+                uint32_t b0 = b * op->k / p->qblock, b1 = (e * op->k + p->qblock - 1) / p->qblock;
                 struct nib_qact blk = nib_qact_blocks(&a, t, b0, b1);
                 qk->qact(&blk, 0, out + (uint64_t)b * op->k);
             }
@@ -348,17 +352,18 @@ int nib_exec_access(const struct nib_blob_view *v, const struct nib_op *op, uint
         if (op->flags & NIB_EPI_ADD)
             acc_rows(out, &c, op->src1, op->src1_stride, M, b * 4ull, e * 4ull, 0);
         if (op->flags & NIB_EPI_SILU_MUL) {
-            uint32_t hb = b / 2, he = e / 2 < op->p0 ? e / 2 : op->p0;
+            const struct nib_silu_mul_params *sm = &op->matmul.silu_mul;
+            uint32_t hb = b / 2, he = e / 2 < sm->n_out ? e / 2 : sm->n_out;
             acc_rows(out, &c, op->aux, op->aux_stride, M, b * 4ull, e * 4ull, 1);
             if (op->flags & NIB_OPF_QOUT)
-                acc(out, &c, op->dst, 0, nib_qact_footprint(M, op->p0, op->p1), 1);
+                acc(out, &c, op->dst, 0, nib_qact_footprint(M, sm->n_out, sm->qblock), 1);
             else
                 acc_rows(out, &c, op->dst, op->dst_stride, M, hb * 4ull, he * 4ull, 1);
         } else {
             acc_rows(out, &c, op->dst, op->dst_stride, M, b * 4ull, e * 4ull, 1);
         }
         if (op->flags & NIB_EPI_ROPE_KV) /* which cache row depends on the position */
-            acc(out, &c, op->aux, 0, op->p6 + ctx * op->aux_stride, 1);
+            acc(out, &c, op->aux, 0, op->matmul.rope_kv.v_cache_off + ctx * op->aux_stride, 1);
         if (op->flags & NIB_EPI_ARGMAX)
             acc(out, &c, v->h->argmax_off, b / NIB_ARGMAX_BLOCK * sizeof(struct nib_argmax_block),
                 ((e + NIB_ARGMAX_BLOCK - 1) / NIB_ARGMAX_BLOCK) * sizeof(struct nib_argmax_block), 1);
@@ -366,21 +371,21 @@ int nib_exec_access(const struct nib_blob_view *v, const struct nib_op *op, uint
     }
     case NIB_OP_QUANT:
         acc_rows(out, &c, op->src0, op->src0_stride, M, 0, op->n * 4ull, 0);
-        acc(out, &c, op->dst, 0, nib_qact_footprint(M, op->n, op->p0), 1);
+        acc(out, &c, op->dst, 0, nib_qact_footprint(M, op->n, op->quant.block), 1);
         break;
     case NIB_OP_ATTENTION:
         acc_rows(out, &c, op->src0, op->src0_stride, M, (uint64_t)b * op->k * 4,
                  (uint64_t)e * op->k * 4, 0);
-        acc(out, &c, op->src1, 0, op->p2 + ctx * op->p1, 0);
+        acc(out, &c, op->src1, 0, op->attention.v_cache_off + ctx * op->attention.cache_stride, 0);
         if (op->flags & NIB_OPF_QOUT) {
             acc_rows(out, &c, op->aux, op->aux_stride, M, (uint64_t)b * op->k * 4,
                      (uint64_t)e * op->k * 4, 1);
-            acc(out, &c, op->dst, 0, nib_qact_footprint(M, op->n * op->k, op->p3), 1);
+            acc(out, &c, op->dst, 0, nib_qact_footprint(M, op->n * op->k, op->attention.qblock), 1);
         } else {
             acc_rows(out, &c, op->dst, op->dst_stride, M, (uint64_t)b * op->k * 4,
                      (uint64_t)e * op->k * 4, 1);
         }
-        acc(out, &c, op->scratch, b * ctx * 4, e * ctx * 4, 1);
+        acc(out, &c, op->attention.scratch, b * ctx * 4, e * ctx * 4, 1);
         break;
     default:
         /* An op this table does not describe: all of runtime memory, so the
