@@ -133,5 +133,21 @@ with tempfile.TemporaryDirectory() as d:
         else:
             print("ok: appliance --version -> %s" % want)
 
+
+def ctx_clamp_is_reported():
+    """--ctx above the model's context builds the model's context, and says so."""
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "big-ctx.blob")
+        expect(["compile", good_gguf, "-o", out, "--ctx", "65536"], 0, "--ctx 65536 clamped to ",
+               "compile reports a clamped --ctx")
+        if os.path.exists(out):
+            with open(out, "rb") as f:
+                ctx = struct.unpack_from("<I", f.read(256), 68)[0]  # header hp.ctx_len
+            expect(["compile", good_gguf, "-o", out, "--ctx", "65536"], 0,
+                   "--ctx 65536 clamped to %u, the model's context length" % ctx,
+                   "the clamp message names the context the blob holds")
+
+
+ctx_clamp_is_reported()
 print("%d failures" % failures)
 sys.exit(1 if failures else 0)

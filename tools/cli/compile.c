@@ -134,6 +134,9 @@ int nib_compile_main(int argc, char **argv)
         fprintf(stderr, "nib compile: %s\n", err);
         return 1;
     }
+    if (po.max_ctx > lm.m.hp.ctx_len) /* the planner never holds more than the model knows */
+        fprintf(stderr, "nib compile: --ctx %u clamped to %u, the model's context length\n",
+                po.max_ctx, lm.m.hp.ctx_len);
     char *auto_p = NULL;
     if (auto_prec) {
         if (!ao.max_bytes && !(ao.max_kl > 0)) {
