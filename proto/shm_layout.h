@@ -204,14 +204,6 @@ _Static_assert(NIB_SHM_STATS_OFFSET + sizeof(struct nib_stats) <= NIB_SHM_SLOTS_
                "stats page fits before the slots");
 #define NIB_SHM_SIZE (NIB_SHM_SLOTS_OFFSET + (uint64_t)NIB_SLOTS * sizeof(struct nib_slot))
 
-/* Atomics on shared fields (GCC/Clang builtins, lock-free on every target
- * nibble supports). */
-#define nib_load_acq(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
-#define nib_store_rel(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
-#define nib_load_relaxed(p) __atomic_load_n((p), __ATOMIC_RELAXED)
-#define nib_cas(p, expect, want) \
-    __atomic_compare_exchange_n((p), (expect), (want), 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
-
 static inline struct nib_slot *nib_shm_slot(void *base, uint32_t i)
 {
     return (struct nib_slot *)(void *)((uint8_t *)base + NIB_SHM_SLOTS_OFFSET +

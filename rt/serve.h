@@ -79,7 +79,4 @@ int nib_server_reclaim(struct nib_server *s, int (*alive)(uint32_t pid));
 /* kill(pid, 0): 1 while the process exists (EPERM counts as alive). */
 int nib_pid_alive(uint32_t pid);
 
-/* CLOCK_MONOTONIC in ns (vDSO: no system call). */
-uint64_t nib_now_ns(void);
-
 #endif

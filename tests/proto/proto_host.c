@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "rt/sample.h"
+#include "proto/private/sync.h"
 #include "proto/shm_layout.h"
 #include "tools/host/nibhost.h"
 

@@ -17,6 +17,7 @@
 
 #include "model_blob/blob_view.h"
 #include "rt/serve.h"
+#include "proto/private/sync.h"
 #include "proto/shm_layout.h"
 #include "tests/common/test_util.h"
 #include "tools/host/nibhost.h"

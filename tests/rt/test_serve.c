@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "model_blob/blob_view.h"
+#include "proto/private/sync.h"
 #include "rt/exec.h"
 #include "rt/sample.h"
 #include "rt/serve.h"

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "proto/private/sync.h"
 #include "proto/shm_layout.h"
 #include "proto/shm_name.h"
 
@@ -60,13 +61,6 @@ const char *nib_status_name(uint32_t status)
                                         "shutdown",  "owner_gone"};
     _Static_assert(sizeof names / sizeof names[0] == NIB_ST_COUNT, "a name per status");
     return status < NIB_ST_COUNT ? names[status] : "unknown";
-}
-
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 static void sleep_ns(long ns)
@@ -250,7 +244,7 @@ static int check(struct nib_host *h, int force)
     if (st != NIB_APP_READY)
         return host_fail(h, NIB_HOST_GONE, "the appliance is %s",
                          st == NIB_APP_STOPPING ? "stopping" : "stopped");
-    uint64_t now = mono_ns();
+    uint64_t now = nib_now_ns();
     if (!force && now < h->next_check_ns)
         return NIB_HOST_OK;
     h->next_check_ns = now + CHECK_EVERY_NS;
@@ -260,6 +254,7 @@ static int check(struct nib_host *h, int force)
     }
     /* A live pid may have been reused by another process after a crash:
      * a stale heartbeat sends us to look at the name. */
+    /* acquire: pairs with the release of heartbeat_ns in rt/serve.c checkpoint() */
     uint64_t beat = nib_load_acq(&h->hdr->heartbeat_ns);
     if (now > beat && now - beat > STALE_NS) {
         uint64_t e = name_epoch(h);
@@ -279,7 +274,8 @@ int nib_host_check(struct nib_host *h)
 
 static void ring_doorbell(struct nib_shm_header *hdr)
 {
-    __atomic_fetch_add(&hdr->doorbell, 1, __ATOMIC_RELEASE);
+    /* release: pairs with the acquire of doorbell in boot/main.c's serve loop */
+    nib_fetch_add_rel(&hdr->doorbell, 1);
     syscall(SYS_futex, &hdr->doorbell, FUTEX_WAKE, 1, NULL, NULL, 0);
 }
 
@@ -308,7 +304,8 @@ static int claim(struct nib_host *h, uint64_t *ticket)
         if (nib_load_acq(&slot->state) != NIB_SLOT_FREE)
             continue;
         nib_store_rel(&slot->owner_pid, h->pid);
-        *ticket = __atomic_fetch_add(&h->hdr->next_ticket, 1, __ATOMIC_ACQ_REL);
+        /* acq_rel: tickets are ordered among the hosts that take them */
+        *ticket = nib_fetch_add_acq_rel(&h->hdr->next_ticket, 1);
         nib_store_rel(&slot->ticket, *ticket);
         nib_store_rel(&slot->state, NIB_SLOT_CLAIMED);
         got = (int)i;
@@ -348,7 +345,7 @@ int nib_host_submit(struct nib_host *h, const void *prompt, size_t len,
     if (rc != NIB_HOST_OK)
         return rc;
     uint64_t deadline = p.busy_wait_ms < 0 ? UINT64_MAX
-                                           : mono_ns() + (uint64_t)p.busy_wait_ms * 1000000ull;
+                                           : nib_now_ns() + (uint64_t)p.busy_wait_ms * 1000000ull;
     long nap = 20000;
     int i;
     uint64_t ticket = 0;
@@ -361,7 +358,7 @@ int nib_host_submit(struct nib_host *h, const void *prompt, size_t len,
                              strerror(errno));
         if (i >= 0)
             break;
-        if (mono_ns() >= deadline)
+        if (nib_now_ns() >= deadline)
             return host_fail(h, NIB_HOST_BUSY, "all %u slots are busy", NIB_SLOTS);
         sleep_ns(nap);
         nap = nap < 1000000 ? nap * 2 : nap;
@@ -381,6 +378,8 @@ int nib_host_submit(struct nib_host *h, const void *prompt, size_t len,
     slot->n_tokens = slot->n_prompt = slot->text_len = 0;
     slot->status = NIB_ST_PENDING;
     slot->error[0] = 0;
+    /* release: pairs with the acquire of SUBMITTED in rt/serve.c
+     * next_submitted() and serve()'s CAS: the request above is complete */
     nib_store_rel(&slot->state, NIB_SLOT_SUBMITTED);
     ring_doorbell(h->hdr);
     out->slot = (uint32_t)i;
@@ -413,10 +412,12 @@ int nib_host_poll(struct nib_host *h, const struct nib_req_handle *r, struct nib
     if (!slot)
         return NIB_HOST_ERR;
     memset(pr, 0, sizeof *pr);
+    /* acquire: pairs with the release (CAS to DONE) in rt/serve.c finish() */
     uint32_t st = nib_load_acq(&slot->state);
     pr->done = st == NIB_SLOT_DONE;
     /* Counts are read after the state (acquire), so a DONE request's counts
      * are final. Everything is clamped: the segment is shared with others. */
+    /* acquire: pair with the releases of n_tokens and text_len in rt/serve.c */
     uint32_t n = nib_load_acq(&slot->n_tokens), t = nib_load_acq(&slot->text_len);
     uint32_t np = nib_load_relaxed(&slot->n_prompt);
     pr->n_tokens = n <= NIB_SLOT_TOKENS ? n : NIB_SLOT_TOKENS;
@@ -439,20 +440,22 @@ int nib_host_poll(struct nib_host *h, const struct nib_req_handle *r, struct nib
 /* Sleep on done_seq until the appliance posts some final status, or ns. */
 static void sleep_on_done(struct nib_host *h, struct nib_slot *slot, uint64_t ns)
 {
-    __atomic_fetch_add(&h->hdr->done_waiters, 1, __ATOMIC_SEQ_CST);
-    uint32_t seq = __atomic_load_n(&h->hdr->done_seq, __ATOMIC_SEQ_CST);
+    /* seq_cst add then load: pairs with rt/serve.c announce_done()'s seq_cst
+     * add of done_seq then load of done_waiters (and FUTEX_WAIT rechecks seq). */
+    nib_fetch_add_seqcst(&h->hdr->done_waiters, 1);
+    uint32_t seq = nib_load_seqcst(&h->hdr->done_seq);
     if (nib_load_acq(&slot->state) != NIB_SLOT_DONE) {
         struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
         syscall(SYS_futex, &h->hdr->done_seq, FUTEX_WAIT, seq, &ts, NULL, 0);
     }
-    __atomic_fetch_sub(&h->hdr->done_waiters, 1, __ATOMIC_SEQ_CST);
+    nib_fetch_sub_seqcst(&h->hdr->done_waiters, 1);
 }
 
 int nib_host_wait(struct nib_host *h, const struct nib_req_handle *r, uint32_t seen_tokens,
                   int timeout_ms, struct nib_progress *pr)
 {
     uint64_t deadline = timeout_ms < 0 ? UINT64_MAX
-                                       : mono_ns() + (uint64_t)timeout_ms * 1000000ull;
+                                       : nib_now_ns() + (uint64_t)timeout_ms * 1000000ull;
     long nap = 10000;
     for (unsigned spins = 0;; spins++) {
         int rc = nib_host_poll(h, r, pr);
@@ -460,7 +463,7 @@ int nib_host_wait(struct nib_host *h, const struct nib_req_handle *r, uint32_t s
             return rc;
         if (pr->done || (seen_tokens != NIB_HOST_WAIT_DONE && pr->n_tokens > seen_tokens))
             return NIB_HOST_OK;
-        uint64_t now = mono_ns();
+        uint64_t now = nib_now_ns();
         if (now >= deadline)
             return NIB_HOST_TIMEOUT;
         if (seen_tokens == NIB_HOST_WAIT_DONE) {
@@ -481,6 +484,7 @@ int nib_host_cancel(struct nib_host *h, const struct nib_req_handle *r)
     struct nib_slot *slot = own_slot(h, r);
     if (!slot)
         return NIB_HOST_ERR;
+    /* release: pairs with the acquires of cancel in rt/serve.c */
     nib_store_rel(&slot->cancel, 1u);
     return NIB_HOST_OK;
 }
@@ -498,13 +502,14 @@ int nib_host_release(struct nib_host *h, const struct nib_req_handle *r)
 
 int nib_host_stop(struct nib_host *h, int timeout_ms)
 {
+    /* release: pairs with the acquires of stop_requested in rt/serve.c and boot/main.c */
     nib_store_rel(&h->hdr->stop_requested, 1u);
     ring_doorbell(h->hdr);
-    uint64_t deadline = mono_ns() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms) * 1000000ull;
+    uint64_t deadline = nib_now_ns() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms) * 1000000ull;
     while (nib_load_acq(&h->hdr->state) != NIB_APP_STOPPED) {
         if (kill((pid_t)h->app_pid, 0) != 0 && errno == ESRCH)
             return NIB_HOST_OK; /* gone is stopped */
-        if (timeout_ms >= 0 && mono_ns() >= deadline)
+        if (timeout_ms >= 0 && nib_now_ns() >= deadline)
             return host_fail(h, NIB_HOST_TIMEOUT, "the appliance did not stop in %d ms", timeout_ms);
         sleep_ns(1000000L);
     }
