@@ -8,11 +8,11 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "rt/sample.h"
+#include "proto/private/sync.h"
 #include "proto/stats.h"
+#include "rt/sample.h"
 #include "rt/tokenizer.h"
 
 /* Token scratch: the encoder needs prompt bytes + 2 ids. */
@@ -24,13 +24,6 @@ uint64_t nib_server_scratch_footprint(void)
 {
     return (NIB_PROMPT_MAX + (uint64_t)IDS_CAP * sizeof(uint32_t) +
             nib_tok_scratch_footprint(NIB_PROMPT_MAX) + 63) & ~63ull;
-}
-
-uint64_t nib_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 int nib_pid_alive(uint32_t pid)
@@ -143,6 +136,7 @@ void nib_server_init(struct nib_server *s, const struct nib_blob_view *v, void *
     h->add_bos = v->h->hp.add_bos ? 1 : 0;
     h->errmsg_max = NIB_ERRMSG_MAX;
     h->stats_size = sizeof(struct nib_stats);
+    /* release: pairs with the acquire of heartbeat_ns in nibhost.c check() */
     nib_store_rel(&h->heartbeat_ns, nib_now_ns());
 }
 
@@ -150,8 +144,11 @@ void nib_server_init(struct nib_server *s, const struct nib_blob_view *v, void *
  * sleeps (once per request, never per token). */
 static void announce_done(struct nib_shm_header *h)
 {
-    __atomic_add_fetch(&h->done_seq, 1, __ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&h->done_waiters, __ATOMIC_SEQ_CST))
+    /* seq_cst add then load: pairs with nibhost.c sleep_on_done()'s seq_cst
+     * add of done_waiters then load of done_seq. Either the host sees the
+     * new seq (or DONE) and does not sleep, or we see it waiting. */
+    nib_fetch_add_seqcst(&h->done_seq, 1);
+    if (nib_load_seqcst(&h->done_waiters))
         syscall(SYS_futex, &h->done_seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
@@ -166,7 +163,9 @@ static void finish(struct nib_server *s, struct nib_slot *slot, uint32_t status)
     if (status == NIB_ST_CANCELLED)
         s->stats->requests_cancelled++;
     s->stats->requests_done++;
-    /* CAS: a slot a hostile host changed under us is left as it is. */
+    /* CAS: a slot a hostile host changed under us is left as it is.
+     * release: pairs with the acquire of state in nibhost.c nib_host_poll(),
+     * so a DONE request's status, times and counts are final there. */
     uint32_t st = NIB_SLOT_RUNNING;
     nib_cas(&slot->state, &st, NIB_SLOT_DONE);
     announce_done(s->hdr);
@@ -197,6 +196,7 @@ static struct nib_slot *next_submitted(struct nib_server *s)
     uint64_t best_ticket = 0;
     for (uint32_t i = 0; i < NIB_SLOTS; i++) {
         struct nib_slot *slot = nib_shm_slot(s->shm, i);
+        /* acquire: pairs with the release of SUBMITTED in nibhost.c nib_host_submit() */
         if (nib_load_acq(&slot->state) != NIB_SLOT_SUBMITTED)
             continue;
         uint64_t t = nib_load_relaxed(&slot->ticket);
@@ -219,6 +219,7 @@ static int emit_text(struct nib_server *s, struct nib_slot *slot, uint32_t *len,
         return 0;
     memcpy(slot->text + *len, piece, n);
     *len += (uint32_t)n;
+    /* release: pairs with the acquire of text_len in nibhost.c nib_host_poll() */
     nib_store_rel(&slot->text_len, *len);
     return 1;
 }
@@ -230,11 +231,12 @@ struct run {
     uint64_t next_check;
 };
 
-/* Between tokens: a cheap load of the stop flags each time; every
+/* Between passes: a cheap load of the stop flags each time; every
  * NIB_OWNER_CHECK_TOKENS tokens or NIB_OWNER_CHECK_NS, whichever comes
- * first, the heartbeat, the cancel flag and whether the owner still lives
- * (one kill(pid, 0): never a system call per token). Returns a final
- * status, or 0 to go on. */
+ * first, the heartbeat, whether the owner still lives (one kill(pid, 0):
+ * never a system call per token) and the cancel flag (which the decode
+ * loop in serve() also loads after every generated token; during prefill
+ * this is the only check). Returns a final status, or 0 to go on. */
 static uint32_t checkpoint(struct nib_server *s, struct run *r, uint64_t now)
 {
     if (nib_load_acq(&s->hdr->stop_requested) || (s->stop_flag && *s->stop_flag))
@@ -243,10 +245,12 @@ static uint32_t checkpoint(struct nib_server *s, struct run *r, uint64_t now)
         return 0;
     r->since_check = 0;
     r->next_check = now + NIB_OWNER_CHECK_NS;
+    /* release: pairs with the acquire of heartbeat_ns in nibhost.c check() */
     nib_store_rel(&s->hdr->heartbeat_ns, now);
     s->last_beat_ns = now;
     if (!s->owner_alive(r->owner))
         return NIB_ST_OWNER_GONE;
+    /* acquire: pairs with the release in nibhost.c nib_host_cancel() */
     if (nib_load_acq(&r->slot->cancel))
         return NIB_ST_CANCELLED;
     return 0;
@@ -254,6 +258,8 @@ static uint32_t checkpoint(struct nib_server *s, struct run *r, uint64_t now)
 
 static void serve(struct nib_server *s, struct nib_slot *slot)
 {
+    /* acquire (the CAS): pairs with the release of SUBMITTED in nibhost.c
+     * nib_host_submit(), so the request and prompt are the host's. */
     uint32_t st = NIB_SLOT_SUBMITTED;
     if (!nib_cas(&slot->state, &st, NIB_SLOT_RUNNING))
         return; /* changed under us: not a request to serve */
@@ -272,8 +278,10 @@ static void serve(struct nib_server *s, struct nib_slot *slot)
     slot->status = NIB_ST_PENDING;
     slot->error[0] = 0;
     s->stats->requests_accepted++;
-    if (!s->owner_alive(r.owner))
-        return abandon(s, slot);
+    if (!s->owner_alive(r.owner)) {
+        abandon(s, slot);
+        return;
+    }
 
     uint32_t plen = req.prompt_len <= NIB_PROMPT_MAX ? req.prompt_len : 0;
     memcpy(s->prompt, slot->prompt, plen);
@@ -281,8 +289,10 @@ static void serve(struct nib_server *s, struct nib_slot *slot)
                                        hp->vocab_size};
     struct nib_req_decoded d;
     char why[NIB_ERRMSG_MAX];
-    if (nib_req_decode(&req, s->prompt, plen, &lim, &d, s->ids, IDS_CAP, why, sizeof why))
-        return reject(s, slot, why);
+    if (nib_req_decode(&req, s->prompt, plen, &lim, &d, s->ids, IDS_CAP, why, sizeof why)) {
+        reject(s, slot, why);
+        return;
+    }
 
     int n;
     if (d.flags & NIB_REQ_PROMPT_IDS) {
@@ -291,15 +301,21 @@ static void serve(struct nib_server *s, struct nib_slot *slot)
         int add_bos = hp->add_bos && !(d.flags & NIB_REQ_NO_BOS);
         n = nib_tok_encode_with(s->v, (const char *)s->prompt, d.prompt_len, add_bos, s->ids,
                                 IDS_CAP, s->tok_work);
-        if (n <= 0)
-            return reject(s, slot, "prompt_len: empty prompt and no BOS to start from");
-        if ((uint32_t)n > hp->ctx_len || (uint32_t)n > NIB_SLOT_TOKENS)
-            return reject(s, slot, "prompt_len: prompt has more tokens than the context holds");
+        if (n <= 0) {
+            reject(s, slot, "prompt_len: empty prompt and no BOS to start from");
+            return;
+        }
+        if ((uint32_t)n > hp->ctx_len || (uint32_t)n > NIB_SLOT_TOKENS) {
+            reject(s, slot, "prompt_len: prompt has more tokens than the context holds");
+            return;
+        }
     }
 
     memcpy(slot->tokens, s->ids, (size_t)n * 4);
     slot->n_prompt = (uint32_t)n;
     uint32_t n_tok = (uint32_t)n, text_len = 0;
+    /* release: pairs with the acquire of n_tokens in nibhost.c nib_host_poll(),
+     * which then reads tokens[0, n_tokens) and n_prompt */
     nib_store_rel(&slot->n_tokens, n_tok);
     s->stats->tokens_prompt += (uint64_t)n;
 
@@ -337,6 +353,7 @@ static void serve(struct nib_server *s, struct nib_slot *slot)
             break;
         }
         slot->tokens[n_tok++] = next;
+        /* release: pairs with the acquire of n_tokens in nibhost.c nib_host_poll() */
         nib_store_rel(&slot->n_tokens, n_tok);
         s->stats->tokens_generated++;
         produced++;
@@ -345,6 +362,7 @@ static void serve(struct nib_server *s, struct nib_slot *slot)
             status = NIB_ST_OK;
             break;
         }
+        /* acquire: pairs with the release in nibhost.c nib_host_cancel() */
         if (nib_load_acq(&slot->cancel)) {
             status = NIB_ST_CANCELLED;
             break;
@@ -358,8 +376,9 @@ static void serve(struct nib_server *s, struct nib_slot *slot)
         logits = nib_exec_token(&s->exec, next, pos++);
     }
     if (status == NIB_ST_OWNER_GONE)
-        return abandon(s, slot);
-    finish(s, slot, status);
+        abandon(s, slot);
+    else
+        finish(s, slot, status);
 }
 
 int nib_server_poll(struct nib_server *s)
