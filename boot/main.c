@@ -31,12 +31,14 @@
 #include <unistd.h>
 
 #include "boot/boot.h"
-#include "rt/cpu_isa.h"
-#include "rt/exec.h"
+#include "kernels/qkernels.h"
 #include "model_blob/blob_view.h"
-#include "rt/serve.h"
+#include "proto/private/sync.h"
 #include "proto/shm_layout.h"
 #include "proto/shm_name.h"
+#include "rt/cpu_isa.h"
+#include "rt/exec.h"
+#include "rt/serve.h"
 #include "rt/team.h"
 
 extern const unsigned char nib_blob_start[], nib_blob_end[];
@@ -221,6 +223,7 @@ static void drain(void *shm)
         uint32_t st = NIB_SLOT_SUBMITTED;
         if (nib_cas(&slot->state, &st, NIB_SLOT_RUNNING)) {
             slot->status = NIB_ST_SHUTDOWN;
+            /* release: pairs with the acquire of state in nibhost.c nib_host_poll() */
             nib_store_rel(&slot->state, NIB_SLOT_DONE);
         }
     }
@@ -261,7 +264,9 @@ int main(int argc, char **argv)
     if (nib_cpu_check(v.h->isa_required, err, sizeof err))
         return refuse("cpu", err);
     uint32_t blob_crc = v.h->crc32c;
-    fprintf(stderr, "nibble: quantized kernels: %s\n", nib_exec_select_kernels(nib_cpu_isa()));
+    /* The executor, bound to its memory and team in step 3; the server runs it. */
+    struct nib_exec ex = {.v = &v, .qk = nib_exec_kernels(nib_cpu_isa())};
+    fprintf(stderr, "nibble: quantized kernels: %s\n", ex.qk->name);
 
     /* 2. the machine */
     static struct boot_workers w;
@@ -277,14 +282,17 @@ int main(int argc, char **argv)
     const struct nib_hparams *hp = &v.h->hp;
     uint64_t mem_size = (v.mem_size + 63) & ~63ull;
     uint64_t scratch_size = (nib_server_scratch_footprint() + 63) & ~63ull;
-    uint64_t team_size = nib_team_footprint(w.n, &v);
-    if (boot_reserve_arena(mem_size + scratch_size + team_size, &m, err, sizeof err))
+    uint64_t team_size = (nib_team_footprint(w.n) + 63) & ~63ull;
+    uint64_t plan_size = nib_exec_team_footprint(w.n, &v);
+    if (boot_reserve_arena(mem_size + scratch_size + team_size + plan_size, &m, err, sizeof err))
         return refuse("memory", err);
     uint8_t *mem = m.arena, *scratch = mem + mem_size, *team_mem = scratch + scratch_size;
-    struct nib_team *team = nib_team_new(team_mem, &v, mem, w.n, (uint64_t)o.spin_us * 1000u,
+    struct nib_team *team = nib_team_new(team_mem, w.n, (uint64_t)o.spin_us * 1000u,
                                          (uint64_t)o.barrier_spin_us * 1000u);
     if (!team)
         return refuse("workers", "cannot lay out the thread team");
+    ex.mem = mem;
+    uint32_t n_barriers = nib_exec_set_team(&ex, team, team_mem + team_size);
     boot_lock_memory(&m);
     if (boot_hugepage_report(&m, err, sizeof err))
         return refuse("memory", err);
@@ -322,7 +330,7 @@ int main(int argc, char **argv)
             used += (size_t)snprintf(list + used, sizeof list - used, "%s%u", i ? "," : "", w.cpus[i]);
         boot_log("workers: %u on cpus %s (%u node%s), %u barriers per token over %u ops; idle: "
                  "spin %u us, then park; barrier waits over %u us sleep", w.n, list, w.n_nodes,
-                 w.n_nodes == 1 ? "" : "s", nib_team_barriers(team), v.h->n_ops, o.spin_us,
+                 w.n_nodes == 1 ? "" : "s", n_barriers, v.h->n_ops, o.spin_us,
                  o.barrier_spin_us);
     }
 
@@ -342,13 +350,13 @@ int main(int argc, char **argv)
     static struct nib_server s;
     nib_server_init(&s, &v, mem, scratch, shm, (uint32_t)getpid(), epoch);
     s.stop_flag = &stop_signal;
-    s.exec.team = team;
-    s.exec.stats = s.stats;
-    s.exec.digest = o.digest;
+    ex.stats = s.stats;
+    ex.digest = o.digest;
+    s.exec = ex;
     struct nib_stats *st = s.stats;
     st->version = NIB_STATS_VERSION;
     st->n_workers = w.n;
-    st->barriers_per_token = nib_team_barriers(team);
+    st->barriers_per_token = n_barriers;
     st->numa_nodes = m.numa_nodes;
     st->blob_bytes = m.blob_map;
     st->blob_huge_bytes = m.blob_huge;
@@ -371,6 +379,8 @@ int main(int argc, char **argv)
     boot_alloc_read(allocs_ready);
 
     struct nib_shm_header *h = s.hdr;
+    /* release: pairs with the acquire of state in nibhost.c nib_host_attach():
+     * the header above is complete */
     nib_store_rel(&h->state, NIB_APP_READY);
     fprintf(stderr,
             "nibble: ready on %s: dim %u, %u layers, %u heads (%u kv), vocab %u, ctx %u; "
@@ -394,9 +404,12 @@ int main(int argc, char **argv)
     }
 
     /* 6. serve */
+    /* acquires: pair with the releases of stop_requested and doorbell in
+     * tools/host/nibhost.c nib_host_stop() and ring_doorbell() */
     while (!stop_signal && !nib_load_acq(&h->stop_requested)) {
         uint32_t bell = nib_load_acq(&h->doorbell);
         uint64_t now = nib_now_ns();
+        /* release: pairs with the acquire of heartbeat_ns in nibhost.c check() */
         nib_store_rel(&h->heartbeat_ns, now);
         if (nib_server_poll(&s)) {
             st->barrier_sleeps = nib_team_sleeps(team);

@@ -333,11 +333,15 @@ static uint64_t streamed_bytes(const struct nib_blob_view *v)
 static double model_rate(const struct nib_blob_view *v, uint8_t *mem, uint32_t n_workers,
                          uint32_t n_tokens, uint32_t batch)
 {
-    void *tm = aligned_alloc(nib_team_align(),
-                             (nib_team_footprint(n_workers, v) + 4095) & ~(uint64_t)4095);
+    uint64_t team_size = (nib_team_footprint(n_workers) + 63) & ~63ull;
+    void *tm = aligned_alloc(nib_team_align(), (team_size + nib_exec_team_footprint(n_workers, v) +
+                                                4095) & ~(uint64_t)4095);
     if (!tm)
         return 0;
-    struct nib_team *team = nib_team_new(tm, v, mem, n_workers, 1000000000ull, 1000000000ull);
+    struct nib_team *team = nib_team_new(tm, n_workers, 1000000000ull, 1000000000ull);
+    struct nib_exec e = {.v = v, .mem = mem, .qk = nib_exec_kernels(nib_cpu_isa())};
+    if (team)
+        nib_exec_set_team(&e, team, (uint8_t *)tm + team_size);
     pthread_t tids[MAX_THREADS];
     uint32_t cpus[MAX_THREADS] = {0, 1};
     /* nib_team_spawn pins this thread to cpus[0]; the stream reads that
@@ -349,7 +353,6 @@ static double model_rate(const struct nib_blob_view *v, uint8_t *mem, uint32_t n
         free(tm);
         return 0;
     }
-    struct nib_exec e = {.v = v, .mem = mem, .team = team};
     uint32_t ctx = v->h->hp.ctx_len, warm = 4, ids[NIB_MAX_BATCH];
     if (n_tokens + warm > ctx)
         n_tokens = ctx > warm + 1 ? ctx - warm - 1 : 1;
@@ -378,7 +381,6 @@ static void bench_models(const struct bench_ctx *ctx)
         printf("\nmodels: none given (nib bench --model BLOB ...; tools/measure/bench-models.sh makes them)\n");
         return;
     }
-    nib_exec_select_kernels(nib_cpu_isa());
     const int rounds = o->rounds < 3 ? o->rounds : 3;
     printf("\nwhole models (%u tokens each, median of %d rounds; decode: one token per pass,\n"
            "GB/s = weight bytes streamed per token x tokens/s, (x) = median ratio to a stream read\n"

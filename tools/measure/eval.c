@@ -103,7 +103,6 @@ int nib_eval_main(int argc, char **argv)
         return 2;
     }
     po_q.precision = precision;
-    nib_exec_select_kernels(nib_cpu_isa());
     size_t text_len;
     char *text = NULL;
     if (text_path) {
@@ -151,6 +150,7 @@ int nib_eval_main(int argc, char **argv)
         fprintf(stderr, "nib eval: %s\n", ids ? err : "out of memory");
         goto out;
     }
+    ref.e.qk = q.e.qk = nib_exec_kernels(nib_cpu_isa());
     int n = nib_tok_encode(&ref.v, t, text_len, 1, ids, text_len + 2);
     if (n < 2) {
         fprintf(stderr, "nib eval: the text gives fewer than 2 tokens\n");
