@@ -70,8 +70,8 @@ static int write_blob(const struct llama_model *m, const struct plan_opts *po, c
     fprintf(stderr,
             "nib compile: %s -> %s: %u layers, dim %u, vocab %u, ctx %u; %u tensors, "
             "%u ops, %.1f MB of weights, %.1f MB runtime memory\n",
-            in, out, p.hp.n_layers, p.hp.dim, p.hp.vocab_size, p.hp.ctx_len, p.n_tensors, p.n_ops,
-            (double)wbytes / 1e6, (double)(p.act_size + p.kv_size) / 1e6);
+            in, out, p.h.hp.n_layers, p.h.hp.dim, p.h.hp.vocab_size, p.h.hp.ctx_len, p.n_tensors,
+            p.n_ops, (double)wbytes / 1e6, (double)(p.h.act_size + p.h.kv_size) / 1e6);
     nib_plan_free(&p);
     free(tmp);
     return 0;

@@ -289,25 +289,13 @@ int nib_pack_blob(struct nib_plan *p, const struct llama_model *m, FILE *out, ch
     }
     /* Layout: everything is known before the first byte goes out, so the
      * header (which the checksum covers) can be written first. */
-    struct nib_blob_header h;
-    memset(&h, 0, sizeof h);
+    struct nib_blob_header h = p->h;
     memcpy(h.magic, NIB_BLOB_MAGIC, 8);
     h.version = NIB_BLOB_VERSION;
     h.header_size = sizeof h;
     h.isa_required = NIB_ISA_SCALAR;
-    h.hp = p->hp;
     h.n_tensors = p->n_tensors;
     h.n_ops = p->n_ops;
-    h.act_size = p->act_size;
-    h.kv_size = p->kv_size;
-    h.logits_off = p->logits_off;
-    h.token_slot_off = p->token_off;
-    h.pos_slot_off = p->pos_off;
-    h.argmax_off = p->argmax_off;
-    h.argmax_blocks = p->argmax_blocks;
-    h.max_batch = p->max_batch;
-    h.wscratch_off = p->wscratch_off;
-    h.wscratch_size = p->wscratch_size;
     h.tensors.offset = align_up(sizeof h, NIB_SECTION_ALIGN);
     h.tensors.size = (uint64_t)p->n_tensors * sizeof(struct nib_tensor_rec);
     h.plan.offset = align_up(h.tensors.offset + h.tensors.size, NIB_SECTION_ALIGN);
@@ -347,7 +335,7 @@ int nib_pack_blob(struct nib_plan *p, const struct llama_model *m, FILE *out, ch
     pad_to(&s, h.weights.offset);
     for (uint32_t i = 0; i < p->n_tensors && rc == 0 && !s.failed; i++) {
         pad_to(&s, h.weights.offset + p->tensors[i].rec.offset);
-        rc = write_tensor(&s, &p->tensors[i], &p->hp, row, err, errlen);
+        rc = write_tensor(&s, &p->tensors[i], &p->h.hp, row, err, errlen);
     }
     pad_to(&s, h.blob_size);
     free(row);

@@ -228,7 +228,7 @@ static uint64_t qact_buf(struct builder *b, uint32_t k, uint32_t block)
         fail(b, "too many activation shapes");
         return 0;
     }
-    uint64_t off = act_alloc(b, nib_qact_footprint(b->p->max_batch, k, block));
+    uint64_t off = act_alloc(b, nib_qact_footprint(b->p->h.max_batch, k, block));
     b->qbufs[b->n_qbufs++] = (struct qbuf){k, block, off};
     return off;
 }
@@ -238,7 +238,7 @@ static uint64_t qact_buf(struct builder *b, uint32_t k, uint32_t block)
 static uint64_t rows_alloc(struct builder *b, uint64_t n, uint32_t *stride)
 {
     *stride = (uint32_t)((n * 4 + 63) & ~63ull);
-    return act_alloc(b, (uint64_t)*stride * b->p->max_batch);
+    return act_alloc(b, (uint64_t)*stride * b->p->h.max_batch);
 }
 
 /* The activation block a quantized per-group tensor t reads (32, 64, 128),
@@ -300,9 +300,9 @@ static struct nib_op *norm_matmul(struct builder *b, uint32_t norm, uint32_t t, 
                                   float eps)
 {
     const struct nib_tensor_rec *r = &b->p->tensors[t].rec;
-    uint64_t need = (uint64_t)b->p->max_batch * ((k * 4ull + 63) & ~63ull);
+    uint64_t need = (uint64_t)b->p->h.max_batch * ((k * 4ull + 63) & ~63ull);
     if (r->dtype != NIB_DT_F32)
-        need += nib_qact_footprint(b->p->max_batch, k, nib_qformat_act_block(r->dtype, r->group));
+        need += nib_qact_footprint(b->p->h.max_batch, k, nib_qformat_act_block(r->dtype, r->group));
     if (need > b->wscratch)
         b->wscratch = need;
     struct nib_op *op = matmul(b, t, x, x_stride, dst, dst_stride, k);
@@ -343,16 +343,16 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
 {
     memset(p, 0, sizeof *p);
     struct builder b = {.p = p, .m = m, .o = o, .err = err, .errlen = errlen};
-    p->max_batch = o->max_batch ? o->max_batch : NIB_PLAN_DEFAULT_BATCH;
-    if (p->max_batch > NIB_MAX_BATCH) {
-        snprintf(err, errlen, "batch %u is more than %u rows", p->max_batch, NIB_MAX_BATCH);
+    p->h.max_batch = o->max_batch ? o->max_batch : NIB_PLAN_DEFAULT_BATCH;
+    if (p->h.max_batch > NIB_MAX_BATCH) {
+        snprintf(err, errlen, "batch %u is more than %u rows", p->h.max_batch, NIB_MAX_BATCH);
         return -1;
     }
     struct nib_hparams hp = m->hp;
     uint32_t cap = o->max_ctx ? o->max_ctx : 2048;
     if (hp.ctx_len > cap)
         hp.ctx_len = cap;
-    p->hp = hp;
+    p->h.hp = hp;
     const uint32_t dim = hp.dim, hd = hp.head_dim, ffn = hp.ffn_dim, ctx = hp.ctx_len;
     const uint32_t q_dim = hp.n_heads * hd, kv_dim = hp.n_kv_heads * hd;
     const uint64_t row = kv_dim * 4ull, layer_kv = 2ull * ctx * row;
@@ -425,11 +425,11 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
     uint64_t hb = UINT64_MAX; /* f32 FFN rows: only for a down projection that cannot
                                * have gate|up quantize for it (allocated when first needed) */
     uint64_t scores = act_alloc(&b, (uint64_t)hp.n_heads * ctx * 4ull);
-    p->logits_off = act_alloc(&b, p->tensors[t_out].rec.rows * 4ull);
-    p->argmax_blocks = (hp.vocab_size + NIB_ARGMAX_BLOCK - 1) / NIB_ARGMAX_BLOCK;
-    p->argmax_off = act_alloc(&b, p->argmax_blocks * (uint64_t)sizeof(struct nib_argmax_block));
-    p->token_off = act_alloc(&b, p->max_batch * 4ull);
-    p->pos_off = act_alloc(&b, 4);
+    p->h.logits_off = act_alloc(&b, p->tensors[t_out].rec.rows * 4ull);
+    p->h.argmax_blocks = (hp.vocab_size + NIB_ARGMAX_BLOCK - 1) / NIB_ARGMAX_BLOCK;
+    p->h.argmax_off = act_alloc(&b, p->h.argmax_blocks * (uint64_t)sizeof(struct nib_argmax_block));
+    p->h.token_slot_off = act_alloc(&b, p->h.max_batch * 4ull);
+    p->h.pos_slot_off = act_alloc(&b, 4);
     if (p->tensors[t_out].rec.rows != hp.vocab_size) {
         fail(&b, "LM head has %u rows, vocabulary %u", p->tensors[t_out].rec.rows, hp.vocab_size);
         goto fail;
@@ -521,21 +521,21 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
         op->src1_stride = x_s;
     }
     /* Head: final norm + LM head + argmax in one op, the last row only. */
-    op = norm_matmul(&b, t_on, t_out, x, x_s, p->logits_off, 0, dim, hp.norm_eps);
+    op = norm_matmul(&b, t_on, t_out, x, x_s, p->h.logits_off, 0, dim, hp.norm_eps);
     op->flags |= NIB_OPF_LAST_ROW | NIB_EPI_ARGMAX;
     if (b.failed || b.oom)
         goto fail;
-    p->wscratch_size = (uint32_t)b.wscratch;
-    p->wscratch_off = act_alloc(&b, b.wscratch);
+    p->h.wscratch_size = (uint32_t)b.wscratch;
+    p->h.wscratch_off = act_alloc(&b, b.wscratch);
 
     /* The KV cache follows the activations: relocate its offsets. */
-    p->act_size = b.act;
-    p->kv_size = layer_kv * hp.n_layers;
+    p->h.act_size = b.act;
+    p->h.kv_size = layer_kv * hp.n_layers;
     for (uint32_t i = 0; i < p->n_ops; i++) {
         if (p->ops[i].flags & NIB_EPI_ROPE_KV)
-            p->ops[i].aux += p->act_size;
+            p->ops[i].aux += p->h.act_size;
         else if (p->ops[i].code == NIB_OP_ATTENTION)
-            p->ops[i].src1 += p->act_size;
+            p->ops[i].src1 += p->h.act_size;
     }
     free(lt);
     return 0;
