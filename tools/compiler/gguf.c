@@ -241,17 +241,28 @@ static int skip_values(struct rd *r, uint32_t type, uint64_t n)
     return 0;
 }
 
+/* The name of item i (a kv's key, a tensor's name): read, refused when
+ * empty, and shown into name for the messages that follow. */
+static int rd_name(struct rd *r, const char *item, const char *field, uint64_t i,
+                   struct gguf_str *s, char name[72])
+{
+    where(r, "%s %llu (%s)", item, (unsigned long long)i, field);
+    if (rd_str(r, s, GGUF_MAX_KEY))
+        return -1;
+    if (s->len == 0) {
+        set_err(r->err, r->errlen, "%s %llu has an empty %s at byte %zu", item,
+                (unsigned long long)i, field, r->pos - 8);
+        return -1;
+    }
+    gguf_str_show(*s, name);
+    return 0;
+}
+
 static int read_kv(struct rd *r, uint64_t i, struct gguf_kv *kv)
 {
     char name[72];
-    where(r, "kv %llu (key)", (unsigned long long)i);
-    if (rd_str(r, &kv->key, GGUF_MAX_KEY))
+    if (rd_name(r, "kv", "key", i, &kv->key, name))
         return -1;
-    if (kv->key.len == 0) {
-        set_err(r->err, r->errlen, "kv %llu has an empty key at byte %zu", (unsigned long long)i, r->pos - 8);
-        return -1;
-    }
-    gguf_str_show(kv->key, name);
     where(r, "kv %llu '%s' (type)", (unsigned long long)i, name);
     size_t type_at = r->pos;
     if (rd_u32(r, &kv->type))
@@ -382,15 +393,10 @@ static int check_shape(struct rd *r, struct gguf_tensor *t, const char *name)
 static int read_tensor_info(struct rd *r, uint64_t i, uint64_t alignment, struct gguf_tensor *t)
 {
     char name[72];
-    where(r, "tensor info %llu (name)", (unsigned long long)i);
-    if (rd_str(r, &t->name, GGUF_MAX_KEY))
+    if (rd_name(r, "tensor info", "name", i, &t->name, name))
         return -1;
-    if (t->name.len == 0) {
-        set_err(r->err, r->errlen, "tensor info %llu has an empty name at byte %zu", (unsigned long long)i,
-                r->pos - 8);
-        return -1;
-    }
-    gguf_str_show(t->name, name);
+    /* Read, then check, as read_kv does for its type: each field has its own
+     * bounds and message, which read plainer inline than through a helper. */
     where(r, "tensor info %llu '%s' (n_dims)", (unsigned long long)i, name);
     size_t at = r->pos;
     if (rd_u32(r, &t->n_dims))
