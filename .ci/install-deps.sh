@@ -38,7 +38,8 @@ fi
 
 pkgs=(meson ninja-build musl-tools musl-dev check libsubunit-dev libnuma-dev
       pkg-config dpkg-dev gcc clang binutils file python3 qemu-user
-      strace) # strace: tests/runtime (no system call after READY)
+      strace      # strace: tests/boot (no system call after READY)
+      clang-format-14) # tests/lint: the format check, pinned to Debian 12's version
 # The aarch64 cross toolchain is only a separate package on non-arm64 hosts.
 if [ "$(dpkg --print-architecture)" != arm64 ]; then
     pkgs+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
