@@ -221,7 +221,7 @@ _Static_assert(offsetof(struct nib_shm_header, epoch) == 24, "header epoch");
 _Static_assert(offsetof(struct nib_shm_header, appliance_pid) == 44, "header pid");
 _Static_assert(offsetof(struct nib_shm_header, ctx_len) == 64, "header line 1");
 _Static_assert(offsetof(struct nib_shm_header, ring_size) == 128, "header line 2");
-_Static_assert(offsetof(struct nib_shm_header, slot_text) == 172, "header geometry");
+_Static_assert(offsetof(struct nib_shm_header, slot_text) == 180, "header geometry");
 _Static_assert(offsetof(struct nib_shm_header, state) == 192, "header line 3");
 _Static_assert(offsetof(struct nib_shm_header, heartbeat_ns) == 200, "header heartbeat");
 _Static_assert(sizeof(struct nib_shm_header) == 256, "header size");
