@@ -331,6 +331,8 @@ struct check {
 static uint32_t checkpoint(struct nib_server *s, struct nib_run *r, struct check *c,
                            uint32_t tokens, uint64_t now)
 {
+    if (s->pass_hook)
+        s->pass_hook(s, s->pass_hook_arg);
     if (nib_server_stopping(s))
         return NIB_ST_SHUTDOWN;
     if (!own(s, r))

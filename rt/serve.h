@@ -106,6 +106,10 @@ struct nib_server {
     int stop;                   /* a STOP message was accepted */
     struct nib_run *run;        /* the request being served, or NULL */
     uint64_t last_beat_ns, last_control_ns, last_watch_ns;
+    /* Tests only: called after every pass of the model (prefill or a
+     * token), before the checks, to act as a host would mid-request. */
+    void (*pass_hook)(struct nib_server *s, void *arg);
+    void *pass_hook_arg;
 };
 
 /* Bytes of private scratch the server needs beside the runtime memory, for
