@@ -932,7 +932,7 @@ TINY = r"""
 int main(int argc, char **argv)
 {
     struct nib_host *h;
-    if (nib_host_attach(&h, argv[1]) != NIB_HOST_OK) {
+    if (nib_host_attach(&h, argv[1], 0) != NIB_HOST_OK) {
         printf("error: %s\n", nib_host_error(h));
         nib_host_detach(h);
         return 3;
@@ -1476,6 +1476,13 @@ def sc_state_flip(c):
         if not at_once:
             wait_stat(a, "requests_host_changed", before["requests_host_changed"] + k + 1,
                       "the flipped request dropped")
+            if flip == SUBMITTED:
+                # Published again: to the appliance a new request (same ticket),
+                # served from the start.
+                x = a.wait(i, what="the request published again")
+                if x["status"] not in (ST_OK, ST_EOS, 4) or x["n_prompt"] == 0 or \
+                        x["served_ticket"] != x["ticket"]:
+                    fail("RUNNING -> SUBMITTED, served again: %s" % x)
             snap = bytes(a.ring[a.so(i):a.so(i) + a.slot_size])
             same_answer(c.ask_json("The little dog", 5)["generated_token_ids"], ref5,
                         "a new host after the flip")
