@@ -12,7 +12,7 @@ Many scenarios play a hostile or buggy host: each attack here hurt the
 appliance or another host with protocol version 2 (one shared segment).
 Prints one line per check; exits non-zero on the first failure.
 
-Scenarios (docs/ring.md §17): python-host, many-hosts, busy-cancel,
+Scenarios (docs/ring.md §18): python-host, many-hosts, busy-cancel,
 host-killed, appliance-killed, stale-boot, scribble, stress, install, seals,
 punch-hole, forged-name, second-appliance, pid-fork, state-flip,
 stopped-host, utf8, stop-bounded.
