@@ -6,51 +6,78 @@
 
 #include "proto/shm_layout.h"
 #include "proto/stats.h"
+#include "proto/utf8.h"
 #include "tools/cli/cli.h"
 #include "tools/util/tool_util.h"
 #include "tools/host/nibhost.h"
 
-/* Length of the well-formed UTF-8 sequence at s (n bytes left), or 0. */
-static size_t utf8_seq(const unsigned char *s, size_t n)
+/* Every wait of nib ask, stop and stats ends after this long (--timeout). */
+#define ASK_TIMEOUT_DEFAULT_S 60
+
+/* The model's bytes as text: well-formed UTF-8 only, every invalid
+ * subpart replaced by U+FFFD (proto/utf8.h, the rule nibhost.py shares). */
+static void text_out(FILE *f, const char *s, size_t n)
 {
-    size_t len = s[0] < 0x80 ? 1 : (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3
-               : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
-    if (len == 0 || len > n || (len == 2 && s[0] < 0xC2))
-        return 0;
-    for (size_t i = 1; i < len; i++)
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-    return len;
+    const uint8_t *b = (const uint8_t *)s;
+    size_t i = 0;
+    while (i < n) {
+        uint32_t cp;
+        int inc;
+        size_t k = nib_utf8_step(b + i, n - i, &cp, &inc);
+        uint8_t enc[4];
+        fwrite(enc, 1, nib_utf8_encode(cp, enc), f);
+        i += k;
+    }
 }
 
-/* JSON strings must be UTF-8: bytes the model produced that do not form
- * UTF-8 (a byte token on its own) are written as U+FFFD. The token ids are
- * always exact. */
+/* A JSON string of the same text: always valid UTF-8 (non-ASCII written as
+ * itself, U+FFFD for invalid bytes), '"', '\\' and control characters
+ * escaped. The token ids are always exact. */
 static void json_string(FILE *f, const char *s, size_t n)
 {
+    const uint8_t *b = (const uint8_t *)s;
     fputc('"', f);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        size_t len = utf8_seq((const unsigned char *)s + i, n - i);
-        if (len == 0) {
-            fputs("\\ufffd", f);
-        } else if (len > 1) {
-            fwrite(s + i, 1, len, f);
-            i += len - 1;
-        } else if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c == '\n')
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        int inc;
+        size_t k = nib_utf8_step(b + i, n - i, &cp, &inc);
+        i += k;
+        if (cp >= 0x80) {
+            uint8_t enc[4];
+            fwrite(enc, 1, nib_utf8_encode(cp, enc), f);
+        } else if (cp == '"' || cp == '\\')
+            fprintf(f, "\\%c", (int)cp);
+        else if (cp == '\n')
             fputs("\\n", f);
-        else if (c == '\t')
+        else if (cp == '\t')
             fputs("\\t", f);
-        else if (c == '\r')
+        else if (cp == '\r')
             fputs("\\r", f);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
+        else if (cp < 0x20)
+            fprintf(f, "\\u%04x", (unsigned)cp);
         else
-            fputc(c, f);
+            fputc((int)cp, f);
     }
     fputc('"', f);
+}
+
+/* --timeout SECONDS: a positive number; into ms. */
+static int parse_timeout(const char *cmd, const char *arg, int *ms)
+{
+    float sec;
+    if (nib_parse_f32(arg, &sec) || !(sec > 0.0f) || sec > 86400.0f) {
+        fprintf(stderr, "nib %s: --timeout wants seconds in (0, 86400]\n", cmd);
+        return -1;
+    }
+    *ms = (int)(sec * 1000.0f) > 0 ? (int)(sec * 1000.0f) : 1;
+    return 0;
+}
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 static void json_ids(FILE *f, const uint32_t *ids, uint32_t n)
@@ -70,21 +97,32 @@ static void on_sigint(int sig)
 
 static void ask_usage(FILE *f)
 {
-    fprintf(f, "usage: nib ask [--name NAME] [--max-tokens N] [--temperature T] [--seed S] [--no-bos] [--json] \"prompt\"\n");
+    fprintf(f, "usage: nib ask [--name NAME] [--max-tokens N] [--temperature T] [--seed S] [--no-bos] [--json]\n"
+               "               [--timeout SECONDS] \"prompt\"\n"
+               "  --timeout  give up (cancelling the request) after this long; default %d s.\n"
+               "             Every wait is bounded by it: attaching, a full ring, the answer.\n"
+               "  Text is printed as UTF-8: bytes of the model that are not well-formed\n"
+               "  UTF-8 become U+FFFD (also in --json, which is always valid UTF-8).\n",
+            ASK_TIMEOUT_DEFAULT_S);
 }
 
 int nib_ask_main(int argc, char **argv)
 {
     const char *name = NULL, *prompt = NULL;
     struct nib_gen_params p = {.max_tokens = 64, .temperature = 0.0f, .seed = 0};
-    int json = 0;
+    int json = 0, timeout_ms = ASK_TIMEOUT_DEFAULT_S * 1000;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--name") && i + 1 < argc)
             name = argv[++i];
+        else if (!strcmp(a, "--timeout") && i + 1 < argc) {
+            if (parse_timeout("ask", argv[++i], &timeout_ms))
+                return 2;
+        }
         else if (!strcmp(a, "--max-tokens") && i + 1 < argc) {
-            if (nib_parse_u32(argv[++i], NIB_SLOT_TOKENS, &p.max_tokens) || !p.max_tokens) {
-                fprintf(stderr, "nib ask: --max-tokens wants 1..%u\n", NIB_SLOT_TOKENS);
+            if (nib_parse_u32(argv[++i], NIB_PROMPT_LIMIT, &p.max_tokens) || !p.max_tokens) {
+                fprintf(stderr, "nib ask: --max-tokens wants 1..%u (the appliance's limit is "
+                        "its context length)\n", NIB_PROMPT_LIMIT);
                 return 2;
             }
         } else if (!strcmp(a, "--temperature") && i + 1 < argc) {
@@ -116,8 +154,9 @@ int nib_ask_main(int argc, char **argv)
         ask_usage(stderr);
         return 2;
     }
+    uint64_t deadline = mono_ms() + (uint64_t)timeout_ms;
     struct nib_host *h;
-    if (nib_host_attach(&h, name) != NIB_HOST_OK) {
+    if (nib_host_attach(&h, name, timeout_ms) != NIB_HOST_OK) {
         fprintf(stderr, "nib ask: %s\n", nib_host_error(h));
         nib_host_detach(h);
         return 1;
@@ -129,11 +168,11 @@ int nib_ask_main(int argc, char **argv)
 
     struct nib_req_handle r;
     int rc;
-    /* A full table is back-pressure: wait for a slot (in short steps, so
-     * Ctrl-C still works). */
+    /* A full ring is back-pressure: wait for a slot (in short steps, so
+     * Ctrl-C still works), up to the timeout. */
     p.busy_wait_ms = 100;
     while ((rc = nib_host_submit(h, prompt, strlen(prompt), &p, &r)) == NIB_HOST_BUSY &&
-           !interrupted)
+           !interrupted && mono_ms() < deadline)
         ;
     if (rc != NIB_HOST_OK) {
         fprintf(stderr, "nib ask: %s\n", interrupted ? "interrupted" : nib_host_error(h));
@@ -142,32 +181,47 @@ int nib_ask_main(int argc, char **argv)
     }
     struct nib_progress pr;
     uint32_t shown = 0, seen = 0;
-    int cancelled = 0;
+    int cancelled = 0, timed_out = 0;
     for (;;) {
         rc = nib_host_wait(h, &r, seen, 100, &pr);
-        if (rc == NIB_HOST_TIMEOUT && !interrupted)
-            continue;
         if (rc != NIB_HOST_OK && rc != NIB_HOST_TIMEOUT) {
             fprintf(stderr, "\nnib ask: %s\n", nib_host_error(h));
             nib_host_detach(h);
             return 1;
         }
-        if (interrupted && !cancelled) {
+        if (!cancelled && !timed_out && mono_ms() >= deadline)
+            timed_out = 1;
+        if ((interrupted || timed_out) && !cancelled) {
             nib_host_cancel(h, &r);
             cancelled = 1;
+            deadline = mono_ms() + 5000; /* the appliance ends it within a token */
+        } else if (cancelled && mono_ms() >= deadline) {
+            fprintf(stderr, "\nnib ask: no answer within %.1f s, and the appliance did not end "
+                    "the cancelled request\n", timeout_ms / 1000.0);
+            nib_host_detach(h);
+            return 1;
         }
         if (!json && pr.text_len > shown) {
-            if (shown == 0)
-                fputs(prompt, stdout);
-            fwrite(pr.text + shown, 1, pr.text_len - shown, stdout);
+            /* Never half a character: hold back a trailing incomplete
+             * sequence until more bytes come, or the end. */
+            uint32_t k = pr.done ? pr.text_len - shown
+                                 : (uint32_t)nib_utf8_ready((const uint8_t *)pr.text + shown,
+                                                            pr.text_len - shown);
+            if (shown == 0 && k)
+                text_out(stdout, prompt, strlen(prompt));
+            text_out(stdout, pr.text + shown, k);
             fflush(stdout);
-            shown = pr.text_len;
+            shown += k;
         }
         seen = pr.n_tokens;
         if (pr.done)
             break;
     }
-    int exit_rc = pr.status == NIB_ST_BAD_REQUEST || pr.status == NIB_ST_SHUTDOWN ? 1 : 0;
+    if (timed_out)
+        fprintf(stderr, "%snib ask: no answer within %.1f s: the request was cancelled "
+                "(--timeout)\n", json ? "" : "\n", timeout_ms / 1000.0);
+    int exit_rc = pr.status == NIB_ST_BAD_REQUEST || pr.status == NIB_ST_SHUTDOWN ||
+                  pr.status == NIB_ST_HOST_CHANGED || timed_out ? 1 : 0;
     uint32_t n_gen = pr.n_tokens - pr.n_prompt;
     double prefill_ms = pr.t_first_ns > pr.t_start_ns ? (double)(pr.t_first_ns - pr.t_start_ns) / 1e6 : 0;
     double decode_s = pr.t_done_ns > pr.t_first_ns ? (double)(pr.t_done_ns - pr.t_first_ns) / 1e9 : 0;
@@ -189,7 +243,7 @@ int nib_ask_main(int argc, char **argv)
                prefill_ms, decode_s, n_gen > 1 && decode_s > 0 ? (n_gen - 1) / decode_s : 0.0);
     } else {
         if (shown == 0)
-            fputs(prompt, stdout);
+            text_out(stdout, prompt, strlen(prompt));
         fputc('\n', stdout);
         fflush(stdout);
         if (pr.status == NIB_ST_BAD_REQUEST)
@@ -204,47 +258,49 @@ int nib_ask_main(int argc, char **argv)
     return exit_rc;
 }
 
-static int parse_name_only(int argc, char **argv, const char *cmd, const char **name, int *json)
+static int parse_name_only(int argc, char **argv, const char *cmd, const char **name, int *json,
+                           int *timeout_ms)
 {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--name") && i + 1 < argc)
             *name = argv[++i];
         else if (json && !strcmp(argv[i], "--json"))
             *json = 1;
-        else {
-            fprintf(stderr, "usage: nib %s [--name NAME]%s\n", cmd, json ? " [--json]" : "");
+        else if (!strcmp(argv[i], "--timeout") && i + 1 < argc) {
+            if (parse_timeout(cmd, argv[++i], timeout_ms))
+                return -1;
+        } else {
+            fprintf(stderr, "usage: nib %s [--name NAME]%s [--timeout SECONDS (default %d)]\n",
+                    cmd, json ? " [--json]" : "", ASK_TIMEOUT_DEFAULT_S);
             return -1;
         }
     }
     return 0;
 }
 
+/* nib stop asks over the socket: it needs no ring and reads nothing from
+ * shared memory, so it works whatever that holds. */
 int nib_stop_main(int argc, char **argv)
 {
     const char *name = NULL;
-    if (parse_name_only(argc, argv, "stop", &name, NULL))
+    int timeout_ms = ASK_TIMEOUT_DEFAULT_S * 1000;
+    if (parse_name_only(argc, argv, "stop", &name, NULL, &timeout_ms))
         return 2;
-    struct nib_host *h;
-    if (nib_host_attach(&h, name) != NIB_HOST_OK) {
-        fprintf(stderr, "nib stop: %s\n", nib_host_error(h));
-        nib_host_detach(h);
-        return 1;
-    }
-    int rc = nib_host_stop(h, 30000);
+    char err[512];
+    int rc = nib_host_stop_name(name, timeout_ms, err, sizeof err);
     if (rc != NIB_HOST_OK)
-        fprintf(stderr, "nib stop: %s\n", nib_host_error(h));
-    nib_host_detach(h);
+        fprintf(stderr, "nib stop: %s\n", err);
     return rc == NIB_HOST_OK ? 0 : 1;
 }
 
 int nib_stats_main(int argc, char **argv)
 {
     const char *name = NULL;
-    int json = 0;
-    if (parse_name_only(argc, argv, "stats", &name, &json))
+    int json = 0, timeout_ms = ASK_TIMEOUT_DEFAULT_S * 1000;
+    if (parse_name_only(argc, argv, "stats", &name, &json, &timeout_ms))
         return 2;
     struct nib_host *h;
-    if (nib_host_attach(&h, name) != NIB_HOST_OK) {
+    if (nib_host_attach(&h, name, timeout_ms) != NIB_HOST_OK) {
         fprintf(stderr, "nib stats: %s\n", nib_host_error(h));
         nib_host_detach(h);
         return 1;
@@ -262,6 +318,12 @@ int nib_stats_main(int argc, char **argv)
                (unsigned long long)s.requests_rejected, (unsigned long long)s.requests_cancelled,
                (unsigned long long)s.slots_reclaimed, (unsigned long long)s.tokens_prompt,
                (unsigned long long)s.tokens_generated, (unsigned long long)nib_host_epoch(h));
+        printf(", \"attaches\": %llu, \"attach_refused\": %llu, \"host_hangups\": %llu, "
+               "\"requests_host_changed\": %llu, \"ctl_malformed\": %llu, \"hosts_attached\": %u, "
+               "\"socket_lost\": %u", (unsigned long long)s.attaches,
+               (unsigned long long)s.attach_refused, (unsigned long long)s.host_hangups,
+               (unsigned long long)s.requests_host_changed, (unsigned long long)s.ctl_malformed,
+               s.hosts_attached, s.socket_lost);
         const struct nib_latency *l[2] = {&tok, &req};
         const char *key[2] = {"token_latency_us", "request_latency_us"};
         for (int i = 0; i < 2; i++)
@@ -277,6 +339,14 @@ int nib_stats_main(int argc, char **argv)
                (unsigned long long)s.slots_reclaimed);
         printf("tokens: %llu prompt, %llu generated\n", (unsigned long long)s.tokens_prompt,
                (unsigned long long)s.tokens_generated);
+        printf("hosts: %u attached, %llu attaches, %llu refused, %llu hung up, %llu requests "
+               "failed because their host changed them, %llu malformed messages\n",
+               s.hosts_attached, (unsigned long long)s.attaches,
+               (unsigned long long)s.attach_refused, (unsigned long long)s.host_hangups,
+               (unsigned long long)s.requests_host_changed, (unsigned long long)s.ctl_malformed);
+        if (s.socket_lost)
+            printf("warning: the appliance's socket path was removed or replaced: new hosts "
+                   "cannot attach\n");
         printf("per-token latency: p50 %.1f us, p90 %.1f us, p99 %.1f us, p99.9 %.1f us, max %.1f us\n",
                tok.p50 / 1e3, tok.p90 / 1e3, tok.p99 / 1e3, tok.p999 / 1e3, tok.max / 1e3);
         printf("per-request latency: p50 %.1f us, p99 %.1f us, max %.1f us\n", req.p50 / 1e3,
