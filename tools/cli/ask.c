@@ -99,7 +99,7 @@ static void ask_usage(FILE *f)
 {
     fprintf(f, "usage: nib ask [--name NAME] [--max-tokens N] [--temperature T] [--seed S] [--no-bos] [--json]\n"
                "               [--timeout SECONDS] \"prompt\"\n"
-               "  --timeout  give up (cancelling the request) after this long; default %d s.\n"
+               "  --timeout  give up (the request is cancelled) after this long; default %d s.\n"
                "             Every wait is bounded by it: attaching, a full ring, the answer.\n"
                "  Text is printed as UTF-8: bytes of the model that are not well-formed\n"
                "  UTF-8 become U+FFFD (also in --json, which is always valid UTF-8).\n",
@@ -156,7 +156,16 @@ int nib_ask_main(int argc, char **argv)
     }
     uint64_t deadline = mono_ms() + (uint64_t)timeout_ms;
     struct nib_host *h;
-    if (nib_host_attach(&h, name, timeout_ms) != NIB_HOST_OK) {
+    int rc;
+    /* Every ring attached (--max-hosts) is back-pressure too: try again
+     * until the timeout. */
+    while ((rc = nib_host_attach(&h, name, timeout_ms)) == NIB_HOST_BUSY &&
+           mono_ms() + 50 < deadline) {
+        nib_host_detach(h);
+        struct timespec ts = {0, 50000000L};
+        nanosleep(&ts, NULL);
+    }
+    if (rc != NIB_HOST_OK) {
         fprintf(stderr, "nib ask: %s\n", nib_host_error(h));
         nib_host_detach(h);
         return 1;
@@ -167,7 +176,6 @@ int nib_ask_main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
 
     struct nib_req_handle r;
-    int rc;
     /* A full ring is back-pressure: wait for a slot (in short steps, so
      * Ctrl-C still works), up to the timeout. */
     p.busy_wait_ms = 100;
@@ -181,7 +189,7 @@ int nib_ask_main(int argc, char **argv)
     }
     struct nib_progress pr;
     uint32_t shown = 0, seen = 0;
-    int cancelled = 0, timed_out = 0;
+    int cancelled = 0;
     for (;;) {
         rc = nib_host_wait(h, &r, seen, 100, &pr);
         if (rc != NIB_HOST_OK && rc != NIB_HOST_TIMEOUT) {
@@ -189,17 +197,18 @@ int nib_ask_main(int argc, char **argv)
             nib_host_detach(h);
             return 1;
         }
-        if (!cancelled && !timed_out && mono_ms() >= deadline)
-            timed_out = 1;
-        if ((interrupted || timed_out) && !cancelled) {
+        if (!pr.done && mono_ms() >= deadline) {
+            /* Hanging up ends the request too (the appliance drops a gone
+             * host's requests); cancel says it first. */
             nib_host_cancel(h, &r);
-            cancelled = 1;
-            deadline = mono_ms() + 5000; /* the appliance ends it within a token */
-        } else if (cancelled && mono_ms() >= deadline) {
-            fprintf(stderr, "\nnib ask: no answer within %.1f s, and the appliance did not end "
-                    "the cancelled request\n", timeout_ms / 1000.0);
+            fprintf(stderr, "%snib ask: no answer within %.1f s (--timeout): the request was "
+                    "cancelled\n", json || !shown ? "" : "\n", timeout_ms / 1000.0);
             nib_host_detach(h);
             return 1;
+        }
+        if (interrupted && !cancelled) {
+            nib_host_cancel(h, &r);
+            cancelled = 1;
         }
         if (!json && pr.text_len > shown) {
             /* Never half a character: hold back a trailing incomplete
@@ -217,11 +226,8 @@ int nib_ask_main(int argc, char **argv)
         if (pr.done)
             break;
     }
-    if (timed_out)
-        fprintf(stderr, "%snib ask: no answer within %.1f s: the request was cancelled "
-                "(--timeout)\n", json ? "" : "\n", timeout_ms / 1000.0);
     int exit_rc = pr.status == NIB_ST_BAD_REQUEST || pr.status == NIB_ST_SHUTDOWN ||
-                  pr.status == NIB_ST_HOST_CHANGED || timed_out ? 1 : 0;
+                  pr.status == NIB_ST_HOST_CHANGED ? 1 : 0;
     uint32_t n_gen = pr.n_tokens - pr.n_prompt;
     double prefill_ms = pr.t_first_ns > pr.t_start_ns ? (double)(pr.t_first_ns - pr.t_start_ns) / 1e6 : 0;
     double decode_s = pr.t_done_ns > pr.t_first_ns ? (double)(pr.t_done_ns - pr.t_first_ns) / 1e9 : 0;

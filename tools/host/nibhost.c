@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +49,7 @@ struct nib_host {
                                             geometry; offsets are never read back */
     uint32_t host_index;
     pid_t pid;                           /* the process that attached */
+    unsigned fork_gen;                   /* fork_gen then (see own_process) */
     int timeout_ms;                      /* attach's, for attaching afresh after fork */
     int gone;
     uint64_t next_check_ns;
@@ -276,6 +278,23 @@ static int connect_name(const char *name, struct nib_name_paths *paths, uint64_t
     return fd;
 }
 
+/* ---- fork ---- */
+
+/* Bumped in every child fork() makes: a handle compares it with its own
+ * copy on every call, which costs no system call (getpid() does). */
+static volatile unsigned fork_gen;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void in_child(void)
+{
+    fork_gen++;
+}
+
+static void watch_forks(void)
+{
+    pthread_atfork(NULL, NULL, in_child);
+}
+
 /* ---- attach ---- */
 
 static void unmap(struct nib_host *h)
@@ -451,6 +470,8 @@ static int do_attach(struct nib_host *h, int timeout_ms)
         return host_fail(h, NIB_HOST_GONE, "appliance %s is not responding (no heartbeat for "
                          "%llu ms)", h->name, (unsigned long long)((now - beat) / 1000000));
     h->host_index = m.host_index;
+    pthread_once(&fork_once, watch_forks);
+    h->fork_gen = fork_gen;
     h->pid = getpid();
     h->gone = 0;
     h->next_check_ns = 0;
@@ -494,11 +515,14 @@ void nib_host_detach(struct nib_host *h)
     free(h);
 }
 
-/* Every call starts here: a forked child attaches afresh. */
+/* Every call starts here: a forked child (fork(), or anything else that
+ * runs the pthread_atfork handlers) attaches afresh. */
 static int own_process(struct nib_host *h)
 {
-    if (h->pid == getpid())
+    if (h->fork_gen == fork_gen || h->pid == getpid()) {
+        h->fork_gen = fork_gen;
         return h->ring ? NIB_HOST_OK : host_fail(h, NIB_HOST_ERR, "not attached");
+    }
     drop(h, 0);
     int rc = do_attach(h, h->timeout_ms);
     if (rc != NIB_HOST_OK) {

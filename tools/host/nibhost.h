@@ -27,7 +27,9 @@
  * slot). A handle belongs to the process that attached it: after fork()
  * the child's first call on an inherited handle attaches afresh (the
  * child's own connection and ring; the parent's stay the parent's), and
- * request handles taken before the fork are not valid in the child.
+ * request handles taken before the fork are not valid in the child. The
+ * check costs no system call (a pthread_atfork handler counts forks), so a
+ * raw clone() that runs no fork handlers is not noticed.
  *
  * Changes from protocol version 2 (this library's previous API):
  *   - nib_host_attach takes timeout_ms (connect, reply, a booting appliance).
@@ -102,8 +104,10 @@ struct nib_progress {
 
 /* Attach to the appliance named `name` (NULL: "nib"), waiting at most
  * timeout_ms (0: the default). Refuses, with a message, anything that is
- * not exactly the layout this library was built for. On failure *h is
- * still set (for nib_host_error); detach it. */
+ * not exactly the layout this library was built for (ERR), an appliance
+ * that does not answer in time (TIMEOUT) or is not responding (GONE).
+ * BUSY: every ring is attached (the appliance's --max-hosts); try again
+ * later. On failure *h is still set (for nib_host_error); detach it. */
 int nib_host_attach(struct nib_host **h, const char *name, int timeout_ms);
 /* DETACH, close the connection, unmap. NULL is fine. */
 void nib_host_detach(struct nib_host *h);
