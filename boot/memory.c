@@ -73,6 +73,7 @@ static uint8_t *map_aligned(uint64_t bytes, int *hugetlb)
     return a;
 }
 
+#if NIB_HAVE_NUMA
 /* The node that should hold blob byte `off`: the node of the worker whose
  * matmul rows it belongs to; -1 when it is not matmul weight (embedding
  * rows, norms, tables: left to first touch, i.e. worker 0's node). */
@@ -99,6 +100,7 @@ static int owner_node(const struct nib_blob_view *v, uint64_t off, const struct 
     }
     return -1;
 }
+#endif
 
 /* Bind runs of 2 MiB pages to their owner's node (whole huge pages only:
  * a policy boundary inside one would split it). */
