@@ -158,13 +158,14 @@ static void attach(struct nib_server *s, int c)
     m.ring_size = s->hdr->ring_size;
     int fds[2] = {s->header_fd, s->rings[i].mem_fd};
     int nfds = fds[0] >= 0 && fds[1] >= 0 ? 2 : 0;
+    /* Counted before the reply, so a host that reads the stats page once
+     * attached sees its own attach. */
+    s->stats->attaches++;
     if (send_msg(k->fd, &m, fds, nfds)) {
         /* A host that cannot take its answer gets nothing: its ring goes
          * back to the pool. */
         nib_control_drop(s, c);
-        return;
     }
-    s->stats->attaches++;
 }
 
 static int allowed(const struct nib_server *s, uint32_t uid, uint32_t gid)
