@@ -319,11 +319,12 @@ int nib_stats_main(int argc, char **argv)
     if (json) {
         printf("{\"requests_accepted\": %llu, \"requests_done\": %llu, \"requests_rejected\": %llu, "
                "\"requests_cancelled\": %llu, \"slots_reclaimed\": %llu, \"tokens_prompt\": %llu, "
-               "\"tokens_generated\": %llu, \"epoch\": %llu",
+               "\"tokens_generated\": %llu, \"tokens_run\": %llu, \"epoch\": %llu",
                (unsigned long long)s.requests_accepted, (unsigned long long)s.requests_done,
                (unsigned long long)s.requests_rejected, (unsigned long long)s.requests_cancelled,
                (unsigned long long)s.slots_reclaimed, (unsigned long long)s.tokens_prompt,
-               (unsigned long long)s.tokens_generated, (unsigned long long)nib_host_epoch(h));
+               (unsigned long long)s.tokens_generated, (unsigned long long)s.tokens_run,
+               (unsigned long long)nib_host_epoch(h));
         printf(", \"attaches\": %llu, \"attach_refused\": %llu, \"host_hangups\": %llu, "
                "\"requests_host_changed\": %llu, \"ctl_malformed\": %llu, \"hosts_attached\": %u, "
                "\"socket_lost\": %u", (unsigned long long)s.attaches,
@@ -343,8 +344,9 @@ int nib_stats_main(int argc, char **argv)
                (unsigned long long)s.requests_accepted, (unsigned long long)s.requests_done,
                (unsigned long long)s.requests_rejected, (unsigned long long)s.requests_cancelled,
                (unsigned long long)s.slots_reclaimed);
-        printf("tokens: %llu prompt, %llu generated\n", (unsigned long long)s.tokens_prompt,
-               (unsigned long long)s.tokens_generated);
+        printf("tokens: %llu prompt, %llu generated, %llu forward passes\n",
+               (unsigned long long)s.tokens_prompt, (unsigned long long)s.tokens_generated,
+               (unsigned long long)s.tokens_run);
         printf("hosts: %u attached, %llu attaches, %llu refused, %llu hung up, %llu requests "
                "failed because their host changed them, %llu malformed messages\n",
                s.hosts_attached, (unsigned long long)s.attaches,

@@ -100,7 +100,7 @@ STATUS_NAMES = ["pending", "ok", "eos", "cancelled", "ctx_full", "text_full", "b
                 "shutdown", "owner_gone", "host_changed"]
 REQ_NO_BOS, REQ_PROMPT_IDS = 1, 2
 STATS_COUNTERS = ["requests_accepted", "requests_done", "requests_rejected", "requests_cancelled",
-                  "slots_reclaimed", "tokens_prompt", "tokens_generated"]
+                  "slots_reclaimed", "tokens_prompt", "tokens_generated", "tokens_run"]
 # stats line 3 (protocol 3): u64 counters, then two u32
 STATS_HOSTS = ["attaches", "attach_refused", "host_hangups", "requests_host_changed",
                "ctl_malformed"]
@@ -858,7 +858,7 @@ class Host:
 
     def stats(self):
         self._own()
-        vals = struct.unpack_from("<7Q", self.hm, STATS_OFFSET)
+        vals = struct.unpack_from("<8Q", self.hm, STATS_OFFSET)
         st = dict(zip(STATS_COUNTERS, vals))
         st.update(zip(STATS_HOSTS, struct.unpack_from("<5Q", self.hm, STATS_HOSTS_OFFSET)))
         st["hosts_attached"], st["socket_lost"] = struct.unpack_from("<II", self.hm,
