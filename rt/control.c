@@ -65,8 +65,7 @@ void nib_control_drop(struct nib_server *s, int c)
     struct nib_conn *k = &s->conns[c];
     if (k->fd < 0)
         return;
-    close(k->fd);
-    k->fd = -1;
+    /* Counters first: whoever sees the connection close sees them. */
     if (k->ring >= 0) {
         struct nib_host_ring *r = &s->rings[k->ring];
         r->conn = -1;
@@ -78,6 +77,8 @@ void nib_control_drop(struct nib_server *s, int c)
         if (s->run && s->run->ring == (uint32_t)k->ring)
             s->run->gone = 1;
     }
+    close(k->fd);
+    k->fd = -1;
     k->ring = -1;
     k->stopper = 0;
 }
