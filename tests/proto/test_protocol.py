@@ -1549,7 +1549,8 @@ def sc_stopped_host(c):
             same_answer(h.ask("The little dog", max_tokens=5).generated_ids, ref5, "nibhost.py")
     c.stats()
     os.kill(pid, signal.SIGCONT)
-    got = [json.loads(expect_line(f, "served", "the continued host")[1]) for _ in range(2)]
+    got = [json.loads(" ".join(expect_line(f, "served", "the continued host")[1:]))
+           for _ in range(2)]
     if got[0] != long_ref["generated_token_ids"] or got[1] != ref8["generated_token_ids"]:
         fail("the stopped host's own requests: %s" % got)
     if c.reap(pid) != 0:
