@@ -1426,7 +1426,7 @@ def sc_pid_fork(c):
         nask(ns[k % 2], 8, "Lily and Ben", ref8)
     h0 = c.raw()
     hang0 = h0.stats()["host_hangups"]
-    ns[1].stdin.write("long 400 Once upon a time\n")
+    ns[1].stdin.write("long 200 Once upon a time\n")
     ns[1].stdin.flush()
     expect_line(ns[1].stdout, "running", "the second pid-1 host's long request")
     ns[1].kill()
