@@ -1,4 +1,5 @@
 #include "tools/host/nibhost.h"
+#include "tools/host/nibhost_check.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -308,36 +309,47 @@ static void unmap(struct nib_host *h)
     h->rh = NULL;
 }
 
-/* The header must describe exactly what this library was built for, and
- * a ring geometry that fits in the ring received. */
-static int check_header(struct nib_host *h, const struct nib_ctl_msg *m)
+static int fail_to(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail_to(char *err, size_t errlen, const char *fmt, ...)
 {
-    const struct nib_shm_header *s = &h->geo;
-    const char *sock = h->paths.sock;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* The header must describe exactly what this library was built for, and
+ * a ring geometry that fits in the ring received (nibhost_check.h). */
+int nib_host_check_header(const struct nib_shm_header *s, uint32_t host_index, uint64_t epoch,
+                          uint64_t hdr_size, uint64_t ring_size, const char *sock, char *err,
+                          size_t errlen)
+{
     if (s->magic != NIB_SHM_MAGIC)
-        return host_fail(h, NIB_HOST_ERR, "%s handed over a header that is not nibble's (bad "
-                         "magic)", sock);
+        return fail_to(err, errlen, "%s handed over a header that is not nibble's (bad magic)",
+                       sock);
     if (s->version != NIB_SHM_VERSION)
-        return host_fail(h, NIB_HOST_ERR,
-                         "%s speaks protocol version %u, this host library speaks version %u: "
-                         "use a host built for the appliance's version", sock, s->version,
-                         NIB_SHM_VERSION);
-#define BAD(...) return host_fail(h, NIB_HOST_ERR, "inconsistent header from " __VA_ARGS__)
+        return fail_to(err, errlen,
+                       "%s speaks protocol version %u, this host library speaks version %u: use "
+                       "a host built for the appliance's version", sock, s->version,
+                       NIB_SHM_VERSION);
+#define BAD(...) return fail_to(err, errlen, "inconsistent header from " __VA_ARGS__)
     if (s->header_size != sizeof *s)
         BAD("%s: header_size is %u, version %u has %zu", sock, s->header_size, NIB_SHM_VERSION,
             sizeof *s);
-    if (s->header_memfd_size != h->hdr_size)
-        BAD("%s: header_memfd_size is %llu, the memfd has %zu bytes", sock,
-            (unsigned long long)s->header_memfd_size, h->hdr_size);
-    if (s->epoch == 0 || s->epoch != m->epoch)
+    if (s->header_memfd_size != hdr_size)
+        BAD("%s: header_memfd_size is %llu, the memfd has %llu bytes", sock,
+            (unsigned long long)s->header_memfd_size, (unsigned long long)hdr_size);
+    if (s->epoch == 0 || s->epoch != epoch)
         BAD("%s: epoch %llu, the reply said %llu", sock, (unsigned long long)s->epoch,
-            (unsigned long long)m->epoch);
+            (unsigned long long)epoch);
     if (s->stats_offset != NIB_SHM_STATS_OFFSET || s->stats_size != sizeof(struct nib_stats))
         BAD("%s: stats_offset %llu, stats_size %u (version %u has %u, %zu)", sock,
             (unsigned long long)s->stats_offset, s->stats_size, NIB_SHM_VERSION,
             NIB_SHM_STATS_OFFSET, sizeof(struct nib_stats));
-    if (s->max_hosts == 0 || s->max_hosts > NIB_HOSTS_MAX || m->host_index >= s->max_hosts)
-        BAD("%s: max_hosts %u, this ring's index %u", sock, s->max_hosts, m->host_index);
+    if (s->max_hosts == 0 || s->max_hosts > NIB_HOSTS_MAX || host_index >= s->max_hosts)
+        BAD("%s: max_hosts %u, this ring's index %u", sock, s->max_hosts, host_index);
     if (s->vocab_size == 0 || s->ctx_len == 0 || s->bos_id >= s->vocab_size ||
         s->eos_id >= s->vocab_size || s->add_bos > 1 || s->errmsg_max != NIB_ERRMSG_MAX)
         BAD("%s: model limits vocab_size %u, ctx_len %u, bos_id %u, eos_id %u, add_bos %u, "
@@ -346,7 +358,7 @@ static int check_header(struct nib_host *h, const struct nib_ctl_msg *m)
     /* Geometry: every area inside its slot, every slot inside the ring. */
     uint64_t tok_end = (uint64_t)s->tokens_offset + 4ull * s->slot_tokens;
     const char *why = NULL;
-    if (s->ring_size != h->ring_size || s->ring_size != m->ring_size)
+    if (s->ring_size != ring_size)
         why = "ring_size differs from the ring received";
     else if (s->ring_header_size != sizeof(struct nib_ring_header))
         why = "ring_header_size";
@@ -376,7 +388,7 @@ static int check_header(struct nib_host *h, const struct nib_ctl_msg *m)
             (unsigned long long)s->slot_size, s->prompt_offset, s->prompt_max, s->tokens_offset,
             s->slot_tokens, s->text_offset, s->slot_text);
 #undef BAD
-    return NIB_HOST_OK;
+    return 0;
 }
 
 static int check_fd(struct nib_host *h, int fd, uint64_t size, int seals, const char *what)
@@ -450,8 +462,9 @@ static int do_attach(struct nib_host *h, int timeout_ms)
     while ((state = nib_load_acq(&h->hdr->state)) == NIB_APP_BOOTING && ms_left(deadline))
         sleep_ns(5000000);
     memcpy(&h->geo, h->hdr, sizeof h->geo);
-    if ((rc = check_header(h, &m)) != NIB_HOST_OK)
-        return rc;
+    if (nib_host_check_header(&h->geo, m.host_index, m.epoch, h->hdr_size, h->ring_size,
+                              h->paths.sock, h->err, sizeof h->err))
+        return NIB_HOST_ERR;
     if (state != NIB_APP_READY)
         return host_fail(h, NIB_HOST_ERR, "appliance %s is not ready (it is %s)", h->name,
                          state == NIB_APP_BOOTING    ? "still booting"
