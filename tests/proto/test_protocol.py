@@ -861,17 +861,57 @@ def sc_stale_boot(c):
     app = c.boot(extra=("--group-access",), env=env)
     st_dir = os.lstat(gdir)
     sock = os.lstat(os.path.join(gdir, c.name + ".sock"))
-    r = subprocess.run([c.nib, "stop", "--name", c.name], capture_output=True, text=True,
-                       timeout=90, env=env)
-    app.communicate(timeout=60)
-    if r.returncode != 0 or app.returncode != 0:
-        fail("stopping the group-access appliance: %s" % r.stderr)
     if stat.S_IMODE(st_dir.st_mode) != 0o750 or stat.S_IMODE(sock.st_mode) != 0o660 or \
             st_dir.st_gid != os.getegid():
         fail("--group-access: dir %o gid %d, socket %o" % (stat.S_IMODE(st_dir.st_mode),
                                                           st_dir.st_gid,
                                                           stat.S_IMODE(sock.st_mode)))
     ok("--group-access: runtime dir 0750 with the appliance's group, socket 0660")
+    # Hosts of another uid (docs/ring.md §16): in the appliance's group they
+    # may attach but not stop it; outside it they cannot reach the socket;
+    # without --group-access nobody else can.
+    if os.geteuid() != 0:
+        print("note: not root, so hosts of another uid were not tried (that needs setuid)")
+    else:
+        os.chmod(c.tmp, 0o711)  # others may pass through to the runtime dirs, no more
+        gid = os.getegid()
+
+        def as_user(uid, g, *cmd, e=env):
+            def drop():
+                os.setgroups([])
+                os.setgid(g)
+                os.setuid(uid)
+            return subprocess.run([c.nib, *cmd, "--name", c.name], capture_output=True,
+                                  text=True, timeout=120, env=e, preexec_fn=drop)
+        ref = subprocess.run([c.nib, "ask", "--json", "--max-tokens", "8", "--name", c.name,
+                              "Lily and Ben"], capture_output=True, text=True, timeout=60,
+                             env=env)
+        r = as_user(65534, gid, "ask", "--json", "--max-tokens", "8", "Lily and Ben")
+        if r.returncode != 0 or json.loads(r.stdout)["generated_token_ids"] != \
+                json.loads(ref.stdout)["generated_token_ids"]:
+            fail("a host of another uid in the group: %r %r" % (r.stdout, r.stderr))
+        r = as_user(65534, gid, "stop", "--timeout", "10")
+        if r.returncode == 0 or app.poll() is not None:
+            fail("a host of another uid stopped the appliance: %r" % r.stderr)
+        ok("uid 65534 in the appliance's group: attaches and gets the exact answer; its STOP is "
+           "refused: %s" % r.stderr.strip().splitlines()[-1])
+        r = as_user(65534, 65534, "ask", "--max-tokens", "2", "hi")
+        if r.returncode == 0:
+            fail("a host outside the group reached the appliance")
+        ok("uid 65534 outside the group cannot reach it: %s" % r.stderr.strip().splitlines()[-1])
+    r = subprocess.run([c.nib, "stop", "--name", c.name], capture_output=True, text=True,
+                       timeout=90, env=env)
+    app.communicate(timeout=60)
+    if r.returncode != 0 or app.returncode != 0:
+        fail("stopping the group-access appliance: %s" % r.stderr)
+    if os.geteuid() == 0:
+        app = c.boot()
+        r = as_user(65534, os.getegid(), "ask", "--max-tokens", "2", "hi", e=os.environ)
+        if r.returncode == 0:
+            fail("without --group-access a host of another uid reached the appliance")
+        c.stop(app)
+        ok("without --group-access another uid, even of the appliance's group, cannot reach it: "
+           "%s" % r.stderr.strip().splitlines()[-1])
 
 
 def sc_scribble(c):
