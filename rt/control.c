@@ -43,14 +43,22 @@ static int send_msg(int fd, const struct nib_ctl_msg *m, const int *fds, int nfd
     return sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof *m ? 0 : -1;
 }
 
+void nib_control_drop(struct nib_server *s, int c);
+
 static void reply(struct nib_server *s, int c, uint16_t type, uint32_t status)
 {
     struct nib_ctl_msg m = nib_ctl_make(type);
     m.status = status;
     m.epoch = s->hdr->epoch;
-    if (type == NIB_CTL_REFUSED)
-        s->stats->attach_refused++;
     send_msg(s->conns[c].fd, &m, NULL, 0);
+}
+
+/* REFUSED, then the connection is closed (whatever the reason). */
+static void refuse(struct nib_server *s, int c, uint32_t status)
+{
+    s->stats->attach_refused++;
+    reply(s, c, NIB_CTL_REFUSED, status);
+    nib_control_drop(s, c);
 }
 
 static void set_attached(struct nib_server *s, int delta)
@@ -139,12 +147,12 @@ static void attach(struct nib_server *s, int c)
 {
     struct nib_conn *k = &s->conns[c];
     if (nib_server_stopping(s))
-        return reply(s, c, NIB_CTL_REFUSED, NIB_CTL_NOT_READY);
+        return refuse(s, c, NIB_CTL_NOT_READY);
     int i = k->ring;
     if (i < 0) {
         i = pick_ring(s, k->uid);
         if (i < 0)
-            return reply(s, c, NIB_CTL_REFUSED, NIB_CTL_NO_RING);
+            return refuse(s, c, NIB_CTL_NO_RING);
         reset_ring(s, (uint32_t)i);
         s->rings[i].conn = c;
         s->rings[i].ever = 1;
@@ -186,7 +194,7 @@ static void handle(struct nib_server *s, int c, int type)
         break;
     case NIB_CTL_STOP:
         if (k->uid != s->uid && k->uid != 0) {
-            reply(s, c, NIB_CTL_REFUSED, NIB_CTL_DENIED);
+            refuse(s, c, NIB_CTL_DENIED);
             break;
         }
         s->stop = 1;
@@ -224,8 +232,7 @@ static void conn_event(struct nib_server *s, int c, short revents)
                            : nib_ctl_parse(buf, (size_t)got, err, sizeof err);
             if (type < 0) {
                 s->stats->ctl_malformed++;
-                reply(s, c, NIB_CTL_REFUSED, NIB_CTL_MALFORMED);
-                return nib_control_drop(s, c);
+                return refuse(s, c, NIB_CTL_MALFORMED);
             }
             handle(s, c, type);
         }

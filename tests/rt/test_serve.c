@@ -708,11 +708,15 @@ START_TEST(rings_run_out_then_come_back)
     int sock = connect_as((uint32_t)getuid());
     ck_assert_int_eq(attach_on(&extra, sock), NIB_CTL_NO_RING);
     ck_assert_uint_eq(srv.stats->attach_refused, 1);
-    /* DETACH frees one; the refused connection may ask again. */
+    char ch;
+    ck_assert_int_eq(recv(sock, &ch, 1, MSG_DONTWAIT), 0); /* refused: closed */
+    close(sock);
+    /* DETACH frees one (and closes that connection); a new host gets it. */
     uint32_t freed = h[1].index;
     send_type(h[1].sock, NIB_CTL_DETACH);
     nib_control_pass(&srv, 0);
-    ck_assert_int_eq(attach_on(&extra, sock), 0);
+    ck_assert_int_eq(recv(h[1].sock, &ch, 1, MSG_DONTWAIT), 0);
+    ck_assert_int_eq(attach_on(&extra, connect_as((uint32_t)getuid())), 0);
     ck_assert_uint_eq(extra.index, freed);
     ck_assert_uint_eq(hdr->hosts_attached, N_RINGS);
     munmap(h[1].ring, hdr->ring_size);
@@ -827,6 +831,8 @@ START_TEST(stop_needs_the_appliance_uid)
     struct nib_ctl_msg r = recv_reply(sock, fds, &nfds);
     ck_assert_uint_eq(r.type, NIB_CTL_REFUSED);
     ck_assert_uint_eq(r.status, NIB_CTL_DENIED);
+    char ch;
+    ck_assert_int_eq(recv(sock, &ch, 1, MSG_DONTWAIT), 0); /* refused: closed */
     ck_assert(!nib_server_stopping(&srv));
     int ok = connect_as((uint32_t)getuid());
     send_type(ok, NIB_CTL_KICK); /* harmless */
