@@ -93,7 +93,9 @@ void nib_control_drop(struct nib_server *s, int c)
 
 int nib_control_adopt(struct nib_server *s, int fd, uint32_t uid, uint32_t gid, uint32_t pid)
 {
-    for (int c = 0; c < NIB_CONNS_MAX; c++) {
+    /* At most max_hosts + 16 connections at once (attached or not). */
+    int limit = (int)s->n_rings + (NIB_CONNS_MAX - NIB_HOSTS_MAX);
+    for (int c = 0; c < limit; c++) {
         struct nib_conn *k = &s->conns[c];
         if (k->fd >= 0)
             continue;

@@ -723,6 +723,34 @@ START_TEST(rings_run_out_then_come_back)
 }
 END_TEST
 
+/* Connections are bounded too (max_hosts + 16, attached or not): one more
+ * is refused and closed at once. */
+START_TEST(connection_table_is_bounded)
+{
+    int limit = N_RINGS + (NIB_CONNS_MAX - NIB_HOSTS_MAX);
+    int socks[NIB_CONNS_MAX];
+    for (int i = 0; i < limit; i++)
+        socks[i] = connect_as((uint32_t)getuid());
+    int sv[2];
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+    ck_assert_int_eq(nib_control_adopt(&srv, sv[0], (uint32_t)getuid(), 0, 1), -1);
+    int fds[2], nfds;
+    struct nib_ctl_msg r = recv_reply(sv[1], fds, &nfds);
+    ck_assert_uint_eq(r.type, NIB_CTL_REFUSED);
+    ck_assert_uint_eq(r.status, NIB_CTL_NO_RING);
+    char ch;
+    ck_assert_int_eq(recv(sv[1], &ch, 1, MSG_DONTWAIT), 0);
+    close(sv[1]);
+    /* One goes away: room again. */
+    close(socks[0]);
+    nib_control_pass(&srv, 0);
+    struct host h;
+    attach(&h);
+    for (int i = 1; i < limit; i++)
+        close(socks[i]);
+}
+END_TEST
+
 START_TEST(ring_of_another_uid_only_when_none_else)
 {
     struct host a, b, c;
@@ -1064,6 +1092,7 @@ int main(void)
     tcase_add_test(tc, hang_up_mid_request_frees_the_ring);
     tcase_add_test(tc, stop_mid_request_ends_it_shutdown);
     tcase_add_test(tc, rings_run_out_then_come_back);
+    tcase_add_test(tc, connection_table_is_bounded);
     tcase_add_test(tc, ring_of_another_uid_only_when_none_else);
     tcase_add_test(tc, malformed_messages_close_the_connection);
     tcase_add_test(tc, descriptors_sent_to_the_appliance_are_refused);
