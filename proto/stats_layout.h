@@ -1,6 +1,6 @@
-/* The statistics page of the shared segment: counters, latency histograms
+/* The statistics page of the header memfd: counters, latency histograms
  * and the boot report that the appliance writes (plain stores, one writer:
- * the serving thread) and hosts read (nib stats). Part of the segment
+ * the serving thread) and hosts read (nib stats). Part of the header memfd
  * layout (proto/shm_layout.h); proto/stats.h records into it and turns the
  * histograms into percentiles, so hosts never decode buckets themselves.
  *
