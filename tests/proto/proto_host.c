@@ -824,7 +824,8 @@ static int mode_seal_attack(const char *name)
     attempt("header-ftruncate-half", ftruncate(r.hfd, hs / 2));
     attempt("header-ftruncate-grow", ftruncate(r.hfd, hs * 2));
     attempt("header-fallocate-grow", fallocate(r.hfd, 0, hs, 4096));
-    attempt("header-punch-hole", fallocate(r.hfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, hs));
+    attempt("header-punch-hole",
+            fallocate(r.hfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, hs));
     attempt("header-pwrite", pwrite(r.hfd, "x", 1, 0) == 1 ? 0 : -1);
     attempt("header-mmap-rw", try_mmap(r.hfd, r.hsize, PROT_READ | PROT_WRITE));
     attempt("header-mprotect-rw", mprotect((void *)r.hdr, r.hsize, PROT_READ | PROT_WRITE));

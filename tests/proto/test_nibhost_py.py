@@ -200,7 +200,8 @@ class Fake:
                              1)
             struct.pack_into("<Q", ring, so + 168, ticket)
             struct.pack_into("<I", ring, so, 4)
-            struct.pack_into("<I", ring, 24, (struct.unpack_from("<I", ring, 24)[0] + 1) & 0xFFFFFFFF)
+            seq = struct.unpack_from("<I", ring, 24)[0]
+            struct.pack_into("<I", ring, 24, (seq + 1) & 0xFFFFFFFF)
 
     def loop(self):
         while not self.stop_flag:

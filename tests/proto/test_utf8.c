@@ -122,7 +122,9 @@ START_TEST(random_bytes_come_out_well_formed)
             /* bias towards the interesting bytes */
             uint8_t b = (uint8_t)x;
             uint64_t k = (x >> 8) % 4;
-            in[i] = k == 0 ? (uint8_t)(0x80 | (b & 0x3F)) : k == 1 ? (uint8_t)(0xC0 | (b & 0x3F)) : b;
+            in[i] = k == 0   ? (uint8_t)(0x80 | (b & 0x3F))
+                    : k == 1 ? (uint8_t)(0xC0 | (b & 0x3F))
+                             : b;
         }
         size_t m = nib_utf8_sanitize(in, n, out, sizeof out);
         ck_assert_uint_le(m, 3 * n);

@@ -97,7 +97,8 @@ static void on_sigint(int sig)
 
 static void ask_usage(FILE *f)
 {
-    fprintf(f, "usage: nib ask [--name NAME] [--max-tokens N] [--temperature T] [--seed S] [--no-bos] [--json]\n"
+    fprintf(f, "usage: nib ask [--name NAME] [--max-tokens N] [--temperature T] [--seed S] "
+               "[--no-bos] [--json]\n"
                "               [--timeout SECONDS] \"prompt\"\n"
                "  --timeout  give up (the request is cancelled) after this long; default %d s.\n"
                "             Every wait is bounded by it: attaching, a full ring, the answer.\n"

@@ -372,7 +372,8 @@ int nib_host_check_header(const struct nib_shm_header *s, uint32_t host_index, u
     else if (s->prompt_offset < sizeof(struct nib_slot) || s->prompt_max < NIB_PROMPT_MIN ||
              s->prompt_max > NIB_PROMPT_LIMIT)
         why = "prompt area";
-    else if (s->tokens_offset % 4 || s->tokens_offset < (uint64_t)s->prompt_offset + s->prompt_max ||
+    else if (s->tokens_offset % 4 ||
+             s->tokens_offset < (uint64_t)s->prompt_offset + s->prompt_max ||
              s->slot_tokens == 0 || s->slot_tokens > NIB_PROMPT_LIMIT)
         why = "token area";
     else if (s->text_offset < tok_end || s->slot_text < NIB_TEXT_MIN ||

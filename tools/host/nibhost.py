@@ -89,7 +89,9 @@ R_DONE_WAITERS, R_NEXT_TICKET = 64, 72
 
 # slot fields, relative to the slot
 S_STATE, S_TICKET, S_CANCEL, S_REQUEST_ID = 0, 8, 16, 24
-S_REQ = 64  # prompt_len u32, max_tokens u32, temperature f32, flags u32, seed u64, kind u32, 36 zero
+# the request: prompt_len u32, max_tokens u32, temperature f32, flags u32, seed u64, kind u32,
+# 36 zero bytes
+S_REQ = 64
 S_N_TOKENS, S_N_PROMPT, S_TEXT_LEN, S_STATUS = 128, 132, 136, 140
 S_T_START, S_T_FIRST, S_T_DONE, S_SERVED = 144, 152, 160, 168
 S_ERROR = 176
