@@ -222,8 +222,12 @@ static int connect_name(const char *name, struct nib_name_paths *paths, uint64_t
         return -1;
     struct stat st;
     if (lstat(paths->sock, &st) != 0) {
-        snprintf(err, errlen, "no appliance named %s is running (no socket at %s)", name,
-                 paths->sock);
+        if (errno == EACCES)
+            snprintf(err, errlen, "permission denied: %s (run as the appliance's user, or in "
+                     "its group when it runs with --group-access)", paths->sock);
+        else
+            snprintf(err, errlen, "no appliance named %s is running (no socket at %s)", name,
+                     paths->sock);
         return -1;
     }
     if (!S_ISSOCK(st.st_mode)) {
@@ -254,7 +258,10 @@ static int connect_name(const char *name, struct nib_name_paths *paths, uint64_t
             sleep_ns(1000000);
             continue;
         }
-        if (errno == ENOENT || errno == ECONNREFUSED)
+        if (errno == EACCES || errno == EPERM)
+            snprintf(err, errlen, "permission denied: %s (run as the appliance's user, or in "
+                     "its group when it runs with --group-access)", paths->sock);
+        else if (errno == ENOENT || errno == ECONNREFUSED)
             snprintf(err, errlen, "no appliance named %s is running (%s at %s)", name,
                      errno == ENOENT ? "no socket" : "nothing listens on the socket",
                      paths->sock);

@@ -254,6 +254,10 @@ def socket_path(name):
     return p
 
 
+DENIED = ("permission denied: %s (run as the appliance's user, or in its group when it runs "
+          "with --group-access)")
+
+
 def _connect(name, deadline):
     """Connect to NAME's socket (the host's rule for the directory, then SO_PEERCRED)."""
     path = socket_path(name)
@@ -262,6 +266,8 @@ def _connect(name, deadline):
     except FileNotFoundError:
         raise NibError("no appliance named %s is running (no socket at %s)" % (name, path)) \
             from None
+    except PermissionError:
+        raise NibError(DENIED % path) from None
     if not stat.S_ISSOCK(st.st_mode):
         raise NibError("no appliance named %s is running (%s is not a socket)" % (name, path))
     d = os.path.dirname(path)
@@ -286,6 +292,8 @@ def _connect(name, deadline):
                     raise Timeout("appliance %s did not accept a connection in time" % name) \
                         from None
                 time.sleep(0.001)
+            except PermissionError:
+                raise NibError(DENIED % path) from None
             except (FileNotFoundError, ConnectionRefusedError) as e:
                 raise NibError("no appliance named %s is running (%s at %s)" %
                                (name, "no socket" if isinstance(e, FileNotFoundError)
