@@ -265,7 +265,11 @@ static void accept_some(struct nib_server *s)
             close(fd);
             continue;
         }
-        nib_control_adopt(s, fd, (uint32_t)cr.uid, (uint32_t)cr.gid, (uint32_t)cr.pid);
+        int c = nib_control_adopt(s, fd, (uint32_t)cr.uid, (uint32_t)cr.gid, (uint32_t)cr.pid);
+        /* A host sends ATTACH right after connecting: answer it in this
+         * pass when it is already there (else the next pass reads it). */
+        if (c >= 0)
+            conn_event(s, c, POLLIN);
     }
 }
 
@@ -296,10 +300,16 @@ int nib_control_pass(struct nib_server *s, int timeout_ms)
     }
     /* Connections that never attached nor asked anything are closed. */
     uint64_t now = nib_now_ns();
+    uint32_t waiting = 0;
     for (int c = 0; c < NIB_CONNS_MAX; c++) {
         struct nib_conn *k = &s->conns[c];
-        if (k->fd >= 0 && k->ring < 0 && !k->stopper && now - k->since_ns > NIB_CONN_IDLE_NS)
+        if (k->fd < 0 || k->ring >= 0 || k->stopper)
+            continue;
+        if (now - k->since_ns > NIB_CONN_IDLE_NS)
             nib_control_drop(s, c);
+        else
+            waiting++;
     }
+    s->conns_waiting = waiting;
     return events;
 }

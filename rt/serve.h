@@ -68,6 +68,9 @@ struct nib_conn {
 };
 
 #define NIB_CONNS_MAX (NIB_HOSTS_MAX + 16)
+/* The idle spin's control cadence while a connection waits for its
+ * ATTACH answer (else NIB_CONTROL_CHECK_NS). */
+#define NIB_CONTROL_FAST_NS 100000ull
 /* An unattached connection that sends nothing for this long is closed. */
 #define NIB_CONN_IDLE_NS 2000000000ull
 
@@ -100,6 +103,9 @@ struct nib_server {
     uint32_t uid, gid;          /* the appliance's */
     int group_access;           /* peers of gid may attach */
     struct nib_conn conns[NIB_CONNS_MAX];
+    uint32_t conns_waiting;     /* connected, neither attached nor stopping: the idle
+                                 * spin runs the control channel every
+                                 * NIB_CONTROL_FAST_NS while there are any */
     const char *sock_path;      /* watched every NIB_HEARTBEAT_NS; NULL: not watched */
     uint64_t sock_dev, sock_ino;
     volatile int *stop_flag;    /* set by a signal handler; may be NULL */
