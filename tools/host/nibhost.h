@@ -56,7 +56,8 @@ struct nib_host;
 
 enum nib_host_rc {
     NIB_HOST_OK = 0,
-    NIB_HOST_BUSY = 1,        /* every slot of this host's ring is in use: retry later */
+    NIB_HOST_BUSY = 1,        /* back-pressure, retry later: every slot of this host's ring
+                                 (attach: every ring of the appliance) is in use */
     NIB_HOST_TIMEOUT = 2,
     NIB_HOST_ERR = -1,        /* message in nib_host_error() */
     NIB_HOST_GONE = -2,       /* the appliance stopped, exited, died or stopped answering */
