@@ -890,8 +890,15 @@ START_TEST(accept_checks_the_peer)
     ck_assert_int_eq(connect(c, (struct sockaddr *)&a, sizeof a), 0);
     struct host h;
     send_type(c, NIB_CTL_ATTACH);
-    nib_control_pass(&srv, 0); /* accepts; the message is read on the next pass */
-    ck_assert_int_eq(attach_on(&h, c), 0);
+    nib_control_pass(&srv, 0); /* accepts, and answers what is already there */
+    int fds0[2], n0;
+    struct nib_ctl_msg r0 = recv_reply(c, fds0, &n0);
+    ck_assert_uint_eq(r0.type, NIB_CTL_ATTACHED);
+    ck_assert_int_eq(n0, 2);
+    close(fds0[0]);
+    close(fds0[1]);
+    ck_assert_uint_eq(srv.conns_waiting, 0);
+    ck_assert_int_eq(attach_on(&h, c), 0); /* again: the same ring, mapped here */
     ck_assert_uint_eq(hdr->hosts_attached, 1);
     /* A server that allows only another uid refuses this peer. */
     srv.uid = (uint32_t)getuid() + 1;
