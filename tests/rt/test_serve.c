@@ -543,6 +543,9 @@ static void act_mid(struct nib_server *s, void *arg)
         break;
     }
     case HANG_UP:
+        /* Two more requests queued, then the host dies. */
+        submit(m->h, m->slot + 1, "a", 4, 0, 0);
+        submit(m->h, m->slot + 2, "b", 4, 0, 0);
         close(m->h->sock);
         m->h->sock = -1;
         break;
@@ -658,7 +661,10 @@ START_TEST(hang_up_mid_request_frees_the_ring)
     ck_assert_uint_eq(hdr->hosts_attached, 0);
     ck_assert_int_eq(srv.rings[index].conn, -1);
     /* Its queued requests are forgotten: nothing more is served. */
+    ck_assert_uint_eq(slot_of(&h, 1)->state, NIB_SLOT_SUBMITTED);
     ck_assert_int_eq(nib_server_poll(&srv), 0);
+    ck_assert_uint_eq(slot_of(&h, 1)->state, NIB_SLOT_SUBMITTED);
+    ck_assert_uint_eq(srv.stats->requests_accepted, 1);
     /* The same uid attaching next gets that ring back, reset: no slot of
      * the last holder is left. */
     munmap(h.ring, hdr->ring_size);
@@ -699,6 +705,18 @@ START_TEST(stop_mid_request_ends_it_shutdown)
 END_TEST
 
 /* --- the control channel --------------------------------------------------- */
+
+static int open_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n;
+}
+
 
 START_TEST(rings_run_out_then_come_back)
 {
@@ -748,6 +766,28 @@ START_TEST(connection_table_is_bounded)
     attach(&h);
     for (int i = 1; i < limit; i++)
         close(socks[i]);
+}
+END_TEST
+
+/* Hosts come and go (attach, hang up, detach, refused): the appliance's
+ * descriptors come back to where they were. */
+START_TEST(no_descriptor_leaks)
+{
+    int base = open_fds();
+    for (int i = 0; i < 100; i++) {
+        struct host h[N_RINGS + 1];
+        for (int k = 0; k < N_RINGS; k++)
+            attach(&h[k]);
+        int extra = connect_as((uint32_t)getuid());
+        ck_assert_int_eq(attach_on(&h[N_RINGS], extra), NIB_CTL_NO_RING);
+        close(extra);
+        send_type(h[0].sock, NIB_CTL_DETACH);
+        for (int k = 0; k < N_RINGS; k++)
+            hangup(&h[k]);
+        nib_control_pass(&srv, 0);
+        ck_assert_uint_eq(hdr->hosts_attached, 0);
+    }
+    ck_assert_int_eq(open_fds(), base);
 }
 END_TEST
 
@@ -804,17 +844,6 @@ START_TEST(malformed_messages_close_the_connection)
     ck_assert_uint_eq(hdr->hosts_attached, 0);
 }
 END_TEST
-
-static int open_fds(void)
-{
-    DIR *d = opendir("/proc/self/fd");
-    ck_assert_ptr_nonnull(d);
-    int n = 0;
-    while (readdir(d))
-        n++;
-    closedir(d);
-    return n;
-}
 
 START_TEST(descriptors_sent_to_the_appliance_are_refused)
 {
@@ -1100,6 +1129,7 @@ int main(void)
     tcase_add_test(tc, stop_mid_request_ends_it_shutdown);
     tcase_add_test(tc, rings_run_out_then_come_back);
     tcase_add_test(tc, connection_table_is_bounded);
+    tcase_add_test(tc, no_descriptor_leaks);
     tcase_add_test(tc, ring_of_another_uid_only_when_none_else);
     tcase_add_test(tc, malformed_messages_close_the_connection);
     tcase_add_test(tc, descriptors_sent_to_the_appliance_are_refused);
