@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install everything nibble needs on a fresh Debian 12 machine, then build
-# libnuma for musl (docs: DESIGN §9, linker/build-libnuma-musl.sh).
+# libnuma for musl (docs/runtime.md, linker/build-libnuma-musl.sh).
 #
 #   sudo .ci/install-deps.sh            # as root; idempotent; non-interactive
 #

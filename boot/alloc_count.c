@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include "boot/boot.h"
+#include "proto/private/sync.h"
 
 const char *const boot_alloc_names[BOOT_ALLOC_KINDS] = {
     "malloc", "calloc", "realloc", "free", "aligned_alloc", "mmap", "munmap", "brk/sbrk",
@@ -19,7 +20,7 @@ static uint64_t counts[BOOT_ALLOC_KINDS];
 
 static void count(int k)
 {
-    __atomic_add_fetch(&counts[k], 1, __ATOMIC_RELAXED);
+    nib_fetch_add_relaxed(&counts[k], 1); /* a statistic: orders nothing */
 }
 
 void *__real_malloc(size_t n);
@@ -56,7 +57,7 @@ int boot_alloc_counting(void)
 void boot_alloc_read(uint64_t out[BOOT_ALLOC_KINDS])
 {
     for (int k = 0; k < BOOT_ALLOC_KINDS; k++)
-        out[k] = __atomic_load_n(&counts[k], __ATOMIC_RELAXED);
+        out[k] = nib_load_relaxed(&counts[k]);
 }
 #else
 int boot_alloc_counting(void)

@@ -24,6 +24,7 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,16 +35,21 @@
 #include <unistd.h>
 
 #include "boot/boot.h"
-#include "rt/cpu_isa.h"
-#include "rt/exec.h"
+#include "kernels/qkernels.h"
 #include "model_blob/blob_view.h"
-#include "rt/serve.h"
+#include "proto/private/sync.h"
 #include "proto/shm_layout.h"
 #include "proto/shm_name.h"
 #include "rt/cpu_isa.h"
+#include "rt/exec.h"
+#include "rt/serve.h"
 #include "rt/team.h"
 
 extern const unsigned char nib_blob_start[], nib_blob_end[];
+
+#ifndef NIB_VERSION
+#error "NIB_VERSION (the meson project version) is passed by linker/link-appliance.sh --version"
+#endif
 
 static volatile int stop_signal;
 
@@ -90,6 +96,7 @@ static void usage(FILE *f)
             "  --ignore-topology  boot even if the machine differs from the table built in\n"
             "  --digest           keep a CRC32C of every logit in the stats page\n"
             "  --no-seccomp       run without the seccomp filters (debugging only)\n"
+            "  --version          print the version and the embedded blob's format, and exit\n"
             "  --debug-forbidden-syscall serve|worker\n"
             "                     after READY, make one system call outside the allow-list\n"
             "                     (the filter must kill the process: a test hook)\n",
@@ -154,6 +161,12 @@ static int parse_args(int argc, char **argv, struct options *o)
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             exit(0);
+        } else if (!strcmp(a, "--version")) {
+            /* the header's version as embedded: readable even when the blob is not */
+            uint32_t bv;
+            memcpy(&bv, nib_blob_start + offsetof(struct nib_blob_header, version), sizeof bv);
+            printf("appliance %s (blob format %u)\n", NIB_VERSION, bv);
+            exit(0);
         } else {
             fprintf(stderr, "appliance: unknown argument '%s'\n", a);
             usage(stderr);
@@ -203,7 +216,9 @@ int main(int argc, char **argv)
     static struct boot_channel ch;
     if (boot_name(o.name, o.group_access, &ch, err, sizeof err))
         return refuse("name", err);
-    fprintf(stderr, "nibble: quantized kernels: %s\n", nib_exec_select_kernels(nib_cpu_isa()));
+    /* The executor, bound to its memory and team in step 3; the server runs it. */
+    struct nib_exec ex = {.v = &v, .qk = nib_exec_kernels(nib_cpu_isa())};
+    fprintf(stderr, "nibble: quantized kernels: %s\n", ex.qk->name);
 
     /* 2. the machine */
     static struct boot_workers w;
@@ -219,14 +234,17 @@ int main(int argc, char **argv)
     const struct nib_hparams *hp = &v.h->hp;
     uint64_t mem_size = (v.mem_size + 63) & ~63ull;
     uint64_t scratch_size = (nib_server_scratch_footprint(&v) + 63) & ~63ull;
-    uint64_t team_size = nib_team_footprint(w.n, &v);
-    if (boot_reserve_arena(mem_size + scratch_size + team_size, &m, err, sizeof err))
+    uint64_t team_size = (nib_team_footprint(w.n) + 63) & ~63ull;
+    uint64_t plan_size = nib_exec_team_footprint(w.n, &v);
+    if (boot_reserve_arena(mem_size + scratch_size + team_size + plan_size, &m, err, sizeof err))
         return refuse("memory", err);
     uint8_t *mem = m.arena, *scratch = mem + mem_size, *team_mem = scratch + scratch_size;
-    struct nib_team *team = nib_team_new(team_mem, &v, mem, w.n, (uint64_t)o.spin_us * 1000u,
+    struct nib_team *team = nib_team_new(team_mem, w.n, (uint64_t)o.spin_us * 1000u,
                                          (uint64_t)o.barrier_spin_us * 1000u);
     if (!team)
         return refuse("workers", "cannot lay out the thread team");
+    ex.mem = mem;
+    uint32_t n_barriers = nib_exec_set_team(&ex, team, team_mem + team_size);
     /* Everything a host will get, before mlockall (so it is locked too). */
     struct nib_shm_header geo;
     memset(&geo, 0, sizeof geo);
@@ -270,7 +288,7 @@ int main(int argc, char **argv)
             used += (size_t)snprintf(list + used, sizeof list - used, "%s%u", i ? "," : "", w.cpus[i]);
         boot_log("workers: %u on cpus %s (%u node%s), %u barriers per token over %u ops; idle: "
                  "spin %u us, then park; barrier waits over %u us sleep", w.n, list, w.n_nodes,
-                 w.n_nodes == 1 ? "" : "s", nib_team_barriers(team), v.h->n_ops, o.spin_us,
+                 w.n_nodes == 1 ? "" : "s", n_barriers, v.h->n_ops, o.spin_us,
                  o.barrier_spin_us);
     }
 
@@ -293,13 +311,13 @@ int main(int argc, char **argv)
     s.gid = (uint32_t)getegid();
     s.group_access = o.group_access;
     s.stop_flag = &stop_signal;
-    s.exec.team = team;
-    s.exec.stats = s.stats;
-    s.exec.digest = o.digest;
+    ex.stats = s.stats;
+    ex.digest = o.digest;
+    s.exec = ex;
     struct nib_stats *st = s.stats;
     st->version = NIB_STATS_VERSION;
     st->n_workers = w.n;
-    st->barriers_per_token = nib_team_barriers(team);
+    st->barriers_per_token = n_barriers;
     st->numa_nodes = m.numa_nodes;
     st->blob_bytes = m.blob_map;
     st->blob_huge_bytes = m.blob_huge;
@@ -335,6 +353,8 @@ int main(int argc, char **argv)
     boot_alloc_read(allocs_ready);
 
     struct nib_shm_header *h = s.hdr;
+    /* release: pairs with the acquire of state in nibhost.c nib_host_attach():
+     * the header above is complete */
     nib_store_rel(&h->state, NIB_APP_READY);
     fprintf(stderr,
             "nibble: ready on %s: dim %u, %u layers, %u heads (%u kv), vocab %u, ctx %u; "

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "boot/boot.h"
+#include "proto/private/sync.h"
 
 struct worker_arg {
     struct nib_team *t;
@@ -30,7 +31,8 @@ static void *worker_main(void *p)
     pthread_sigmask(SIG_BLOCK, &all, NULL);
     int bad = boot_pin_self(a->cpu, a->node, a->err, sizeof a->err) ||
               (a->seccomp && boot_seccomp(BOOT_FILTER_WORKER, a->err, sizeof a->err));
-    __atomic_store_n(&a->state, bad ? 2u : 1u, __ATOMIC_RELEASE);
+    /* release: pairs with the acquire in boot_start_workers(); a->err is written */
+    nib_store_rel(&a->state, bad ? 2u : 1u);
     if (bad)
         return NULL;
     nib_team_worker(a->t, a->w); /* never returns in the appliance */
@@ -55,7 +57,8 @@ int boot_start_workers(struct nib_team *t, const struct boot_workers *w, int sec
             return -1;
         }
         uint32_t st;
-        while ((st = __atomic_load_n(&a->state, __ATOMIC_ACQUIRE)) == 0)
+        /* acquire: pairs with the release in worker_main() */
+        while ((st = nib_load_acq(&a->state)) == 0)
             sched_yield();
         if (st == 2) {
             snprintf(err, errlen, "worker %u (cpu %u): %s", i, w->cpus[i], a->err);

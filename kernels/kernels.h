@@ -1,47 +1,46 @@
-/* Compute kernels. One file per op x datatype x ISA; each SIMD variant has
- * a scalar reference with the same signature and gives its bits (the
- * variants are reached through the table in kernels/qkernels.h). Kernels never allocate and
+/* Compute kernels. One file per kernel, named by the grammar of
+ * docs/kernels.md ("op-out-in-tile-isa": kernels/rope/rope-f32-avx2.c
+ * defines nib_rope_f32_avx2); each SIMD variant has a scalar reference
+ * with the same signature and gives its bits (the variants are reached
+ * through the table in kernels/qkernels.h). Kernels never allocate and
  * never call into the system: all memory is passed in. Row ranges
  * [n_begin, n_end) let a thread team split work by output rows with a fixed
- * assignment, so results never depend on thread timing. */
+ * assignment, so results never depend on thread timing. Preconditions are
+ * asserted at entry (kernels/common/pre.h). */
 #ifndef NIB_KERNELS_H
 #define NIB_KERNELS_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+/* Every ISA a kernel variant can be written for: each kernel is declared
+ * once per suffix (a variant this build does not compile is declared but
+ * never referenced; kernels/dispatch.c lists the compiled ones). */
+#define NIB_ISA_SUFFIXES(X) X(scalar) X(avx2) X(neon)
+
 /* y[r] = dot(w[r][0..k), x) (+ add[r] when add != NULL), r in [n_begin, n_end).
  * The dot product is summed in 8 interleaved partial sums combined in a
  * fixed tree, so every build and ISA gives the same bits for the same inputs. */
-typedef void (*nib_gemv_f32_fn)(const float *w, const float *x, float *y, const float *add,
-                                size_t n_begin, size_t n_end, size_t k);
-void nib_gemv_f32_scalar(const float *w, const float *x, float *y, const float *add,
-                         size_t n_begin, size_t n_end, size_t k);
-void nib_gemv_f32_avx2(const float *w, const float *x, float *y, const float *add,
-                       size_t n_begin, size_t n_end, size_t k);
-void nib_gemv_f32_neon(const float *w, const float *x, float *y, const float *add,
-                       size_t n_begin, size_t n_end, size_t k);
+#define NIB_GEMV_F32_DECL(name)                                                                    \
+    void name(const float *w, const float *x, float *y, const float *add, size_t n_begin,          \
+              size_t n_end, size_t k)
+typedef NIB_GEMV_F32_DECL((*nib_gemv_f32_fn));
 
 /* out[i] = weight[i] * (x[i] / sqrt(mean(x^2) + eps)), the mean summed in
- * a fixed order (kernels/norm/rmsnorm-f32-scalar.c). */
-typedef void (*nib_rmsnorm_fn)(const float *x, const float *weight, float *out, size_t n, float eps);
-void nib_rmsnorm_f32_scalar(const float *x, const float *weight, float *out, size_t n, float eps);
-void nib_rmsnorm_f32_avx2(const float *x, const float *weight, float *out, size_t n, float eps);
-void nib_rmsnorm_f32_neon(const float *x, const float *weight, float *out, size_t n, float eps);
+ * a fixed order (kernels/rmsnorm/rmsnorm-f32-scalar.c). */
+#define NIB_RMSNORM_DECL(name)                                                                     \
+    void name(const float *x, const float *weight, float *out, size_t n, float eps)
+typedef NIB_RMSNORM_DECL((*nib_rmsnorm_fn));
 
 /* Rotate adjacent pairs (r, r+1), r even, of the rows [r_begin, r_end) of
  * v, a run of heads of head_dim floats, where the pair lies in the first
  * rope_dim dims of its head; cs holds rope_dim/2 (cos, sin) pairs for this
  * position. r_begin and r_end are even (a matmul row block), so a pair is
  * never split between two calls. */
-typedef void (*nib_rope_rows_fn)(float *v, size_t r_begin, size_t r_end, size_t head_dim,
-                                 size_t rope_dim, const float *cs);
-void nib_rope_rows_f32_scalar(float *v, size_t r_begin, size_t r_end, size_t head_dim,
-                              size_t rope_dim, const float *cs);
-void nib_rope_rows_f32_avx2(float *v, size_t r_begin, size_t r_end, size_t head_dim,
-                            size_t rope_dim, const float *cs);
-void nib_rope_rows_f32_neon(float *v, size_t r_begin, size_t r_end, size_t head_dim,
-                            size_t rope_dim, const float *cs);
+#define NIB_ROPE_DECL(name)                                                                        \
+    void name(float *v, size_t r_begin, size_t r_end, size_t head_dim, size_t rope_dim,           \
+              const float *cs)
+typedef NIB_ROPE_DECL((*nib_rope_rows_fn));
 
 /* Causal attention for one query position over cache rows 0..pos.
  * q: n_heads x head_dim; kc/vc: rows of row_stride floats, kv head h/group at
@@ -49,23 +48,25 @@ void nib_rope_rows_f32_neon(float *v, size_t r_begin, size_t r_end, size_t head_
  * (pos+1) floats per head, n_heads x ctx. Heads [h_begin, h_end).
  * Every variant gives the scalar reference's bits: the order of every
  * operation is fixed in kernels/attention/attention-f32-scalar.c. */
-typedef void (*nib_attention_fn)(const float *q, const float *kc, const float *vc, float *out,
-                                 float *att, size_t h_begin, size_t h_end, size_t head_dim,
-                                 size_t group, size_t row_stride, size_t pos, size_t ctx,
-                                 float scale);
 #define NIB_ATTENTION_DECL(name)                                                                   \
     void name(const float *q, const float *kc, const float *vc, float *out, float *att,           \
               size_t h_begin, size_t h_end, size_t head_dim, size_t group, size_t row_stride,     \
               size_t pos, size_t ctx, float scale)
-NIB_ATTENTION_DECL(nib_attention_f32_scalar);
-NIB_ATTENTION_DECL(nib_attention_f32_avx2);
-NIB_ATTENTION_DECL(nib_attention_f32_neon);
+typedef NIB_ATTENTION_DECL((*nib_attention_fn));
 
 /* out[i] = silu(a[i]) * b[i] = a[i] / (1 + exp(-a[i])) * b[i], with
  * nibble's exp (kernels/common/f32-math.h). */
-typedef void (*nib_silu_mul_fn)(const float *a, const float *b, float *out, size_t n);
-void nib_silu_mul_f32_scalar(const float *a, const float *b, float *out, size_t n);
-void nib_silu_mul_f32_avx2(const float *a, const float *b, float *out, size_t n);
-void nib_silu_mul_f32_neon(const float *a, const float *b, float *out, size_t n);
+#define NIB_SILUMUL_DECL(name) void name(const float *a, const float *b, float *out, size_t n)
+typedef NIB_SILUMUL_DECL((*nib_silu_mul_fn));
+
+/* nib_gemv_f32_<isa>, nib_rmsnorm_f32_<isa>, nib_rope_f32_<isa>,
+ * nib_attention_f32_<isa>, nib_silumul_f32_<isa>. */
+#define NIB_F32_KERNELS_DECLARE(isa)                                                               \
+    NIB_GEMV_F32_DECL(nib_gemv_f32_##isa);                                                         \
+    NIB_RMSNORM_DECL(nib_rmsnorm_f32_##isa);                                                       \
+    NIB_ROPE_DECL(nib_rope_f32_##isa);                                                             \
+    NIB_ATTENTION_DECL(nib_attention_f32_##isa);                                                   \
+    NIB_SILUMUL_DECL(nib_silumul_f32_##isa);
+NIB_ISA_SUFFIXES(NIB_F32_KERNELS_DECLARE)
 
 #endif

@@ -1,5 +1,7 @@
 #include "kernels/qformat.h"
 
+/* Outputs of a quantized tensor: the largest vocabulary (NIB_MAX_VOCAB). */
+#define NIB_Q_MAX_ROWS (1u << 20)
 /* Inputs of a quantized tensor: the vocabulary can be a matmul's K (a tied
  * embedding used as input is never quantized, but stay generous). */
 #define NIB_Q_MAX_COLS (1u << 20)
@@ -23,7 +25,7 @@ int nib_qlayout_get(struct nib_qlayout *l, uint32_t dtype, uint32_t group, uint3
 {
     memset(l, 0, sizeof *l);
     if (dtype == NIB_DT_F32 || !nib_qformat_valid(dtype, group) || rows == 0 || cols == 0 ||
-        rows > NIB_MAX_VOCAB || cols > NIB_Q_MAX_COLS)
+        rows > NIB_Q_MAX_ROWS || cols > NIB_Q_MAX_COLS)
         return -1;
     l->dtype = dtype;
     l->group = group;

@@ -31,8 +31,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kernels/dtype.h"
 #include "kernels/f16.h"
-#include "model_blob/blob_format.h"
 
 #define NIB_Q_TILE_N 8u  /* rows per N-block, every quantized format */
 #define NIB_Q_CHUNK 32u  /* bytes per code chunk */
@@ -64,7 +64,7 @@ int nib_qformat_valid(uint32_t dtype, uint32_t group);
 
 /* Fill *l for a rows x cols tensor. 0, or -1 (and *l zeroed) when
  * (dtype, group) is not a valid quantized format (F32 included), a
- * dimension is 0, rows > NIB_MAX_VOCAB or cols > 1<<20. */
+ * dimension is 0, rows or cols > 1<<20. */
 int nib_qlayout_get(struct nib_qlayout *l, uint32_t dtype, uint32_t group, uint32_t rows,
                     uint32_t cols);
 

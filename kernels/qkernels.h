@@ -59,11 +59,8 @@ struct nib_qact nib_qact_rows(const struct nib_qact *a, uint32_t r0, uint32_t m)
 struct nib_qact nib_qact_blocks(const struct nib_qact *a, uint32_t row, uint32_t b0, uint32_t b1);
 
 /* Quantize x[0..k) into row `row` of a. */
-typedef void (*nib_qact_fn)(const struct nib_qact *a, uint32_t row, const float *x);
-
-void nib_qact_f32s8_scalar(const struct nib_qact *a, uint32_t row, const float *x);
-void nib_qact_f32s8_avx2(const struct nib_qact *a, uint32_t row, const float *x);
-void nib_qact_f32s8_neon(const struct nib_qact *a, uint32_t row, const float *x);
+#define NIB_QACT_DECL(name) void name(const struct nib_qact *a, uint32_t row, const float *x)
+typedef NIB_QACT_DECL((*nib_qact_fn));
 
 /* ---- GEMM / GEMV ----
  *
@@ -81,27 +78,27 @@ void nib_qact_f32s8_neon(const struct nib_qact *a, uint32_t row, const float *x)
  *   per channel (q4c, q8c/0):
  *     y = fma((float)isum, ws * sa, add ? add : +0)
  * (ws: the weight scale, as float; sa: the activation block scale.) */
-typedef void (*nib_qgemm_fn)(const struct nib_qlayout *l, const uint8_t *w, const struct nib_qact *a,
-                             uint32_t m, float *y, size_t y_stride, const float *add,
-                             size_t add_stride, uint32_t n_begin, uint32_t n_end);
-
 #define NIB_QGEMM_DECL(name)                                                                       \
     void name(const struct nib_qlayout *l, const uint8_t *w, const struct nib_qact *a, uint32_t m, \
               float *y, size_t y_stride, const float *add, size_t add_stride, uint32_t n_begin,    \
               uint32_t n_end)
+typedef NIB_QGEMM_DECL((*nib_qgemm_fn));
 
-NIB_QGEMM_DECL(nib_gemm_q4s8_n8_scalar);  /* q4: symmetric per group */
-NIB_QGEMM_DECL(nib_gemm_q4as8_n8_scalar); /* q4a: zero point per group */
-NIB_QGEMM_DECL(nib_gemm_q4cs8_n8_scalar); /* q4c: per channel */
-NIB_QGEMM_DECL(nib_gemm_q8cs8_n8_scalar); /* q8c: per channel or per group */
-NIB_QGEMM_DECL(nib_gemm_q4s8_n8_avx2);
-NIB_QGEMM_DECL(nib_gemm_q4as8_n8_avx2);
-NIB_QGEMM_DECL(nib_gemm_q4cs8_n8_avx2);
-NIB_QGEMM_DECL(nib_gemm_q8cs8_n8_avx2);
-NIB_QGEMM_DECL(nib_gemm_q4s8_n8_neon);
-NIB_QGEMM_DECL(nib_gemm_q4as8_n8_neon);
-NIB_QGEMM_DECL(nib_gemm_q4cs8_n8_neon);
-NIB_QGEMM_DECL(nib_gemm_q8cs8_n8_neon);
+/* One line per quantized weight format: X(dtype, types, isa) is the kernel
+ * nib_gemm_f32_<types>_n8_<isa> (kernels/gemm/gemm-f32-<types>-n8-<isa>.c:
+ * f32 out, <weights><activations> in, 8-row tile). */
+#define NIB_QGEMM_FORMATS(X, isa)                                                                  \
+    X(NIB_DT_Q4, q4s8, isa)   /* q4: symmetric per group */                                       \
+    X(NIB_DT_Q4A, q4as8, isa) /* q4a: zero point per group */                                     \
+    X(NIB_DT_Q4C, q4cs8, isa) /* q4c: per channel */                                              \
+    X(NIB_DT_Q8C, q8cs8, isa) /* q8c: per channel or per group */
+
+/* nib_qact_s8_f32_<isa> and nib_gemm_f32_<types>_n8_<isa> for every ISA. */
+#define NIB_QGEMM_DECLARE1(dt, types, isa) NIB_QGEMM_DECL(nib_gemm_f32_##types##_n8_##isa);
+#define NIB_QKERNELS_DECLARE(isa)                                                                  \
+    NIB_QACT_DECL(nib_qact_s8_f32_##isa);                                                          \
+    NIB_QGEMM_FORMATS(NIB_QGEMM_DECLARE1, isa)
+NIB_ISA_SUFFIXES(NIB_QKERNELS_DECLARE)
 
 /* ---- dispatch ---- */
 

@@ -19,6 +19,8 @@
 #                    absent it is compiled here with CC
 #   --srcroot DIR    source root for -I and for the files below (default: the
 #                    folder above this script)
+#   --version V      the nibble version the appliance reports (-DNIB_VERSION="V";
+#                    meson passes its project version)
 #
 # Environment: NIB_APPLIANCE_CFLAGS, extra compiler flags appended last.
 #
@@ -51,17 +53,19 @@ cc=musl-gcc
 numa_dir=
 check=
 srcroot=$(cd "$(dirname "$(realpath "${BASH_SOURCE[0]}")")/.." && pwd)
+version=unknown
 while [ $# -gt 0 ]; do
     case $1 in
         --cc=*) cc=${1#*=} ;;
         --numa-dir=*) numa_dir=${1#*=} ;;
         --check=*) check=${1#*=} ;;
         --srcroot=*) srcroot=${1#*=} ;;
-        --cc|--numa-dir|--check|--srcroot)
+        --version=*) version=${1#*=} ;;
+        --cc|--numa-dir|--check|--srcroot|--version)
             [ $# -ge 2 ] || die "$1 needs a value"
             case $1 in
                 --cc) cc=$2 ;; --numa-dir) numa_dir=$2 ;;
-                --check) check=$2 ;; --srcroot) srcroot=$2 ;;
+                --check) check=$2 ;; --srcroot) srcroot=$2 ;; --version) version=$2 ;;
             esac
             shift ;;
         --) shift; break ;;
@@ -70,7 +74,7 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
-[ $# -ge 3 ] || die "usage: $0 [--cc CC] [--numa-dir DIR] [--check PROG] [--srcroot DIR] OUTPUT BLOB SRC..."
+[ $# -ge 3 ] || die "usage: $0 [--cc CC] [--numa-dir DIR] [--check PROG] [--srcroot DIR] [--version V] OUTPUT BLOB SRC..."
 output=$1 blob_arg=$2
 shift 2
 
@@ -112,7 +116,8 @@ done
 
 # --- flags ----------------------------------------------------------------------------
 cflags=(-static -O2 -g -std=gnu11 -D_GNU_SOURCE -fno-strict-aliasing -ffp-contract=off
-        -Wall -Wextra -Werror -I"$srcroot" -idirafter "$kinc" -DNIB_APPLIANCE=1)
+        -Wall -Wextra -Werror -I"$srcroot" -idirafter "$kinc" -DNIB_APPLIANCE=1
+        -DNIB_VERSION="\"$version\"")
 case $("$cc" -dumpmachine 2>/dev/null) in
     x86_64*) cflags+=(-mavx2 -mfma -mf16c) ;;
 esac

@@ -17,10 +17,13 @@
 #ifndef NIB_BLOB_FORMAT_H
 #define NIB_BLOB_FORMAT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/dtype.h" /* enum nib_isa, enum nib_dtype: what the kernels consume */
+
 #define NIB_BLOB_MAGIC "NIBBLOB1"
-#define NIB_BLOB_VERSION 2u
+#define NIB_BLOB_VERSION 3u /* 3: named op parameters (struct nib_op) */
 #define NIB_WEIGHT_ALIGN (2u * 1024u * 1024u) /* huge page */
 #define NIB_SECTION_ALIGN 64u
 #define NIB_CRC_START 12u                     /* magic[8] + crc32c[4] */
@@ -31,26 +34,6 @@
 #define NIB_MAX_CTX (1u << 16)
 #define NIB_MAX_PIECE 256
 #define NIB_MAX_BATCH 64 /* token rows one plan pass may run (prefill chunk) */
-
-/* ISA bits a blob may require; the CPU must have every bit set. */
-enum nib_isa {
-    NIB_ISA_SCALAR = 0,
-    NIB_ISA_AVX2 = 1u << 0, /* AVX2 + FMA + F16C */
-    NIB_ISA_AVX512VNNI = 1u << 1,
-    NIB_ISA_NEON_DOT = 1u << 2,
-};
-
-/* Weight formats. The packed layout of each is described by the tensor's
- * tile_n / tile_k / group fields. Only F32 is produced today; the numbering
- * is fixed so quantized formats slot in without a format break. */
-enum nib_dtype {
-    NIB_DT_F32 = 0, /* row-major [rows][cols] floats, tile 1x1 */
-    NIB_DT_Q4 = 1,  /* symmetric int4 per group */
-    NIB_DT_Q4A = 2, /* asymmetric int4 per group */
-    NIB_DT_Q4C = 3, /* int4 per output channel */
-    NIB_DT_Q8C = 4, /* int8 per output channel */
-    NIB_DT_COUNT
-};
 
 struct nib_section {
     uint64_t offset; /* from the start of the blob */
@@ -122,31 +105,26 @@ struct nib_tensor_rec {
  * [0, act_size + kv_size); the KV cache starts at act_size. An f32 row
  * operand holds its rows `*_stride` bytes apart; a quantized activation
  * operand is a struct nib_qact laid out for max_batch rows
- * (kernels/qkernels.h), with its block in the op. */
+ * (kernels/qkernels.h), with its block in the op's parameters. */
 enum nib_opcode {
-    NIB_OP_EMBED = 1,     /* dst row t = row tokens[t] of tensor; n = width */
+    NIB_OP_EMBED = 1,     /* dst row t = row tokens[t] of tensor; n = width; no parameters */
     NIB_OP_MATMUL = 3,    /* dst row[n] = tensor[n][k] . src0 row, then the epilogues in flags
-                           * (a quantized tensor reads src0 as int8 activations) */
+                           * (a quantized tensor reads src0 as int8 activations);
+                           * struct nib_matmul_params */
     NIB_OP_ATTENTION = 6, /* dst row = attention(q = src0 row at position pos+t, cache at src1):
-                           * n heads, k = head_dim, p0 kv heads, p1 cache row stride,
-                           * p2 v cache offset; f0 = scale; scratch: n x ctx floats.
-                           * NIB_OPF_QOUT: dst is int8 activations (block p3); the work
-                           * is split in units of p4 heads, p4 * k a multiple of p3 (or
-                           * p4 = n: one unit), and
-                           * each worker quantizes the blocks of the heads it computed
-                           * (f32 rows at aux first) */
-    NIB_OP_QUANT = 8,     /* int8 activations at dst (block p0) from the n f32 of each src0 row,
-                           * for inputs no producer could quantize itself */
+                           * n heads of k = head_dim floats; struct nib_attention_params */
+    NIB_OP_QUANT = 8,     /* int8 activations at dst from the n f32 of each src0 row, for
+                           * inputs no producer could quantize itself; struct nib_quant_params */
     NIB_OP_COUNT
 };
 /* Codes 2, 4, 5 and 7 (rmsnorm, rope, kv store, silu-mul) were separate
- * ops in blob version 1; version 2 runs them inside the matmuls (RMSNorm
- * as NIB_OPF_NORM_IN, the others as epilogues). */
+ * ops in blob version 1; since version 2 they run inside the matmuls
+ * (RMSNorm as NIB_OPF_NORM_IN, the others as epilogues). */
 
 /* Op flags. */
 #define NIB_OPF_LAST_ROW 0x1u /* run row m-1 only (the LM head) */
-#define NIB_OPF_NORM_IN 0x4u  /* matmul: src0 holds the f32 rows BEFORE their RMSNorm (weights
-                               * norm_tensor, eps norm_eps); every worker normalizes them (and
+#define NIB_OPF_NORM_IN 0x4u  /* matmul: src0 holds the f32 rows BEFORE their RMSNorm
+                               * (matmul.norm); every worker normalizes them (and
                                * quantizes, for a quantized tensor) into its own scratch and
                                * reads its input there: no separate norm op, no barrier.
                                * Scratch: f32 rows of round_up(k * 4, 64) bytes for max_batch
@@ -155,16 +133,9 @@ enum nib_opcode {
 /* Matmul epilogues, applied to each block of NIB_EXEC_ROW_BLOCK rows right
  * after the kernel computed it, by the worker that computed it. */
 #define NIB_EPI_ADD 0x10u     /* dst row += src1 row (residual; src1 may be dst) */
-#define NIB_EPI_ROPE_KV 0x20u /* fused QKV: rotate the Q rows [0, p0) and K rows [p1, p1 + p3)
-                               * by RoPE (head_dim p4, first p5 dims; table = tensor2), then
-                               * copy K and V rows [p2, p2 + p3) to the cache at aux (row
-                               * stride aux_stride, v at aux + p6), cache row pos + t */
-#define NIB_EPI_SILU_MUL 0x40u/* fused gate|up: tensor rows come in pairs of 8-row tiles
-                               * (gate rows 8j..8j+7, then up rows 8j..8j+7); dst row gets
-                               * silu(gate) * up for p0 outputs; the raw rows go to aux.
-                               * With NIB_OPF_QOUT, dst is int8 activations (block p1) and
-                               * the worker split is by 2 x p1 rows, so each worker
-                               * quantizes whole blocks of its own outputs */
+#define NIB_EPI_ROPE_KV 0x20u /* fused QKV: RoPE on Q and K, K and V to the cache
+                               * (matmul.rope_kv) */
+#define NIB_EPI_SILU_MUL 0x40u/* fused gate|up: silu(gate) * up (matmul.silu_mul) */
 #define NIB_EPI_ARGMAX 0x80u  /* LM head: per NIB_ARGMAX_BLOCK rows, the largest logit and its
                                * index to the header's argmax_off (greedy sampling reduces
                                * ceil(n / 16) entries instead of scanning n) */
@@ -176,20 +147,80 @@ struct nib_argmax_block {
     uint32_t index;
 };
 
+/* NIB_OPF_NORM_IN: the RMSNorm applied to src0 first. */
+struct nib_norm_in_params {
+    uint32_t tensor; /* the norm weight: f32, 1 x k */
+    float eps;
+};
+
+/* NIB_EPI_ROPE_KV on the fused QKV rows: Q is rows [0, q_rows), K rows
+ * [k_off, k_off + kv_rows), V rows [v_off, v_off + kv_rows), in that order.
+ * Q and K are rotated by RoPE head by head; then K and V are copied to the
+ * cache row pos + t: K at aux, V at aux + v_cache_off, rows aux_stride
+ * bytes apart. */
+struct nib_rope_kv_params {
+    uint32_t table;       /* the cos/sin tensor: ctx rows of rope_dim floats */
+    uint32_t q_rows;
+    uint32_t k_off;
+    uint32_t v_off;
+    uint32_t kv_rows;
+    uint32_t head_dim;
+    uint32_t rope_dim;    /* leading dims of each head that RoPE rotates */
+    uint32_t v_cache_off; /* bytes from aux to the V cache */
+};
+
+/* NIB_EPI_SILU_MUL on the fused gate|up rows: they come in pairs of 8-row
+ * tiles (gate rows 8j..8j+7, then up rows 8j..8j+7); the raw rows go to aux
+ * and dst row gets silu(gate) * up for n_out outputs. With NIB_OPF_QOUT dst
+ * is int8 activations of block qblock, and the worker split is by 2 x qblock
+ * rows, so each worker quantizes whole blocks of its own outputs. */
+struct nib_silu_mul_params {
+    uint32_t n_out;
+    uint32_t qblock; /* NIB_OPF_QOUT only */
+};
+
+/* NIB_OP_MATMUL. NIB_EPI_ADD reads src1 and NIB_EPI_ARGMAX writes the
+ * header's argmax_off: neither has parameters of its own. */
+struct nib_matmul_params {
+    struct nib_norm_in_params norm;      /* NIB_OPF_NORM_IN */
+    struct nib_rope_kv_params rope_kv;   /* NIB_EPI_ROPE_KV */
+    struct nib_silu_mul_params silu_mul; /* NIB_EPI_SILU_MUL */
+};
+
+/* NIB_OP_ATTENTION: n heads of k floats against the cache at src1. With
+ * NIB_OPF_QOUT dst is int8 activations of block qblock, the heads' f32 rows
+ * go to aux first, and the work is split in units of unit_heads heads
+ * (unit_heads * k a multiple of qblock, or unit_heads = n: one unit), so
+ * each worker quantizes the blocks of the heads it computed. */
+struct nib_attention_params {
+    uint32_t n_kv_heads;
+    uint32_t cache_stride; /* bytes between cache rows (positions) */
+    uint32_t v_cache_off;  /* bytes from src1 (the K cache) to the V cache */
+    uint32_t qblock;       /* NIB_OPF_QOUT only */
+    uint32_t unit_heads;   /* NIB_OPF_QOUT only */
+    float scale;           /* of the scores: 1 / sqrt(k) */
+    uint64_t scratch;      /* the scores: n x ctx floats */
+};
+
+/* NIB_OP_QUANT. */
+struct nib_quant_params {
+    uint32_t block; /* activation block of the int8 rows at dst */
+};
+
 struct nib_op {
-    uint32_t code;
-    uint32_t tensor;  /* index into the tensor table, or UINT32_MAX */
-    uint32_t tensor2; /* second tensor (RoPE table), or UINT32_MAX */
-    uint32_t flags;   /* NIB_OPF_* and NIB_EPI_* */
-    uint64_t src0, src1, dst, aux;
-    uint32_t src0_stride, src1_stride, dst_stride, aux_stride; /* bytes between rows */
+    uint32_t code;   /* enum nib_opcode */
+    uint32_t tensor; /* index into the tensor table, or UINT32_MAX */
+    uint32_t flags;  /* NIB_OPF_* and NIB_EPI_* */
     uint32_t n, k;
-    uint32_t p0, p1, p2, p3, p4, p5, p6;
-    float f0;
-    uint64_t scratch; /* arena offset of op scratch (attention scores) */
-    uint32_t norm_tensor; /* NIB_OPF_NORM_IN: the RMSNorm weight (f32, 1 x k) */
-    float norm_eps;
-    uint8_t reserved[8];
+    uint32_t src0_stride, src1_stride, dst_stride, aux_stride; /* bytes between rows */
+    uint32_t reserved;
+    uint64_t src0, src1, dst, aux;
+    union { /* the parameters of the op's code; bytes a code does not use are 0 */
+        struct nib_matmul_params matmul;
+        struct nib_attention_params attention;
+        struct nib_quant_params quant;
+        uint8_t params[56];
+    };
 };
 
 struct nib_tok_header {
@@ -212,8 +243,14 @@ struct nib_tok_entry {
 
 _Static_assert(sizeof(struct nib_hparams) == 64, "hparams layout");
 _Static_assert(sizeof(struct nib_blob_header) == 256, "header layout");
+_Static_assert(NIB_CRC_START == offsetof(struct nib_blob_header, crc32c) + 4, "crc32c precedes the bytes it covers");
 _Static_assert(sizeof(struct nib_tensor_rec) == 88, "tensor layout");
 _Static_assert(sizeof(struct nib_op) == 128, "op layout");
+_Static_assert(offsetof(struct nib_op, params) == 72, "op parameters layout");
+_Static_assert(sizeof(struct nib_matmul_params) <= sizeof(((struct nib_op *)0)->params) &&
+                   sizeof(struct nib_attention_params) <= sizeof(((struct nib_op *)0)->params) &&
+                   sizeof(struct nib_quant_params) <= sizeof(((struct nib_op *)0)->params),
+               "op parameters fit the op");
 _Static_assert(sizeof(struct nib_tok_entry) == 12, "token entry layout");
 
 #endif

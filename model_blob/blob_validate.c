@@ -263,9 +263,10 @@ static int check_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t
             return fail(err, errlen, "plan op %u (matmul): epilogue flags 0x%x do not combine", i, f);
         if (f & NIB_OPF_NORM_IN) {
             /* f32 rows normalized (and quantized) into each worker's scratch */
-            if (op->norm_tensor >= h->n_tensors || v->tensors[op->norm_tensor].dtype != NIB_DT_F32 ||
-                v->tensors[op->norm_tensor].rows != 1 || v->tensors[op->norm_tensor].cols != k ||
-                !(op->norm_eps > 0.0f && op->norm_eps < 1.0f))
+            const struct nib_norm_in_params *nm = &op->matmul.norm;
+            if (nm->tensor >= h->n_tensors || v->tensors[nm->tensor].dtype != NIB_DT_F32 ||
+                v->tensors[nm->tensor].rows != 1 || v->tensors[nm->tensor].cols != k ||
+                !(nm->eps > 0.0f && nm->eps < 1.0f))
                 return fail(err, errlen, "plan op %u (matmul): bad input norm", i);
             uint64_t need = (uint64_t)M * ((k * 4 + 63) & ~63ull);
             if (t->dtype != NIB_DT_F32)
@@ -284,35 +285,38 @@ static int check_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t
         if ((f & NIB_OPF_QOUT) && !(f & NIB_EPI_SILU_MUL))
             return fail(err, errlen, "plan op %u (matmul): only gate|up quantizes its output", i);
         if (f & NIB_EPI_SILU_MUL) {
-            /* p0 outputs from pairs of 8-row tiles */
-            if (op->p0 == 0 || n != 2ull * ((op->p0 + 7ull) / 8 * 8))
+            /* n_out outputs from pairs of 8-row tiles */
+            const struct nib_silu_mul_params *sm = &op->matmul.silu_mul;
+            if (sm->n_out == 0 || n != 2ull * ((sm->n_out + 7ull) / 8 * 8))
                 return fail(err, errlen, "plan op %u (matmul): silu-mul rows do not pair up", i);
             add_rows(&r, op->aux, op->aux_stride, M, n * 4, single);
             if (!(f & NIB_OPF_QOUT))
-                add_rows(&r, op->dst, op->dst_stride, M, op->p0 * 4ull, single);
-            else if (op->p1 == 0 || op->p1 > NIB_QACT_MAX_BLOCK || add_qact(&r, op->dst, M, op->p0, op->p1))
+                add_rows(&r, op->dst, op->dst_stride, M, sm->n_out * 4ull, single);
+            else if (sm->qblock == 0 || sm->qblock > NIB_QACT_MAX_BLOCK ||
+                     add_qact(&r, op->dst, M, sm->n_out, sm->qblock))
                 return fail(err, errlen, "plan op %u (matmul): bad quantized gate|up output", i);
         } else {
             add_rows(&r, op->dst, op->dst_stride, M, n * 4, single);
         }
         if (f & NIB_EPI_ROPE_KV) {
-            /* Q [0,p0), K [p1,p1+p3), V [p2,p2+p3) in order; heads of p4, rope p5 */
-            uint64_t hd = op->p4, rd = op->p5, kv = op->p3;
-            if (hd == 0 || hd % 2 || rd == 0 || rd % 2 || rd > hd || op->p0 % hd || kv % hd ||
-                kv == 0 || op->p1 % 2 || op->p0 > op->p1 || op->p1 + kv > op->p2 ||
-                op->p2 + kv > n)
+            /* Q, K and V rows in that order, whole heads; RoPE on an even prefix */
+            const struct nib_rope_kv_params *rk = &op->matmul.rope_kv;
+            uint64_t hd = rk->head_dim, rd = rk->rope_dim, kv = rk->kv_rows;
+            if (hd == 0 || hd % 2 || rd == 0 || rd % 2 || rd > hd || rk->q_rows % hd || kv % hd ||
+                kv == 0 || rk->k_off % 2 || rk->q_rows > rk->k_off || rk->k_off + kv > rk->v_off ||
+                rk->v_off + kv > n)
                 return fail(err, errlen, "plan op %u (matmul): bad fused QKV geometry", i);
-            if (op->tensor2 >= h->n_tensors)
+            if (rk->table >= h->n_tensors)
                 return fail(err, errlen, "plan op %u (matmul): RoPE table index out of range", i);
-            const struct nib_tensor_rec *rt = &v->tensors[op->tensor2];
+            const struct nib_tensor_rec *rt = &v->tensors[rk->table];
             if (rt->dtype != NIB_DT_F32 || rt->rows != ctx || rt->cols != rd)
                 return fail(err, errlen, "plan op %u (matmul): RoPE table shape does not match", i);
-            if ((uint64_t)op->aux_stride < kv * 4 || op->aux_stride % 4 || op->p6 % 4)
+            if ((uint64_t)op->aux_stride < kv * 4 || op->aux_stride % 4 || rk->v_cache_off % 4)
                 return fail(err, errlen, "plan op %u (matmul): KV cache row stride too small", i);
-            if (op->aux + op->p6 < op->aux)
+            if (op->aux + rk->v_cache_off < op->aux)
                 return fail(err, errlen, "plan op %u (matmul): offset overflow", i);
             add_range(&r, op->aux, ctx * op->aux_stride);
-            add_range(&r, op->aux + op->p6, ctx * op->aux_stride);
+            add_range(&r, op->aux + rk->v_cache_off, ctx * op->aux_stride);
         }
         if (f & NIB_EPI_ARGMAX) {
             if (!single || h->argmax_blocks != (n + NIB_ARGMAX_BLOCK - 1) / NIB_ARGMAX_BLOCK)
@@ -320,31 +324,36 @@ static int check_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t
         }
         break;
     }
-    case NIB_OP_ATTENTION:
-        /* n heads of k floats; p0 kv heads; cache rows of stride p1 at src1, v at src1 + p2 */
-        if (k == 0 || op->p0 == 0 || n % op->p0 || (uint64_t)op->p1 < (uint64_t)op->p0 * k * 4 ||
-            op->p1 % 4 || !(op->f0 > 0.0f))
+    case NIB_OP_ATTENTION: {
+        /* n heads of k floats; the K cache at src1, rows cache_stride apart, each holding
+         * n_kv_heads heads; the V cache the same, v_cache_off further */
+        const struct nib_attention_params *a = &op->attention;
+        if (k == 0 || a->n_kv_heads == 0 || n % a->n_kv_heads ||
+            (uint64_t)a->cache_stride < (uint64_t)a->n_kv_heads * k * 4 || a->cache_stride % 4 ||
+            !(a->scale > 0.0f))
             return fail(err, errlen, "plan op %u (attention): bad head geometry", i);
         add_rows(&r, op->src0, op->src0_stride, M, n * k * 4, single);
         if (op->flags & NIB_OPF_QOUT) {
-            /* units of p4 heads, each a whole number of blocks (or all heads) */
-            if (op->p3 == 0 || op->p3 > NIB_QACT_MAX_BLOCK || op->p4 == 0 || op->p4 > n ||
-                (op->p4 < n && ((uint64_t)op->p4 * k) % op->p3) ||
-                add_qact(&r, op->dst, M, n * k, op->p3))
+            /* units of unit_heads heads, each a whole number of blocks (or all heads) */
+            if (a->qblock == 0 || a->qblock > NIB_QACT_MAX_BLOCK || a->unit_heads == 0 ||
+                a->unit_heads > n || (a->unit_heads < n && ((uint64_t)a->unit_heads * k) % a->qblock) ||
+                add_qact(&r, op->dst, M, n * k, a->qblock))
                 return fail(err, errlen, "plan op %u (attention): bad quantized output", i);
             add_rows(&r, op->aux, op->aux_stride, M, n * k * 4, single);
         } else {
             add_rows(&r, op->dst, op->dst_stride, M, n * k * 4, single);
         }
-        if (op->src1 + op->p2 < op->src1)
+        if (op->src1 + a->v_cache_off < op->src1)
             return fail(err, errlen, "plan op %u (attention): offset overflow", i);
-        add_range(&r, op->src1, ctx * op->p1);
-        add_range(&r, op->src1 + op->p2, ctx * op->p1);
-        add_range(&r, op->scratch, n * ctx * 4);
+        add_range(&r, op->src1, ctx * a->cache_stride);
+        add_range(&r, op->src1 + a->v_cache_off, ctx * a->cache_stride);
+        add_range(&r, a->scratch, n * ctx * 4);
         break;
+    }
     case NIB_OP_QUANT:
-        if (add_qact(&r, op->dst, M, n, op->p0))
-            return fail(err, errlen, "plan op %u (quant): bad block %u or alignment", i, op->p0);
+        if (add_qact(&r, op->dst, M, n, op->quant.block))
+            return fail(err, errlen, "plan op %u (quant): bad block %u or alignment", i,
+                        op->quant.block);
         add_rows(&r, op->src0, op->src0_stride, M, n * 4, single);
         break;
     }
@@ -374,7 +383,9 @@ int nib_blob_open(struct nib_blob_view *v, const void *blob, uint64_t size, int 
     if (memcmp(h->magic, NIB_BLOB_MAGIC, 8) != 0)
         return fail(err, errlen, "bad magic: not a nibble blob");
     if (h->version != NIB_BLOB_VERSION)
-        return fail(err, errlen, "blob format version %u, this build reads version %u",
+        return fail(err, errlen,
+                    "blob format version %u is not supported: this build reads version %u only "
+                    "(compile the model again with this nib)",
                     h->version, NIB_BLOB_VERSION);
     if (h->header_size != sizeof(struct nib_blob_header))
         return fail(err, errlen, "header size %u, expected %zu", h->header_size,

@@ -271,14 +271,6 @@ static inline void nib_ring_geometry(struct nib_shm_header *h, uint32_t ctx_len,
     h->ring_size = (h->slots_offset + h->n_slots * h->slot_size + 4095) & ~4095ull;
 }
 
-/* Atomics on shared fields (GCC/Clang builtins, lock-free on every target
- * nibble supports). */
-#define nib_load_acq(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
-#define nib_store_rel(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
-#define nib_load_relaxed(p) __atomic_load_n((p), __ATOMIC_RELAXED)
-#define nib_cas(p, expect, want) \
-    __atomic_compare_exchange_n((p), (expect), (want), 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
-
 static inline struct nib_slot *nib_ring_slot(void *ring, const struct nib_shm_header *h, uint32_t i)
 {
     return (struct nib_slot *)(void *)((uint8_t *)ring + h->slots_offset + (uint64_t)i * h->slot_size);

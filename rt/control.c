@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "proto/ctl.h"
+#include "proto/private/sync.h"
 #include "rt/serve.h"
 
 /* Bounds on the work one pass does, so that no peer can hold the serving

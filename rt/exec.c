@@ -2,13 +2,13 @@
 
 #include <math.h>
 #include <string.h>
-#include <time.h>
 
 #include "kernels/kernels.h"
 #include "kernels/qkernels.h"
 #include "model_blob/crc32c.h"
 #include "rt/cpu_isa.h"
 #include "rt/sample.h"
+#include "proto/private/sync.h"
 #include "proto/stats.h"
 #include "rt/team.h"
 
@@ -23,11 +23,9 @@ static float *row_at(uint8_t *mem, uint64_t off, uint32_t stride, uint32_t t)
     return f32_at(mem, off + (uint64_t)t * stride);
 }
 
-/* Quantized kernels: every variant gives the same bits as the scalar
- * reference (kernels/qkernels.h), so the choice only changes speed. */
-static const struct nib_qkernels *qk;
-
-const char *nib_exec_select_kernels(uint32_t isa)
+/* Every variant gives the same bits as the scalar reference
+ * (kernels/qkernels.h), so the choice only changes speed. */
+const struct nib_qkernels *nib_exec_kernels(uint32_t isa)
 {
     const struct nib_qkernels *k = NULL;
     if (isa & NIB_ISA_AVX2)
@@ -36,8 +34,7 @@ const char *nib_exec_select_kernels(uint32_t isa)
         k = nib_qkernels_get(NIB_ISA_NEON_DOT);
     if (!k)
         k = nib_qkernels_get(NIB_ISA_SCALAR);
-    qk = k;
-    return k->name;
+    return k;
 }
 
 /* The int8 activations at off: max_batch rows of k inputs. */
@@ -56,11 +53,11 @@ static uint32_t op_units(const struct nib_op *op, uint32_t *block)
     switch (op->code) {
     case NIB_OP_MATMUL:
         /* Whole quantization blocks of its outputs when gate|up quantizes them. */
-        *block = (op->flags & NIB_OPF_QOUT) ? 2 * op->p1 : NIB_EXEC_ROW_BLOCK;
+        *block = (op->flags & NIB_OPF_QOUT) ? 2 * op->matmul.silu_mul.qblock : NIB_EXEC_ROW_BLOCK;
         return op->n;
     case NIB_OP_ATTENTION:
         /* heads, in units that cover whole activation blocks when quantizing */
-        *block = (op->flags & NIB_OPF_QOUT) ? op->p4 : 1;
+        *block = (op->flags & NIB_OPF_QOUT) ? op->attention.unit_heads : 1;
         return op->n;
     case NIB_OP_EMBED:
         return op->n; /* elements */
@@ -104,7 +101,8 @@ struct mm {
 };
 
 /* Rows [r0, r1) of the output rows t0..t0+mt-1 = W . src0 (+ src1). */
-static void matmul_rows(const struct nib_blob_view *v, const struct mm *c, uint32_t r0, uint32_t r1)
+static void matmul_rows(const struct nib_qkernels *qk, const struct nib_blob_view *v,
+                        const struct mm *c, uint32_t r0, uint32_t r1)
 {
     const struct nib_op *op = c->op;
     const int add = (op->flags & NIB_EPI_ADD) != 0;
@@ -122,17 +120,18 @@ static void matmul_rows(const struct nib_blob_view *v, const struct mm *c, uint3
 }
 
 /* Fused QKV epilogue on rows [r0, r1) of token row t at position pos. */
-static void epi_rope_kv(const struct nib_blob_view *v, uint8_t *mem, const struct nib_op *op,
-                        float *y, uint32_t pos, uint32_t r0, uint32_t r1)
+static void epi_rope_kv(const struct nib_qkernels *qk, const struct nib_blob_view *v, uint8_t *mem,
+                        const struct nib_op *op, float *y, uint32_t pos, uint32_t r0, uint32_t r1)
 {
-    const float *cs = nib_tensor_f32(v, op->tensor2) + (uint64_t)pos * op->p5;
-    const uint32_t q_rows = op->p0, k_off = op->p1, v_off = op->p2, kv = op->p3;
+    const struct nib_rope_kv_params *p = &op->matmul.rope_kv;
+    const float *cs = nib_tensor_f32(v, p->table) + (uint64_t)pos * p->rope_dim;
+    const uint32_t q_rows = p->q_rows, k_off = p->k_off, v_off = p->v_off, kv = p->kv_rows;
     if (r0 < q_rows)
-        qk->rope_rows(y, r0, r1 < q_rows ? r1 : q_rows, op->p4, op->p5, cs);
-    uint8_t *kc = mem + op->aux + (uint64_t)pos * op->aux_stride, *vc = kc + op->p6;
+        qk->rope_rows(y, r0, r1 < q_rows ? r1 : q_rows, p->head_dim, p->rope_dim, cs);
+    uint8_t *kc = mem + op->aux + (uint64_t)pos * op->aux_stride, *vc = kc + p->v_cache_off;
     if (r1 > k_off && r0 < k_off + kv) {
         uint32_t b = r0 > k_off ? r0 - k_off : 0, e = (r1 < k_off + kv ? r1 : k_off + kv) - k_off;
-        qk->rope_rows(y + k_off, b, e, op->p4, op->p5, cs);
+        qk->rope_rows(y + k_off, b, e, p->head_dim, p->rope_dim, cs);
         memcpy(kc + b * 4ull, y + k_off + b, (e - b) * 4ull);
     }
     if (r1 > v_off && r0 < v_off + kv) {
@@ -144,7 +143,8 @@ static void epi_rope_kv(const struct nib_blob_view *v, uint8_t *mem, const struc
 /* Fused gate|up epilogue: each 16 rows r.. hold gate rows 8j.. and up
  * rows 8j.. (j = r / 16); output 8j + i = silu(gate) * up, for the outputs
  * of rows [r0, r1) below n_out, written from h (output r0 / 2 at h[0]). */
-static void epi_silu_mul(const float *gu, float *h, uint32_t n_out, uint32_t r0, uint32_t r1)
+static void epi_silu_mul(const struct nib_qkernels *qk, const float *gu, float *h, uint32_t n_out,
+                         uint32_t r0, uint32_t r1)
 {
     for (uint32_t r = r0; r + 2 * NIB_Q_TILE_N <= r1; r += 2 * NIB_Q_TILE_N) {
         uint32_t o = r / 2, cnt = o + NIB_Q_TILE_N <= n_out ? NIB_Q_TILE_N : n_out - o;
@@ -171,13 +171,13 @@ static void epi_argmax(const float *y, uint32_t r0, uint32_t r1, struct nib_argm
 /* NIB_OPF_NORM_IN: rows t0..t0+mt-1 of src0 normalized into this worker's
  * scratch (and quantized there for a quantized tensor): every worker does
  * the same few thousand operations instead of waiting for one at a barrier. */
-static void norm_in(const struct nib_blob_view *v, uint8_t *mem, uint8_t *ws, const struct nib_op *op,
-                    struct mm *c)
+static void norm_in(const struct nib_qkernels *qk, const struct nib_blob_view *v, uint8_t *mem,
+                    uint8_t *ws, const struct nib_op *op, struct mm *c)
 {
     const uint32_t stride = (op->k * 4 + 63) & ~63u;
     for (uint32_t t = c->t0; t < c->t0 + c->mt; t++)
-        qk->rmsnorm(row_at(mem, op->src0, op->src0_stride, t), nib_tensor_f32(v, op->norm_tensor),
-                    (float *)(void *)(ws + (uint64_t)t * stride), op->k, op->norm_eps);
+        qk->rmsnorm(row_at(mem, op->src0, op->src0_stride, t), nib_tensor_f32(v, op->matmul.norm.tensor),
+                    (float *)(void *)(ws + (uint64_t)t * stride), op->k, op->matmul.norm.eps);
     c->in = ws;
     c->in_stride = stride;
     if (c->w32)
@@ -190,8 +190,9 @@ static void norm_in(const struct nib_blob_view *v, uint8_t *mem, uint8_t *ws, co
     c->a = nib_qact_rows(&a, c->t0, c->mt);
 }
 
-static void exec_matmul(const struct nib_blob_view *v, uint8_t *mem, uint8_t *ws,
-                        const struct nib_op *op, uint32_t m, uint32_t pos, uint32_t b, uint32_t e)
+static void exec_matmul(const struct nib_qkernels *qk, const struct nib_blob_view *v, uint8_t *mem,
+                        uint8_t *ws, const struct nib_op *op, uint32_t m, uint32_t pos, uint32_t b,
+                        uint32_t e)
 {
     const uint32_t epi = op->flags & (NIB_EPI_ROPE_KV | NIB_EPI_SILU_MUL | NIB_EPI_ARGMAX);
     /* The kernel's output: dst, or the raw gate|up rows at aux. */
@@ -210,36 +211,37 @@ static void exec_matmul(const struct nib_blob_view *v, uint8_t *mem, uint8_t *ws
         nib_qlayout_get(&c.l, c.t->dtype, c.t->group, c.t->rows, c.t->cols);
     }
     if (op->flags & NIB_OPF_NORM_IN) {
-        norm_in(v, mem, ws, op, &c);
+        norm_in(qk, v, mem, ws, op, &c);
     } else if (!c.w32) {
         struct nib_qact a = qact_at(v, mem, op->src0, op->k,
                                     nib_qformat_act_block(c.t->dtype, c.t->group));
         c.a = nib_qact_rows(&a, c.t0, c.mt);
     }
     if (!epi) {
-        matmul_rows(v, &c, b, e);
+        matmul_rows(qk, v, &c, b, e);
         return;
     }
     /* Epilogues run step by step, right after the kernel wrote the step's
      * rows, by the worker that wrote them. A quantizing gate|up steps by
-     * exactly one block of outputs (2 x p1 rows: its shares start there). */
-    const uint32_t step = qout ? 2 * op->p1 : EPI_ROWS;
+     * exactly one block of outputs (2 x qblock rows: its shares start there). */
+    const struct nib_silu_mul_params *sm = &op->matmul.silu_mul;
+    const uint32_t step = qout ? 2 * sm->qblock : EPI_ROWS;
     struct nib_qact qa;
     if (qout)
-        qa = qact_at(v, mem, op->dst, op->p0, op->p1);
+        qa = qact_at(v, mem, op->dst, sm->n_out, sm->qblock);
     for (uint32_t r0 = b; r0 < e; r0 += step) {
         uint32_t r1 = r0 + step < e ? r0 + step : e;
-        matmul_rows(v, &c, r0, r1);
+        matmul_rows(qk, v, &c, r0, r1);
         for (uint32_t t = c.t0; t < c.t0 + c.mt; t++) {
             float *yt = c.y + (uint64_t)t * c.ys;
             if (epi & NIB_EPI_ROPE_KV)
-                epi_rope_kv(v, mem, op, yt, pos + t, r0, r1);
+                epi_rope_kv(qk, v, mem, op, yt, pos + t, r0, r1);
             if ((epi & NIB_EPI_SILU_MUL) && !qout)
-                epi_silu_mul(yt, row_at(mem, op->dst, op->dst_stride, t) + r0 / 2, op->p0, r0, r1);
-            if ((epi & NIB_EPI_SILU_MUL) && qout && r0 / 2 < op->p0) {
+                epi_silu_mul(qk, yt, row_at(mem, op->dst, op->dst_stride, t) + r0 / 2, sm->n_out, r0, r1);
+            if ((epi & NIB_EPI_SILU_MUL) && qout && r0 / 2 < sm->n_out) {
                 float h[NIB_QACT_MAX_BLOCK]; /* one block of outputs, never in memory as f32 */
-                epi_silu_mul(yt, h, op->p0, r0, r1);
-                struct nib_qact blk = nib_qact_blocks(&qa, t, r0 / 2 / op->p1, r0 / 2 / op->p1 + 1);
+                epi_silu_mul(qk, yt, h, sm->n_out, r0, r1);
+                struct nib_qact blk = nib_qact_blocks(&qa, t, r0 / 2 / sm->qblock, r0 / 2 / sm->qblock + 1);
                 qk->qact(&blk, 0, h);
             }
             if (epi & NIB_EPI_ARGMAX) {
@@ -252,8 +254,9 @@ static void exec_matmul(const struct nib_blob_view *v, uint8_t *mem, uint8_t *ws
     }
 }
 
-void nib_exec_op(const struct nib_blob_view *v, uint8_t *mem, uint8_t *wscratch,
-                 const struct nib_op *op, uint32_t m, uint32_t pos, uint32_t w, uint32_t n)
+void nib_exec_op(const struct nib_qkernels *qk, const struct nib_blob_view *v, uint8_t *mem,
+                 uint8_t *wscratch, const struct nib_op *op, uint32_t m, uint32_t pos, uint32_t w,
+                 uint32_t n)
 {
     const uint32_t ctx = v->h->hp.ctx_len;
     const uint32_t t0 = (op->flags & NIB_OPF_LAST_ROW) ? m - 1 : 0;
@@ -271,10 +274,10 @@ void nib_exec_op(const struct nib_blob_view *v, uint8_t *mem, uint8_t *wscratch,
         break;
     }
     case NIB_OP_MATMUL:
-        exec_matmul(v, mem, wscratch, op, m, pos, b, e);
+        exec_matmul(qk, v, mem, wscratch, op, m, pos, b, e);
         break;
     case NIB_OP_QUANT: {
-        struct nib_qact a = qact_at(v, mem, op->dst, op->n, op->p0);
+        struct nib_qact a = qact_at(v, mem, op->dst, op->n, op->quant.block);
         for (uint32_t t = t0; t < m; t++)
             qk->qact(&a, t, row_at(mem, op->src0, op->src0_stride, t));
         break;
@@ -282,17 +285,19 @@ void nib_exec_op(const struct nib_blob_view *v, uint8_t *mem, uint8_t *wscratch,
     case NIB_OP_ATTENTION: {
         /* With QOUT each worker quantizes the blocks of its own heads. */
         const int qout = (op->flags & NIB_OPF_QOUT) != 0;
+        const struct nib_attention_params *p = &op->attention;
         struct nib_qact a;
         if (qout)
-            a = qact_at(v, mem, op->dst, op->n * op->k, op->p3);
+            a = qact_at(v, mem, op->dst, op->n * op->k, p->qblock);
         for (uint32_t t = t0; t < m; t++) {
             float *out = qout ? row_at(mem, op->aux, op->aux_stride, t)
                               : row_at(mem, op->dst, op->dst_stride, t);
             qk->attention(row_at(mem, op->src0, op->src0_stride, t), f32_at(mem, op->src1),
-                          f32_at(mem, op->src1 + op->p2), out, f32_at(mem, op->scratch), b, e,
-                          op->k, op->n / op->p0, op->p1 / 4, pos + t, ctx, op->f0);
+                          f32_at(mem, op->src1 + p->v_cache_off), out, f32_at(mem, p->scratch), b,
+                          e, op->k, op->n / p->n_kv_heads, p->cache_stride / 4, pos + t, ctx,
+                          p->scale);
             if (qout) { /* b * k is a block boundary; the last unit may end in a partial block */
-                uint32_t b0 = b * op->k / op->p3, b1 = (e * op->k + op->p3 - 1) / op->p3;
+                uint32_t b0 = b * op->k / p->qblock, b1 = (e * op->k + p->qblock - 1) / p->qblock;
                 struct nib_qact blk = nib_qact_blocks(&a, t, b0, b1);
                 qk->qact(&blk, 0, out + (uint64_t)b * op->k);
             }
@@ -302,7 +307,7 @@ void nib_exec_op(const struct nib_blob_view *v, uint8_t *mem, uint8_t *wscratch,
     }
 }
 
-/* ---- what each share touches (rt/team.c places barriers from this) -------- */
+/* ---- what each share touches (nib_exec_plan_barriers places barriers from it) */
 
 static void acc(struct nib_access *out, int *n, uint64_t base, uint64_t b, uint64_t e,
                 uint32_t write)
@@ -348,17 +353,18 @@ int nib_exec_access(const struct nib_blob_view *v, const struct nib_op *op, uint
         if (op->flags & NIB_EPI_ADD)
             acc_rows(out, &c, op->src1, op->src1_stride, M, b * 4ull, e * 4ull, 0);
         if (op->flags & NIB_EPI_SILU_MUL) {
-            uint32_t hb = b / 2, he = e / 2 < op->p0 ? e / 2 : op->p0;
+            const struct nib_silu_mul_params *sm = &op->matmul.silu_mul;
+            uint32_t hb = b / 2, he = e / 2 < sm->n_out ? e / 2 : sm->n_out;
             acc_rows(out, &c, op->aux, op->aux_stride, M, b * 4ull, e * 4ull, 1);
             if (op->flags & NIB_OPF_QOUT)
-                acc(out, &c, op->dst, 0, nib_qact_footprint(M, op->p0, op->p1), 1);
+                acc(out, &c, op->dst, 0, nib_qact_footprint(M, sm->n_out, sm->qblock), 1);
             else
                 acc_rows(out, &c, op->dst, op->dst_stride, M, hb * 4ull, he * 4ull, 1);
         } else {
             acc_rows(out, &c, op->dst, op->dst_stride, M, b * 4ull, e * 4ull, 1);
         }
         if (op->flags & NIB_EPI_ROPE_KV) /* which cache row depends on the position */
-            acc(out, &c, op->aux, 0, op->p6 + ctx * op->aux_stride, 1);
+            acc(out, &c, op->aux, 0, op->matmul.rope_kv.v_cache_off + ctx * op->aux_stride, 1);
         if (op->flags & NIB_EPI_ARGMAX)
             acc(out, &c, v->h->argmax_off, b / NIB_ARGMAX_BLOCK * sizeof(struct nib_argmax_block),
                 ((e + NIB_ARGMAX_BLOCK - 1) / NIB_ARGMAX_BLOCK) * sizeof(struct nib_argmax_block), 1);
@@ -366,21 +372,21 @@ int nib_exec_access(const struct nib_blob_view *v, const struct nib_op *op, uint
     }
     case NIB_OP_QUANT:
         acc_rows(out, &c, op->src0, op->src0_stride, M, 0, op->n * 4ull, 0);
-        acc(out, &c, op->dst, 0, nib_qact_footprint(M, op->n, op->p0), 1);
+        acc(out, &c, op->dst, 0, nib_qact_footprint(M, op->n, op->quant.block), 1);
         break;
     case NIB_OP_ATTENTION:
         acc_rows(out, &c, op->src0, op->src0_stride, M, (uint64_t)b * op->k * 4,
                  (uint64_t)e * op->k * 4, 0);
-        acc(out, &c, op->src1, 0, op->p2 + ctx * op->p1, 0);
+        acc(out, &c, op->src1, 0, op->attention.v_cache_off + ctx * op->attention.cache_stride, 0);
         if (op->flags & NIB_OPF_QOUT) {
             acc_rows(out, &c, op->aux, op->aux_stride, M, (uint64_t)b * op->k * 4,
                      (uint64_t)e * op->k * 4, 1);
-            acc(out, &c, op->dst, 0, nib_qact_footprint(M, op->n * op->k, op->p3), 1);
+            acc(out, &c, op->dst, 0, nib_qact_footprint(M, op->n * op->k, op->attention.qblock), 1);
         } else {
             acc_rows(out, &c, op->dst, op->dst_stride, M, (uint64_t)b * op->k * 4,
                      (uint64_t)e * op->k * 4, 1);
         }
-        acc(out, &c, op->scratch, b * ctx * 4, e * ctx * 4, 1);
+        acc(out, &c, op->attention.scratch, b * ctx * 4, e * ctx * 4, 1);
         break;
     default:
         /* An op this table does not describe: all of runtime memory, so the
@@ -392,13 +398,105 @@ int nib_exec_access(const struct nib_blob_view *v, const struct nib_op *op, uint
     return c;
 }
 
+/* ---- placing barriers ---------------------------------------------------------
+ * A barrier precedes an op only when some worker's share of it touches bytes
+ * another worker wrote (or read, for a write) since the last barrier
+ * (nib_exec_access); one more ends every pass. */
+
+/* An access by worker w since the last barrier. Two conflict when they are
+ * by different workers, overlap, and at least one writes. */
+struct tagged {
+    uint64_t begin, end;
+    uint32_t w, write;
+};
+
+#define EPOCH_MAX 1024
+
+uint32_t nib_exec_plan_barriers(const struct nib_blob_view *v, uint32_t W, uint8_t *before)
+{
+    struct tagged epoch[EPOCH_MAX];
+    uint32_t n_epoch = 0, n_barriers = 0;
+    for (uint32_t i = 0; i < v->h->n_ops; i++) {
+        const struct nib_op *op = &v->ops[i];
+        int need = 0;
+        uint32_t n_new = 0;
+        for (uint32_t w = 0; w < W; w++) {
+            struct nib_access a[NIB_ACCESS_MAX];
+            int na = nib_exec_access(v, op, w, W, a);
+            n_new += (uint32_t)na;
+            for (int k = 0; k < na && !need; k++)
+                for (uint32_t j = 0; j < n_epoch && !need; j++) {
+                    const struct tagged *b = &epoch[j];
+                    need = b->w != w && (a[k].write || b->write) && a[k].begin < b->end &&
+                           b->begin < a[k].end;
+                }
+        }
+        /* An epoch that cannot hold this op's accesses ends here too (and a
+         * team too big to list one op's accesses barriers before every op). */
+        if (W > 1 && (need || n_epoch + n_new > EPOCH_MAX || W * NIB_ACCESS_MAX > EPOCH_MAX)) {
+            before[i] = 1;
+            n_barriers++;
+            n_epoch = 0;
+        } else {
+            before[i] = 0;
+        }
+        for (uint32_t w = 0; w < W && n_epoch + NIB_ACCESS_MAX <= EPOCH_MAX; w++) {
+            struct nib_access a[NIB_ACCESS_MAX];
+            int na = nib_exec_access(v, op, w, W, a);
+            for (int k = 0; k < na; k++)
+                epoch[n_epoch++] = (struct tagged){a[k].begin, a[k].end, w, a[k].write};
+        }
+    }
+    return W > 1 ? n_barriers + 1 : 0; /* + the one that ends every pass */
+}
+
+/* Per-worker scratch stride: whole pages, so no two workers share a line. */
+static uint64_t scratch_stride(const struct nib_blob_view *v)
+{
+    return ((uint64_t)v->h->wscratch_size + 4095) & ~4095ull;
+}
+
+static uint64_t map_bytes(const struct nib_blob_view *v)
+{
+    return ((uint64_t)v->h->n_ops + 4095) & ~4095ull;
+}
+
+uint64_t nib_exec_team_footprint(uint32_t n_workers, const struct nib_blob_view *v)
+{
+    return map_bytes(v) + (n_workers > 1 ? (uint64_t)(n_workers - 1) * scratch_stride(v) : 0);
+}
+
+uint32_t nib_exec_set_team(struct nib_exec *e, struct nib_team *t, void *tmem)
+{
+    e->team = t;
+    e->barrier_before = tmem;
+    e->wscratch = (uint8_t *)tmem + map_bytes(e->v);
+    return nib_exec_plan_barriers(e->v, nib_team_workers(t), tmem);
+}
+
 /* ---- a pass ------------------------------------------------------------------ */
 
-static uint64_t now_ns(void)
+/* One pass, as every worker sees it (on the leader's stack until the pass
+ * ends: nib_team_run returns after the last barrier). */
+struct pass {
+    const struct nib_exec *e;
+    const struct nib_qkernels *qk;
+    uint32_t m, pos, n;
+};
+
+/* Worker w's share of every op of the pass, with the planned barriers. */
+static void run_share(uint32_t w, void *arg)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts); /* vDSO: no system call */
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    const struct pass *p = arg;
+    const struct nib_exec *e = p->e;
+    const struct nib_blob_view *v = e->v;
+    uint8_t *ws = w ? e->wscratch + (uint64_t)(w - 1) * scratch_stride(v)
+                    : e->mem + v->h->wscratch_off;
+    for (uint32_t i = 0; i < v->h->n_ops; i++) {
+        if (p->n > 1 && e->barrier_before[i])
+            nib_team_barrier(e->team, w);
+        nib_exec_op(p->qk, v, e->mem, ws, &v->ops[i], p->m, p->pos, w, p->n);
+    }
 }
 
 const float *nib_exec_tokens(struct nib_exec *e, const uint32_t *tokens, uint32_t m, uint32_t pos)
@@ -410,17 +508,15 @@ const float *nib_exec_tokens(struct nib_exec *e, const uint32_t *tokens, uint32_
     for (uint32_t t = 0; t < m; t++)
         if (tokens[t] >= hp->vocab_size)
             return NULL;
-    if (!qk)
-        nib_exec_select_kernels(NIB_ISA_SCALAR);
-    uint64_t t0 = e->stats ? now_ns() : 0;
+    struct pass p = {e, e->qk ? e->qk : nib_qkernels_get(NIB_ISA_SCALAR), m, pos,
+                     e->team ? nib_team_workers(e->team) : 1};
+    uint64_t t0 = e->stats ? nib_now_ns() : 0;
     memcpy(e->mem + v->h->token_slot_off, tokens, (size_t)m * 4);
     memcpy(e->mem + v->h->pos_slot_off, &pos, 4);
-    if (e->team) {
-        nib_team_run(e->team, m, pos);
-    } else {
-        for (uint32_t i = 0; i < v->h->n_ops; i++)
-            nib_exec_op(v, e->mem, e->mem + v->h->wscratch_off, &v->ops[i], m, pos, 0, 1);
-    }
+    if (e->team)
+        nib_team_run(e->team, run_share, &p);
+    else
+        run_share(0, &p);
     const float *logits = f32_at(e->mem, v->h->logits_off);
     if (e->digest) {
         e->digest_crc = nib_crc32c(e->digest_crc, logits, (size_t)hp->vocab_size * 4);
@@ -428,7 +524,7 @@ const float *nib_exec_tokens(struct nib_exec *e, const uint32_t *tokens, uint32_
             e->stats->logits_digest = e->digest_crc;
     }
     if (e->stats && m == 1)
-        nib_stats_token(e->stats, now_ns() - t0);
+        nib_stats_token(e->stats, nib_now_ns() - t0);
     return logits;
 }
 

@@ -9,8 +9,9 @@
  * worker for itself (NIB_OPF_NORM_IN). Each output element is computed by
  * exactly the same instructions in the same order whoever computes it, so
  * the result is bit-identical for any number of workers (docs/runtime.md).
- * nib_exec_access lists what each share reads and writes so that the thread
- * team (rt/team.h) places barriers only where data depends. */
+ * nib_exec_access lists what each share reads and writes so that
+ * nib_exec_plan_barriers places the thread team's barriers (rt/team.h)
+ * only where data depends. The team only runs jobs: a pass is one job. */
 #ifndef NIB_EXEC_H
 #define NIB_EXEC_H
 
@@ -20,11 +21,15 @@
 #include "proto/stats_layout.h"
 
 struct nib_team;
+struct nib_qkernels;
 
 struct nib_exec {
     const struct nib_blob_view *v;
     uint8_t *mem;             /* act_size + kv_size bytes, caller-owned */
+    const struct nib_qkernels *qk; /* nib_exec_kernels(isa); NULL: the scalar reference */
     struct nib_team *team;    /* NULL: every op runs on the calling thread */
+    const uint8_t *barrier_before; /* with a team (nib_exec_set_team): n_ops flags */
+    uint8_t *wscratch;        /* with a team: workers 1..n-1's private scratch */
     struct nib_stats *stats;  /* NULL: no latency recording */
     int digest;               /* fold every token's logits into stats->logits_digest */
     uint32_t digest_crc;      /* the running digest (also kept without stats) */
@@ -47,10 +52,24 @@ const float *nib_exec_token(struct nib_exec *e, uint32_t token, uint32_t pos);
  * else by scanning the logits. Equal to nib_argmax(logits). */
 uint32_t nib_exec_argmax(const struct nib_exec *e);
 
-/* Choose the quantized kernels for a CPU with these enum nib_isa bits
- * (call once, before the first token; default: scalar). Every variant
- * gives the same bits. Returns the variant's name. */
-const char *nib_exec_select_kernels(uint32_t isa);
+/* The quantized kernels for a CPU with these enum nib_isa bits (for
+ * nib_exec.qk): the best variant it runs. Every variant gives the same
+ * bits; ->name names it. */
+const struct nib_qkernels *nib_exec_kernels(uint32_t isa);
+
+/* Bytes that running v's plan on a team of n_workers needs beside the
+ * runtime memory and the team: the barrier map and the private scratch of
+ * workers 1..n-1 (worker 0's is in mem). */
+uint64_t nib_exec_team_footprint(uint32_t n_workers, const struct nib_blob_view *v);
+/* Run e's passes (e->v set) on team t from now on: lays out tmem
+ * (nib_exec_team_footprint bytes, 64-byte aligned) and places the
+ * barriers. Returns the barriers per pass. */
+uint32_t nib_exec_set_team(struct nib_exec *e, struct nib_team *t, void *tmem);
+/* The barrier map for n_workers: before[i] = 1 where a barrier precedes op
+ * i (n_ops flags). Returns the barriers per pass, including the one that
+ * ends it; 0 with one worker. */
+uint32_t nib_exec_plan_barriers(const struct nib_blob_view *v, uint32_t n_workers,
+                                uint8_t *before);
 
 #define NIB_EXEC_ROW_BLOCK 16u  /* matmul rows per block */
 #define NIB_EXEC_ELEM_BLOCK 16u /* elements per block of element-wise ops */
@@ -62,8 +81,9 @@ void nib_exec_share(const struct nib_op *op, uint32_t w, uint32_t n, uint32_t *b
 /* Run worker w of n's share of op for the pass's m tokens at pos; wscratch
  * is the worker's private scratch (wscratch_size bytes, 64-byte aligned;
  * worker 0's is mem + wscratch_off). */
-void nib_exec_op(const struct nib_blob_view *v, uint8_t *mem, uint8_t *wscratch,
-                 const struct nib_op *op, uint32_t m, uint32_t pos, uint32_t w, uint32_t n);
+void nib_exec_op(const struct nib_qkernels *qk, const struct nib_blob_view *v, uint8_t *mem,
+                 uint8_t *wscratch, const struct nib_op *op, uint32_t m, uint32_t pos, uint32_t w,
+                 uint32_t n);
 
 /* Byte ranges of runtime memory that worker w of n's share of op may read
  * or write, for any position and any m up to max_batch (the KV cache

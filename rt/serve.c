@@ -8,20 +8,13 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "proto/private/sync.h"
 #include "proto/stats.h"
 #include "rt/cpu_isa.h"
 #include "rt/sample.h"
 #include "rt/tokenizer.h"
-
-uint64_t nib_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 void nib_server_geometry(const struct nib_blob_view *v, struct nib_shm_header *h)
 {
@@ -314,6 +307,7 @@ static int emit_text(struct nib_server *s, struct nib_slot *slot, uint32_t *len,
         return 0;
     memcpy(nib_slot_text(slot, s->hdr) + *len, piece, n);
     *len += (uint32_t)n;
+    /* release: pairs with the acquire of text_len in nibhost.c nib_host_poll() */
     nib_store_rel(&slot->text_len, *len);
     return 1;
 }
@@ -370,8 +364,10 @@ static void serve(struct nib_server *s, uint32_t ring, uint32_t slot_i)
     uint32_t plen = req.prompt_len <= h->prompt_max ? req.prompt_len : 0;
     memcpy(s->prompt, nib_slot_prompt(slot, h), plen);
     s->stats->requests_accepted++;
-    if (!own(s, &r))
-        return finish(s, &r, NIB_ST_HOST_CHANGED, NULL);
+    if (!own(s, &r)) {
+        finish(s, &r, NIB_ST_HOST_CHANGED, NULL);
+        return;
+    }
     slot->t_start_ns = r.t_start;
     slot->t_first_ns = slot->t_done_ns = 0;
     slot->served_ticket = r.ticket;
@@ -384,8 +380,10 @@ static void serve(struct nib_server *s, uint32_t ring, uint32_t slot_i)
     const struct nib_hparams *hp = &s->v->h->hp;
     struct nib_req_decoded d;
     char why[NIB_ERRMSG_MAX];
-    if (nib_req_decode(&req, s->prompt, plen, &s->lim, &d, s->ids, s->ids_cap, why, sizeof why))
-        return finish(s, &r, NIB_ST_BAD_REQUEST, why);
+    if (nib_req_decode(&req, s->prompt, plen, &s->lim, &d, s->ids, s->ids_cap, why, sizeof why)) {
+        finish(s, &r, NIB_ST_BAD_REQUEST, why);
+        return;
+    }
     int n;
     if (d.flags & NIB_REQ_PROMPT_IDS) {
         n = (int)d.n_ids;
@@ -393,19 +391,27 @@ static void serve(struct nib_server *s, uint32_t ring, uint32_t slot_i)
         int add_bos = hp->add_bos && !(d.flags & NIB_REQ_NO_BOS);
         n = nib_tok_encode_with(s->v, (const char *)s->prompt, d.prompt_len, add_bos, s->ids,
                                 s->ids_cap, s->tok_work);
-        if (n <= 0)
-            return finish(s, &r, NIB_ST_BAD_REQUEST,
+        if (n <= 0) {
+            finish(s, &r, NIB_ST_BAD_REQUEST,
                           "prompt_len: empty prompt and no BOS to start from");
-        if ((uint32_t)n > hp->ctx_len || (uint32_t)n > h->slot_tokens)
-            return finish(s, &r, NIB_ST_BAD_REQUEST,
+            return;
+        }
+        if ((uint32_t)n > hp->ctx_len || (uint32_t)n > h->slot_tokens) {
+            finish(s, &r, NIB_ST_BAD_REQUEST,
                           "prompt_len: prompt has more tokens than the context holds");
+            return;
+        }
     }
-    if (!own(s, &r))
-        return finish(s, &r, NIB_ST_HOST_CHANGED, NULL);
+    if (!own(s, &r)) {
+        finish(s, &r, NIB_ST_HOST_CHANGED, NULL);
+        return;
+    }
     uint32_t *tokens = nib_slot_tokens(slot, h);
     memcpy(tokens, s->ids, (size_t)n * 4);
     slot->n_prompt = (uint32_t)n;
     uint32_t n_tok = (uint32_t)n, text_len = 0;
+    /* release: pairs with the acquire of n_tokens in nibhost.c nib_host_poll(),
+     * which then reads tokens[0, n_tokens) and n_prompt */
     nib_store_rel(&slot->n_tokens, n_tok);
     s->stats->tokens_prompt += (uint64_t)n;
 

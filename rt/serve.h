@@ -173,7 +173,4 @@ int nib_control_adopt(struct nib_server *s, int fd, uint32_t uid, uint32_t gid, 
  * running request (OWNER_GONE), free the ring. */
 void nib_control_drop(struct nib_server *s, int conn);
 
-/* CLOCK_MONOTONIC in ns (vDSO: no system call). */
-uint64_t nib_now_ns(void);
-
 #endif

@@ -1,15 +1,11 @@
-/* Thread team: n workers run the plan of one pass in lockstep. Worker 0
+/* Thread team: n workers run the jobs of one leader in lockstep. Worker 0
  * is the calling (serving) thread; workers 1..n-1 sit in nib_team_worker.
+ * The team knows nothing of what it runs: a job is a function and its
+ * argument (rt/exec.c runs a pass's ops as one, with barriers inside).
  *
- *   - fixed work split: worker w always computes the same share of every op
- *     (nib_exec_share), so results never depend on thread timing;
- *   - barriers only where data depends: nib_team_new walks the plan once and
- *     puts a spin barrier before an op only when some worker's share of it
- *     touches bytes another worker wrote (or read, for a write) since the
- *     last barrier (nib_exec_access); one barrier ends every token;
- *   - idle policy: between tokens a worker spins on the job word for
+ *   - idle policy: between jobs a worker spins on the job word for
  *     spin_ns, then parks on it with FUTEX_WAIT; the leader issues one
- *     FUTEX_WAKE only when someone is parked. Inside a token nothing but
+ *     FUTEX_WAKE only when someone is parked. Inside a job nothing but
  *     loads, stores and atomics happen: no system call;
  *   - except on an oversubscribed machine: a barrier wait longer than
  *     barrier_spin_ns means a worker lost its CPU (to a host process, say),
@@ -17,9 +13,7 @@
  *     on the barrier word (FUTEX_WAIT) and the last arrival wakes it.
  *     nib_team_sleeps counts these; on a dedicated machine it stays 0.
  *
- * Memory: caller-owned (nib_team_footprint / nib_team_new), including each
- * worker's private scratch (NIB_OPF_NORM_IN: every worker normalizes the
- * same rows itself instead of waiting at a barrier for one); nothing is
+ * Memory: caller-owned (nib_team_footprint / nib_team_new); nothing is
  * allocated. Threads: created by the caller (boot/workers.c pins them and
  * installs seccomp first; nib_team_spawn is the plain version). */
 #ifndef NIB_TEAM_H
@@ -28,38 +22,37 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "model_blob/blob_view.h"
-
 #define NIB_TEAM_MAX_WORKERS 256
 
 struct nib_team;
 
+/* A job: worker w's part of it. */
+typedef void nib_team_fn(uint32_t w, void *arg);
+
 uint64_t nib_team_align(void);
-/* Bytes for a team of n_workers running v's plan: the barrier map and the
- * private scratch of workers 1..n-1 (worker 0's is in the arena). */
-uint64_t nib_team_footprint(uint32_t n_workers, const struct nib_blob_view *v);
-/* mem: nib_team_footprint bytes, nib_team_align aligned. arena: the
- * runtime memory the plan runs in. n_workers in 1..NIB_TEAM_MAX_WORKERS. */
-struct nib_team *nib_team_new(void *mem, const struct nib_blob_view *v, uint8_t *arena,
-                              uint32_t n_workers, uint64_t spin_ns, uint64_t barrier_spin_ns);
+uint64_t nib_team_footprint(uint32_t n_workers);
+/* mem: nib_team_footprint bytes, nib_team_align aligned. n_workers in
+ * 1..NIB_TEAM_MAX_WORKERS; NULL otherwise. */
+struct nib_team *nib_team_new(void *mem, uint32_t n_workers, uint64_t spin_ns,
+                              uint64_t barrier_spin_ns);
 
 uint32_t nib_team_workers(const struct nib_team *t);
-/* Barriers per token (including the final one); 0 with one worker. */
-uint32_t nib_team_barriers(const struct nib_team *t);
-/* n_ops flags: 1 where a barrier precedes op i. */
-const uint8_t *nib_team_barrier_map(const struct nib_team *t);
 /* Workers currently parked in FUTEX_WAIT. */
 uint32_t nib_team_parked(const struct nib_team *t);
 /* Barrier waits that ended in FUTEX_WAIT (see barrier_spin_ns). */
 uint64_t nib_team_sleeps(const struct nib_team *t);
 
-/* Leader (worker 0): run the plan for a pass of m tokens from position pos
- * with every worker. The token and position slots of the arena are
- * already written. */
-void nib_team_run(struct nib_team *t, uint32_t m, uint32_t pos);
+/* Leader: run fn(w, arg) on every worker, fn(0, arg) on this thread, and
+ * return when all are done (one barrier ends the job). */
+void nib_team_run(struct nib_team *t, nib_team_fn *fn, void *arg);
 
 /* Leader: run fn(w, arg) once on every worker 1..n-1 and wait for them. */
-void nib_team_call(struct nib_team *t, void (*fn)(uint32_t w, void *arg), void *arg);
+void nib_team_call(struct nib_team *t, nib_team_fn *fn, void *arg);
+
+/* Inside a job: worker w waits until every worker has reached its barrier
+ * (and sees everything they wrote before it). Every worker must call it
+ * the same number of times in a job. */
+void nib_team_barrier(struct nib_team *t, uint32_t w);
 
 /* Leader: make every worker return from nib_team_worker. */
 void nib_team_stop(struct nib_team *t);

@@ -18,6 +18,13 @@ static int cmp_piece(const uint8_t *a, uint32_t alen, const uint8_t *b, uint32_t
     return alen < blen ? -1 : alen > blen;
 }
 
+/* Byte tokens and control tokens are never matched from text. */
+static int from_text(const struct nib_blob_view *v, uint32_t id)
+{
+    uint16_t t = v->tok_entries[id].type;
+    return t == NIB_TOK_NORMAL || t == NIB_TOK_USER || t == NIB_TOK_UNUSED;
+}
+
 int32_t nib_tok_lookup(const struct nib_blob_view *v, const char *s, size_t len)
 {
     uint32_t lo = 0, hi = v->tok->n_vocab;
@@ -26,29 +33,20 @@ int32_t nib_tok_lookup(const struct nib_blob_view *v, const char *s, size_t len)
         const uint8_t *p = piece(v, v->tok_sorted[mid], &plen);
         int c = cmp_piece(p, plen, (const uint8_t *)s, (uint32_t)len);
         if (c == 0) {
-            /* Byte tokens and control tokens are never matched from text. */
             uint32_t id = v->tok_sorted[mid];
-            uint16_t t = v->tok_entries[id].type;
-            if (t == NIB_TOK_NORMAL || t == NIB_TOK_USER || t == NIB_TOK_UNUSED)
+            if (from_text(v, id))
                 return (int32_t)id;
-            /* Equal pieces sit next to each other: look at the neighbours. */
-            for (uint32_t j = mid; j-- > 0;) {
-                uint32_t l2;
-                const uint8_t *p2 = piece(v, v->tok_sorted[j], &l2);
-                if (cmp_piece(p2, l2, (const uint8_t *)s, (uint32_t)len))
-                    break;
-                t = v->tok_entries[v->tok_sorted[j]].type;
-                if (t == NIB_TOK_NORMAL || t == NIB_TOK_USER || t == NIB_TOK_UNUSED)
-                    return (int32_t)v->tok_sorted[j];
-            }
-            for (uint32_t j = mid + 1; j < v->tok->n_vocab; j++) {
-                uint32_t l2;
-                const uint8_t *p2 = piece(v, v->tok_sorted[j], &l2);
-                if (cmp_piece(p2, l2, (const uint8_t *)s, (uint32_t)len))
-                    break;
-                t = v->tok_entries[v->tok_sorted[j]].type;
-                if (t == NIB_TOK_NORMAL || t == NIB_TOK_USER || t == NIB_TOK_UNUSED)
-                    return (int32_t)v->tok_sorted[j];
+            /* Equal pieces sit next to each other: look at the neighbours,
+             * left of mid, then right (j wraps below 0 to >= n_vocab). */
+            for (int step = -1; step <= 1; step += 2) {
+                for (uint32_t j = mid + (uint32_t)step; j < v->tok->n_vocab; j += (uint32_t)step) {
+                    uint32_t l2, id2 = v->tok_sorted[j];
+                    const uint8_t *p2 = piece(v, id2, &l2);
+                    if (cmp_piece(p2, l2, (const uint8_t *)s, (uint32_t)len))
+                        break;
+                    if (from_text(v, id2))
+                        return (int32_t)id2;
+                }
             }
             return -1;
         }

@@ -3,6 +3,9 @@
 #   1. install what is missing (.ci/install-deps.sh, idempotent);
 #   2. a normal build: all suites;
 #   3. an ASan+UBSan build: the native suites again under the sanitizers;
+#   4. the appliance without the musl libnuma (-Dnuma_musl_dir=none, as
+#      meson_options.txt documents): it builds under -Werror and passes the
+#      integration suite;
 # then print the totals as one line: "N passed, N failed, N skipped".
 #
 #   bash tests/run-all.sh            # from anywhere inside the repository
@@ -58,6 +61,7 @@ build_and_test() {
 build_and_test build-test -- --no-suite perf
 build_and_test build-test-asan -Db_sanitize=address,undefined -Db_lundef=false -- \
     --no-suite perf --no-suite fuzz --no-suite neon
+build_and_test build-test-nonuma -Dnuma_musl_dir=none -- --suite integration
 
 echo
 echo "$passed passed, $failed failed, $skipped skipped"

@@ -1,16 +1,15 @@
 /* NEON attention: the scalar reference's operations as two 4-lane halves
  * (kernels/common/f32-neon.h). */
-#include "kernels/kernels.h"
+#include "kernels/common/isa.h"
 
-#if defined(__aarch64__)
+#if NIB_HAVE_NEON
 #include <math.h>
 
 #include "kernels/common/f32-neon.h"
 
-void nib_attention_f32_neon(const float *q, const float *kc, const float *vc, float *out,
-                            float *att, size_t h_begin, size_t h_end, size_t head_dim,
-                            size_t group, size_t row_stride, size_t pos, size_t ctx, float scale)
+NIB_ATTENTION_DECL(nib_attention_f32_neon)
 {
+    nib_pre_attention(q, kc, vc, out, att, h_begin, h_end, head_dim, group, row_stride, pos, ctx);
     const size_t n = pos + 1;
     for (size_t h = h_begin; h < h_end; h++) {
         const float *qh = q + h * head_dim;
@@ -56,5 +55,5 @@ void nib_attention_f32_neon(const float *q, const float *kc, const float *vc, fl
     }
 }
 #else
-typedef int nib_attention_neon_unused;
+typedef int nib_attention_f32_neon_unused;
 #endif

@@ -10,13 +10,10 @@
 #include <math.h>
 
 #include "kernels/common/f32-math.h"
-#include "kernels/kernels.h"
 
-void nib_attention_f32_scalar(const float *q, const float *kc, const float *vc, float *out,
-                              float *att, size_t h_begin, size_t h_end, size_t head_dim,
-                              size_t group, size_t row_stride, size_t pos, size_t ctx,
-                              float scale)
+NIB_ATTENTION_DECL(nib_attention_f32_scalar)
 {
+    nib_pre_attention(q, kc, vc, out, att, h_begin, h_end, head_dim, group, row_stride, pos, ctx);
     for (size_t h = h_begin; h < h_end; h++) {
         const float *qh = q + h * head_dim;
         size_t kv_off = (h / group) * head_dim;

@@ -23,6 +23,9 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kernels/common/pre.h"
+#include "kernels/kernels.h"
+
 #define NIB_EXP_MIN (-87.0f)
 #define NIB_EXP_MAX 88.0f
 #define NIB_EXP_ROUND 12582912.0f /* 1.5 * 2^23 */
@@ -56,6 +59,18 @@ static inline float nib_expf(float x)
     return x >= NIB_EXP_MIN ? y : 0.0f;
 }
 
+/* x[0..width) of which the first n are real (n > 0): x itself when
+ * n >= width, else a zero-padded copy in tmp, so no read goes past the
+ * caller's data. */
+static inline const float *nib_f32_padded(const float *x, size_t n, size_t width, float *tmp)
+{
+    if (n >= width)
+        return x;
+    for (size_t i = 0; i < width; i++)
+        tmp[i] = i < n ? x[i] : 0.0f;
+    return tmp;
+}
+
 /* Lane sums of a[i] * b[i] (see above), before the tree. */
 static inline void nib_dot_lanes(const float *a, const float *b, size_t n, float l[8])
 {
@@ -66,6 +81,42 @@ static inline void nib_dot_lanes(const float *a, const float *b, size_t n, float
             float x = i + j < n ? a[i + j] : 0.0f, y = i + j < n ? b[i + j] : 0.0f;
             l[j] = __builtin_fmaf(x, y, l[j]);
         }
+}
+
+/* nib_dot_lanes + nib_tree8. */
+static inline float nib_dot_scalar(const float *a, const float *b, size_t n)
+{
+    float l[8];
+    nib_dot_lanes(a, b, n, l);
+    return nib_tree8(l);
+}
+
+/* Defines the f32 GEMV `name` on the dot product `dot` (nib_dot_<isa>):
+ * y[r] = dot(w[r], x) (+ add[r]). */
+#define NIB_GEMV_F32_KERNEL(name, dot)                                                             \
+    NIB_GEMV_F32_DECL(name)                                                                        \
+    {                                                                                              \
+        nib_pre_gemv_f32(w, x, y, n_begin, n_end, k);                                              \
+        for (size_t r = n_begin; r < n_end; r++) {                                                 \
+            float d = dot(w + r * k, x, k);                                                        \
+            y[r] = add ? d + add[r] : d;                                                           \
+        }                                                                                          \
+    }
+
+/* RoPE: the next run of rotated rows at or after *r and below r_end
+ * (skipping the unrotated dims of each head): moves *r to its start and
+ * returns its end, or returns *r when none is left. */
+static inline size_t nib_rope_run(size_t *r, size_t r_end, size_t head_dim, size_t rope_dim)
+{
+    while (*r + 1 < r_end) {
+        size_t i = *r % head_dim;
+        if (i < rope_dim) {
+            size_t end = *r + (rope_dim - i); /* end of this head's rotated dims */
+            return end < r_end ? end : r_end;
+        }
+        *r += head_dim - i; /* the rest of this head is not rotated */
+    }
+    return *r;
 }
 
 /* Attention, after a SIMD variant has exponentiated terms [0, t) of a and
@@ -107,6 +158,15 @@ static inline void nib_rope_pair(float *v, float c, float s)
     float a = v[0], b = v[1];
     v[0] = a * c - b * s;
     v[1] = a * s + b * c;
+}
+
+/* The pairs of a run one at a time, from row r (dim i of its head) to
+ * end; returns the row after the last pair (end: runs are even). */
+static inline size_t nib_rope_pairs(float *v, size_t r, size_t end, size_t i, const float *cs)
+{
+    for (; r + 1 < end; r += 2, i += 2)
+        nib_rope_pair(v + r, cs[i], cs[i + 1]);
+    return r;
 }
 
 #endif

@@ -4,19 +4,30 @@ stderr and a non-zero exit status, never a signal (a crash) and never a
 half-written output file. Run against the ASan build too, where any memory
 error or leak turns into a failure.
 
-  cli_bad_input.py NIB GOOD.gguf GOOD.blob
+Also the option conventions every subcommand follows (tools/util/args.h):
+'--' ends the options, --help exits 0 with the usage on stdout, --version
+prints the version, an unknown option exits 2 naming it.
+
+  cli_bad_input.py NIB GOOD.gguf GOOD.blob VERSION [APPLIANCE]
+
+APPLIANCE, when given, embeds GOOD.blob: its --version must report the same
+version and that blob's format.
 """
 import os
 import random
+import struct
 import subprocess
 import sys
 import tempfile
 
-nib, good_gguf, good_blob = sys.argv[1:4]
+nib, good_gguf, good_blob, version = sys.argv[1:5]
+appliance = sys.argv[5] if len(sys.argv) > 5 else None
 failures = 0
+SUBCOMMANDS = ["synth", "compile", "inspect", "eval", "ask", "stop", "stats", "topo", "bench",
+               "version"]
 
 
-def expect(args, rc_want, needle, what):
+def expect(args, rc_want, needle, what, stdout_needle=None):
     global failures
     r = subprocess.run([nib, *args], capture_output=True, text=True, errors="replace", timeout=120)
     bad = None
@@ -26,6 +37,8 @@ def expect(args, rc_want, needle, what):
         bad = "exit %d, expected %d" % (r.returncode, rc_want)
     elif needle and needle not in r.stderr:
         bad = "stderr lacks %r" % needle
+    elif stdout_needle and stdout_needle not in r.stdout:
+        bad = "stdout lacks %r: %r" % (stdout_needle, r.stdout[:300])
     elif "ERROR: AddressSanitizer" in r.stderr or "runtime error:" in r.stderr:
         bad = "sanitizer report"
     if bad:
@@ -82,5 +95,59 @@ with tempfile.TemporaryDirectory() as d:
     expect(["ask", "--max-tokens", "-3", "hi"], 2, "--max-tokens", "negative --max-tokens")
     expect(["ask", "--temperature", "nan", "hi"], 2, "--temperature", "NaN temperature")
 
+    # Option conventions. A prompt that starts with '-' passes after '--' and
+    # reaches the attach step (no appliance runs under this name).
+    expect(["ask", "--name", "cli-test-none", "--", "-x"], 1, "no appliance",
+           "ask -- '-x' reaches the appliance-free error")
+    expect(["ask", "--name", "cli-test-none", "-x"], 2, "unknown option '-x'", "ask -x without --")
+    expect(["ask", "--name", "cli-test-none", "--", "a", "b"], 2, "unexpected argument 'b'",
+           "ask with two prompts")
+    expect(["ask", "--name", "cli-test-none", "--seed", "3", "hi"], 1,
+           "--seed is ignored", "ask reports an ignored --seed")
+    expect(["ask", "--name"], 2, "--name needs a value", "option without its value")
+    expect(["ask", "--json=yes", "hi"], 2, "--json takes no value", "flag given a value")
+    expect(["ask", "--name=cli-test-none", "--", "--help"], 1, "no appliance", "--help after --")
+    expect(["inspect", "--", good_blob], 0, "", "inspect -- BLOB", "checksum: ok")
+    expect(["topo", "--check", os.path.join(d, "none.txt"), "-o", out], 1, "-o is ignored",
+           "topo reports an ignored -o")
+    blob_format = struct.unpack_from("<I", blob, 12)[0]
+    version_line = "nib %s (blob format %u)" % (version, blob_format)
+    expect(["--version"], 0, "", "nib --version", version_line)
+    expect(["version"], 0, "", "nib version", version_line)
+    expect(["--help"], 0, "", "nib --help", "usage: nib")
+    for c in SUBCOMMANDS:
+        expect([c, "--help"], 0, "", "nib %s --help" % c, "usage: nib " + c)
+        expect([c, "-h"], 0, "", "nib %s -h" % c, "usage: nib " + c)
+        expect([c, "--version"], 0, "", "nib %s --version" % c, version_line)
+        expect([c, "--no-such-option"], 2, "unknown option '--no-such-option'",
+               "nib %s with an unknown option" % c)
+    expect(["bench", "--latency", "--help"], 0, "", "nib bench --latency --help", "usage")
+    expect(["bench", "--latency", "--no-such-option"], 2, "unknown option", "bench --latency unknown")
+    if appliance:
+        r = subprocess.run([appliance, "--version"], capture_output=True, text=True, timeout=60)
+        want = "appliance %s (blob format %u)" % (version, blob_format)
+        if r.returncode != 0 or r.stdout.strip() != want:
+            failures += 1
+            print("FAIL: appliance --version: exit %d, %r, expected %r"
+                  % (r.returncode, r.stdout.strip(), want))
+        else:
+            print("ok: appliance --version -> %s" % want)
+
+
+def ctx_clamp_is_reported():
+    """--ctx above the model's context builds the model's context, and says so."""
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "big-ctx.blob")
+        expect(["compile", good_gguf, "-o", out, "--ctx", "65536"], 0, "--ctx 65536 clamped to ",
+               "compile reports a clamped --ctx")
+        if os.path.exists(out):
+            with open(out, "rb") as f:
+                ctx = struct.unpack_from("<I", f.read(256), 68)[0]  # header hp.ctx_len
+            expect(["compile", good_gguf, "-o", out, "--ctx", "65536"], 0,
+                   "--ctx 65536 clamped to %u, the model's context length" % ctx,
+                   "the clamp message names the context the blob holds")
+
+
+ctx_clamp_is_reported()
 print("%d failures" % failures)
 sys.exit(1 if failures else 0)

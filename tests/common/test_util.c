@@ -63,3 +63,17 @@ int tu_run_suite(Suite *s)
     srunner_free(sr);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
+
+TCase *tu_add_case(Suite *s, const char *name, void (*setup)(void), void (*teardown)(void),
+                   int timeout, const struct TTest *const *tests)
+{
+    TCase *tc = tcase_create(name);
+    if (setup || teardown)
+        tcase_add_checked_fixture(tc, setup, teardown);
+    if (timeout)
+        tcase_set_timeout(tc, timeout);
+    for (; *tests; tests++)
+        tcase_add_test(tc, *tests);
+    suite_add_tcase(s, tc);
+    return tc;
+}

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "tests/common/gguf_fixture.h"
+#include "tests/common/test_util.h"
 #include "tools/compiler/gguf.h"
 #include "tools/compiler/llama_import.h"
 
@@ -669,36 +670,9 @@ START_TEST(test_random_mutation)
 }
 END_TEST
 
-static Suite *gguf_suite(void)
-{
-    Suite *s = suite_create("gguf");
-    TCase *tc = tcase_create("reader");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_valid_parse);
-    tcase_add_test(tc, test_integer_conversions);
-    tcase_add_test(tc, test_version2_and_alignment);
-    tcase_add_test(tc, test_no_tensors);
-    tcase_add_test(tc, test_truncation_boundaries);
-    tcase_add_test(tc, test_truncation_every_prefix);
-    tcase_add_test(tc, test_bad_magic_and_versions);
-    tcase_add_test(tc, test_hostile_counts);
-    tcase_add_test(tc, test_huge_strings);
-    tcase_add_test(tc, test_value_types);
-    tcase_add_test(tc, test_duplicates);
-    tcase_add_test(tc, test_alignment_key);
-    tcase_add_test(tc, test_tensor_info_damage);
-    tcase_add_test(tc, test_type_sizes_and_names);
-    tcase_add_test(tc, test_half_conversions);
-    tcase_add_test(tc, test_random_mutation);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(gguf_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+TU_SUITE("gguf", "reader", NULL, NULL, 120, test_valid_parse, test_integer_conversions,
+         test_version2_and_alignment, test_no_tensors, test_truncation_boundaries,
+         test_truncation_every_prefix, test_bad_magic_and_versions, test_hostile_counts,
+         test_huge_strings, test_value_types, test_duplicates, test_alignment_key,
+         test_tensor_info_damage, test_type_sizes_and_names, test_half_conversions,
+         test_random_mutation)

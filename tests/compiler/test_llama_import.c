@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "tests/common/gguf_fixture.h"
+#include "tests/common/test_util.h"
 #include "tools/compiler/gguf.h"
 #include "tools/compiler/llama_import.h"
 
@@ -837,36 +838,8 @@ START_TEST(test_real_models)
 }
 END_TEST
 
-static Suite *import_suite(void)
-{
-    Suite *s = suite_create("llama_import");
-    TCase *tc = tcase_create("import");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_import_f32);
-    tcase_add_test(tc, test_import_half);
-    tcase_add_test(tc, test_import_q8_0);
-    tcase_add_test(tc, test_import_q4_0);
-    tcase_add_test(tc, test_q4_1);
-    tcase_add_test(tc, test_tied_output);
-    tcase_add_test(tc, test_missing_tensors);
-    tcase_add_test(tc, test_wrong_shapes);
-    tcase_add_test(tc, test_unsupported);
-    tcase_add_test(tc, test_missing_metadata);
-    tcase_add_test(tc, test_metadata_types);
-    tcase_add_test(tc, test_defaults);
-    tcase_add_test(tc, test_sanity_checks);
-    tcase_add_test(tc, test_vocab_checks);
-    tcase_add_test(tc, test_extra_tensors_ignored);
-    tcase_add_test(tc, test_real_models);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(import_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+TU_SUITE("llama_import", "import", NULL, NULL, 120, test_import_f32, test_import_half,
+         test_import_q8_0, test_import_q4_0, test_q4_1, test_tied_output, test_missing_tensors,
+         test_wrong_shapes, test_unsupported, test_missing_metadata, test_metadata_types,
+         test_defaults, test_sanity_checks, test_vocab_checks, test_extra_tensors_ignored,
+         test_real_models)

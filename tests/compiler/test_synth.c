@@ -1,6 +1,7 @@
 /* Tests for the GGUF writer and `nib synth`: what synth writes must parse
  * with nibble's own reader, carry the metadata and vocabulary llama.cpp
  * expects, and be a pure function of (shape, dtype, seed). */
+#include "tests/common/test_util.h"
 #include "tools/compiler/gguf.h"
 #include "tools/compiler/gguf_write.h"
 #include "tools/compiler/synth.h"
@@ -925,38 +926,14 @@ START_TEST(test_cli)
 }
 END_TEST
 
-static Suite *synth_suite(void)
+Suite *nib_test_suite(void)
 {
     Suite *s = suite_create("synth");
-    TCase *tc = tcase_create("writer");
-    tcase_set_timeout(tc, 60);
+    TCase *tc = TU_CASE(s, "writer", NULL, NULL, 60, test_writer_chunks, test_writer_errors,
+        test_writer_disk_full);
     tcase_add_loop_test(tc, test_writer_roundtrip, 0, 2);
-    tcase_add_test(tc, test_writer_chunks);
-    tcase_add_test(tc, test_writer_errors);
-    tcase_add_test(tc, test_writer_disk_full);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("synth");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_f16_conversion);
-    tcase_add_test(tc, test_shape_table);
-    tcase_add_test(tc, test_vocab_32000);
-    tcase_add_test(tc, test_stories260k_metadata);
-    tcase_add_test(tc, test_stories260k_tensors);
-    tcase_add_test(tc, test_stories260k_vocab);
-    tcase_add_test(tc, test_deterministic);
-    tcase_add_test(tc, test_f16_matches_f32);
-    tcase_add_test(tc, test_stories15m_header);
-    tcase_add_test(tc, test_cli);
-    suite_add_tcase(s, tc);
+    TU_CASE(s, "synth", NULL, NULL, 120, test_f16_conversion, test_shape_table, test_vocab_32000,
+        test_stories260k_metadata, test_stories260k_tensors, test_stories260k_vocab,
+        test_deterministic, test_f16_matches_f32, test_stories15m_header, test_cli);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(synth_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

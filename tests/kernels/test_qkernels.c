@@ -5,6 +5,7 @@
  * GGUF Q4_0 / Q8_0 models in ../shared/models. */
 #include <check.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,7 +167,7 @@ START_TEST(test_qact_contract)
         if (it % 5 == 0)
             for (uint32_t i = 0; i < k && i < 40; i++)
                 x[i] = 0.0f; /* an all-zero block */
-        nib_qact_f32s8_scalar(&a, 0, x);
+        nib_qact_s8_f32_scalar(&a, 0, x);
         for (uint32_t b = 0; b < a.n_blocks; b++) {
             float amax = 0;
             int32_t sum = 0;
@@ -308,6 +309,47 @@ START_TEST(test_dispatch)
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
     ck_assert_ptr_nonnull(nib_qkernels_get(NIB_ISA_AVX2));
 #endif
+    /* every table (generated from one list) has every kernel */
+    static const uint32_t isas[] = {NIB_ISA_SCALAR, NIB_ISA_AVX2, NIB_ISA_NEON_DOT};
+    for (size_t i = 0; i < sizeof isas / sizeof isas[0]; i++) {
+        const struct nib_qkernels *t = nib_qkernels_get(isas[i]);
+        if (!t)
+            continue;
+        ck_assert_uint_eq(t->isa, isas[i]);
+        ck_assert(t->name && t->qact && t->attention && t->rmsnorm && t->rope_rows && t->silu_mul &&
+                  t->gemv_f32);
+        for (uint32_t d = NIB_DT_Q4; d < NIB_DT_COUNT; d++)
+            ck_assert_ptr_nonnull(t->gemm[d]);
+    }
+}
+END_TEST
+
+/* Preconditions are asserted at kernel entry (kernels/common/pre.h): a
+ * GEMM handed weights of another format aborts instead of reading them
+ * wrongly, in every variant (Check runs each in a forked child). Release
+ * builds (NDEBUG) compile the asserts out: the test raises the signal itself. */
+static void precondition_abort(const struct nib_qkernels *kt)
+{
+    struct nib_qlayout l;
+    nib_qlayout_get(&l, NIB_DT_Q4, 32, 8, 64);
+    static _Alignas(64) uint8_t mem[4096], w[4096];
+    struct nib_qact a;
+    nib_qact_init(&a, mem, 1, 64, 32);
+    float y[8];
+    kt->gemm[NIB_DT_Q8C](&l, w, &a, 1, y, 0, NULL, 0, 0, 8); /* q4 weights, q8c kernel */
+}
+
+START_TEST(test_precondition_asserts)
+{
+#ifndef NDEBUG
+    const struct nib_qkernels *kt = _i == 0 ? scalar() : simd();
+    if (!kt)
+        abort(); /* no SIMD variant here: the signal the test expects */
+    precondition_abort(kt);
+#else
+    (void)precondition_abort;
+    raise(SIGABRT);
+#endif
 }
 END_TEST
 
@@ -437,7 +479,7 @@ START_TEST(test_quantized_gemv_close_to_f32)
         void *mem = aligned_alloc(64, (nib_qact_footprint(1, cols, block) + 63) & ~(size_t)63);
         ck_assert_int_eq(nib_qact_init(&a, mem, 1, cols, block), 0);
         ck_assert(nib_qact_fits(&a, &l));
-        nib_qact_f32s8_scalar(&a, 0, x);
+        nib_qact_s8_f32_scalar(&a, 0, x);
         nib_qgemv(scalar(), &l, p, &a, yq, NULL, 0, rows);
         double e = 0;
         for (uint32_t r = 0; r < rows; r++)
@@ -588,45 +630,18 @@ START_TEST(test_repack_rejects)
 }
 END_TEST
 
-static Suite *suite(void)
+Suite *nib_test_suite(void)
 {
     Suite *s = suite_create("qkernels");
-    TCase *tc = tcase_create("format");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_format_validity);
-    tcase_add_test(tc, test_format_sizes);
-    tcase_add_test(tc, test_f16);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("kernels");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_qact_contract);
-    tcase_add_test(tc, test_qact_simd);
-    tcase_add_test(tc, test_gemm_simd_equals_scalar);
-    tcase_add_test(tc, test_gemm_equals_gemvs);
-    tcase_add_test(tc, test_attention_simd_equals_scalar);
-    tcase_add_test(tc, test_qact_by_blocks);
-    tcase_add_test(tc, test_f32_ops_simd_equals_scalar);
-    tcase_add_test(tc, test_gemv_vs_double);
-    tcase_add_test(tc, test_int16_headroom);
-    tcase_add_test(tc, test_dispatch);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("quant");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_quantize_error);
-    tcase_add_test(tc, test_quantized_gemv_close_to_f32);
-    tcase_add_test(tc, test_quantize_rejects);
-    tcase_add_test(tc, test_repack_q4_0);
-    tcase_add_test(tc, test_repack_q8_0);
-    tcase_add_test(tc, test_repack_rejects);
-    suite_add_tcase(s, tc);
+    TU_CASE(s, "format", NULL, NULL, 60, test_format_validity, test_format_sizes, test_f16);
+    TU_CASE(s, "kernels", NULL, NULL, 120, test_qact_contract, test_qact_simd,
+        test_gemm_simd_equals_scalar, test_gemm_equals_gemvs, test_attention_simd_equals_scalar,
+        test_qact_by_blocks, test_f32_ops_simd_equals_scalar, test_gemv_vs_double,
+        test_int16_headroom, test_dispatch);
+    TCase *pre = tcase_create("preconditions");
+    tcase_add_loop_test_raise_signal(pre, test_precondition_asserts, SIGABRT, 0, 2);
+    suite_add_tcase(s, pre);
+    TU_CASE(s, "quant", NULL, NULL, 120, test_quantize_error, test_quantized_gemv_close_to_f32,
+        test_quantize_rejects, test_repack_q4_0, test_repack_q8_0, test_repack_rejects);
     return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
 }

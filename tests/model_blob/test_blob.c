@@ -2,6 +2,7 @@
  * caught (by the checksum), and every structural lie is caught even when the
  * checksum has been recomputed to match. */
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -98,6 +99,15 @@ START_TEST(header_lies_refused)
     EXPECT_REFUSED("magic");
     H()->version = 99;
     EXPECT_REFUSED("version");
+    /* A blob of the previous format (positional op parameters) names both versions. */
+    H()->version = NIB_BLOB_VERSION - 1;
+    reseal();
+    ck_assert_int_eq(open_work(), -1);
+    char want[96];
+    snprintf(want, sizeof want, "blob format version %u is not supported: this build reads version %u",
+             NIB_BLOB_VERSION - 1, NIB_BLOB_VERSION);
+    ck_assert_msg(strstr(err, want) != NULL, "error '%s' does not say '%s'", err, want);
+    memcpy(work, blob, blob_size);
     H()->header_size = 512;
     EXPECT_REFUSED("header size");
     H()->blob_size += 4096;
@@ -194,24 +204,24 @@ START_TEST(plan_lies_refused)
     EXPECT_REFUSED("flags");
     OP(mm)->flags |= NIB_EPI_SILU_MUL;
     EXPECT_REFUSED("do not combine");
-    OP(qkv)->p4 = 3;
+    OP(qkv)->matmul.rope_kv.head_dim = 3;
     EXPECT_REFUSED("fused QKV geometry");
-    OP(qkv)->p2 = OP(qkv)->n;
+    OP(qkv)->matmul.rope_kv.v_off = OP(qkv)->n;
     EXPECT_REFUSED("fused QKV geometry");
-    OP(qkv)->tensor2 = H()->n_tensors;
+    OP(qkv)->matmul.rope_kv.table = H()->n_tensors;
     EXPECT_REFUSED("RoPE table");
-    OP(qkv)->tensor2 = OP(qkv)->tensor;
+    OP(qkv)->matmul.rope_kv.table = OP(qkv)->tensor;
     EXPECT_REFUSED("RoPE table");
     OP(qkv)->aux = H()->act_size + H()->kv_size - 64;
     EXPECT_REFUSED("outside runtime memory");
-    OP(qkv)->p6 = 0xFFFFFFF0u;
+    OP(qkv)->matmul.rope_kv.v_cache_off = 0xFFFFFFF0u;
     EXPECT_REFUSED("outside runtime memory");
     OP(qkv)->aux_stride = 4;
     EXPECT_REFUSED("stride");
-    OP(gu)->p0 += 8;
+    OP(gu)->matmul.silu_mul.n_out += 8;
     EXPECT_REFUSED("pair up");
     if (OP(gu)->flags & NIB_OPF_QOUT) {
-        OP(gu)->p1 = 48;
+        OP(gu)->matmul.silu_mul.qblock = 48;
         EXPECT_REFUSED("quantized gate|up output");
         OP(gu)->dst += 4;
         EXPECT_REFUSED("quantized gate|up output");
@@ -220,23 +230,33 @@ START_TEST(plan_lies_refused)
         EXPECT_REFUSED("row stride smaller than a row");
     }
     if (OP(at)->flags & NIB_OPF_QOUT) {
-        OP(at)->p3 = OP(at)->k + 32;
+        OP(at)->attention.qblock = OP(at)->k + 32;
         EXPECT_REFUSED("attention): bad quantized output");
-        OP(at)->p4 = 0;
+        OP(at)->attention.unit_heads = 0;
         EXPECT_REFUSED("attention): bad quantized output");
-        OP(at)->p4 = OP(at)->n + 1;
+        OP(at)->attention.unit_heads = OP(at)->n + 1;
         EXPECT_REFUSED("attention): bad quantized output");
         OP(at)->aux = H()->act_size + H()->kv_size - 64;
         EXPECT_REFUSED("outside runtime memory");
     }
     OP(mm)->flags |= NIB_OPF_QOUT;
     EXPECT_REFUSED("only gate|up");
+    for (uint32_t i = 0; i < H()->n_ops; i++)
+        if (OP(i)->code == NIB_OP_QUANT) {
+            OP(i)->quant.block = 3;
+            EXPECT_REFUSED("quant): bad block");
+            break;
+        }
+    OP(at)->attention.scale = 0.0f;
+    EXPECT_REFUSED("attention): bad head geometry");
+    OP(at)->attention.cache_stride = 4;
+    EXPECT_REFUSED("attention): bad head geometry");
     ck_assert(OP(qkv)->flags & NIB_OPF_NORM_IN);
-    OP(qkv)->norm_tensor = H()->n_tensors;
+    OP(qkv)->matmul.norm.tensor = H()->n_tensors;
     EXPECT_REFUSED("bad input norm");
-    OP(qkv)->norm_tensor = OP(qkv)->tensor;
+    OP(qkv)->matmul.norm.tensor = OP(qkv)->tensor;
     EXPECT_REFUSED("bad input norm");
-    OP(qkv)->norm_eps = 0.0f;
+    OP(qkv)->matmul.norm.eps = 0.0f;
     EXPECT_REFUSED("bad input norm");
     H()->wscratch_size -= 64;
     EXPECT_REFUSED("worker scratch");
@@ -246,11 +266,11 @@ START_TEST(plan_lies_refused)
     EXPECT_REFUSED("worker scratch");
     OP(head)->flags &= ~NIB_OPF_LAST_ROW;
     EXPECT_REFUSED("argmax");
-    OP(at)->p0 = 0;
+    OP(at)->attention.n_kv_heads = 0;
     EXPECT_REFUSED("attention");
-    OP(at)->scratch = H()->act_size + H()->kv_size;
+    OP(at)->attention.scratch = H()->act_size + H()->kv_size;
     EXPECT_REFUSED("outside runtime memory");
-    OP(at)->p2 = 0xFFFFFFF0u;
+    OP(at)->attention.v_cache_off = 0xFFFFFFF0u;
     EXPECT_REFUSED("outside runtime memory");
     OP(at)->src0_stride = 6;
     EXPECT_REFUSED("stride");
@@ -296,19 +316,6 @@ START_TEST(tokenizer_lies_refused)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("blob");
-    TCase *tc = tcase_create("validate");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, valid_blob_opens);
-    tcase_add_test(tc, every_flipped_byte_refused);
-    tcase_add_test(tc, truncated_refused);
-    tcase_add_test(tc, header_lies_refused);
-    tcase_add_test(tc, tensor_lies_refused);
-    tcase_add_test(tc, plan_lies_refused);
-    tcase_add_test(tc, tokenizer_lies_refused);
-    suite_add_tcase(s, tc);
-    return tu_run_suite(s);
-}
+TU_SUITE("blob", "validate", setup, teardown, 120, valid_blob_opens, every_flipped_byte_refused,
+         truncated_refused, header_lies_refused, tensor_lies_refused, plan_lies_refused,
+         tokenizer_lies_refused)

@@ -50,6 +50,7 @@
 #include <unistd.h>
 
 #include "proto/ctl.h"
+#include "proto/private/sync.h"
 #include "proto/shm_layout.h"
 #include "proto/shm_name.h"
 #include "rt/sample.h"

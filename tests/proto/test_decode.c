@@ -383,19 +383,6 @@ START_TEST(runtime_dir_rules)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("decode");
-    TCase *tc = tcase_create("decode");
-    tcase_add_test(tc, good_request_passes_intact);
-    tcase_add_test(tc, each_bad_field_is_named);
-    tcase_add_test(tc, prompt_ids_checked_and_copied);
-    tcase_add_test(tc, random_bytes_never_pass_out_of_range);
-    tcase_add_test(tc, ctl_host_messages_pass);
-    tcase_add_test(tc, ctl_every_bad_field_refused);
-    tcase_add_test(tc, ctl_random_bytes);
-    tcase_add_test(tc, names_and_paths);
-    tcase_add_test(tc, runtime_dir_rules);
-    suite_add_tcase(s, tc);
-    return tu_run_suite(s);
-}
+TU_SUITE("decode", "decode", NULL, NULL, 0, good_request_passes_intact, each_bad_field_is_named,
+         prompt_ids_checked_and_copied, random_bytes_never_pass_out_of_range, ctl_host_messages_pass,
+         ctl_every_bad_field_refused, ctl_random_bytes, names_and_paths, runtime_dir_rules)

@@ -31,6 +31,7 @@
 
 #include "model_blob/blob_view.h"
 #include "proto/ctl.h"
+#include "proto/private/sync.h"
 #include "proto/shm_layout.h"
 #include "proto/stats_layout.h"
 #include "rt/serve.h"
@@ -1081,40 +1082,12 @@ START_TEST(live_stop_ends_queued_requests)
 }
 END_TEST
 
-int main(void)
+Suite *nib_test_suite(void)
 {
     signal(SIGPIPE, SIG_DFL); /* the library must never raise it */
     Suite *s = suite_create("hostlib");
-    TCase *none = tcase_create("no appliance");
-    tcase_add_test(none, no_appliance_is_a_clear_error);
-    suite_add_tcase(s, none);
-    TCase *hand = tcase_create("hand-made appliance");
-    tcase_add_checked_fixture(hand, fake_setup, fake_teardown);
-    tcase_set_timeout(hand, 60);
-    tcase_add_test(hand, attach_reads_the_header);
-    tcase_add_test(hand, everything_handed_over_is_checked);
-    tcase_add_test(hand, inconsistent_header_refused_field_by_field);
-    tcase_add_test(hand, stale_heartbeat_at_attach_is_gone);
-    tcase_add_test(hand, submit_wait_release);
-    tcase_add_test(hand, full_ring_is_busy_and_waits_are_bounded);
-    tcase_add_test(hand, streaming_wait_and_cancel);
-    tcase_add_test(hand, kick_only_when_sleeping);
-    tcase_add_test(hand, stale_heartbeat_is_gone);
-    tcase_add_test(hand, hung_up_socket_is_gone);
-    tcase_add_test(hand, stopping_state_is_gone);
-    tcase_add_test(hand, stop_over_the_socket);
-    tcase_add_test(hand, stop_through_a_handle);
-    tcase_add_test(hand, stop_times_out_when_nobody_answers);
-    tcase_add_test(hand, forked_child_attaches_afresh);
-    tcase_add_test(hand, the_memfds_cannot_be_resized_or_written);
-    suite_add_tcase(s, hand);
-    TCase *live = tcase_create("serve loop");
-    tcase_add_checked_fixture(live, live_setup, live_teardown);
-    tcase_set_timeout(live, 60);
-    tcase_add_test(live, live_submit_stream_release);
-    tcase_add_test(live, live_busy_cancel_and_all_slots_again);
-    tcase_add_test(live, live_rings_are_per_host_and_come_back);
-    tcase_add_test(live, live_stop_ends_queued_requests);
-    suite_add_tcase(s, live);
-    return tu_run_suite(s);
+    TU_CASE(s, "no appliance", NULL, NULL, 0, no_appliance_is_a_clear_error);
+    TU_CASE(s, "hand-made appliance", fake_setup, fake_teardown, 60, attach_reads_the_header, everything_handed_over_is_checked, inconsistent_header_refused_field_by_field, stale_heartbeat_at_attach_is_gone, submit_wait_release, full_ring_is_busy_and_waits_are_bounded, streaming_wait_and_cancel, kick_only_when_sleeping, stale_heartbeat_is_gone, hung_up_socket_is_gone, stopping_state_is_gone, stop_over_the_socket, stop_through_a_handle, stop_times_out_when_nobody_answers, forked_child_attaches_afresh, the_memfds_cannot_be_resized_or_written);
+    TU_CASE(s, "serve loop", live_setup, live_teardown, 60, live_submit_stream_release, live_busy_cancel_and_all_slots_again, live_rings_are_per_host_and_come_back, live_stop_ends_queued_requests);
+    return s;
 }

@@ -127,14 +127,5 @@ START_TEST(stats_recorders)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("stats");
-    TCase *tc = tcase_create("stats");
-    tcase_add_test(tc, buckets_tile_the_range);
-    tcase_add_test(tc, percentiles_within_two_percent);
-    tcase_add_test(tc, empty_and_saturating);
-    tcase_add_test(tc, stats_recorders);
-    suite_add_tcase(s, tc);
-    return tu_run_suite(s);
-}
+TU_SUITE("stats", "stats", NULL, NULL, 0, buckets_tile_the_range, percentiles_within_two_percent,
+         empty_and_saturating, stats_recorders)

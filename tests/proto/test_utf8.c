@@ -172,16 +172,6 @@ START_TEST(short_output_buffer_ends_on_a_boundary)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("utf8");
-    TCase *t = tcase_create("sanitizer");
-    tcase_set_timeout(t, 60);
-    tcase_add_test(t, vectors);
-    tcase_add_test(t, every_split_streams_the_same);
-    tcase_add_test(t, random_bytes_come_out_well_formed);
-    tcase_add_test(t, every_code_point_round_trips);
-    tcase_add_test(t, short_output_buffer_ends_on_a_boundary);
-    suite_add_tcase(s, t);
-    return tu_run_suite(s);
-}
+TU_SUITE("utf8", "sanitizer", NULL, NULL, 60, vectors, every_split_streams_the_same,
+         random_bytes_come_out_well_formed, every_code_point_round_trips,
+         short_output_buffer_ends_on_a_boundary)

@@ -14,30 +14,28 @@
 #include "rt/sample.h"
 #include "rt/team.h"
 #include "tests/common/test_util.h"
-
-static uint8_t *blob;
-static struct nib_blob_view view;
+#include "tests/rt/rt_fixture.h"
 
 static void setup(void)
 {
-    blob = tu_open_test_blob(&view);
-    ck_assert_uint_gt(view.h->max_batch, 1);
-    nib_exec_select_kernels(nib_cpu_isa());
-}
-
-static void teardown(void)
-{
-    free(blob);
+    rtf_setup();
+    ck_assert_uint_gt(rtf_view.h->max_batch, 1);
 }
 
 static uint8_t *new_arena(void)
 {
-    return tu_new_arena(&view);
+    return rtf_arena();
 }
 
 static uint32_t token_at(uint32_t pos)
 {
-    return (pos * 2654435761u + 5u) % view.h->hp.vocab_size;
+    return rtf_token(pos, 5u);
+}
+
+/* The CPU's best kernels (the same bits as the scalar ones). */
+static struct nib_exec exec_on(uint8_t *arena)
+{
+    return (struct nib_exec){.v = &rtf_view, .mem = arena, .qk = nib_exec_kernels(nib_cpu_isa())};
 }
 
 #define N_PROMPT 45
@@ -47,18 +45,18 @@ static uint32_t token_at(uint32_t pos)
  * prompt. */
 static float *reference(uint8_t **kv_out)
 {
-    const uint32_t vocab = view.h->hp.vocab_size;
+    const uint32_t vocab = rtf_view.h->hp.vocab_size;
     float *ref = malloc((size_t)(N_PROMPT + N_DECODE) * vocab * 4);
     uint8_t *arena = new_arena();
-    struct nib_exec e = {.v = &view, .mem = arena};
+    struct nib_exec e = exec_on(arena);
     for (uint32_t p = 0; p < N_PROMPT + N_DECODE; p++) {
         const float *l = nib_exec_token(&e, token_at(p), p);
         ck_assert_ptr_nonnull(l);
         memcpy(ref + (size_t)p * vocab, l, (size_t)vocab * 4);
         ck_assert_uint_eq(nib_exec_argmax(&e), nib_argmax(l, vocab));
         if (p + 1 == N_PROMPT) {
-            *kv_out = malloc(view.h->kv_size);
-            memcpy(*kv_out, arena + view.h->act_size, view.h->kv_size);
+            *kv_out = malloc(rtf_view.h->kv_size);
+            memcpy(*kv_out, arena + rtf_view.h->act_size, rtf_view.h->kv_size);
         }
     }
     free(arena);
@@ -67,16 +65,13 @@ static float *reference(uint8_t **kv_out)
 
 static void prefill_matches(uint32_t workers, const uint32_t *pass_sizes, int n_sizes)
 {
-    const uint32_t vocab = view.h->hp.vocab_size, M = view.h->max_batch;
+    const uint32_t vocab = rtf_view.h->hp.vocab_size, M = rtf_view.h->max_batch;
     uint8_t *ref_kv = NULL;
     float *ref = reference(&ref_kv);
     uint8_t *arena = new_arena();
-    void *tmem = aligned_alloc(nib_team_align(), nib_team_footprint(workers, &view));
-    struct nib_team *t = nib_team_new(tmem, &view, arena, workers, 50000000, 200000);
-    ck_assert_ptr_nonnull(t);
-    pthread_t tids[8];
-    ck_assert_int_eq(nib_team_spawn(t, NULL, tids), 0);
-    struct nib_exec e = {.v = &view, .mem = arena, .team = t};
+    struct nib_exec e = exec_on(arena);
+    struct rtf_team f;
+    rtf_team_start(&f, &e, workers, 50000000, 200000);
     uint32_t ids[N_PROMPT];
     for (uint32_t p = 0; p < N_PROMPT; p++)
         ids[p] = token_at(p);
@@ -95,7 +90,7 @@ static void prefill_matches(uint32_t workers, const uint32_t *pass_sizes, int n_
                       pos - 1);
         ck_assert_uint_eq(nib_exec_argmax(&e), nib_argmax(l, vocab));
     }
-    ck_assert_msg(memcmp(arena + view.h->act_size, ref_kv, view.h->kv_size) == 0,
+    ck_assert_msg(memcmp(arena + rtf_view.h->act_size, ref_kv, rtf_view.h->kv_size) == 0,
                   "%u workers: KV cache after prefill differs from token-by-token", workers);
     for (uint32_t p = N_PROMPT; p < N_PROMPT + N_DECODE; p++) {
         const float *l = nib_exec_token(&e, token_at(p), p);
@@ -103,8 +98,7 @@ static void prefill_matches(uint32_t workers, const uint32_t *pass_sizes, int n_
         ck_assert_msg(memcmp(l, ref + (size_t)p * vocab, (size_t)vocab * 4) == 0,
                       "%u workers: decode at %u after prefill differs", workers, p);
     }
-    nib_team_join(t, tids);
-    free(tmem);
+    rtf_team_stop(&f);
     free(arena);
     free(ref);
     free(ref_kv);
@@ -134,14 +128,14 @@ END_TEST
 START_TEST(bad_passes_refused)
 {
     uint8_t *arena = new_arena();
-    struct nib_exec e = {.v = &view, .mem = arena};
+    struct nib_exec e = {.v = &rtf_view, .mem = arena};
     uint32_t ids[NIB_MAX_BATCH + 1] = {0};
-    const uint32_t M = view.h->max_batch, ctx = view.h->hp.ctx_len;
+    const uint32_t M = rtf_view.h->max_batch, ctx = rtf_view.h->hp.ctx_len;
     ck_assert_ptr_null(nib_exec_tokens(&e, ids, 0, 0));
     ck_assert_ptr_null(nib_exec_tokens(&e, ids, M + 1, 0));
     ck_assert_ptr_null(nib_exec_tokens(&e, ids, 2, ctx - 1));
     ck_assert_ptr_nonnull(nib_exec_tokens(&e, ids, 1, ctx - 1));
-    ids[1] = view.h->hp.vocab_size;
+    ids[1] = rtf_view.h->hp.vocab_size;
     ck_assert_ptr_null(nib_exec_tokens(&e, ids, 2, 0));
     free(arena);
 }
@@ -159,17 +153,5 @@ START_TEST(argmax_rule)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("prefill");
-    TCase *tc = tcase_create("prefill");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 240);
-    tcase_add_test(tc, full_passes_one_worker);
-    tcase_add_test(tc, ragged_passes_two_workers);
-    tcase_add_test(tc, full_passes_two_workers);
-    tcase_add_test(tc, bad_passes_refused);
-    tcase_add_test(tc, argmax_rule);
-    suite_add_tcase(s, tc);
-    return tu_run_suite(s);
-}
+TU_SUITE("prefill", "prefill", setup, rtf_teardown, 240, full_passes_one_worker,
+         ragged_passes_two_workers, full_passes_two_workers, bad_passes_refused, argmax_rule)

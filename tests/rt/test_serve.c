@@ -27,6 +27,7 @@
 
 #include "model_blob/blob_view.h"
 #include "proto/ctl.h"
+#include "proto/private/sync.h"
 #include "rt/exec.h"
 #include "rt/sample.h"
 #include "rt/serve.h"
@@ -1106,39 +1107,4 @@ START_TEST(fast_tokenizer_equals_reference)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("serve");
-    TCase *tc = tcase_create("serve");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, attach_reply_and_header);
-    tcase_add_test(tc, greedy_matches_direct_run);
-    tcase_add_test(tc, sampling_is_seeded);
-    tcase_add_test(tc, lowest_ticket_first_inside_a_ring);
-    tcase_add_test(tc, round_robin_across_rings);
-    tcase_add_test(tc, scribbling_host_cannot_touch_another);
-    tcase_add_test(tc, hostile_requests_name_the_field);
-    tcase_add_test(tc, long_prompt_fills_context);
-    tcase_add_test(tc, cancel_stops_generation);
-    tcase_add_test(tc, state_flip_mid_request_ends_host_changed);
-    tcase_add_test(tc, slot_reused_mid_request_gets_only_its_own_answer);
-    tcase_add_test(tc, ticket_change_mid_request_ends_host_changed);
-    tcase_add_test(tc, hole_punched_mid_request_fails_it);
-    tcase_add_test(tc, hang_up_mid_request_frees_the_ring);
-    tcase_add_test(tc, stop_mid_request_ends_it_shutdown);
-    tcase_add_test(tc, rings_run_out_then_come_back);
-    tcase_add_test(tc, connection_table_is_bounded);
-    tcase_add_test(tc, no_descriptor_leaks);
-    tcase_add_test(tc, ring_of_another_uid_only_when_none_else);
-    tcase_add_test(tc, malformed_messages_close_the_connection);
-    tcase_add_test(tc, descriptors_sent_to_the_appliance_are_refused);
-    tcase_add_test(tc, stop_needs_the_appliance_uid);
-    tcase_add_test(tc, accept_checks_the_peer);
-    tcase_add_test(tc, done_wakes_a_sleeping_host);
-    tcase_add_test(tc, idle_sleeps_with_the_flag_set);
-    tcase_add_test(tc, random_garbage_interleaved);
-    tcase_add_test(tc, fast_tokenizer_equals_reference);
-    suite_add_tcase(s, tc);
-    return tu_run_suite(s);
-}
+TU_SUITE("serve", "serve", setup, teardown, 120, attach_reply_and_header, greedy_matches_direct_run, sampling_is_seeded, lowest_ticket_first_inside_a_ring, round_robin_across_rings, scribbling_host_cannot_touch_another, hostile_requests_name_the_field, long_prompt_fills_context, cancel_stops_generation, state_flip_mid_request_ends_host_changed, slot_reused_mid_request_gets_only_its_own_answer, ticket_change_mid_request_ends_host_changed, hole_punched_mid_request_fails_it, hang_up_mid_request_frees_the_ring, stop_mid_request_ends_it_shutdown, rings_run_out_then_come_back, connection_table_is_bounded, no_descriptor_leaks, ring_of_another_uid_only_when_none_else, malformed_messages_close_the_connection, descriptors_sent_to_the_appliance_are_refused, stop_needs_the_appliance_uid, accept_checks_the_peer, done_wakes_a_sleeping_host, idle_sleeps_with_the_flag_set, random_garbage_interleaved, fast_tokenizer_equals_reference)

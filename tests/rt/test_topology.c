@@ -173,15 +173,5 @@ START_TEST(cpulist)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("topology");
-    TCase *tc = tcase_create("topology");
-    tcase_add_test(tc, reads_fake_sysfs);
-    tcase_add_test(tc, text_round_trip_and_diff);
-    tcase_add_test(tc, parse_errors_name_the_line);
-    tcase_add_test(tc, reads_this_machine);
-    tcase_add_test(tc, cpulist);
-    suite_add_tcase(s, tc);
-    return tu_run_suite(s);
-}
+TU_SUITE("topology", "topology", NULL, NULL, 0, reads_fake_sysfs, text_round_trip_and_diff,
+         parse_errors_name_the_line, reads_this_machine, cpulist)

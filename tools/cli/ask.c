@@ -8,7 +8,8 @@
 #include "proto/stats.h"
 #include "proto/utf8.h"
 #include "tools/cli/cli.h"
-#include "tools/util/tool_util.h"
+#include "proto/private/sync.h"
+#include "tools/util/args.h"
 #include "tools/host/nibhost.h"
 
 /* Every wait of nib ask, stop and stats ends after this long (--timeout). */
@@ -61,23 +62,19 @@ static void json_string(FILE *f, const char *s, size_t n)
     fputc('"', f);
 }
 
-/* --timeout SECONDS: a positive number; into ms. */
-static int parse_timeout(const char *cmd, const char *arg, int *ms)
+/* --timeout SECONDS: a positive number of seconds, into ms. */
+static int args_timeout(struct nib_args *a, int *ms)
 {
     float sec;
-    if (nib_parse_f32(arg, &sec) || !(sec > 0.0f) || sec > 86400.0f) {
-        fprintf(stderr, "nib %s: --timeout wants seconds in (0, 86400]\n", cmd);
-        return -1;
-    }
+    if (nib_args_f32(a, 0.001f, 86400.0f, &sec))
+        return 2;
     *ms = (int)(sec * 1000.0f) > 0 ? (int)(sec * 1000.0f) : 1;
     return 0;
 }
 
 static uint64_t mono_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    return nib_now_ns() / 1000000u;
 }
 
 static void json_ids(FILE *f, const uint32_t *ids, uint32_t n)
@@ -99,7 +96,8 @@ static void ask_usage(FILE *f)
 {
     fprintf(f, "usage: nib ask [--name NAME] [--max-tokens N] [--temperature T] [--seed S] "
                "[--no-bos] [--json]\n"
-               "               [--timeout SECONDS] \"prompt\"\n"
+               "               [--timeout SECONDS] [--] PROMPT\n"
+               "  a PROMPT that starts with '-' goes after --\n"
                "  --timeout  give up (the request is cancelled) after this long; default %d s.\n"
                "             Every wait is bounded by it: attaching, a full ring, the answer.\n"
                "  Text is printed as UTF-8: bytes of the model that are not well-formed\n"
@@ -107,54 +105,51 @@ static void ask_usage(FILE *f)
             ASK_TIMEOUT_DEFAULT_S);
 }
 
+enum { O_NAME = NIB_ARGS_OPT, O_MAX_TOKENS, O_TEMPERATURE, O_SEED, O_NO_BOS, O_JSON, O_TIMEOUT };
+
 int nib_ask_main(int argc, char **argv)
 {
     const char *name = NULL, *prompt = NULL;
     struct nib_gen_params p = {.max_tokens = 64, .temperature = 0.0f, .seed = 0};
-    int json = 0, timeout_ms = ASK_TIMEOUT_DEFAULT_S * 1000;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--name") && i + 1 < argc)
-            name = argv[++i];
-        else if (!strcmp(a, "--timeout") && i + 1 < argc) {
-            if (parse_timeout("ask", argv[++i], &timeout_ms))
+    static const struct nib_opt opts[] = {
+        {"--name", O_NAME, 1},       {"--max-tokens", O_MAX_TOKENS, 1},
+        {"--temperature", O_TEMPERATURE, 1}, {"--seed", O_SEED, 1},
+        {"--no-bos", O_NO_BOS, 0},   {"--json", O_JSON, 0},
+        {"--timeout", O_TIMEOUT, 1}, {NULL, 0, 0},
+    };
+    int json = 0, seed_given = 0, timeout_ms = ASK_TIMEOUT_DEFAULT_S * 1000;
+    struct nib_args a;
+    nib_args_init(&a, "nib ask", argc, argv, opts, ask_usage, &prompt);
+    int o;
+    while ((o = nib_args_next(&a)) > NIB_ARGS_END) {
+        if (o == O_NAME)
+            name = a.value;
+        else if (o == O_MAX_TOKENS) {
+            /* The appliance checks against its own context length. */
+            if (nib_args_u32(&a, 1, NIB_PROMPT_LIMIT, &p.max_tokens))
                 return 2;
-        }
-        else if (!strcmp(a, "--max-tokens") && i + 1 < argc) {
-            if (nib_parse_u32(argv[++i], NIB_PROMPT_LIMIT, &p.max_tokens) || !p.max_tokens) {
-                fprintf(stderr, "nib ask: --max-tokens wants 1..%u (the appliance's limit is "
-                        "its context length)\n", NIB_PROMPT_LIMIT);
+        } else if (o == O_TEMPERATURE) {
+            if (nib_args_f32(&a, 0, 100, &p.temperature))
                 return 2;
-            }
-        } else if (!strcmp(a, "--temperature") && i + 1 < argc) {
-            if (nib_parse_f32(argv[++i], &p.temperature) || p.temperature < 0 || p.temperature > 100) {
-                fprintf(stderr, "nib ask: --temperature wants a number in 0..100\n");
+        } else if (o == O_SEED) {
+            if (nib_args_u64(&a, &p.seed))
                 return 2;
-            }
-        } else if (!strcmp(a, "--seed") && i + 1 < argc) {
-            if (nib_parse_u64(argv[++i], &p.seed)) {
-                fprintf(stderr, "nib ask: --seed wants an unsigned integer\n");
-                return 2;
-            }
-        } else if (!strcmp(a, "--no-bos"))
+            seed_given = 1;
+        } else if (o == O_NO_BOS)
             p.no_bos = 1;
-        else if (!strcmp(a, "--json"))
+        else if (o == O_JSON)
             json = 1;
-        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            ask_usage(stdout);
-            return 0;
-        } else if (!prompt && (a[0] != '-' || a[1] == 0))
-            prompt = a;
-        else {
-            fprintf(stderr, "nib ask: unexpected argument '%s'\n", a);
-            ask_usage(stderr);
-            return 2;
+        else if (o == O_TIMEOUT) {
+            if (args_timeout(&a, &timeout_ms))
+                return 2;
         }
     }
-    if (!prompt) {
-        ask_usage(stderr);
-        return 2;
-    }
+    if (o == NIB_ARGS_EXIT)
+        return a.status;
+    if (!prompt)
+        return nib_args_missing(&a);
+    if (seed_given && p.temperature == 0.0f)
+        nib_args_note("nib ask", "--seed is ignored: temperature 0 decodes greedily");
     uint64_t deadline = mono_ms() + (uint64_t)timeout_ms;
     struct nib_host *h;
     int rc;
@@ -265,24 +260,40 @@ int nib_ask_main(int argc, char **argv)
     return exit_rc;
 }
 
-static int parse_name_only(int argc, char **argv, const char *cmd, const char **name, int *json,
-                           int *timeout_ms)
+static void stop_usage(FILE *f)
 {
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--name") && i + 1 < argc)
-            *name = argv[++i];
-        else if (json && !strcmp(argv[i], "--json"))
+    fprintf(f, "usage: nib stop [--name NAME] [--timeout SECONDS (default %d)]\n",
+            ASK_TIMEOUT_DEFAULT_S);
+}
+
+static void stats_usage(FILE *f)
+{
+    fprintf(f, "usage: nib stats [--name NAME] [--json] [--timeout SECONDS (default %d)]\n",
+            ASK_TIMEOUT_DEFAULT_S);
+}
+
+/* nib stop and nib stats: --name, --timeout, and for stats --json; no
+ * operands. -1 to go on, else the exit status. */
+static int parse_name_only(int argc, char **argv, const char *cmd, void (*usage)(FILE *f),
+                           const char **name, int *json, int *timeout_ms)
+{
+    static const struct nib_opt opts[] = {
+        {"--name", O_NAME, 1}, {"--timeout", O_TIMEOUT, 1}, {"--json", O_JSON, 0}, {NULL, 0, 0}};
+    static const struct nib_opt no_json[] = {
+        {"--name", O_NAME, 1}, {"--timeout", O_TIMEOUT, 1}, {NULL, 0, 0}};
+    struct nib_args a;
+    nib_args_init(&a, cmd, argc, argv, json ? opts : no_json, usage, NULL);
+    int o;
+    while ((o = nib_args_next(&a)) > NIB_ARGS_END) {
+        if (o == O_NAME)
+            *name = a.value;
+        else if (o == O_TIMEOUT) {
+            if (args_timeout(&a, timeout_ms))
+                return 2;
+        } else
             *json = 1;
-        else if (!strcmp(argv[i], "--timeout") && i + 1 < argc) {
-            if (parse_timeout(cmd, argv[++i], timeout_ms))
-                return -1;
-        } else {
-            fprintf(stderr, "usage: nib %s [--name NAME]%s [--timeout SECONDS (default %d)]\n",
-                    cmd, json ? " [--json]" : "", ASK_TIMEOUT_DEFAULT_S);
-            return -1;
-        }
     }
-    return 0;
+    return o == NIB_ARGS_EXIT ? a.status : -1;
 }
 
 /* nib stop asks over the socket: it needs no ring and reads nothing from
@@ -291,10 +302,11 @@ int nib_stop_main(int argc, char **argv)
 {
     const char *name = NULL;
     int timeout_ms = ASK_TIMEOUT_DEFAULT_S * 1000;
-    if (parse_name_only(argc, argv, "stop", &name, NULL, &timeout_ms))
-        return 2;
+    int rc = parse_name_only(argc, argv, "nib stop", stop_usage, &name, NULL, &timeout_ms);
+    if (rc >= 0)
+        return rc;
     char err[512];
-    int rc = nib_host_stop_name(name, timeout_ms, err, sizeof err);
+    rc = nib_host_stop_name(name, timeout_ms, err, sizeof err);
     if (rc != NIB_HOST_OK)
         fprintf(stderr, "nib stop: %s\n", err);
     return rc == NIB_HOST_OK ? 0 : 1;
@@ -304,8 +316,9 @@ int nib_stats_main(int argc, char **argv)
 {
     const char *name = NULL;
     int json = 0, timeout_ms = ASK_TIMEOUT_DEFAULT_S * 1000;
-    if (parse_name_only(argc, argv, "stats", &name, &json, &timeout_ms))
-        return 2;
+    int rc = parse_name_only(argc, argv, "nib stats", stats_usage, &name, &json, &timeout_ms);
+    if (rc >= 0)
+        return rc;
     struct nib_host *h;
     if (nib_host_attach(&h, name, timeout_ms) != NIB_HOST_OK) {
         fprintf(stderr, "nib stats: %s\n", nib_host_error(h));

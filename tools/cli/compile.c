@@ -9,6 +9,7 @@
 
 #include "model_blob/blob_view.h"
 #include "tools/cli/cli.h"
+#include "tools/util/args.h"
 #include "tools/util/tool_util.h"
 #include "tools/compiler/autoprec.h"
 #include "tools/compiler/model_load.h"
@@ -69,64 +70,58 @@ static int write_blob(const struct llama_model *m, const struct plan_opts *po, c
     fprintf(stderr,
             "nib compile: %s -> %s: %u layers, dim %u, vocab %u, ctx %u; %u tensors, "
             "%u ops, %.1f MB of weights, %.1f MB runtime memory\n",
-            in, out, p.hp.n_layers, p.hp.dim, p.hp.vocab_size, p.hp.ctx_len, p.n_tensors, p.n_ops,
-            (double)wbytes / 1e6, (double)(p.act_size + p.kv_size) / 1e6);
+            in, out, p.h.hp.n_layers, p.h.hp.dim, p.h.hp.vocab_size, p.h.hp.ctx_len, p.n_tensors,
+            p.n_ops, (double)wbytes / 1e6, (double)(p.h.act_size + p.h.kv_size) / 1e6);
     nib_plan_free(&p);
     free(tmp);
     return 0;
 }
 
+enum { O_OUT = NIB_ARGS_OPT, O_QUANT, O_PRECISION, O_AUTO, O_MAX_BYTES, O_MAX_KL, O_BATCH, O_CTX };
+
 int nib_compile_main(int argc, char **argv)
 {
+    static const struct nib_opt opts[] = {
+        {"-o", O_OUT, 1}, {"--quant", O_QUANT, 1}, {"--precision", O_PRECISION, 1},
+        {"--auto-precision", O_AUTO, 0}, {"--max-bytes", O_MAX_BYTES, 1},
+        {"--max-kl", O_MAX_KL, 1}, {"--batch", O_BATCH, 1}, {"--ctx", O_CTX, 1}, {NULL, 0, 0},
+    };
     const char *in = NULL, *out = NULL, *quant = "f32", *precision = NULL;
     int auto_prec = 0;
     struct autoprec_opts ao = {.max_bytes = 0, .max_kl = 0, .positions = 256, .report = stdout};
     struct plan_opts po = {.max_ctx = 0};
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-o") && i + 1 < argc)
-            out = argv[++i];
-        else if (!strcmp(argv[i], "--quant") && i + 1 < argc)
-            quant = argv[++i];
-        else if (!strcmp(argv[i], "--precision") && i + 1 < argc)
-            precision = argv[++i];
-        else if (!strcmp(argv[i], "--auto-precision"))
+    struct nib_args a;
+    nib_args_init(&a, "nib compile", argc, argv, opts, usage, &in);
+    int o;
+    while ((o = nib_args_next(&a)) > NIB_ARGS_END) {
+        float kl;
+        if (o == O_OUT)
+            out = a.value;
+        else if (o == O_QUANT)
+            quant = a.value;
+        else if (o == O_PRECISION)
+            precision = a.value;
+        else if (o == O_AUTO)
             auto_prec = 1;
-        else if (!strcmp(argv[i], "--max-bytes") && i + 1 < argc) {
-            if (nib_parse_u64(argv[++i], &ao.max_bytes) || ao.max_bytes == 0) {
-                fprintf(stderr, "nib compile: --max-bytes wants a positive byte count\n");
-                return 2;
-            }
-        } else if (!strcmp(argv[i], "--max-kl") && i + 1 < argc) {
-            float kl;
-            if (nib_parse_f32(argv[++i], &kl) || !(kl > 0)) {
-                fprintf(stderr, "nib compile: --max-kl wants a positive number\n");
-                return 2;
-            }
+        else if (o == O_MAX_BYTES) {
+            if (nib_parse_u64(a.value, &ao.max_bytes) || ao.max_bytes == 0)
+                return nib_args_fail(&a, "--max-bytes wants a positive byte count, not '%s'", a.value);
+        } else if (o == O_MAX_KL) {
+            if (nib_parse_f32(a.value, &kl) || !(kl > 0))
+                return nib_args_fail(&a, "--max-kl wants a positive number, not '%s'", a.value);
             ao.max_kl = kl;
+        } else if (o == O_BATCH) {
+            if (nib_args_u32(&a, 1, NIB_MAX_BATCH, &po.max_batch))
+                return 2;
+        } else if (o == O_CTX) {
+            if (nib_args_u32(&a, 1, NIB_MAX_CTX, &po.max_ctx))
+                return 2;
         }
-        else if (!strcmp(argv[i], "--batch") && i + 1 < argc) {
-            if (nib_parse_u32(argv[++i], NIB_MAX_BATCH, &po.max_batch) || po.max_batch == 0) {
-                fprintf(stderr, "nib compile: --batch wants 1..%u\n", NIB_MAX_BATCH);
-                return 2;
-            }
-        } else if (!strcmp(argv[i], "--ctx") && i + 1 < argc) {
-            if (nib_parse_u32(argv[++i], NIB_MAX_CTX, &po.max_ctx) || po.max_ctx == 0) {
-                fprintf(stderr, "nib compile: --ctx wants 1..%u\n", NIB_MAX_CTX);
-                return 2;
-            }
-        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (argv[i][0] == '-' || in) {
-            fprintf(stderr, "nib compile: unexpected argument '%s'\n", argv[i]);
-            usage(stderr);
-            return 2;
-        } else
-            in = argv[i];
     }
+    if (o == NIB_ARGS_EXIT)
+        return a.status;
     if (!in || !out) {
-        usage(stderr);
-        return 2;
+        return nib_args_missing(&a);
     }
     char err[512];
     if (nib_plan_opts_quant(&po, quant, err, sizeof err)) {
@@ -139,6 +134,9 @@ int nib_compile_main(int argc, char **argv)
         fprintf(stderr, "nib compile: %s\n", err);
         return 1;
     }
+    if (po.max_ctx > lm.m.hp.ctx_len) /* the planner never holds more than the model knows */
+        fprintf(stderr, "nib compile: --ctx %u clamped to %u, the model's context length\n",
+                po.max_ctx, lm.m.hp.ctx_len);
     char *auto_p = NULL;
     if (auto_prec) {
         if (!ao.max_bytes && !(ao.max_kl > 0)) {

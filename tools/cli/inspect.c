@@ -5,13 +5,41 @@
 
 #include "model_blob/blob_view.h"
 #include "tools/cli/cli.h"
+#include "tools/util/args.h"
 #include "tools/util/tool_util.h"
+
+/* The parameters of one op, by name. */
+static void print_params(const struct nib_op *op)
+{
+    if (op->code == NIB_OP_MATMUL) {
+        const struct nib_matmul_params *p = &op->matmul;
+        if (op->flags & NIB_OPF_NORM_IN)
+            printf(" norm=t%u eps=%g", p->norm.tensor, (double)p->norm.eps);
+        if (op->flags & NIB_EPI_ROPE_KV)
+            printf(" rope=t%u q=%u k@%u v@%u kv=%u head=%u rope_dim=%u v_cache=+%u",
+                   p->rope_kv.table, p->rope_kv.q_rows, p->rope_kv.k_off, p->rope_kv.v_off,
+                   p->rope_kv.kv_rows, p->rope_kv.head_dim, p->rope_kv.rope_dim,
+                   p->rope_kv.v_cache_off);
+        if (op->flags & NIB_EPI_SILU_MUL)
+            printf(" out=%u", p->silu_mul.n_out);
+        if ((op->flags & NIB_EPI_SILU_MUL) && (op->flags & NIB_OPF_QOUT))
+            printf(" qblock=%u", p->silu_mul.qblock);
+    } else if (op->code == NIB_OP_ATTENTION) {
+        const struct nib_attention_params *p = &op->attention;
+        printf(" kv_heads=%u cache_stride=%u v_cache=+%u scale=%g scratch=%llu", p->n_kv_heads,
+               p->cache_stride, p->v_cache_off, (double)p->scale, (unsigned long long)p->scratch);
+        if (op->flags & NIB_OPF_QOUT)
+            printf(" qblock=%u unit_heads=%u", p->qblock, p->unit_heads);
+    } else if (op->code == NIB_OP_QUANT) {
+        printf(" block=%u", op->quant.block);
+    }
+}
 
 static void print_blob(const struct nib_blob_view *v, int show_plan)
 {
     const struct nib_blob_header *h = v->h;
     const struct nib_hparams *hp = &h->hp;
-    printf("blob: version %u, %llu bytes, crc32c %08x, isa 0x%x\n", h->version,
+    printf("blob: format version %u, %llu bytes, crc32c %08x, isa 0x%x\n", h->version,
            (unsigned long long)h->blob_size, h->crc32c, h->isa_required);
     printf("model: dim %u, layers %u, heads %u (kv %u, head_dim %u), ffn %u, vocab %u, ctx %u\n",
            hp->dim, hp->n_layers, hp->n_heads, hp->n_kv_heads, hp->head_dim, hp->ffn_dim,
@@ -39,12 +67,10 @@ static void print_blob(const struct nib_blob_view *v, int show_plan)
     printf("\nplan (%u ops):\n", h->n_ops);
     for (uint32_t i = 0; i < h->n_ops; i++) {
         const struct nib_op *op = &v->ops[i];
-        printf("  %4u %-9s t=%-4d src0=%-8llu src1=%-8llu dst=%-8llu n=%-6u k=%-6u p=%u,%u,%u",
-               i, nib_op_name(op->code), op->tensor == UINT32_MAX ? -1 : (int)op->tensor,
+        printf("  %4u %-9s t=%-4d src0=%-8llu src1=%-8llu dst=%-8llu n=%-6u k=%-6u", i,
+               nib_op_name(op->code), op->tensor == UINT32_MAX ? -1 : (int)op->tensor,
                (unsigned long long)op->src0, (unsigned long long)op->src1,
-               (unsigned long long)op->dst, op->n, op->k, op->p0, op->p1, op->p2);
-        if (op->f0 != 0.0f)
-            printf(" f=%g", (double)op->f0);
+               (unsigned long long)op->dst, op->n, op->k);
         static const struct { uint32_t bit; const char *name; } flags[] = {
             {NIB_OPF_LAST_ROW, "last-row"}, {NIB_OPF_NORM_IN, "norm-in"}, {NIB_OPF_QOUT, "int8-out"}, {NIB_EPI_ADD, "+residual"},
             {NIB_EPI_ROPE_KV, "+rope+kv"}, {NIB_EPI_SILU_MUL, "+silu*up"}, {NIB_EPI_ARGMAX, "+argmax"},
@@ -54,31 +80,31 @@ static void print_blob(const struct nib_blob_view *v, int show_plan)
                 printf(" %s", flags[j].name);
         if (op->aux)
             printf(" aux=%llu", (unsigned long long)op->aux);
+        print_params(op);
         printf("\n");
     }
 }
 
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: nib inspect BLOB [--no-plan]\n");
+}
+
 int nib_inspect_main(int argc, char **argv)
 {
+    static const struct nib_opt opts[] = {{"--no-plan", NIB_ARGS_OPT, 0}, {NULL, 0, 0}};
     const char *path = NULL;
     int show_plan = 1;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--no-plan"))
-            show_plan = 0;
-        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: nib inspect BLOB [--no-plan]\n");
-            return 0;
-        } else if (!path && argv[i][0] != '-')
-            path = argv[i];
-        else {
-            fprintf(stderr, "nib inspect: unexpected argument '%s'\n", argv[i]);
-            return 2;
-        }
+    struct nib_args a;
+    nib_args_init(&a, "nib inspect", argc, argv, opts, usage, &path);
+    int o;
+    while ((o = nib_args_next(&a)) > NIB_ARGS_END) {
+        show_plan = 0; /* --no-plan */
     }
-    if (!path) {
-        fprintf(stderr, "usage: nib inspect BLOB [--no-plan]\n");
-        return 2;
-    }
+    if (o == NIB_ARGS_EXIT)
+        return a.status;
+    if (!path)
+        return nib_args_missing(&a);
     char err[512];
     const uint8_t *data;
     size_t size;

@@ -5,6 +5,22 @@
 #include "tools/cli/cli.h"
 #include "tools/compiler/synth.h"
 #include "tools/measure/measure.h"
+#include "tools/util/args.h"
+
+static void version_usage(FILE *f)
+{
+    fprintf(f, "usage: nib version (or nib --version): nib's version and the blob format it writes\n");
+}
+
+static int version_main(int argc, char **argv)
+{
+    struct nib_args a;
+    nib_args_init(&a, "nib version", argc, argv, NULL, version_usage, NULL);
+    if (nib_args_next(&a) == NIB_ARGS_EXIT)
+        return a.status;
+    nib_print_version(stdout);
+    return 0;
+}
 
 static const struct {
     const char *name;
@@ -20,6 +36,7 @@ static const struct {
     {"stats", nib_stats_main, "print a running appliance's counters and latencies"},
     {"topo", nib_topo_main, "describe this machine's CPUs, nodes and caches"},
     {"bench", nib_bench_main, "memory bandwidth and kernel throughput"},
+    {"version", version_main, "print nib's version and the blob format it writes"},
 };
 
 static void usage(FILE *f)
@@ -27,7 +44,8 @@ static void usage(FILE *f)
     fprintf(f, "usage: nib COMMAND [ARGS]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].help);
-    fprintf(f, "\n'nib COMMAND --help' describes each.\n");
+    fprintf(f, "\n'nib COMMAND --help' describes each; every command takes --help, --version\n"
+               "and '--' (the end of options: an argument after it may start with '-').\n");
 }
 
 int main(int argc, char **argv)
@@ -40,6 +58,8 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
+    if (!strcmp(argv[1], "--version"))
+        return version_main(argc, argv);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name))
             return commands[i].main(argc - 1, argv + 1);

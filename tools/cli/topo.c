@@ -8,6 +8,7 @@
 
 #include "rt/topology.h"
 #include "tools/cli/cli.h"
+#include "tools/util/args.h"
 #include "tools/util/tool_util.h"
 
 static void usage(FILE *f)
@@ -34,34 +35,31 @@ static int load(const char *path, struct nib_topo *t)
     return rc;
 }
 
+enum { O_OUT = NIB_ARGS_OPT, O_C, O_CHECK, O_SYSFS };
+
 int nib_topo_main(int argc, char **argv)
 {
-    const char *out = NULL, *c_from = NULL, *check = NULL, *sysfs = "/sys";
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "nib topo: %s: unknown or missing its value\n", a);
-            usage(stderr);
-            return 2;
-        }
-        if (!strcmp(a, "-o"))
-            out = argv[++i];
-        else if (!strcmp(a, "--c"))
-            c_from = argv[++i];
-        else if (!strcmp(a, "--check"))
-            check = argv[++i];
-        else if (!strcmp(a, "--sysfs"))
-            sysfs = argv[++i];
-        else {
-            fprintf(stderr, "nib topo: unknown argument '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
+    static const struct nib_opt opts[] = {
+        {"-o", O_OUT, 1}, {"--c", O_C, 1}, {"--check", O_CHECK, 1}, {"--sysfs", O_SYSFS, 1},
+        {NULL, 0, 0},
+    };
+    const char *out = NULL, *c_from = NULL, *check = NULL, *sysfs = NULL;
+    struct nib_args a;
+    nib_args_init(&a, "nib topo", argc, argv, opts, usage, NULL);
+    int o;
+    while ((o = nib_args_next(&a)) > NIB_ARGS_END) {
+        *(o == O_OUT ? &out : o == O_C ? &c_from : o == O_CHECK ? &check : &sysfs) = a.value;
     }
+    if (o == NIB_ARGS_EXIT)
+        return a.status;
+    if (check && c_from)
+        return nib_args_fail(&a, "--check and --c are two different jobs: give one");
+    if (check && out)
+        nib_args_note(a.cmd, "-o is ignored: --check only compares");
+    if (c_from && sysfs)
+        nib_args_note(a.cmd, "--sysfs is ignored: --c reads its table from %s", c_from);
+    if (!sysfs)
+        sysfs = "/sys";
     static struct nib_topo t, here;
     char err[512];
     if (check) {

@@ -7,6 +7,7 @@
 #include "kernels/f16.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -240,17 +241,28 @@ static int skip_values(struct rd *r, uint32_t type, uint64_t n)
     return 0;
 }
 
+/* The name of item i (a kv's key, a tensor's name): read, refused when
+ * empty, and shown into name for the messages that follow. */
+static int rd_name(struct rd *r, const char *item, const char *field, uint64_t i,
+                   struct gguf_str *s, char name[72])
+{
+    where(r, "%s %llu (%s)", item, (unsigned long long)i, field);
+    if (rd_str(r, s, GGUF_MAX_KEY))
+        return -1;
+    if (s->len == 0) {
+        set_err(r->err, r->errlen, "%s %llu has an empty %s at byte %zu", item,
+                (unsigned long long)i, field, r->pos - 8);
+        return -1;
+    }
+    gguf_str_show(*s, name);
+    return 0;
+}
+
 static int read_kv(struct rd *r, uint64_t i, struct gguf_kv *kv)
 {
     char name[72];
-    where(r, "kv %llu (key)", (unsigned long long)i);
-    if (rd_str(r, &kv->key, GGUF_MAX_KEY))
+    if (rd_name(r, "kv", "key", i, &kv->key, name))
         return -1;
-    if (kv->key.len == 0) {
-        set_err(r->err, r->errlen, "kv %llu has an empty key at byte %zu", (unsigned long long)i, r->pos - 8);
-        return -1;
-    }
-    gguf_str_show(kv->key, name);
     where(r, "kv %llu '%s' (type)", (unsigned long long)i, name);
     size_t type_at = r->pos;
     if (rd_u32(r, &kv->type))
@@ -293,63 +305,36 @@ static int cmp_str(struct gguf_str a, struct gguf_str b)
     return a.len < b.len ? -1 : a.len > b.len;
 }
 
-static int cmp_kv_ptr(const void *a, const void *b)
+static int cmp_str_at(const void *a, const void *b)
 {
-    return cmp_str((*(const struct gguf_kv *const *)a)->key, (*(const struct gguf_kv *const *)b)->key);
+    return cmp_str(*(const struct gguf_str *)a, *(const struct gguf_str *)b);
 }
 
-static int cmp_tensor_ptr(const void *a, const void *b)
+/* Any name twice among n records of size `size` with their name at `name_off`
+ * (keys, tensors)? Sort a copy of the names and compare neighbours:
+ * O(n log n) even for the largest count the size checks let through. */
+static int check_dup_names(const void *recs, uint64_t n, size_t size, size_t name_off,
+                           const char *what, char *err, size_t errlen)
 {
-    return cmp_str((*(const struct gguf_tensor *const *)a)->name, (*(const struct gguf_tensor *const *)b)->name);
-}
-
-/* Sort pointers by name and compare neighbours: O(n log n) even for the
- * largest count the size checks let through. */
-static int check_dup_keys(const struct gguf_file *f, char *err, size_t errlen)
-{
-    if (f->n_kv < 2)
+    if (n < 2)
         return 0;
-    const struct gguf_kv **p = malloc(f->n_kv * sizeof *p);
-    if (!p) {
+    struct gguf_str *s = malloc(n * sizeof *s);
+    if (!s) {
         set_err(err, errlen, "out of memory");
         return -1;
     }
-    for (uint64_t i = 0; i < f->n_kv; i++)
-        p[i] = &f->kv[i];
-    qsort(p, f->n_kv, sizeof *p, cmp_kv_ptr);
+    for (uint64_t i = 0; i < n; i++)
+        memcpy(&s[i], (const char *)recs + i * size + name_off, sizeof *s);
+    qsort(s, n, sizeof *s, cmp_str_at);
     int rc = 0;
-    for (uint64_t i = 1; i < f->n_kv && !rc; i++) {
-        if (!cmp_str(p[i - 1]->key, p[i]->key)) {
+    for (uint64_t i = 1; i < n && !rc; i++) {
+        if (!cmp_str(s[i - 1], s[i])) {
             char name[72];
-            set_err(err, errlen, "duplicate key '%s'", gguf_str_show(p[i]->key, name));
+            set_err(err, errlen, "duplicate %s '%s'", what, gguf_str_show(s[i], name));
             rc = -1;
         }
     }
-    free(p);
-    return rc;
-}
-
-static int check_dup_tensors(const struct gguf_file *f, char *err, size_t errlen)
-{
-    if (f->n_tensors < 2)
-        return 0;
-    const struct gguf_tensor **p = malloc(f->n_tensors * sizeof *p);
-    if (!p) {
-        set_err(err, errlen, "out of memory");
-        return -1;
-    }
-    for (uint64_t i = 0; i < f->n_tensors; i++)
-        p[i] = &f->tensors[i];
-    qsort(p, f->n_tensors, sizeof *p, cmp_tensor_ptr);
-    int rc = 0;
-    for (uint64_t i = 1; i < f->n_tensors && !rc; i++) {
-        if (!cmp_str(p[i - 1]->name, p[i]->name)) {
-            char name[72];
-            set_err(err, errlen, "duplicate tensor '%s'", gguf_str_show(p[i]->name, name));
-            rc = -1;
-        }
-    }
-    free(p);
+    free(s);
     return rc;
 }
 
@@ -408,15 +393,10 @@ static int check_shape(struct rd *r, struct gguf_tensor *t, const char *name)
 static int read_tensor_info(struct rd *r, uint64_t i, uint64_t alignment, struct gguf_tensor *t)
 {
     char name[72];
-    where(r, "tensor info %llu (name)", (unsigned long long)i);
-    if (rd_str(r, &t->name, GGUF_MAX_KEY))
+    if (rd_name(r, "tensor info", "name", i, &t->name, name))
         return -1;
-    if (t->name.len == 0) {
-        set_err(r->err, r->errlen, "tensor info %llu has an empty name at byte %zu", (unsigned long long)i,
-                r->pos - 8);
-        return -1;
-    }
-    gguf_str_show(t->name, name);
+    /* Read, then check, as read_kv does for its type: each field has its own
+     * bounds and message, which read plainer inline than through a helper. */
     where(r, "tensor info %llu '%s' (n_dims)", (unsigned long long)i, name);
     size_t at = r->pos;
     if (rd_u32(r, &t->n_dims))
@@ -521,12 +501,14 @@ static int parse(struct rd *r, struct gguf_file *f)
     for (uint64_t i = 0; i < f->n_kv; i++)
         if (read_kv(r, i, &f->kv[i]))
             return -1;
-    if (check_dup_keys(f, r->err, r->errlen) || read_alignment(f, r->err, r->errlen))
+    if (check_dup_names(f->kv, f->n_kv, sizeof *f->kv, offsetof(struct gguf_kv, key), "key",
+                        r->err, r->errlen) || read_alignment(f, r->err, r->errlen))
         return -1;
     for (uint64_t i = 0; i < f->n_tensors; i++)
         if (read_tensor_info(r, i, f->alignment, &f->tensors[i]))
             return -1;
-    if (check_dup_tensors(f, r->err, r->errlen))
+    if (check_dup_names(f->tensors, f->n_tensors, sizeof *f->tensors,
+                        offsetof(struct gguf_tensor, name), "tensor", r->err, r->errlen))
         return -1;
     size_t pad = (size_t)((f->alignment - r->pos % f->alignment) % f->alignment);
     return place_tensors(f, r->pos + pad, r->err, r->errlen);

@@ -165,6 +165,30 @@ void gguf_writer_free(struct gguf_writer *w)
     free(w);
 }
 
+/* Room for element n of an array that doubles: the array (moved or not),
+ * or NULL when out of memory. */
+static void *grow(void *a, size_t n, size_t *cap, size_t elem, size_t first)
+{
+    if (n < *cap)
+        return a;
+    size_t c = *cap ? 2 * *cap : first;
+    void *p = realloc(a, c * elem);
+    if (p)
+        *cap = c;
+    return p;
+}
+
+/* A copy of the name of a new key or tensor, once grow gave room (array
+ * non-NULL); NULL when out of memory (error recorded). */
+static char *own_name(struct gguf_writer *w, const void *array, const char *what,
+                      const char *name)
+{
+    char *s = array ? strdup(name) : NULL;
+    if (!s)
+        fail(w, "out of memory adding %s '%s'", what, name);
+    return s;
+}
+
 /* Append a new KV with an empty value, or NULL (error recorded). */
 static struct wkv *new_kv(struct gguf_writer *w, const char *key, uint32_t type)
 {
@@ -179,25 +203,14 @@ static struct wkv *new_kv(struct gguf_writer *w, const char *key, uint32_t type)
             fail(w, "GGUF key '%s' added twice", key);
             return NULL;
         }
-    if (w->n_kv == w->cap_kv) {
-        size_t cap = w->cap_kv ? 2 * w->cap_kv : 32;
-        struct wkv *p = realloc(w->kv, cap * sizeof *p);
-        if (!p) {
-            fail(w, "out of memory adding GGUF key '%s'", key);
-            return NULL;
-        }
-        w->kv = p;
-        w->cap_kv = cap;
-    }
-    struct wkv *kv = &w->kv[w->n_kv];
-    memset(kv, 0, sizeof *kv);
-    kv->key = strdup(key);
-    if (!kv->key) {
-        fail(w, "out of memory adding GGUF key '%s'", key);
+    struct wkv *kvs = grow(w->kv, w->n_kv, &w->cap_kv, sizeof *kvs, 32);
+    w->kv = kvs ? kvs : w->kv; /* a failed realloc keeps the old array */
+    char *copy = own_name(w, kvs, "GGUF key", key);
+    if (!copy)
         return NULL;
-    }
+    struct wkv *kv = memset(&w->kv[w->n_kv++], 0, sizeof *kv);
+    kv->key = copy;
     kv->type = type;
-    w->n_kv++;
     return kv;
 }
 
@@ -334,23 +347,13 @@ static void add_tensor(struct gguf_writer *w, const char *name, uint32_t type, u
         fail(w, "tensor '%s' has neither a fill callback nor data", name);
         return;
     }
-    if (w->n_t == w->cap_t) {
-        size_t cap = w->cap_t ? 2 * w->cap_t : 64;
-        struct wtensor *p = realloc(w->t, cap * sizeof *p);
-        if (!p) {
-            fail(w, "out of memory adding tensor '%s'", name);
-            return;
-        }
-        w->t = p;
-        w->cap_t = cap;
-    }
-    struct wtensor *t = &w->t[w->n_t];
-    memset(t, 0, sizeof *t);
-    t->name = strdup(name);
-    if (!t->name) {
-        fail(w, "out of memory adding tensor '%s'", name);
+    struct wtensor *ts = grow(w->t, w->n_t, &w->cap_t, sizeof *ts, 64);
+    w->t = ts ? ts : w->t;
+    char *copy = own_name(w, ts, "tensor", name);
+    if (!copy)
         return;
-    }
+    struct wtensor *t = memset(&w->t[w->n_t++], 0, sizeof *t);
+    t->name = copy;
     t->type = type;
     t->n_dims = n_dims;
     for (uint32_t d = 0; d < GGUF_MAX_DIMS; d++)
@@ -359,7 +362,6 @@ static void add_tensor(struct gguf_writer *w, const char *name, uint32_t type, u
     t->fill = fill;
     t->ctx = ctx;
     t->data = data;
-    w->n_t++;
 }
 
 void gguf_w_tensor(struct gguf_writer *w, const char *name, uint32_t ggml_type,

@@ -87,14 +87,22 @@ static int need_str(struct imp *im, const char *key, struct gguf_str *out)
 
 /* ---- hyper-parameters ---- */
 
+/* A string key that must hold `want`, the one value nibble reads. */
+static int need_str_is(struct imp *im, const char *key, const char *want, const char *what)
+{
+    struct gguf_str v;
+    char s[72];
+    if (need_str(im, key, &v))
+        return -1;
+    if (!gguf_str_eq(v, want))
+        return fail(im, "unsupported %s '%s' (nibble reads '%s')", what, gguf_str_show(v, s), want);
+    return 0;
+}
+
 static int check_arch(struct imp *im)
 {
-    struct gguf_str arch;
-    char s[72];
-    if (need_str(im, "general.architecture", &arch))
+    if (need_str_is(im, "general.architecture", "llama", "architecture"))
         return -1;
-    if (!gguf_str_eq(arch, "llama"))
-        return fail(im, "unsupported architecture '%s'", gguf_str_show(arch, s));
     uint32_t experts = 0;
     if (opt_u32(im, "llama.expert_count", &experts, 0))
         return -1;
@@ -215,12 +223,8 @@ static int read_scores_types(struct imp *im, struct llama_vocab *v)
 
 static int read_vocab(struct imp *im, struct llama_model *m)
 {
-    struct gguf_str model;
-    char s[72];
-    if (need_str(im, "tokenizer.ggml.model", &model))
+    if (need_str_is(im, "tokenizer.ggml.model", "llama", "tokenizer model") /* SentencePiece */)
         return -1;
-    if (!gguf_str_eq(model, "llama"))
-        return fail(im, "unsupported tokenizer model '%s' (only 'llama' SentencePiece)", gguf_str_show(model, s));
     if (read_pieces(im, &m->vocab) || read_scores_types(im, &m->vocab))
         return -1;
     struct nib_hparams *hp = &m->hp;

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -225,6 +226,18 @@ static int write_quantized(struct sink *s, const struct plan_tensor *t, char *er
     return rc;
 }
 
+/* Row r of source w as f32, or zeros past its last row. */
+static int put_f32_row(struct sink *s, const struct llama_weight *w, uint32_t r, float *row,
+                       uint32_t cols)
+{
+    if (r >= w->rows)
+        memset(row, 0, cols * 4ull);
+    else if (llama_weight_row_f32(w, r, row))
+        return -1;
+    put(s, row, cols * 4ull);
+    return 0;
+}
+
 /* One tensor's payload, row by row. */
 static int write_tensor(struct sink *s, const struct plan_tensor *t, const struct nib_hparams *hp,
                         float *row, char *err, size_t errlen)
@@ -246,26 +259,18 @@ static int write_tensor(struct sink *s, const struct plan_tensor *t, const struc
         return write_quantized(s, t, err, errlen);
     if (t->tile_pairs) {
         /* 8 gate rows, then the same 8 up rows; rows past the end are 0. */
-        uint32_t rows = t->src[0]->rows;
-        for (uint32_t r0 = 0; r0 < rows; r0 += NIB_Q_TILE_N)
+        for (uint32_t r0 = 0; r0 < t->src[0]->rows; r0 += NIB_Q_TILE_N)
             for (uint32_t k = 0; k < 2; k++)
-                for (uint32_t r = r0; r < r0 + NIB_Q_TILE_N; r++) {
-                    if (r >= rows)
-                        memset(row, 0, t->rec.cols * 4ull);
-                    else if (llama_weight_row_f32(t->src[k], r, row))
+                for (uint32_t r = r0; r < r0 + NIB_Q_TILE_N; r++)
+                    if (put_f32_row(s, t->src[k], r, row, t->rec.cols))
                         goto bad;
-                    put(s, row, t->rec.cols * 4ull);
-                }
         return 0;
     }
     for (uint32_t k = 0; k < t->n_src; k++) {
-        const struct llama_weight *w = t->src[k];
-        uint32_t rows = t->rec.rows == 1 ? 1 : w->rows;
-        for (uint32_t r = 0; r < rows; r++) {
-            if (llama_weight_row_f32(w, r, row))
+        uint32_t rows = t->rec.rows == 1 ? 1 : t->src[k]->rows;
+        for (uint32_t r = 0; r < rows; r++)
+            if (put_f32_row(s, t->src[k], r, row, t->rec.cols))
                 goto bad;
-            put(s, row, t->rec.cols * 4ull);
-        }
     }
     return 0;
 bad:
@@ -284,25 +289,13 @@ int nib_pack_blob(struct nib_plan *p, const struct llama_model *m, FILE *out, ch
     }
     /* Layout: everything is known before the first byte goes out, so the
      * header (which the checksum covers) can be written first. */
-    struct nib_blob_header h;
-    memset(&h, 0, sizeof h);
+    struct nib_blob_header h = p->h;
     memcpy(h.magic, NIB_BLOB_MAGIC, 8);
     h.version = NIB_BLOB_VERSION;
     h.header_size = sizeof h;
     h.isa_required = NIB_ISA_SCALAR;
-    h.hp = p->hp;
     h.n_tensors = p->n_tensors;
     h.n_ops = p->n_ops;
-    h.act_size = p->act_size;
-    h.kv_size = p->kv_size;
-    h.logits_off = p->logits_off;
-    h.token_slot_off = p->token_off;
-    h.pos_slot_off = p->pos_off;
-    h.argmax_off = p->argmax_off;
-    h.argmax_blocks = p->argmax_blocks;
-    h.max_batch = p->max_batch;
-    h.wscratch_off = p->wscratch_off;
-    h.wscratch_size = p->wscratch_size;
     h.tensors.offset = align_up(sizeof h, NIB_SECTION_ALIGN);
     h.tensors.size = (uint64_t)p->n_tensors * sizeof(struct nib_tensor_rec);
     h.plan.offset = align_up(h.tensors.offset + h.tensors.size, NIB_SECTION_ALIGN);
@@ -342,14 +335,14 @@ int nib_pack_blob(struct nib_plan *p, const struct llama_model *m, FILE *out, ch
     pad_to(&s, h.weights.offset);
     for (uint32_t i = 0; i < p->n_tensors && rc == 0 && !s.failed; i++) {
         pad_to(&s, h.weights.offset + p->tensors[i].rec.offset);
-        rc = write_tensor(&s, &p->tensors[i], &p->hp, row, err, errlen);
+        rc = write_tensor(&s, &p->tensors[i], &p->h.hp, row, err, errlen);
     }
     pad_to(&s, h.blob_size);
     free(row);
     tok_free(&tok);
     if (rc)
         return -1;
-    if (!s.failed && (fseek(out, 8, SEEK_SET) != 0 || fwrite(&s.crc, 4, 1, out) != 1 || fflush(out)))
+    if (!s.failed && (fseek(out, (long)offsetof(struct nib_blob_header, crc32c), SEEK_SET) != 0 || fwrite(&s.crc, 4, 1, out) != 1 || fflush(out)))
         s.failed = errno ? errno : EIO;
     if (s.failed) {
         snprintf(err, errlen, "write failed: %s", strerror(s.failed));

@@ -216,7 +216,6 @@ static struct nib_op *add_op(struct builder *b, uint32_t code, uint32_t tensor)
     memset(op, 0, sizeof *op);
     op->code = code;
     op->tensor = tensor;
-    op->tensor2 = UINT32_MAX;
     return op;
 }
 
@@ -229,7 +228,7 @@ static uint64_t qact_buf(struct builder *b, uint32_t k, uint32_t block)
         fail(b, "too many activation shapes");
         return 0;
     }
-    uint64_t off = act_alloc(b, nib_qact_footprint(b->p->max_batch, k, block));
+    uint64_t off = act_alloc(b, nib_qact_footprint(b->p->h.max_batch, k, block));
     b->qbufs[b->n_qbufs++] = (struct qbuf){k, block, off};
     return off;
 }
@@ -239,7 +238,7 @@ static uint64_t qact_buf(struct builder *b, uint32_t k, uint32_t block)
 static uint64_t rows_alloc(struct builder *b, uint64_t n, uint32_t *stride)
 {
     *stride = (uint32_t)((n * 4 + 63) & ~63ull);
-    return act_alloc(b, (uint64_t)*stride * b->p->max_batch);
+    return act_alloc(b, (uint64_t)*stride * b->p->h.max_batch);
 }
 
 /* The activation block a quantized per-group tensor t reads (32, 64, 128),
@@ -275,7 +274,7 @@ static uint64_t quantized_input(struct builder *b, uint32_t t, uint64_t src, uin
     q->src0_stride = stride;
     q->dst = in;
     q->n = k;
-    q->p0 = nib_qformat_act_block(r->dtype, r->group);
+    q->quant.block = nib_qformat_act_block(r->dtype, r->group);
     return in;
 }
 
@@ -301,16 +300,15 @@ static struct nib_op *norm_matmul(struct builder *b, uint32_t norm, uint32_t t, 
                                   float eps)
 {
     const struct nib_tensor_rec *r = &b->p->tensors[t].rec;
-    uint64_t need = (uint64_t)b->p->max_batch * ((k * 4ull + 63) & ~63ull);
+    uint64_t need = (uint64_t)b->p->h.max_batch * ((k * 4ull + 63) & ~63ull);
     if (r->dtype != NIB_DT_F32)
-        need += nib_qact_footprint(b->p->max_batch, k, nib_qformat_act_block(r->dtype, r->group));
+        need += nib_qact_footprint(b->p->h.max_batch, k, nib_qformat_act_block(r->dtype, r->group));
     if (need > b->wscratch)
         b->wscratch = need;
     struct nib_op *op = matmul(b, t, x, x_stride, dst, dst_stride, k);
     op->src0_stride = x_stride;
     op->flags = NIB_OPF_NORM_IN;
-    op->norm_tensor = norm;
-    op->norm_eps = eps;
+    op->matmul.norm = (struct nib_norm_in_params){norm, eps};
     return op;
 }
 
@@ -334,21 +332,27 @@ static uint32_t add_matrix(struct builder *b, const char *name, enum plan_tensor
     return add_tensor(b, name, kind, 0, cols, spec, src, n);
 }
 
+/* One layer's tensors, by role. */
+struct layer_tensors {
+    uint32_t attn_norm, wqkv, wo;
+    uint32_t ffn_norm, gate_up, down;
+};
+
 int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct plan_opts *o,
                    char *err, size_t errlen)
 {
     memset(p, 0, sizeof *p);
     struct builder b = {.p = p, .m = m, .o = o, .err = err, .errlen = errlen};
-    p->max_batch = o->max_batch ? o->max_batch : NIB_PLAN_DEFAULT_BATCH;
-    if (p->max_batch > NIB_MAX_BATCH) {
-        snprintf(err, errlen, "batch %u is more than %u rows", p->max_batch, NIB_MAX_BATCH);
+    p->h.max_batch = o->max_batch ? o->max_batch : NIB_PLAN_DEFAULT_BATCH;
+    if (p->h.max_batch > NIB_MAX_BATCH) {
+        snprintf(err, errlen, "batch %u is more than %u rows", p->h.max_batch, NIB_MAX_BATCH);
         return -1;
     }
     struct nib_hparams hp = m->hp;
     uint32_t cap = o->max_ctx ? o->max_ctx : 2048;
     if (hp.ctx_len > cap)
         hp.ctx_len = cap;
-    p->hp = hp;
+    p->h.hp = hp;
     const uint32_t dim = hp.dim, hd = hp.head_dim, ffn = hp.ffn_dim, ctx = hp.ctx_len;
     const uint32_t q_dim = hp.n_heads * hd, kv_dim = hp.n_kv_heads * hd;
     const uint64_t row = kv_dim * 4ull, layer_kv = 2ull * ctx * row;
@@ -362,7 +366,7 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
     uint32_t t_embd = add_tensor(&b, "token_embd", PT_ROWS, 0, dim, f32_spec,
                                  (const struct llama_weight *const[]){&m->tok_embd}, 1);
     uint32_t t_rope = add_tensor(&b, "rope_cos_sin", PT_ROPE_TABLE, ctx, hp.rope_dim, f32_spec, NULL, 0);
-    uint32_t *lt = calloc(hp.n_layers * 6ull, sizeof *lt);
+    struct layer_tensors *lt = calloc(hp.n_layers ? hp.n_layers : 1, sizeof *lt);
     if (!lt) {
         snprintf(err, errlen, "out of memory while planning");
         return -1;
@@ -370,19 +374,19 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
     for (uint32_t l = 0; l < hp.n_layers; l++) {
         const struct llama_layer *L = &m->layers[l];
         char name[NIB_NAME_MAX];
-        uint32_t *t = lt + 6 * l;
+        struct layer_tensors *t = &lt[l];
         snprintf(name, sizeof name, "blk.%u.attn_norm", l);
-        t[0] = add_vector(&b, name, &L->attn_norm, dim);
+        t->attn_norm = add_vector(&b, name, &L->attn_norm, dim);
         snprintf(name, sizeof name, "blk.%u.attn_qkv", l);
-        t[1] = add_matrix(&b, name, PT_ROWS, 0, dim, &L->wq, &L->wk, &L->wv);
+        t->wqkv = add_matrix(&b, name, PT_ROWS, 0, dim, &L->wq, &L->wk, &L->wv);
         snprintf(name, sizeof name, "blk.%u.attn_output", l);
-        t[2] = add_matrix(&b, name, PT_ROWS, 0, q_dim, &L->wo, NULL, NULL);
+        t->wo = add_matrix(&b, name, PT_ROWS, 0, q_dim, &L->wo, NULL, NULL);
         snprintf(name, sizeof name, "blk.%u.ffn_norm", l);
-        t[3] = add_vector(&b, name, &L->ffn_norm, dim);
+        t->ffn_norm = add_vector(&b, name, &L->ffn_norm, dim);
         snprintf(name, sizeof name, "blk.%u.ffn_gate_up", l);
-        t[4] = add_matrix(&b, name, PT_TILE_PAIRS, 0, dim, &L->w_gate, &L->w_up, NULL);
+        t->gate_up = add_matrix(&b, name, PT_TILE_PAIRS, 0, dim, &L->w_gate, &L->w_up, NULL);
         snprintf(name, sizeof name, "blk.%u.ffn_down", l);
-        t[5] = add_matrix(&b, name, PT_ROWS, 0, ffn, &L->w_down, NULL, NULL);
+        t->down = add_matrix(&b, name, PT_ROWS, 0, ffn, &L->w_down, NULL, NULL);
     }
     uint32_t t_on = add_vector(&b, "output_norm", &m->output_norm, dim);
     const struct llama_weight *out_w = m->output_tied ? &m->tok_embd : &m->output;
@@ -397,11 +401,11 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
         goto fail;
 
     /* Activation buffers: max_batch rows each. */
-    const struct plan_tensor *qkv_t = &p->tensors[lt[1]];
+    const struct plan_tensor *qkv_t = &p->tensors[lt[0].wqkv];
     uint32_t k_off = qkv_t->row_off[1], v_off = qkv_t->row_off[2];
     uint32_t max_qkv = 0, max_gu = 0;
     for (uint32_t l = 0; l < hp.n_layers; l++) {
-        const struct plan_tensor *a = &p->tensors[lt[6 * l + 1]], *g = &p->tensors[lt[6 * l + 4]];
+        const struct plan_tensor *a = &p->tensors[lt[l].wqkv], *g = &p->tensors[lt[l].gate_up];
         if (a->row_off[1] != k_off || a->row_off[2] != v_off) {
             /* Layers in different formats pack their sources at different
              * offsets; one layout keeps the plan simple. */
@@ -421,11 +425,11 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
     uint64_t hb = UINT64_MAX; /* f32 FFN rows: only for a down projection that cannot
                                * have gate|up quantize for it (allocated when first needed) */
     uint64_t scores = act_alloc(&b, (uint64_t)hp.n_heads * ctx * 4ull);
-    p->logits_off = act_alloc(&b, p->tensors[t_out].rec.rows * 4ull);
-    p->argmax_blocks = (hp.vocab_size + NIB_ARGMAX_BLOCK - 1) / NIB_ARGMAX_BLOCK;
-    p->argmax_off = act_alloc(&b, p->argmax_blocks * (uint64_t)sizeof(struct nib_argmax_block));
-    p->token_off = act_alloc(&b, p->max_batch * 4ull);
-    p->pos_off = act_alloc(&b, 4);
+    p->h.logits_off = act_alloc(&b, p->tensors[t_out].rec.rows * 4ull);
+    p->h.argmax_blocks = (hp.vocab_size + NIB_ARGMAX_BLOCK - 1) / NIB_ARGMAX_BLOCK;
+    p->h.argmax_off = act_alloc(&b, p->h.argmax_blocks * (uint64_t)sizeof(struct nib_argmax_block));
+    p->h.token_slot_off = act_alloc(&b, p->h.max_batch * 4ull);
+    p->h.pos_slot_off = act_alloc(&b, 4);
     if (p->tensors[t_out].rec.rows != hp.vocab_size) {
         fail(&b, "LM head has %u rows, vocabulary %u", p->tensors[t_out].rec.rows, hp.vocab_size);
         goto fail;
@@ -436,18 +440,20 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
     op->dst_stride = x_s;
     op->n = dim;
     for (uint32_t l = 0; l < hp.n_layers; l++) {
-        const uint32_t *t = lt + 6 * l;
+        const struct layer_tensors *t = &lt[l];
         /* attention block: norm + QKV with RoPE and the KV write */
-        op = norm_matmul(&b, t[0], t[1], x, x_s, qkv, qkv_s, dim, hp.norm_eps);
+        op = norm_matmul(&b, t->attn_norm, t->wqkv, x, x_s, qkv, qkv_s, dim, hp.norm_eps);
         op->flags |= NIB_EPI_ROPE_KV;
-        op->tensor2 = t_rope;
-        op->p0 = q_dim;
-        op->p1 = k_off;
-        op->p2 = v_off;
-        op->p3 = kv_dim;
-        op->p4 = hd;
-        op->p5 = hp.rope_dim;
-        op->p6 = (uint32_t)(ctx * row);
+        op->matmul.rope_kv = (struct nib_rope_kv_params){
+            .table = t_rope,
+            .q_rows = q_dim,
+            .k_off = k_off,
+            .v_off = v_off,
+            .kv_rows = kv_dim,
+            .head_dim = hd,
+            .rope_dim = hp.rope_dim,
+            .v_cache_off = (uint32_t)(ctx * row),
+        };
         op->aux = l * layer_kv; /* relative to the KV cache for now */
         op->aux_stride = (uint32_t)row;
         op = add_op(&b, NIB_OP_ATTENTION, UINT32_MAX);
@@ -458,12 +464,14 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
         op->dst_stride = att_s;
         op->n = hp.n_heads;
         op->k = hd;
-        op->p0 = hp.n_kv_heads;
-        op->p1 = (uint32_t)row;
-        op->p2 = (uint32_t)(ctx * row);
-        op->f0 = 1.0f / sqrtf((float)hd);
-        op->scratch = scores;
-        uint32_t blk = block_of(&b, t[2]);
+        op->attention = (struct nib_attention_params){
+            .n_kv_heads = hp.n_kv_heads,
+            .cache_stride = (uint32_t)row,
+            .v_cache_off = (uint32_t)(ctx * row),
+            .scale = 1.0f / sqrtf((float)hd),
+            .scratch = scores,
+        };
+        uint32_t blk = block_of(&b, t->wo);
         uint64_t in;
         if (blk) {
             /* attention quantizes its own heads for the output projection,
@@ -479,56 +487,55 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
             op->aux_stride = att_s;
             op->dst = in = qact_buf(&b, q_dim, blk);
             op->dst_stride = 0;
-            op->p3 = blk;
-            op->p4 = blk / g; /* heads per unit: blk / gcd(hd, blk), at most all */
-            if (op->p4 > hp.n_heads)
-                op->p4 = hp.n_heads;
+            op->attention.qblock = blk;
+            /* heads per unit: blk / gcd(hd, blk), at most all */
+            op->attention.unit_heads = blk / g < hp.n_heads ? blk / g : hp.n_heads;
         } else {
-            in = quantized_input(&b, t[2], att_out, att_s, q_dim);
+            in = quantized_input(&b, t->wo, att_out, att_s, q_dim);
         }
-        op = matmul(&b, t[2], in, att_s, x, x_s, q_dim);
+        op = matmul(&b, t->wo, in, att_s, x, x_s, q_dim);
         op->flags = NIB_EPI_ADD;
         op->src1 = x; /* x = Wo a + x: each output reads only its own old value */
         op->src1_stride = x_s;
         /* FFN block: norm + gate|up with SiLU-mul (quantizing), down + residual */
-        blk = block_of(&b, t[5]);
+        blk = block_of(&b, t->down);
         if (!blk && hb == UINT64_MAX)
             hb = rows_alloc(&b, ffn, &h_s);
-        op = norm_matmul(&b, t[3], t[4], x, x_s, blk ? qact_buf(&b, ffn, blk) : hb, blk ? 0 : h_s,
+        op = norm_matmul(&b, t->ffn_norm, t->gate_up, x, x_s, blk ? qact_buf(&b, ffn, blk) : hb, blk ? 0 : h_s,
                          dim, hp.norm_eps);
         op->flags |= NIB_EPI_SILU_MUL;
         op->aux = gu;
         op->aux_stride = gu_s;
-        op->p0 = ffn;
+        op->matmul.silu_mul.n_out = ffn;
         if (blk) {
             /* gate|up quantizes its outputs for the down projection */
             op->flags |= NIB_OPF_QOUT;
-            op->p1 = blk;
+            op->matmul.silu_mul.qblock = blk;
             in = op->dst;
         } else {
-            in = quantized_input(&b, t[5], hb, h_s, ffn);
+            in = quantized_input(&b, t->down, hb, h_s, ffn);
         }
-        op = matmul(&b, t[5], in, h_s, x, x_s, ffn);
+        op = matmul(&b, t->down, in, h_s, x, x_s, ffn);
         op->flags = NIB_EPI_ADD;
         op->src1 = x;
         op->src1_stride = x_s;
     }
     /* Head: final norm + LM head + argmax in one op, the last row only. */
-    op = norm_matmul(&b, t_on, t_out, x, x_s, p->logits_off, 0, dim, hp.norm_eps);
+    op = norm_matmul(&b, t_on, t_out, x, x_s, p->h.logits_off, 0, dim, hp.norm_eps);
     op->flags |= NIB_OPF_LAST_ROW | NIB_EPI_ARGMAX;
     if (b.failed || b.oom)
         goto fail;
-    p->wscratch_size = (uint32_t)b.wscratch;
-    p->wscratch_off = act_alloc(&b, b.wscratch);
+    p->h.wscratch_size = (uint32_t)b.wscratch;
+    p->h.wscratch_off = act_alloc(&b, b.wscratch);
 
     /* The KV cache follows the activations: relocate its offsets. */
-    p->act_size = b.act;
-    p->kv_size = layer_kv * hp.n_layers;
+    p->h.act_size = b.act;
+    p->h.kv_size = layer_kv * hp.n_layers;
     for (uint32_t i = 0; i < p->n_ops; i++) {
         if (p->ops[i].flags & NIB_EPI_ROPE_KV)
-            p->ops[i].aux += p->act_size;
+            p->ops[i].aux += p->h.act_size;
         else if (p->ops[i].code == NIB_OP_ATTENTION)
-            p->ops[i].src1 += p->act_size;
+            p->ops[i].src1 += p->h.act_size;
     }
     free(lt);
     return 0;

@@ -27,16 +27,14 @@ struct plan_tensor {
 };
 
 struct nib_plan {
-    struct nib_hparams hp;
+    /* What the plan decides of the blob header: hp, max_batch and the
+     * runtime memory layout (act_size .. wscratch_size); the packer adds
+     * the rest. */
+    struct nib_blob_header h;
     struct plan_tensor *tensors;
     uint32_t n_tensors;
     struct nib_op *ops;
     uint32_t n_ops;
-    uint64_t act_size, kv_size;
-    uint64_t logits_off, token_off, pos_off, argmax_off;
-    uint32_t max_batch, argmax_blocks;
-    uint64_t wscratch_off;
-    uint32_t wscratch_size;
 };
 
 /* Weight formats. Matrices take `matrix`; the LM head takes `output`;

@@ -8,6 +8,7 @@
 #include "model_blob/blob_format.h"
 #include "tools/compiler/gguf.h"
 #include "tools/compiler/gguf_write.h"
+#include "tools/util/args.h"
 
 #include <errno.h>
 #include <math.h>
@@ -520,34 +521,6 @@ static void list_shapes(void)
     }
 }
 
-static int parse_seed(const char *arg, uint64_t *seed)
-{
-    if (!arg || !arg[0] || arg[0] == '-' || arg[0] == '+' || arg[0] == ' ')
-        return -1;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(arg, &end, 0);
-    if (errno || *end)
-        return -1;
-    *seed = v;
-    return 0;
-}
-
-/* "--opt VALUE" or "--opt=VALUE": the value, or NULL when this is not opt. */
-static const char *opt_value(const char *opt, int argc, char **argv, int *i)
-{
-    size_t n = strlen(opt);
-    if (strncmp(argv[*i], opt, n) != 0)
-        return NULL;
-    if (argv[*i][n] == '=')
-        return argv[*i] + n + 1;
-    if (argv[*i][n] != 0)
-        return NULL;
-    if (*i + 1 >= argc)
-        return ""; /* present without a value: reported by the caller */
-    return argv[++*i];
-}
-
 /* Remove a half-written output, but only a regular file: -o /dev/null must
  * survive a failed run. */
 static void remove_partial(const char *path)
@@ -557,53 +530,44 @@ static void remove_partial(const char *path)
         unlink(path);
 }
 
+enum { O_LIST = NIB_ARGS_OPT, O_OUT, O_SEED, O_DTYPE };
+
 int nib_synth_main(int argc, char **argv)
 {
-    const char *shape = NULL, *out = NULL, *v;
+    static const struct nib_opt opts[] = {
+        {"--list", O_LIST, 0}, {"-o", O_OUT, 1},       {"--output", O_OUT, 1},
+        {"--seed", O_SEED, 1}, {"--dtype", O_DTYPE, 1}, {NULL, 0, 0},
+    };
+    const char *shape = NULL, *out = NULL;
     uint64_t seed = 0;
     uint32_t dtype = UINT32_MAX;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--list") == 0) {
+    struct nib_args a;
+    nib_args_init(&a, "nib synth", argc, argv, opts, usage, &shape);
+    int o;
+    while ((o = nib_args_next(&a)) > NIB_ARGS_END) {
+        if (o == O_LIST) {
             list_shapes();
             return 0;
-        } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            usage(stdout);
-            return 0;
-        } else if ((v = opt_value("-o", argc, argv, &i)) || (v = opt_value("--output", argc, argv, &i))) {
-            if (!v[0]) {
-                fprintf(stderr, "nib synth: -o needs a file name\n");
+        } else if (o == O_OUT) {
+            if (!a.value[0])
+                return nib_args_fail(&a, "-o needs a file name");
+            out = a.value;
+        } else if (o == O_SEED) {
+            if (nib_args_u64(&a, &seed))
                 return 2;
-            }
-            out = v;
-        } else if ((v = opt_value("--seed", argc, argv, &i))) {
-            if (parse_seed(v, &seed) != 0) {
-                fprintf(stderr, "nib synth: bad --seed '%s' (a non-negative 64-bit integer)\n", v);
-                return 2;
-            }
-        } else if ((v = opt_value("--dtype", argc, argv, &i))) {
-            if (strcmp(v, "f32") == 0)
+        } else if (o == O_DTYPE) {
+            if (strcmp(a.value, "f32") == 0)
                 dtype = GGML_TYPE_F32;
-            else if (strcmp(v, "f16") == 0)
+            else if (strcmp(a.value, "f16") == 0)
                 dtype = GGML_TYPE_F16;
-            else {
-                fprintf(stderr, "nib synth: bad --dtype '%s' (f16 or f32)\n", v);
-                return 2;
-            }
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "nib synth: unknown option '%s'\n", argv[i]);
-            usage(stderr);
-            return 2;
-        } else if (!shape) {
-            shape = argv[i];
-        } else {
-            fprintf(stderr, "nib synth: unexpected argument '%s'\n", argv[i]);
-            return 2;
+            else
+                return nib_args_fail(&a, "bad --dtype '%s' (f16 or f32)", a.value);
         }
     }
-    if (!shape || !out) {
-        usage(stderr);
-        return 2;
-    }
+    if (o == NIB_ARGS_EXIT)
+        return a.status;
+    if (!shape || !out)
+        return nib_args_missing(&a);
     const struct nib_synth_shape *s = nib_synth_find(shape);
     if (!s) {
         fprintf(stderr, "nib synth: unknown shape '%s' (try --list)\n", shape);

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "proto/ctl.h"
+#include "proto/private/sync.h"
 #include "proto/shm_layout.h"
 #include "proto/shm_name.h"
 
@@ -82,13 +83,6 @@ const char *nib_status_name(uint32_t status)
     return status < NIB_ST_COUNT ? names[status] : "unknown";
 }
 
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void sleep_ns(uint64_t ns)
 {
     struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
@@ -98,12 +92,12 @@ static void sleep_ns(uint64_t ns)
 static uint64_t deadline_after(int timeout_ms)
 {
     uint64_t ms = timeout_ms > 0 ? (uint64_t)timeout_ms : NIB_HOST_TIMEOUT_DEFAULT_MS;
-    return mono_ns() + ms * 1000000ull;
+    return nib_now_ns() + ms * 1000000ull;
 }
 
 static int ms_left(uint64_t deadline)
 {
-    uint64_t now = mono_ns();
+    uint64_t now = nib_now_ns();
     if (now >= deadline)
         return 0;
     uint64_t ms = (deadline - now + 999999) / 1000000;
@@ -486,7 +480,7 @@ static int do_attach(struct nib_host *h, int timeout_ms)
                          "this boot's (magic 0x%llx, epoch %llu, index %u of %u)", h->paths.sock,
                          (unsigned long long)h->rh->magic, (unsigned long long)h->rh->epoch,
                          h->rh->host_index, m.host_index);
-    uint64_t beat = nib_load_acq(&h->hdr->heartbeat_ns), now = mono_ns();
+    uint64_t beat = nib_load_acq(&h->hdr->heartbeat_ns), now = nib_now_ns();
     if (now > beat && now - beat > NIB_HEARTBEAT_STALE_NS)
         return host_fail(h, NIB_HOST_GONE, "appliance %s is not responding (no heartbeat for "
                          "%llu ms)", h->name, (unsigned long long)((now - beat) / 1000000));
@@ -519,7 +513,7 @@ static void drop(struct nib_host *h, int say_detach)
 {
     if (h->sock >= 0) {
         if (say_detach)
-            send_msg(h->sock, NIB_CTL_DETACH, mono_ns()); /* best effort: the close says it */
+            send_msg(h->sock, NIB_CTL_DETACH, nib_now_ns()); /* best effort: the close says it */
         close(h->sock);
         h->sock = -1;
     }
@@ -586,7 +580,7 @@ static int alive(struct nib_host *h, int force)
     if (st == NIB_APP_STOPPING || st == NIB_APP_STOPPED)
         return gone(h, "appliance %s is %s", h->name,
                     st == NIB_APP_STOPPING ? "stopping" : "stopped");
-    uint64_t now = mono_ns();
+    uint64_t now = nib_now_ns();
     if (!force && now < h->next_check_ns)
         return NIB_HOST_OK;
     h->next_check_ns = now + CHECK_NS;
@@ -674,7 +668,7 @@ int nib_host_submit(struct nib_host *h, const void *prompt, size_t len,
     uint64_t nap = NAP_MIN_NS;
     int i;
     while ((i = claim(h)) < 0) {
-        if (mono_ns() >= deadline)
+        if (nib_now_ns() >= deadline)
             return host_fail(h, NIB_HOST_BUSY, "all %u slots of this host's ring are busy",
                              h->geo.n_slots);
         if ((rc = alive(h, 0)) != NIB_HOST_OK)
@@ -700,7 +694,9 @@ int nib_host_submit(struct nib_host *h, const void *prompt, size_t len,
     slot->t_start_ns = slot->t_first_ns = slot->t_done_ns = 0;
     slot->served_ticket = 0;
     slot->error[0] = 0;
-    uint64_t ticket = __atomic_add_fetch(&h->rh->next_ticket, 1, __ATOMIC_ACQ_REL);
+    /* The ticket orders this host's own slots only; the appliance reads it
+     * after its acquire of SUBMITTED, so relaxed is enough here. */
+    uint64_t ticket = nib_fetch_add_relaxed(&h->rh->next_ticket, 1) + 1;
     nib_store_rel(&slot->ticket, ticket);
     nib_store_rel(&slot->state, NIB_SLOT_SUBMITTED);
     /* Pairs with the appliance's: sleeping = 1, fence, look at the rings. */
@@ -734,6 +730,7 @@ static struct nib_slot *own_slot(struct nib_host *h, const struct nib_req_handle
 static void snapshot(struct nib_host *h, struct nib_slot *slot, struct nib_progress *pr)
 {
     memset(pr, 0, sizeof *pr);
+    /* acquire: pairs with the release (CAS to DONE) in rt/serve.c finish() */
     uint32_t st = nib_load_acq(&slot->state);
     pr->done = st == NIB_SLOT_DONE;
     /* Counts are read after the state (acquire), so a DONE request's counts
@@ -770,14 +767,16 @@ int nib_host_poll(struct nib_host *h, const struct nib_req_handle *r, struct nib
  * in this ring, or ns pass. */
 static void sleep_on_done(struct nib_host *h, struct nib_slot *slot, uint64_t ns)
 {
-    __atomic_fetch_add(&h->rh->done_waiters, 1, __ATOMIC_SEQ_CST);
-    uint32_t seq = __atomic_load_n(&h->rh->done_seq, __ATOMIC_SEQ_CST);
+    /* seq_cst add then load: pairs with rt/serve.c's seq_cst store of
+     * done_seq then load of done_waiters (and FUTEX_WAIT rechecks seq). */
+    nib_fetch_add_seqcst(&h->rh->done_waiters, 1);
+    uint32_t seq = nib_load_seqcst(&h->rh->done_seq);
     if (nib_load_acq(&slot->state) != NIB_SLOT_DONE) {
         struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
         /* Shared (not PRIVATE): the appliance wakes it from another process. */
         syscall(SYS_futex, &h->rh->done_seq, FUTEX_WAIT, seq, &ts, NULL, 0);
     }
-    __atomic_fetch_sub(&h->rh->done_waiters, 1, __ATOMIC_SEQ_CST);
+    nib_fetch_sub_seqcst(&h->rh->done_waiters, 1);
 }
 
 int nib_host_wait(struct nib_host *h, const struct nib_req_handle *r, uint32_t seen_tokens,
@@ -791,7 +790,7 @@ int nib_host_wait(struct nib_host *h, const struct nib_req_handle *r, uint32_t s
             return rc;
         if (pr->done || (seen_tokens != NIB_HOST_WAIT_DONE && pr->n_tokens > seen_tokens))
             return NIB_HOST_OK;
-        uint64_t now = mono_ns();
+        uint64_t now = nib_now_ns();
         if (now >= deadline)
             return host_fail(h, NIB_HOST_TIMEOUT, "request %llu not %s after the wait's "
                              "timeout", (unsigned long long)r->ticket,
@@ -819,6 +818,7 @@ int nib_host_cancel(struct nib_host *h, const struct nib_req_handle *r)
     struct nib_slot *slot = own_slot(h, r);
     if (!slot)
         return NIB_HOST_ERR;
+    /* release: pairs with the acquires of cancel in rt/serve.c */
     nib_store_rel(&slot->cancel, 1u);
     return NIB_HOST_OK;
 }

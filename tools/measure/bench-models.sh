@@ -5,7 +5,7 @@
 #
 #   bash tools/measure/bench-models.sh [WORKDIR] [SHAPE...]     # default: stories15m tinyllama-1.1b llama-3b
 set -euo pipefail
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 work=${1:-$repo/build-bench}
 shift || true
 shapes=("$@")

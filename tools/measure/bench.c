@@ -35,6 +35,7 @@
 #include "rt/exec.h"
 #include "rt/team.h"
 #include "tools/measure/measure.h"
+#include "tools/util/args.h"
 #include "tools/util/tool_util.h"
 
 #if defined(__AVX2__)
@@ -332,11 +333,15 @@ static uint64_t streamed_bytes(const struct nib_blob_view *v)
 static double model_rate(const struct nib_blob_view *v, uint8_t *mem, uint32_t n_workers,
                          uint32_t n_tokens, uint32_t batch)
 {
-    void *tm = aligned_alloc(nib_team_align(),
-                             (nib_team_footprint(n_workers, v) + 4095) & ~(uint64_t)4095);
+    uint64_t team_size = (nib_team_footprint(n_workers) + 63) & ~63ull;
+    void *tm = aligned_alloc(nib_team_align(), (team_size + nib_exec_team_footprint(n_workers, v) +
+                                                4095) & ~(uint64_t)4095);
     if (!tm)
         return 0;
-    struct nib_team *team = nib_team_new(tm, v, mem, n_workers, 1000000000ull, 1000000000ull);
+    struct nib_team *team = nib_team_new(tm, n_workers, 1000000000ull, 1000000000ull);
+    struct nib_exec e = {.v = v, .mem = mem, .qk = nib_exec_kernels(nib_cpu_isa())};
+    if (team)
+        nib_exec_set_team(&e, team, (uint8_t *)tm + team_size);
     pthread_t tids[MAX_THREADS];
     uint32_t cpus[MAX_THREADS] = {0, 1};
     /* nib_team_spawn pins this thread to cpus[0]; the stream reads that
@@ -348,7 +353,6 @@ static double model_rate(const struct nib_blob_view *v, uint8_t *mem, uint32_t n
         free(tm);
         return 0;
     }
-    struct nib_exec e = {.v = v, .mem = mem, .team = team};
     uint32_t ctx = v->h->hp.ctx_len, warm = 4, ids[NIB_MAX_BATCH];
     if (n_tokens + warm > ctx)
         n_tokens = ctx > warm + 1 ? ctx - warm - 1 : 1;
@@ -377,7 +381,6 @@ static void bench_models(const struct bench_ctx *ctx)
         printf("\nmodels: none given (nib bench --model BLOB ...; tools/measure/bench-models.sh makes them)\n");
         return;
     }
-    nib_exec_select_kernels(nib_cpu_isa());
     const int rounds = o->rounds < 3 ? o->rounds : 3;
     printf("\nwhole models (%u tokens each, median of %d rounds; decode: one token per pass,\n"
            "GB/s = weight bytes streamed per token x tokens/s, (x) = median ratio to a stream read\n"
@@ -488,58 +491,65 @@ static void cpu_name(char *buf, size_t len)
     fclose(f);
 }
 
+enum { O_QUICK = NIB_ARGS_OPT, O_ROUNDS, O_STREAM_MIB, O_MODEL, O_MODEL_TOKENS, O_FORMAT, O_ISA };
+
 int nib_bench_main(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) /* per-token latency: tools/measure/bench_latency.c */
+    /* per-token latency: tools/measure/bench_latency.c */
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
         if (!strcmp(argv[i], "--latency"))
             return nib_bench_latency_main(argc, argv);
+    static const struct nib_opt opts[] = {
+        {"--quick", O_QUICK, 0},   {"--rounds", O_ROUNDS, 1},
+        {"--stream-mib", O_STREAM_MIB, 1}, {"--model", O_MODEL, 1},
+        {"--model-tokens", O_MODEL_TOKENS, 1}, {"--format", O_FORMAT, 1},
+        {"--isa", O_ISA, 1},       {NULL, 0, 0},
+    };
     struct bench_opts o = {.model_tokens = 128, .stream_bytes = (size_t)1 << 30,
                            .rotate_bytes = (size_t)256 << 20, .rounds = 5, .min_seconds = 0.1};
     const char *isa = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
+    int quick = 0, rounds_given = 0, stream_given = 0, model_tokens_given = 0;
+    struct nib_args a;
+    nib_args_init(&a, "nib bench", argc, argv, opts, usage, NULL);
+    int opt;
+    while ((opt = nib_args_next(&a)) > NIB_ARGS_END) {
         uint32_t v;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--quick")) {
-            o.stream_bytes = (size_t)64 << 20;
-            o.rotate_bytes = (size_t)64 << 20;
-            o.rounds = 1;
-            o.min_seconds = 0.005;
-        } else if (!strcmp(a, "--rounds") && i + 1 < argc) {
-            if (nib_parse_u32(argv[++i], MAX_ROUNDS, &v) || v == 0) {
-                fprintf(stderr, "nib bench: --rounds takes 1..%d, not '%s'\n", MAX_ROUNDS, argv[i]);
+        if (opt == O_QUICK)
+            quick = 1;
+        else if (opt == O_ROUNDS) {
+            if (nib_args_u32(&a, 1, MAX_ROUNDS, &v))
                 return 2;
-            }
             o.rounds = (int)v;
-        } else if (!strcmp(a, "--stream-mib") && i + 1 < argc) {
-            if (nib_parse_u32(argv[++i], 1u << 16, &v) || v < 8) {
-                fprintf(stderr, "nib bench: --stream-mib takes 8..65536, not '%s'\n", argv[i]);
+            rounds_given = 1;
+        } else if (opt == O_STREAM_MIB) {
+            if (nib_args_u32(&a, 8, 1u << 16, &v))
                 return 2;
-            }
             o.stream_bytes = (size_t)v << 20;
-        } else if (!strcmp(a, "--model") && i + 1 < argc) {
-            if (o.n_models == MAX_MODELS) {
-                fprintf(stderr, "nib bench: at most %d --model\n", MAX_MODELS);
+            stream_given = 1;
+        } else if (opt == O_MODEL) {
+            if (o.n_models == MAX_MODELS)
+                return nib_args_fail(&a, "at most %d --model", MAX_MODELS);
+            o.models[o.n_models++] = a.value;
+        } else if (opt == O_MODEL_TOKENS) {
+            if (nib_args_u32(&a, 1, 1u << 16, &o.model_tokens))
                 return 2;
-            }
-            o.models[o.n_models++] = argv[++i];
-        } else if (!strcmp(a, "--model-tokens") && i + 1 < argc) {
-            if (nib_parse_u32(argv[++i], 1u << 16, &o.model_tokens) || o.model_tokens == 0) {
-                fprintf(stderr, "nib bench: --model-tokens takes 1..65536\n");
-                return 2;
-            }
-        } else if (!strcmp(a, "--format") && i + 1 < argc) {
-            o.only_fmt = argv[++i];
-        } else if (!strcmp(a, "--isa") && i + 1 < argc) {
-            isa = argv[++i];
-        } else {
-            fprintf(stderr, "nib bench: unknown or incomplete option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
+            model_tokens_given = 1;
+        } else if (opt == O_FORMAT)
+            o.only_fmt = a.value;
+        else if (opt == O_ISA)
+            isa = a.value;
     }
+    if (opt == NIB_ARGS_EXIT)
+        return a.status;
+    /* --quick sets what --rounds and --stream-mib did not, in any order */
+    if (quick) {
+        o.stream_bytes = stream_given ? o.stream_bytes : (size_t)64 << 20;
+        o.rotate_bytes = (size_t)64 << 20;
+        o.rounds = rounds_given ? o.rounds : 1;
+        o.min_seconds = 0.005;
+    }
+    if (model_tokens_given && !o.n_models)
+        nib_args_note(a.cmd, "--model-tokens is ignored without --model");
     if (o.only_fmt) {
         size_t f = 0;
         while (f < N_FORMATS && strcmp(formats[f].name, o.only_fmt))

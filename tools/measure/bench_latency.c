@@ -24,16 +24,19 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "kernels/qkernels.h"
 #include "model_blob/blob_view.h"
 #include "rt/cpu_isa.h"
 #include "rt/exec.h"
 #include "rt/sample.h"
+#include "proto/private/sync.h"
 #include "proto/stats.h"
 #include "rt/team.h"
 #include "rt/tokenizer.h"
 #include "rt/topology.h"
 #include "tools/measure/bench_noise.h"
 #include "tools/measure/measure.h"
+#include "tools/util/args.h"
 #include "tools/util/tool_util.h"
 #include "tools/host/nibhost.h"
 
@@ -53,13 +56,6 @@ static void usage(FILE *f)
             "  --tokens N   generated tokens to time (default 1000, at least 1)\n"
             "  --workers N  threads (default: one per physical core of this machine)\n"
             "  --gen N      generated tokens per request (default: to the end of the context)\n");
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -164,7 +160,7 @@ static int bench_blob(const struct bench_opts *o)
         return 1;
     }
     const struct nib_hparams *hp = &v.h->hp;
-    const char *kernels = nib_exec_select_kernels(nib_cpu_isa()); /* as the appliance does */
+    const struct nib_qkernels *qk = nib_exec_kernels(nib_cpu_isa()); /* as the appliance does */
 
     static struct nib_topo topo;
     uint32_t cpus[NIB_TEAM_MAX_WORKERS], n = 1;
@@ -181,7 +177,7 @@ static int bench_blob(const struct bench_opts *o)
         n = o->workers;
     }
     uint64_t arena_size = (v.mem_size + huge - 1) / huge * huge;
-    uint64_t team_size = nib_team_footprint(n, &v);
+    uint64_t team_size = ((nib_team_footprint(n) + 63) & ~63ull) + nib_exec_team_footprint(n, &v);
     uint8_t *arena = mmap(NULL, arena_size + team_size, PROT_READ | PROT_WRITE,
                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     uint32_t *ids = malloc((strlen(o->prompt) + 2) * sizeof *ids);
@@ -194,7 +190,10 @@ static int bench_blob(const struct bench_opts *o)
     }
     madvise(arena, arena_size, MADV_HUGEPAGE);
     memset(arena, 0, arena_size + team_size);
-    struct nib_team *t = nib_team_new(arena + arena_size, &v, arena, n, 1000000000ull, 200000);
+    struct nib_team *t = nib_team_new(arena + arena_size, n, 1000000000ull, 200000);
+    struct nib_exec e = {.v = &v, .mem = arena, .qk = qk};
+    uint32_t n_barriers = t ? nib_exec_set_team(&e, t, arena + arena_size +
+                                                ((nib_team_footprint(n) + 63) & ~63ull)) : 0;
     int rc = t ? nib_team_spawn(t, pinned ? cpus : NULL, tids) : -1;
     if (rc) {
         fprintf(stderr, "nib bench: cannot start %u workers\n", n);
@@ -208,16 +207,19 @@ static int bench_blob(const struct bench_opts *o)
         nib_team_join(t, tids);
         return 2;
     }
+    if (o->gen && (uint32_t)n_ids + o->gen > hp->ctx_len)
+        nib_args_note("nib bench", "--gen %u: the context holds %u more positions after the prompt; "
+                      "generating %u per request", o->gen, hp->ctx_len - (uint32_t)n_ids,
+                      hp->ctx_len - (uint32_t)n_ids);
     if (!o->json) {
         printf("nib bench --latency: %s: dim %u, %u layers, vocab %u, ctx %u\n", o->blob, hp->dim,
                hp->n_layers, hp->vocab_size, hp->ctx_len);
         printf("workers: %u%s", n, pinned ? " pinned to cpus " : " (not pinned)");
         for (uint32_t i = 0; pinned && i < n; i++)
             printf("%s%u", i ? "," : "", cpus[i]);
-        printf("; %u barriers per token over %u ops; kernels %s\n", nib_team_barriers(t), v.h->n_ops,
-               kernels);
+        printf("; %u barriers per token over %u ops; kernels %s\n", n_barriers, v.h->n_ops,
+               qk->name);
     }
-    struct nib_exec e = {.v = &v, .mem = arena, .team = t};
     uint32_t want = o->tokens + WARMUP, got = 0, requests = 0;
     uint64_t t_start = 0;
     while (got < want) {
@@ -231,20 +233,20 @@ static int bench_blob(const struct bench_opts *o)
             pos += m;
         }
         (void)logits;
-        uint64_t prev = now_ns();
+        uint64_t prev = nib_now_ns();
         uint32_t end = o->gen && pos + o->gen < hp->ctx_len ? pos + o->gen : hp->ctx_len;
         while (got < want && pos < end) {
             uint32_t next = nib_exec_argmax(&e); /* greedy, as the appliance serves it */
             pos_of[got] = pos;
             logits = nib_exec_token(&e, next, pos++);
-            uint64_t now = now_ns();
+            uint64_t now = nib_now_ns();
             lat[got++] = now - prev;
             if (got == WARMUP)
                 t_start = now;
             prev = now;
         }
     }
-    double secs = (double)(now_ns() - t_start) / 1e9;
+    double secs = (double)(nib_now_ns() - t_start) / 1e9;
     uint64_t sleeps = nib_team_sleeps(t);
     nib_team_join(t, tids);
     uint64_t *timed = lat + WARMUP;
@@ -316,7 +318,7 @@ static int bench_appliance(const struct bench_opts *o)
     }
     static struct nib_stats before, after;
     memcpy(&before, nib_host_stats(h), sizeof before);
-    uint64_t generated = 0, t0 = now_ns();
+    uint64_t generated = 0, t0 = nib_now_ns();
     uint32_t requests = 0;
     while (generated < o->tokens) {
         struct nib_gen_params p = {.max_tokens = 256, .busy_wait_ms = -1};
@@ -336,7 +338,7 @@ static int bench_appliance(const struct bench_opts *o)
         if (pr.n_tokens <= pr.n_prompt)
             break; /* the model ends at once: nothing more to time */
     }
-    double secs = (double)(now_ns() - t0) / 1e9;
+    double secs = (double)(nib_now_ns() - t0) / 1e9;
     memcpy(&after, nib_host_stats(h), sizeof after);
     nib_host_detach(h);
     static uint32_t delta[NIB_TOKEN_HIST_BUCKETS];
@@ -353,56 +355,43 @@ static int bench_appliance(const struct bench_opts *o)
     return 0;
 }
 
+enum { O_LATENCY = NIB_ARGS_OPT, O_JSON, O_NAME, O_PROMPT, O_TOKENS, O_WORKERS, O_GEN };
+
 int nib_bench_latency_main(int argc, char **argv)
 {
+    static const struct nib_opt opts[] = {
+        {"--latency", O_LATENCY, 0}, {"--json", O_JSON, 0},       {"--name", O_NAME, 1},
+        {"--prompt", O_PROMPT, 1},   {"--tokens", O_TOKENS, 1},   {"--workers", O_WORKERS, 1},
+        {"--gen", O_GEN, 1},         {NULL, 0, 0},
+    };
     struct bench_opts o = {.prompt = "Once upon a time", .tokens = 1000};
     int latency = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int has = i + 1 < argc;
-        if (!strcmp(a, "--latency")) {
+    struct nib_args a;
+    nib_args_init(&a, "nib bench", argc, argv, opts, usage, &o.blob);
+    int opt;
+    while ((opt = nib_args_next(&a)) > NIB_ARGS_END) {
+        if (opt == O_LATENCY)
             latency = 1;
-        } else if (!strcmp(a, "--json")) {
+        else if (opt == O_JSON)
             o.json = 1;
-        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--name") && has) {
-            o.name = argv[++i];
-        } else if (!strcmp(a, "--prompt") && has) {
-            o.prompt = argv[++i];
-        } else if ((!strcmp(a, "--tokens") || !strcmp(a, "--workers") || !strcmp(a, "--gen")) &&
-                   has) {
-            uint32_t v;
-            if (nib_parse_u32(argv[++i], !strcmp(a, "--workers") ? NIB_TEAM_MAX_WORKERS : 100000000u,
-                              &v) || v == 0) {
-                fprintf(stderr, "nib bench: %s wants a positive number, not '%s'\n", a, argv[i]);
-                return 2;
-            }
-            if (!strcmp(a, "--tokens"))
-                o.tokens = v;
-            else if (!strcmp(a, "--gen"))
-                o.gen = v;
-            else
-                o.workers = v;
-        } else if (a[0] != '-' && !o.blob) {
-            o.blob = a;
-        } else {
-            fprintf(stderr, "nib bench: unknown argument '%s'\n", a);
-            usage(stderr);
+        else if (opt == O_NAME)
+            o.name = a.value;
+        else if (opt == O_PROMPT)
+            o.prompt = a.value;
+        else if (nib_args_u32(&a, 1, opt == O_WORKERS ? NIB_TEAM_MAX_WORKERS : 100000000u,
+                              opt == O_TOKENS ? &o.tokens : opt == O_GEN ? &o.gen : &o.workers))
             return 2;
-        }
     }
-    if (!latency) {
-        fprintf(stderr, "nib bench: only --latency is available here\n");
-        usage(stderr);
-        return 2;
-    }
+    if (opt == NIB_ARGS_EXIT)
+        return a.status;
+    if (!latency)
+        return nib_args_fail(&a, "only --latency is available here");
     if (!o.blob == !o.name) {
         fprintf(stderr, "nib bench: give a MODEL.blob or --name NAME (one of them)\n");
-        usage(stderr);
-        return 2;
+        return nib_args_missing(&a);
     }
+    if (o.name && (o.workers || o.gen))
+        nib_args_note(a.cmd, "--workers and --gen are ignored with --name: the appliance has its own");
     if (!o.prompt[0]) {
         fprintf(stderr, "nib bench: --prompt must not be empty\n");
         return 2;

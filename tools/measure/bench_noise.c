@@ -4,7 +4,8 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "proto/private/sync.h"
 
 #define MAX_GAPS 200000
 #define MAX_CPUS 64
@@ -22,13 +23,6 @@ struct spinner {
     const volatile int *go;
 };
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void *spin(void *p)
 {
     struct spinner *s = p;
@@ -38,9 +32,9 @@ static void *spin(void *p)
     sched_setaffinity(0, sizeof set, &set);
     while (!*s->go)
         ;
-    uint64_t prev = now_ns();
+    uint64_t prev = nib_now_ns();
     while (prev < s->end) {
-        uint64_t t = now_ns();
+        uint64_t t = nib_now_ns();
         if (t - prev > GAP_NS && s->n < MAX_GAPS)
             s->gaps[s->n++] = (struct gap){prev - s->start, t - prev};
         prev = t;
@@ -84,7 +78,7 @@ int nib_noise_measure(const uint32_t *cpus, uint32_t n, double seconds, uint64_t
     static struct spinner sp[MAX_CPUS];
     pthread_t tid[MAX_CPUS];
     volatile int go = 0;
-    uint64_t span = (uint64_t)(seconds * 1e9), start = now_ns() + 20000000ull;
+    uint64_t span = (uint64_t)(seconds * 1e9), start = nib_now_ns() + 20000000ull;
     uint32_t started = 0;
     int rc = 0;
     for (uint32_t i = 0; i < n; i++) {
@@ -96,7 +90,7 @@ int nib_noise_measure(const uint32_t *cpus, uint32_t n, double seconds, uint64_t
         }
         started++;
     }
-    while (now_ns() < start)
+    while (nib_now_ns() < start)
         ;
     go = 1;
     for (uint32_t i = 0; i < started; i++)

@@ -14,6 +14,7 @@
 #include "rt/exec.h"
 #include "rt/tokenizer.h"
 #include "tools/measure/measure.h"
+#include "tools/util/args.h"
 #include "tools/util/tool_util.h"
 #include "tools/compiler/evalcore.h"
 #include "tools/compiler/model_load.h"
@@ -54,47 +55,44 @@ static void usage(FILE *f)
                "  (default: a short built-in story text); --tokens caps the positions scored (default 512)\n");
 }
 
+enum { O_QUANT = NIB_ARGS_OPT, O_PRECISION, O_BASELINE, O_TEXT, O_TOKENS, O_CTX, O_JSON };
+
 int nib_eval_main(int argc, char **argv)
 {
+    static const struct nib_opt opts[] = {
+        {"--quant", O_QUANT, 1}, {"--precision", O_PRECISION, 1}, {"--baseline", O_BASELINE, 1},
+        {"--text", O_TEXT, 1},   {"--tokens", O_TOKENS, 1},       {"--ctx", O_CTX, 1},
+        {"--json", O_JSON, 0},   {NULL, 0, 0},
+    };
     const char *in = NULL, *quant = "f32", *text_path = NULL, *precision = NULL, *baseline = NULL;
     uint32_t max_tokens = 512, ctx = 0;
-    int json = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--quant") && i + 1 < argc)
-            quant = argv[++i];
-        else if (!strcmp(a, "--precision") && i + 1 < argc)
-            precision = argv[++i];
-        else if (!strcmp(a, "--baseline") && i + 1 < argc)
-            baseline = argv[++i];
-        else if (!strcmp(a, "--text") && i + 1 < argc)
-            text_path = argv[++i];
-        else if (!strcmp(a, "--tokens") && i + 1 < argc) {
-            if (nib_parse_u32(argv[++i], NIB_MAX_CTX, &max_tokens) || max_tokens < 2) {
-                fprintf(stderr, "nib eval: --tokens wants 2..%u\n", NIB_MAX_CTX);
+    int json = 0, tokens_given = 0;
+    struct nib_args a;
+    nib_args_init(&a, "nib eval", argc, argv, opts, usage, &in);
+    int o;
+    while ((o = nib_args_next(&a)) > NIB_ARGS_END) {
+        if (o == O_QUANT)
+            quant = a.value;
+        else if (o == O_PRECISION)
+            precision = a.value;
+        else if (o == O_BASELINE)
+            baseline = a.value;
+        else if (o == O_TEXT)
+            text_path = a.value;
+        else if (o == O_TOKENS) {
+            if (nib_args_u32(&a, 2, NIB_MAX_CTX, &max_tokens))
                 return 2;
-            }
-        } else if (!strcmp(a, "--ctx") && i + 1 < argc) {
-            if (nib_parse_u32(argv[++i], NIB_MAX_CTX, &ctx) || ctx < 2) {
-                fprintf(stderr, "nib eval: --ctx wants 2..%u\n", NIB_MAX_CTX);
+            tokens_given = 1;
+        } else if (o == O_CTX) {
+            if (nib_args_u32(&a, 2, NIB_MAX_CTX, &ctx))
                 return 2;
-            }
-        } else if (!strcmp(a, "--json"))
+        } else if (o == O_JSON)
             json = 1;
-        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (a[0] != '-' && !in)
-            in = a;
-        else {
-            fprintf(stderr, "nib eval: unexpected argument '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
     }
+    if (o == NIB_ARGS_EXIT)
+        return a.status;
     if (!in) {
-        usage(stderr);
-        return 2;
+        return nib_args_missing(&a);
     }
     struct plan_opts po_ref = {.max_ctx = ctx ? ctx : max_tokens};
     nib_plan_opts_quant(&po_ref, "f32", NULL, 0);
@@ -105,7 +103,6 @@ int nib_eval_main(int argc, char **argv)
         return 2;
     }
     po_q.precision = precision;
-    nib_exec_select_kernels(nib_cpu_isa());
     size_t text_len;
     char *text = NULL;
     if (text_path) {
@@ -153,12 +150,19 @@ int nib_eval_main(int argc, char **argv)
         fprintf(stderr, "nib eval: %s\n", ids ? err : "out of memory");
         goto out;
     }
+    ref.e.qk = q.e.qk = nib_exec_kernels(nib_cpu_isa());
     int n = nib_tok_encode(&ref.v, t, text_len, 1, ids, text_len + 2);
     if (n < 2) {
         fprintf(stderr, "nib eval: the text gives fewer than 2 tokens\n");
         goto out;
     }
-    uint32_t n_ids = (uint32_t)n;
+    uint32_t n_ids = (uint32_t)n, held = ref.v.h->hp.ctx_len;
+    if (ctx > held)
+        nib_args_note(a.cmd, "--ctx %u: the model's context holds %u positions; using %u", ctx,
+                      held, held);
+    else if (tokens_given && max_tokens > held)
+        nib_args_note(a.cmd, "--tokens %u: the context holds %u positions; scoring at most %u",
+                      max_tokens, held, held);
     if (n_ids > ref.v.h->hp.ctx_len)
         n_ids = ref.v.h->hp.ctx_len;
     if (n_ids > max_tokens)

@@ -51,7 +51,7 @@ void nib_unmap_file(const uint8_t *data, size_t size)
 int nib_parse_u64(const char *s, uint64_t *out)
 {
     char *end;
-    if (!s || !*s || *s == '-')
+    if (!s || *s < '0' || *s > '9') /* strtoull would take " 5", "+5" and "-5" */
         return -1;
     errno = 0;
     unsigned long long v = strtoull(s, &end, 0);

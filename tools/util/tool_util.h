@@ -1,6 +1,6 @@
 /* Helpers every room of tools/ uses: whole-file mapping and strict number
- * parsing for options. The lowest rank inside tools/: includes nothing of
- * the project. */
+ * parsing for options (args.h: the option conventions). The lowest rank
+ * inside tools/: includes nothing of tools/. */
 #ifndef NIB_TOOL_UTIL_H
 #define NIB_TOOL_UTIL_H
 

@@ -1,0 +1,28 @@
+/* The weight formats and instruction sets the kernels know. They live here,
+ * with the kernels that consume them, and the blob format
+ * (model_blob/blob_format.h) records them in its tensor table and header:
+ * the numbering is part of the blob format and never changes. */
+#ifndef NIB_KERNELS_DTYPE_H
+#define NIB_KERNELS_DTYPE_H
+
+/* ISA bits a kernel variant (and so a blob) may require; the CPU must have
+ * every bit set. */
+enum nib_isa {
+    NIB_ISA_SCALAR = 0,
+    NIB_ISA_AVX2 = 1u << 0, /* AVX2 + FMA + F16C */
+    NIB_ISA_AVX512VNNI = 1u << 1,
+    NIB_ISA_NEON_DOT = 1u << 2,
+};
+
+/* Weight formats. The packed layout of each is described by the tensor's
+ * tile_n / tile_k / group fields (kernels/qformat.h, docs/blob-format.md). */
+enum nib_dtype {
+    NIB_DT_F32 = 0, /* row-major [rows][cols] floats, tile 1x1 */
+    NIB_DT_Q4 = 1,  /* symmetric int4 per group */
+    NIB_DT_Q4A = 2, /* asymmetric int4 per group */
+    NIB_DT_Q4C = 3, /* int4 per output channel */
+    NIB_DT_Q8C = 4, /* int8 per output channel, or per group */
+    NIB_DT_COUNT
+};
+
+#endif

@@ -1,0 +1,13 @@
+/* AVX2 GEMM for q4 (4-bit, zero point 8, f16 scale per row and group).
+ * Per 32-byte chunk (8 rows x 8 inputs): one load, and/shift/and to split
+ * the nibbles, then per token two vpbroadcastd of 4 activations and two
+ * vpmaddubsw (u4 x s8 -> int16 pairs) added into an int16 accumulator,
+ * widened to int32 every 4 chunks; each 32-bit lane holds one row, so no
+ * horizontal sums (nib_qg_group in qgemm-avx2.h, shared with q4a). */
+#include "kernels/gemm/qgemm-avx2.h"
+
+#if NIB_HAVE_AVX2
+NIB_QGEMM_KERNEL(nib_gemm_f32_q4s8_n8_avx2, NIB_DT_Q4, nib_qg_block, 4, NIB_ZP_8)
+#else
+typedef int nib_gemm_f32_q4s8_n8_avx2_unused;
+#endif

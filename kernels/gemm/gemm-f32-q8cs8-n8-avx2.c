@@ -1,0 +1,10 @@
+/* AVX2 GEMM for q8c (int8 weights, per channel or per group):
+ * nib_q8_dot in qgemm-avx2.h (chunk = 8 rows x 4 inputs, one row per
+ * 32-bit lane), per group through nib_qg_group like q4. */
+#include "kernels/gemm/qgemm-avx2.h"
+
+#if NIB_HAVE_AVX2
+NIB_QGEMM_KERNEL(nib_gemm_f32_q8cs8_n8_avx2, NIB_DT_Q8C, nib_q8c_block)
+#else
+typedef int nib_gemm_f32_q8cs8_n8_avx2_unused;
+#endif

@@ -1,0 +1,197 @@
+/* Helpers shared by the AVX2 GEMM kernels (include only from them): the
+ * 8-lane row vector the driver needs, register pins, prefetch, the 4-bit
+ * inner step, the per-group 4-bit block (q4 and q4a) and the per-channel
+ * epilogue (q4c and q8c). */
+#ifndef NIB_QGEMM_AVX2_H
+#define NIB_QGEMM_AVX2_H
+
+#include "kernels/common/isa.h"
+#include "kernels/qkernels.h"
+
+#if NIB_HAVE_AVX2
+#include <immintrin.h>
+#include <string.h>
+
+typedef __m256 nib_f32x8; /* rows r0..r0+7 of an N-block */
+static inline nib_f32x8 nib_f32x8_load(const float *p) { return _mm256_loadu_ps(p); }
+static inline void nib_f32x8_store(float *p, nib_f32x8 v) { _mm256_storeu_ps(p, v); }
+static inline nib_f32x8 nib_f32x8_add(nib_f32x8 a, nib_f32x8 b) { return _mm256_add_ps(a, b); }
+
+#include "kernels/gemm/qgemm-driver.h"
+
+/* Pin v in a register here (no instruction). Used in the multi-token
+ * loops: without it the compiler reassociates the unrolled integer adds
+ * into a tree that keeps every product alive at once and spills registers
+ * (GEMM of 4 tokens: 3.0M -> 2.5M instructions per 2048x2048 call). */
+#define NIB_KEEP(v) __asm__("" : "+x"(v))
+
+/* Software prefetch distance for the weight stream. The hardware
+ * prefetcher alone left q4/32 GEMV from DRAM at 0.63-0.77 of the stream
+ * read; prefetching 1.5-4 KiB ahead gave 0.87-0.99 (docs/kernels.md). */
+#define NIB_PF_DIST 2048
+
+/* Prefetch the lines NIB_PF_DIST past [p, p + bytes): one instruction per
+ * 64-byte line, no fault past the end of the tensor. */
+static inline void nib_prefetch(const uint8_t *p, uint32_t bytes)
+{
+    #pragma GCC unroll 16
+    for (uint32_t o = 0; o < bytes; o += 64)
+        _mm_prefetch((const char *)p + NIB_PF_DIST + o, _MM_HINT_T0);
+}
+
+static inline int32_t nib_ld32(const void *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* acc32[t] += per-row sums of 32 inputs of 4-bit codes: 4 chunks at p
+ * (8 rows x 8 inputs each) against the activations at ak + t * kp.
+ * int16 headroom: a vpmaddubsw lane is at most 2 * 15 * 128 = 3840 in
+ * magnitude, and 8 of them (2 per chunk) sum to <= 30720 < 32767, so
+ * the int16 accumulator is widened (vpmaddwd with 1) only after the 4th. */
+static inline __attribute__((always_inline)) void
+nib_q4_block32(const uint8_t *p, const int8_t *ak, size_t kp, const int M, __m256i *acc32)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    __m256i acc16[4];
+    #pragma GCC unroll 8
+    for (int t = 0; t < M; t++)
+        acc16[t] = _mm256_setzero_si256();
+    #pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        __m256i wv = _mm256_loadu_si256((const __m256i *)(const void *)(p + c * 32));
+        __m256i lo = _mm256_and_si256(wv, m4);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(wv, 4), m4);
+        #pragma GCC unroll 8
+        for (int t = 0; t < M; t++) {
+            const int8_t *at = ak + t * kp + c * 8;
+            __m256i a0 = _mm256_set1_epi32(nib_ld32(at)), a1 = _mm256_set1_epi32(nib_ld32(at + 4));
+            acc16[t] = _mm256_add_epi16(acc16[t], _mm256_add_epi16(_mm256_maddubs_epi16(lo, a0),
+                                                                   _mm256_maddubs_epi16(hi, a1)));
+            if (M > 1)
+                NIB_KEEP(acc16[t]);
+        }
+    }
+    #pragma GCC unroll 8
+    for (int t = 0; t < M; t++)
+        acc32[t] = _mm256_add_epi32(acc32[t], _mm256_madd_epi16(acc16[t], ones));
+}
+
+/* q8: acc[t] += the products of one chunk (8 rows x 4 inputs) at p.
+ * vpmaddubsw needs one unsigned operand: it multiplies |w| (u8, up to 128)
+ * by a * sign(w) (s8; exact because activations are never -128), so a
+ * pair sums to at most 2 * 128 * 127 = 32512 and cannot saturate; each
+ * result is widened at once with vpmaddwd (two would overflow int16). */
+static inline __attribute__((always_inline)) void
+nib_q8_chunk(const uint8_t *p, const int8_t *ak, size_t kp, const int M, __m256i *acc)
+{
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i wv = _mm256_loadu_si256((const __m256i *)(const void *)p);
+    __m256i wa = _mm256_abs_epi8(wv);
+    #pragma GCC unroll 8
+    for (int t = 0; t < M; t++) {
+        __m256i av = _mm256_set1_epi32(nib_ld32(ak + t * kp));
+        __m256i pr = _mm256_maddubs_epi16(wa, _mm256_sign_epi8(av, wv));
+        acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(pr, ones));
+        if (M > 1)
+            NIB_KEEP(acc[t]);
+    }
+}
+
+/* Integer sums of chunks [0, n_chunks) of one scale group (n_chunks even). */
+static inline __attribute__((always_inline)) void
+nib_q8_dot(const uint8_t *p, const int8_t *ak, size_t kp, uint32_t n_chunks, const int M, __m256i *acc)
+{
+    #pragma GCC unroll 8
+    for (int t = 0; t < M; t++)
+        acc[t] = _mm256_setzero_si256();
+    for (uint32_t c = 0; c < n_chunks; c += 2, p += 64, ak += 8) {
+        nib_prefetch(p, 64);
+        nib_q8_chunk(p, ak, kp, M, acc);
+        nib_q8_chunk(p + 32, ak + 4, kp, M, acc);
+    }
+}
+
+/* The per-group formats (q4, q4a, q8c/g): M tokens (1..4), groups of G
+ * inputs (32/64/128), BITS (4 or 8) and ZP (NIB_ZP_*) all constant. Per
+ * group: the integer sums, minus zero point x activation sum (4-bit: 8,
+ * or the stored u8), converted, times ws * sa, one fma into the row's
+ * accumulator. */
+static inline __attribute__((always_inline)) void
+nib_qg_group(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_qact *a, uint32_t t0,
+             const int M, const uint32_t G, const int BITS, const int ZP, __m256 *out)
+{
+    const int ASYM = ZP == NIB_ZP_STORED;
+    const uint32_t nsg = l->n_sgroups, sgb = l->sgroup_bytes, cb = l->code_bytes;
+    const size_t kp = a->k_pad, nbk = a->n_blocks;
+    const int8_t *aq = a->q + t0 * kp;
+    const float *sa = a->scale + t0 * nbk;
+    const int32_t *as = a->sum + t0 * nbk;
+    __m256 accf[4];
+    #pragma GCC unroll 8
+    for (int t = 0; t < M; t++)
+        accf[t] = _mm256_setzero_ps();
+    for (uint32_t j = 0; j < nsg; j++) {
+        const uint8_t *p = blk + (size_t)j * sgb;
+        const int8_t *ak = aq + (size_t)j * G;
+        __m256i acc32[4];
+        if (BITS == 8) {
+            nib_q8_dot(p, ak, kp, G / 4, M, acc32);
+        } else {
+            nib_prefetch(p, 4 * G + 16 + (ASYM ? 8 : 0)); /* sgb, as a constant */
+            #pragma GCC unroll 8
+            for (int t = 0; t < M; t++)
+                acc32[t] = _mm256_setzero_si256();
+            #pragma GCC unroll 4
+            for (uint32_t c4 = 0; c4 < G / 32; c4++)
+                nib_q4_block32(p + c4 * 128, ak + c4 * 32, kp, M, acc32);
+        }
+        __m256 ws = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p + cb)));
+        __m256i zp = _mm256_set1_epi32(8);
+        if (ASYM)
+            zp = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(p + cb + 16)));
+        #pragma GCC unroll 8
+        for (int t = 0; t < M; t++) {
+            /* zero point x activation sum: one vector multiply per row for
+             * q4a; for q4 (zero point 8 in every row) a scalar shift. */
+            __m256i corr = ASYM ? _mm256_mullo_epi32(zp, _mm256_set1_epi32(as[t * nbk + j]))
+                                : _mm256_set1_epi32((int32_t)((uint32_t)as[t * nbk + j] << 3));
+            __m256 f = _mm256_cvtepi32_ps(ZP == NIB_ZP_NONE ? acc32[t] : _mm256_sub_epi32(acc32[t], corr));
+            __m256 s = _mm256_mul_ps(ws, _mm256_set1_ps(sa[t * nbk + j]));
+            accf[t] = _mm256_fmadd_ps(f, s, accf[t]);
+        }
+    }
+    #pragma GCC unroll 8
+    for (int t = 0; t < M; t++)
+        out[t] = accf[t];
+}
+
+/* Per-channel epilogue (q4c, q8c/0): out[t] = fma(isum[t], ws * sa, add
+ * or +0), ws the 8 f32 row scales after the codes. */
+static inline __attribute__((always_inline)) void
+nib_qc_finish_avx2(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_qact *a,
+                   uint32_t t0, const int M, const struct nib_qrows *e, const __m256i *isum,
+                   __m256 *out)
+{
+    __m256 ws = _mm256_loadu_ps((const float *)(const void *)(blk + l->code_bytes));
+    #pragma GCC unroll 8
+    for (int t = 0; t < M; t++) {
+        __m256 s = _mm256_mul_ps(ws, _mm256_set1_ps(a->scale[t0 + t]));
+        out[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), s, nib_qrows_add(e, t0 + t));
+    }
+}
+
+/* Per-channel q8c: the 8-bit step over the whole row, one fma with the add. */
+static inline __attribute__((always_inline)) void
+nib_q8c_channel(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_qact *a,
+                uint32_t t0, const int M, const struct nib_qrows *e, __m256 *out)
+{
+    __m256i isum[4];
+    nib_q8_dot(blk, a->q + t0 * (size_t)a->k_pad, a->k_pad, l->k_pad / 4, M, isum);
+    nib_qc_finish_avx2(blk, l, a, t0, M, e, isum, out);
+}
+
+#endif
+#endif
