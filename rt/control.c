@@ -65,6 +65,8 @@ static void refuse(struct nib_server *s, int c, uint32_t status)
 static void set_attached(struct nib_server *s, int delta)
 {
     uint32_t n = s->hdr->hosts_attached + (uint32_t)delta;
+    /* release: a counter nib stats reads (nibhost.c nib_host_stats()); no
+     * data hangs on it */
     nib_store_rel(&s->hdr->hosts_attached, n);
     s->stats->hosts_attached = n;
 }
@@ -143,19 +145,25 @@ static void reset_ring(struct nib_server *s, uint32_t i)
     rh->host_index = i;
     rh->attach_seq = r->attach_seq;
     rh->done_seq = 0;
+    /* release: the host reads the ring only after recvmsg() of ATTACHED, a
+     * system call that orders these stores before it anyway */
     nib_store_rel(&rh->magic, NIB_RING_MAGIC);
 }
 
 static void attach(struct nib_server *s, int c)
 {
     struct nib_conn *k = &s->conns[c];
-    if (nib_server_stopping(s))
-        return refuse(s, c, NIB_CTL_NOT_READY);
+    if (nib_server_stopping(s)) {
+        refuse(s, c, NIB_CTL_NOT_READY);
+        return;
+    }
     int i = k->ring;
     if (i < 0) {
         i = pick_ring(s, k->uid);
-        if (i < 0)
-            return refuse(s, c, NIB_CTL_NO_RING);
+        if (i < 0) {
+            refuse(s, c, NIB_CTL_NO_RING);
+            return;
+        }
         reset_ring(s, (uint32_t)i);
         s->rings[i].conn = c;
         s->rings[i].ever = 1;
@@ -227,15 +235,18 @@ static void conn_event(struct nib_server *s, int c, short revents)
             ssize_t got = recvmsg(k->fd, &msg, MSG_DONTWAIT);
             if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
                 return;
-            if (got <= 0)
-                return nib_control_drop(s, c);
+            if (got <= 0) {
+                nib_control_drop(s, c);
+                return;
+            }
             char err[96];
             int type = (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
                            ? -1
                            : nib_ctl_parse(buf, (size_t)got, err, sizeof err);
             if (type < 0) {
                 s->stats->ctl_malformed++;
-                return refuse(s, c, NIB_CTL_MALFORMED);
+                refuse(s, c, NIB_CTL_MALFORMED);
+                return;
             }
             handle(s, c, type);
         }

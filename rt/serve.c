@@ -12,7 +12,6 @@
 
 #include "proto/private/sync.h"
 #include "proto/stats.h"
-#include "rt/cpu_isa.h"
 #include "rt/sample.h"
 #include "rt/tokenizer.h"
 
@@ -158,6 +157,7 @@ void nib_server_init(struct nib_server *s, const struct nib_blob_view *v, void *
     nib_server_geometry(v, h);
     s->lim = (struct nib_req_limits){h->prompt_max, h->slot_tokens, hp->ctx_len, hp->vocab_size};
     s->stats->version = NIB_STATS_VERSION;
+    /* release: pairs with the acquire of heartbeat_ns in nibhost.c alive() */
     nib_store_rel(&h->heartbeat_ns, nib_now_ns());
 }
 
@@ -184,6 +184,9 @@ static struct nib_slot *slot_at(const struct nib_server *s, uint32_t ring, uint3
 static int own(const struct nib_server *s, const struct nib_run *r)
 {
     struct nib_slot *slot = slot_at(s, r->ring, r->slot);
+    /* acquire: pairs with the releases of state in nibhost.c nib_host_submit()
+     * and nib_host_release(), so a slot the host freed or published again
+     * reads as such; the ticket (relaxed) is read after it */
     return nib_load_acq(&slot->state) == NIB_SLOT_RUNNING &&
            nib_load_relaxed(&slot->ticket) == r->ticket;
 }
@@ -196,8 +199,12 @@ static void announce_done(struct nib_server *s, uint32_t ring)
     struct nib_host_ring *hr = &s->rings[ring];
     struct nib_ring_header *rh = (struct nib_ring_header *)(void *)hr->base;
     hr->done_seq++;
-    __atomic_store_n(&rh->done_seq, hr->done_seq, __ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&rh->done_waiters, __ATOMIC_SEQ_CST))
+    /* seq_cst store then load: pairs with nibhost.c sleep_on_done()'s seq_cst
+     * store of done_waiters then load of done_seq. Either the host sees the
+     * new seq (or DONE) and does not sleep, or we see it waiting. The wake
+     * is a shared futex (the word is in a shared mapping). */
+    nib_store_seqcst(&rh->done_seq, hr->done_seq);
+    if (nib_load_seqcst(&rh->done_waiters))
         syscall(SYS_futex, &rh->done_seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
@@ -221,6 +228,9 @@ static void finish(struct nib_server *s, struct nib_run *r, uint32_t status, con
         slot->status = status;
         slot->t_done_ns = t;
         uint32_t want = NIB_SLOT_RUNNING;
+        /* CAS, so a slot the host changed under us stays as it is. release:
+         * pairs with the acquire of state in nibhost.c nib_host_poll(), so a
+         * DONE request's status, error, times and counts are final there */
         if (nib_cas(&slot->state, &want, NIB_SLOT_DONE)) {
             announce_done(s, r->ring);
             if (status == NIB_ST_BAD_REQUEST)
@@ -242,6 +252,8 @@ static int ring_next(const struct nib_server *s, uint32_t i)
     uint64_t best_ticket = 0;
     for (uint32_t k = 0; k < s->hdr->n_slots; k++) {
         struct nib_slot *slot = slot_at(s, i, k);
+        /* acquire: pairs with the release of SUBMITTED in nibhost.c
+         * nib_host_submit(); the ticket was stored before it */
         if (nib_load_acq(&slot->state) != NIB_SLOT_SUBMITTED)
             continue;
         uint64_t t = nib_load_relaxed(&slot->ticket);
@@ -281,6 +293,7 @@ static int any_submitted(const struct nib_server *s)
 
 void nib_server_housekeeping(struct nib_server *s, uint64_t now)
 {
+    /* release: pairs with the acquire of heartbeat_ns in nibhost.c alive() */
     nib_store_rel(&s->hdr->heartbeat_ns, now);
     s->last_beat_ns = now;
     if (!s->sock_path || s->hdr->socket_lost || now - s->last_watch_ns < NIB_HEARTBEAT_NS)
@@ -290,6 +303,7 @@ void nib_server_housekeeping(struct nib_server *s, uint64_t now)
     if (lstat(s->sock_path, &st) == 0 && (uint64_t)st.st_dev == s->sock_dev &&
         (uint64_t)st.st_ino == s->sock_ino)
         return;
+    /* release: a flag nib stats shows; no data hangs on it */
     nib_store_rel(&s->hdr->socket_lost, 1u);
     s->stats->socket_lost = 1;
     fprintf(stderr, "nibble: socket path %s was removed or replaced; new hosts cannot attach\n",
@@ -331,6 +345,7 @@ static uint32_t checkpoint(struct nib_server *s, struct nib_run *r, struct check
         return NIB_ST_SHUTDOWN;
     if (!own(s, r))
         return NIB_ST_HOST_CHANGED;
+    /* acquire: pairs with the release of cancel in nibhost.c nib_host_cancel() */
     if (nib_load_acq(&slot_at(s, r->ring, r->slot)->cancel))
         return NIB_ST_CANCELLED;
     c->since += tokens;
@@ -351,6 +366,8 @@ static void serve(struct nib_server *s, uint32_t ring, uint32_t slot_i)
 {
     const struct nib_shm_header *h = s->hdr;
     struct nib_slot *slot = slot_at(s, ring, slot_i);
+    /* acquire (the CAS): pairs with the release of SUBMITTED in nibhost.c
+     * nib_host_submit(), so the request, prompt and ticket are the host's */
     uint32_t st = NIB_SLOT_SUBMITTED;
     if (!nib_cas(&slot->state, &st, NIB_SLOT_RUNNING))
         return; /* changed under us: not a request to serve */
@@ -372,6 +389,8 @@ static void serve(struct nib_server *s, uint32_t ring, uint32_t slot_i)
     slot->t_first_ns = slot->t_done_ns = 0;
     slot->served_ticket = r.ticket;
     slot->n_prompt = 0;
+    /* releases: pair with the acquires of n_tokens and text_len in nibhost.c
+     * nib_host_poll() */
     nib_store_rel(&slot->n_tokens, 0u);
     nib_store_rel(&slot->text_len, 0u);
     slot->status = NIB_ST_PENDING;
@@ -452,6 +471,7 @@ static void serve(struct nib_server *s, uint32_t ring, uint32_t slot_i)
             break;
         }
         tokens[n_tok++] = next;
+        /* release: pairs with the acquire of n_tokens in nibhost.c nib_host_poll() */
         nib_store_rel(&slot->n_tokens, n_tok);
         s->stats->tokens_generated++;
         produced++;
@@ -511,19 +531,24 @@ void nib_server_idle(struct nib_server *s, uint64_t spin_ns)
     /* Sleep. A host publishes SUBMITTED, fences, then reads sleeping; we
      * store sleeping, fence, then look at the rings: one of the two sees
      * the other (the host then sends KICK, which ends the poll). */
-    __atomic_store_n(&s->hdr->sleeping, 1u, __ATOMIC_SEQ_CST);
+    /* seq_cst store, then a full fence before the rings are read again:
+     * pairs with nibhost.c nib_host_submit()'s release of SUBMITTED, seq_cst
+     * fence, then load of sleeping */
+    nib_store_seqcst(&s->hdr->sleeping, 1u);
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     if (!any_submitted(s) && !nib_server_stopping(s)) {
         nib_server_housekeeping(s, nib_now_ns());
         nib_control_pass(s, NIB_IDLE_SLEEP_MS);
     }
-    __atomic_store_n(&s->hdr->sleeping, 0u, __ATOMIC_SEQ_CST);
+    /* a hint once we are awake (a late KICK is harmless) */
+    nib_store_seqcst(&s->hdr->sleeping, 0u);
     nib_server_housekeeping(s, nib_now_ns());
 }
 
 void nib_server_shutdown(struct nib_server *s)
 {
     struct nib_shm_header *h = s->hdr;
+    /* release: pairs with the acquire of state in nibhost.c alive() */
     nib_store_rel(&h->state, NIB_APP_STOPPING);
     /* A final status for every queued request, so no host waits for one. */
     for (uint32_t i = 0; i < s->n_rings; i++) {
@@ -532,16 +557,19 @@ void nib_server_shutdown(struct nib_server *s)
         int posted = 0;
         for (uint32_t k = 0; k < h->n_slots; k++) {
             struct nib_slot *slot = slot_at(s, i, k);
+            /* acquire (the CAS): as in serve() */
             uint32_t st = NIB_SLOT_SUBMITTED;
             if (!nib_cas(&slot->state, &st, NIB_SLOT_RUNNING))
                 continue;
             slot->status = NIB_ST_SHUTDOWN;
             slot->t_done_ns = nib_now_ns();
             st = NIB_SLOT_RUNNING;
+            /* release: pairs with the acquire of state in nibhost.c nib_host_poll() */
             posted |= nib_cas(&slot->state, &st, NIB_SLOT_DONE);
         }
         if (posted)
             announce_done(s, i);
     }
+    /* release: pairs with the acquire of state in nibhost.c alive() */
     nib_store_rel(&h->state, NIB_APP_STOPPED);
 }

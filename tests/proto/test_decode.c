@@ -241,7 +241,8 @@ START_TEST(ctl_every_bad_field_refused)
     m.version = 2;
     ck_assert_int_eq(parse(&m, sizeof m), -1);
     /* Appliance-to-host types and unknown ones. */
-    const uint16_t bad_types[] = {0, 5, NIB_CTL_ATTACHED, NIB_CTL_REFUSED, NIB_CTL_STOPPING, 0xffff};
+    const uint16_t bad_types[] = {0, 5, NIB_CTL_ATTACHED, NIB_CTL_REFUSED, NIB_CTL_STOPPING,
+                                  0xffff};
     for (size_t i = 0; i < sizeof bad_types / sizeof bad_types[0]; i++) {
         m = nib_ctl_make(bad_types[i]);
         ck_assert_int_eq(parse(&m, sizeof m), -1);
@@ -303,7 +304,8 @@ START_TEST(names_and_paths)
 {
     char err[256];
     struct nib_name_paths p;
-    const char *good_names[] = {"nib", "a", "A-b_c.9", "x234567890123456789012345678901234567890123456789012345"};
+    const char *good_names[] = {"nib", "a", "A-b_c.9",
+                                "x234567890123456789012345678901234567890123456789012345"};
     const char *bad_names[] = {"", ".hidden", "a/b", "a b", "..", "n\n", "\xc3\xa9",
                                "x23456789012345678901234567890123456789012345678901234567"};
     for (size_t i = 0; i < sizeof good_names / sizeof *good_names; i++)
@@ -384,5 +386,6 @@ START_TEST(runtime_dir_rules)
 END_TEST
 
 TU_SUITE("decode", "decode", NULL, NULL, 0, good_request_passes_intact, each_bad_field_is_named,
-         prompt_ids_checked_and_copied, random_bytes_never_pass_out_of_range, ctl_host_messages_pass,
-         ctl_every_bad_field_refused, ctl_random_bytes, names_and_paths, runtime_dir_rules)
+         prompt_ids_checked_and_copied, random_bytes_never_pass_out_of_range,
+         ctl_host_messages_pass, ctl_every_bad_field_refused, ctl_random_bytes, names_and_paths,
+         runtime_dir_rules)

@@ -412,7 +412,8 @@ START_TEST(scribbling_host_cannot_touch_another)
         for (uint32_t k = 0; k < NIB_RING_SLOTS; k++) /* some look submitted */
             if (round % 2)
                 slot_of(&bad, k)->state = NIB_SLOT_SUBMITTED;
-        struct nib_slot *s = submit(&good, (uint32_t)round % NIB_RING_SLOTS, "Lily and Ben", 6, 0, 0);
+        uint32_t k = (uint32_t)round % NIB_RING_SLOTS;
+        struct nib_slot *s = submit(&good, k, "Lily and Ben", 6, 0, 0);
         while (nib_load_acq(&s->state) != NIB_SLOT_DONE)
             ck_assert_int_eq(nib_server_poll(&srv), 1);
         expect_answer(s, want, nw);
@@ -974,8 +975,9 @@ static void *wait_done(void *arg)
 {
     struct sleeper *w = arg;
     struct nib_ring_header *rh = (struct nib_ring_header *)(void *)w->h->ring;
-    __atomic_store_n(&rh->done_waiters, 1u, __ATOMIC_SEQ_CST);
-    uint32_t seen = __atomic_load_n(&rh->done_seq, __ATOMIC_SEQ_CST);
+    /* seq_cst store then load: pairs with rt/serve.c announce_done() */
+    nib_store_seqcst(&rh->done_waiters, 1u);
+    uint32_t seen = nib_load_seqcst(&rh->done_seq);
     struct timespec ts = {60, 0}; /* only a bound: the wake comes first */
     w->rc = syscall(SYS_futex, &rh->done_seq, FUTEX_WAIT, seen, &ts, NULL, 0);
     if (w->rc != 0 && errno == EAGAIN)
@@ -991,7 +993,7 @@ START_TEST(done_wakes_a_sleeping_host)
     pthread_t t;
     struct nib_ring_header *rh = (struct nib_ring_header *)(void *)h.ring;
     ck_assert_int_eq(pthread_create(&t, NULL, wait_done, &w), 0);
-    while (!__atomic_load_n(&rh->done_waiters, __ATOMIC_SEQ_CST))
+    while (!nib_load_seqcst(&rh->done_waiters))
         ;
     submit(&h, 0, "a", 2, 0, 0);
     ck_assert_int_eq(nib_server_poll(&srv), 1);
@@ -1004,12 +1006,14 @@ END_TEST
 static void *kick_when_sleeping(void *arg)
 {
     struct sleeper *w = arg;
-    while (!__atomic_load_n(&hdr->sleeping, __ATOMIC_SEQ_CST))
+    while (!nib_load_seqcst(&hdr->sleeping))
         ;
     w->seen_sleeping = 1;
     submit(w->h, 1, "b", 1, 0, 0);
+    /* release of SUBMITTED (in submit), fence, load of sleeping: pairs with
+     * rt/serve.c nib_server_idle()'s store of sleeping, fence, re-scan */
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&hdr->sleeping, __ATOMIC_SEQ_CST))
+    if (nib_load_seqcst(&hdr->sleeping))
         send_type(w->h->sock, NIB_CTL_KICK);
     return NULL;
 }
@@ -1107,4 +1111,15 @@ START_TEST(fast_tokenizer_equals_reference)
 }
 END_TEST
 
-TU_SUITE("serve", "serve", setup, teardown, 120, attach_reply_and_header, greedy_matches_direct_run, sampling_is_seeded, lowest_ticket_first_inside_a_ring, round_robin_across_rings, scribbling_host_cannot_touch_another, hostile_requests_name_the_field, long_prompt_fills_context, cancel_stops_generation, state_flip_mid_request_ends_host_changed, slot_reused_mid_request_gets_only_its_own_answer, ticket_change_mid_request_ends_host_changed, hole_punched_mid_request_fails_it, hang_up_mid_request_frees_the_ring, stop_mid_request_ends_it_shutdown, rings_run_out_then_come_back, connection_table_is_bounded, no_descriptor_leaks, ring_of_another_uid_only_when_none_else, malformed_messages_close_the_connection, descriptors_sent_to_the_appliance_are_refused, stop_needs_the_appliance_uid, accept_checks_the_peer, done_wakes_a_sleeping_host, idle_sleeps_with_the_flag_set, random_garbage_interleaved, fast_tokenizer_equals_reference)
+TU_SUITE("serve", "serve", setup, teardown, 120, attach_reply_and_header, greedy_matches_direct_run,
+         sampling_is_seeded, lowest_ticket_first_inside_a_ring, round_robin_across_rings,
+         scribbling_host_cannot_touch_another, hostile_requests_name_the_field,
+         long_prompt_fills_context, cancel_stops_generation,
+         state_flip_mid_request_ends_host_changed, slot_reused_mid_request_gets_only_its_own_answer,
+         ticket_change_mid_request_ends_host_changed, hole_punched_mid_request_fails_it,
+         hang_up_mid_request_frees_the_ring, stop_mid_request_ends_it_shutdown,
+         rings_run_out_then_come_back, connection_table_is_bounded, no_descriptor_leaks,
+         ring_of_another_uid_only_when_none_else, malformed_messages_close_the_connection,
+         descriptors_sent_to_the_appliance_are_refused, stop_needs_the_appliance_uid,
+         accept_checks_the_peer, done_wakes_a_sleeping_host, idle_sleeps_with_the_flag_set,
+         random_garbage_interleaved, fast_tokenizer_equals_reference)
