@@ -368,6 +368,17 @@ class Ctx:
     def raw(self, **kw):
         return Raw(self.sock_path(), **kw)
 
+    def raw_retry(self, seconds=30):
+        """Attach, retrying while every ring is taken: a host that just died
+        frees its ring only once its running request has ended (at the next
+        control checkpoint), as a real host would retry."""
+        for _ in deadline_loop(seconds, "a free ring"):
+            try:
+                return self.raw()
+            except Refused as e:
+                if e.status != NO_RING:
+                    raise
+
     def ask(self, prompt, max_tokens, *extra, check=True, timeout=120):
         r = subprocess.run([self.nib, "ask", "--name", self.name, "--max-tokens", str(max_tokens),
                             "--json", *extra, prompt], capture_output=True, timeout=timeout)
@@ -1096,6 +1107,30 @@ def punch(fd, off, length):
     c_call(libc.fallocate, fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, length)
 
 
+def catch_running(r, i, app, prompt="Once upon a time"):
+    """Submit a long request in slot i of raw host r and return with it
+    RUNNING, a token or two out, and the appliance SIGSTOPped (the caller
+    continues it). A short model's generation can end between two looks:
+    then it is tried again."""
+    b = r.so(i)
+    for attempt in range(50):
+        r.submit(i, prompt, r.slot_tokens)
+        end = time.monotonic() + 30
+        while time.monotonic() < end:
+            st = r.state(i)
+            n_tokens, n_prompt = struct.unpack_from("<II", r.ring, b + 128)
+            if st == DONE or (st == RUNNING and n_tokens > n_prompt + 1):
+                break
+        if r.state(i) == RUNNING:
+            app.send_signal(signal.SIGSTOP)
+            if r.state(i) == RUNNING:
+                return
+            app.send_signal(signal.SIGCONT)
+        r.wait(i)
+        r.set_state(i, FREE)
+    fail("never caught the long request running")
+
+
 def sc_seals(c):
     app = c.boot()
     ref = c.ask_json("Lily and Ben", 8)
@@ -1169,11 +1204,7 @@ def sc_punch_hole(c):
     before = a.stats()
     n = 0
     for how in ("fallocate", "madvise"):
-        a.submit(0, "Once upon a time", a.slot_tokens)
-        for _ in deadline_loop(30, "the long request streaming"):
-            x = a.read(0)
-            if x["state"] == RUNNING and x["n_tokens"] > x["n_prompt"] + 1:
-                break
+        catch_running(a, 0, app)
         bg = subprocess.Popen([c.nib, "ask", "--name", c.name, "--max-tokens", "8", "--json",
                                "Lily and Ben"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         if how == "fallocate":
@@ -1181,6 +1212,7 @@ def sc_punch_hole(c):
         else:
             addr = ring_addr(a.ring)
             c_call(libc.madvise, addr, a.rsize, MADV_REMOVE)
+        app.send_signal(signal.SIGCONT)
         n += 1
         if a.state(0) != FREE:
             fail("%s: the punched slot reads state %d" % (how, a.state(0)))
@@ -1407,22 +1439,30 @@ def sc_pid_fork(c):
     cycles = 9
 
     def dying(out):
-        r = c.raw()
+        r = c.raw_retry()
         r.submit(1, "hi", 2)
         r.wait(1)  # DONE, never released
         r.set_state(2, CLAIMED)  # CLAIMED forever
-        r.submit(3, "Once upon a time", 200)
-        r.submit(0, "Lily and Ben", 8)  # queued behind it
-        for _ in deadline_loop(30, "the dying host's request running"):
+        for attempt in range(50):  # a short generation can end between two looks: again
+            r.submit(3, "Once upon a time", 200)
+            r.submit(0, "Lily and Ben", 8)  # queued behind it
+            end = time.monotonic() + 30
+            while r.state(3) not in (RUNNING, DONE) and time.monotonic() < end:
+                pass
             if r.state(3) == RUNNING:
                 break
+            r.wait(0)
+            r.set_state(0, FREE)
+            r.set_state(3, FREE)
+        else:
+            fail("never saw the dying host's request running")
         out.write("ready\n")
         os.kill(os.getpid(), signal.SIGKILL)
     for k in range(cycles):
         pid, f = c.fork(dying)
         expect_line(f, "ready", "dying host %d" % k)
         c.reap(pid)
-    hosts = [c.raw() for _ in range(3)]
+    hosts = [c.raw_retry() for _ in range(3)]
     st = hosts[0].stats()
     if st["host_hangups"] < cycles + 1:
         fail("host_hangups %d after %d deaths" % (st["host_hangups"], cycles))
@@ -1506,15 +1546,7 @@ def sc_state_flip(c):
     flips = [(FREE, False), (DONE, False), (SUBMITTED, False), (FREE, True), (DONE, True)]
     for k, (flip, at_once) in enumerate(flips):
         i = k % a.n_slots
-        a.submit(i, "Once upon a time", a.slot_tokens)
-        for _ in deadline_loop(30, "the long request streaming"):
-            x = a.read(i)
-            if x["state"] == RUNNING and x["n_tokens"] > x["n_prompt"] + 1:
-                break
-        app.send_signal(signal.SIGSTOP)  # so that it is certainly still running
-        if a.state(i) != RUNNING:
-            app.send_signal(signal.SIGCONT)
-            fail("the long request ended by itself")
+        catch_running(a, i, app)  # the appliance is stopped: the request certainly runs
         a.set_state(i, flip)
         if at_once:  # the slot is reused before the appliance looks again
             if flip == DONE:
