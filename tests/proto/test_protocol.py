@@ -595,7 +595,7 @@ def sc_many_hosts(c):
     ok("6 C hosts x 40 + 2 Python threads x 15 requests at once, each on its own ring: every "
        "answer exact and at its asker (%d busy answers along the way)" % busy)
     # All rings taken: the next ATTACH is refused, not queued, and counted.
-    hold = [c.raw() for _ in range(12)]
+    hold = [c.raw_retry() for _ in range(12)]
     try:
         c.raw()
         fail("a 13th host attached to --max-hosts 12")
@@ -755,7 +755,7 @@ def sc_host_killed(c):
     wait_stat(obs, "host_hangups", h0 + 2, "the python host's hang-up seen")
     # Every ring comes back, clean, to the next hosts.
     obs.close()
-    hosts = [c.raw() for _ in range(3)]
+    hosts = [c.raw_retry() for _ in range(3)]
     for h in hosts:
         if any(h.state(i) != FREE for i in range(h.n_slots)):
             fail("ring %d handed out with slots %s" % (h.index, [h.state(i)
