@@ -44,8 +44,6 @@ static int send_msg(int fd, const struct nib_ctl_msg *m, const int *fds, int nfd
     return sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof *m ? 0 : -1;
 }
 
-void nib_control_drop(struct nib_server *s, int c);
-
 static void reply(struct nib_server *s, int c, uint16_t type, uint32_t status)
 {
     struct nib_ctl_msg m = nib_ctl_make(type);
@@ -64,6 +62,7 @@ static void refuse(struct nib_server *s, int c, uint32_t status)
 
 static void set_attached(struct nib_server *s, int delta)
 {
+    /* The header is written by this thread alone (no host can write it). */
     uint32_t n = s->hdr->hosts_attached + (uint32_t)delta;
     /* release: a counter nib stats reads (nibhost.c nib_host_stats()); no
      * data hangs on it */
