@@ -7,7 +7,9 @@
  * new one). Invariants: an accepted message is exactly one valid host
  * message; the server's ring table and connection table agree; the
  * header's hosts_attached counts the attached rings; every reply is a
- * well-formed appliance message. No blob is needed. */
+ * well-formed appliance message; no descriptor outlives the conversation.
+ * No blob is needed. */
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,8 +139,21 @@ static void check_tables(void)
     FUZZ_ASSERT(srv.stats->hosts_attached == attached);
 }
 
+static int open_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    int n = 0;
+    if (!d)
+        return -1;
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    static int base_fds = -2;
     check_parse(data, size);
     server_reset();
     size_t at = 0;
@@ -173,5 +188,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check_tables();
     }
     server_reset();
+    /* Every descriptor of the conversation is gone again. */
+    if (base_fds == -2)
+        base_fds = open_fds();
+    FUZZ_ASSERT(open_fds() == base_fds);
     return 0;
 }
