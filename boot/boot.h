@@ -5,6 +5,7 @@
  *   memory.c      blob into huge pages, NUMA placement, arena, mlockall,
  *                 the /proc/self/smaps report
  *   workers.c     worker threads: pin, verify, block signals, seccomp
+ *   channel.c     the name: runtime dir, lock, socket; header and ring memfds
  *   seccomp.c     the hand-written BPF filters and their allow-lists
  *   alloc_count.c malloc/mmap/... counters (-DNIB_COUNT_ALLOC=1 builds)
  *
@@ -17,6 +18,8 @@
 #include <stdint.h>
 
 #include "model_blob/blob_view.h"
+#include "proto/shm_layout.h"
+#include "proto/shm_name.h"
 #include "rt/team.h"
 #include "rt/topology.h"
 
@@ -91,6 +94,37 @@ const char *boot_seccomp_allowed(enum boot_filter which);
  * and enters nib_team_worker. Returns when all have reported. */
 int boot_start_workers(struct nib_team *t, const struct boot_workers *w, int seccomp, char *err,
                        size_t errlen);
+
+/* --- channel.c ------------------------------------------------------------------ */
+
+struct boot_channel {
+    struct nib_name_paths paths;
+    int group_access;
+    int lock_fd;               /* flock held until exit */
+    int listen_fd;
+    uint64_t sock_dev, sock_ino;
+    int header_fd;
+    void *header;              /* NIB_SHM_HEADER_MEMFD_SIZE bytes, writable (ours only) */
+    uint32_t n_rings;
+    uint64_t ring_size;
+    int ring_fd[NIB_HOSTS_MAX];
+    void *ring[NIB_HOSTS_MAX];
+};
+
+/* Paths of name, the runtime directory (created, then checked), the name
+ * lock. Refuses when another appliance holds the name. */
+int boot_name(const char *name, int group_access, struct boot_channel *c, char *err,
+              size_t errlen);
+/* Replace whatever is at the socket path (the lock is ours), bind, listen. */
+int boot_listen(struct boot_channel *c, char *err, size_t errlen);
+/* At exit: unlink the socket path if it still is the socket we bound. */
+void boot_unlisten(struct boot_channel *c);
+/* The header memfd (mapped, zero) and n_rings ring memfds of ring_size
+ * bytes (mapped, prefaulted, sealed SHRINK | GROW | SEAL). */
+int boot_memfds(struct boot_channel *c, uint32_t n_rings, uint64_t ring_size, char *err,
+                size_t errlen);
+/* Seal the header memfd FUTURE_WRITE | SHRINK | GROW | SEAL, once written. */
+int boot_seal_header(struct boot_channel *c, char *err, size_t errlen);
 
 /* --- alloc_count.c --------------------------------------------------------------- */
 

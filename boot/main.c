@@ -8,12 +8,16 @@
  *      its node; release the file-backed pages; reserve and prefault the
  *      arena, KV cache and team; mlockall; report huge pages from smaps;
  *   4. start the other workers: pinned, verified, under seccomp;
- *   5. create the shared-memory segment (O_EXCL, mode 0600), write its
- *      header and the boot report, seccomp this thread, set READY;
+ *   5. write the header memfd (made with the rings in step 3, boot/channel.c)
+ *      and the boot report, seal it, bind the control socket, seccomp this
+ *      thread, set READY;
  *   6. serve requests until `nib stop`, SIGTERM or SIGINT; then post a final
- *      status for anything still queued, remove the segment and exit 0.
+ *      status for anything still queued, remove the socket (if still ours)
+ *      and exit 0.
  *
- * After step 5 nothing is allocated and the token path makes no system
+ * The name is locked (flock) right after the arguments and the blob are
+ * checked, so a second appliance on a live name is refused at once. After
+ * step 5 nothing is allocated or mapped and the token path makes no system
  * call. Any failure before READY prints "nibble: refusing to boot: ..." and
  * exits 2. */
 #include <errno.h>
@@ -69,6 +73,7 @@ struct options {
     unsigned spin_us;
     unsigned barrier_spin_us;
     int group_access;
+    uint32_t max_hosts;
     uint32_t workers;         /* 0: one per physical core */
     int ignore_topology;
     int seccomp;
@@ -80,10 +85,13 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: appliance [OPTIONS]\n"
-            "  --name NAME        shared-memory segment name (default %s)\n"
+            "  --name NAME        the name hosts attach to (default %s): socket\n"
+            "                     <runtime dir>/NAME.sock (docs/ring.md)\n"
+            "  --max-hosts N      hosts attached at once, one ring each (default %u, 1..%u)\n"
             "  --spin-us N        idle: spin N microseconds before parking (default %u)\n"
             "  --barrier-spin-us N  a barrier wait longer than this sleeps (default %u)\n"
-            "  --group-access     create the segment mode 0660 instead of 0600\n"
+            "  --group-access     let processes of this group attach: runtime dir 0750,\n"
+            "                     socket 0660 (default: this uid and root only)\n"
             "  --workers N        use N workers (default: one per physical core)\n"
             "  --ignore-topology  boot even if the machine differs from the table built in\n"
             "  --digest           keep a CRC32C of every logit in the stats page\n"
@@ -92,7 +100,8 @@ static void usage(FILE *f)
             "  --debug-forbidden-syscall serve|worker\n"
             "                     after READY, make one system call outside the allow-list\n"
             "                     (the filter must kill the process: a test hook)\n",
-            NIB_SHM_DEFAULT_NAME, DEFAULT_SPIN_US, DEFAULT_BARRIER_SPIN_US);
+            NIB_SHM_DEFAULT_NAME, NIB_HOSTS_DEFAULT, NIB_HOSTS_MAX, DEFAULT_SPIN_US,
+            DEFAULT_BARRIER_SPIN_US);
 }
 
 static int parse_args(int argc, char **argv, struct options *o)
@@ -102,11 +111,21 @@ static int parse_args(int argc, char **argv, struct options *o)
     o->spin_us = DEFAULT_SPIN_US;
     o->barrier_spin_us = DEFAULT_BARRIER_SPIN_US;
     o->seccomp = 1;
+    o->max_hosts = NIB_HOSTS_DEFAULT;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int has_val = i + 1 < argc;
         if (!strcmp(a, "--name") && has_val) {
             o->name = argv[++i];
+        } else if (!strcmp(a, "--max-hosts") && has_val) {
+            char *end;
+            const char *s = argv[++i];
+            unsigned long v = strtoul(s, &end, 10);
+            if (*s < '0' || *s > '9' || *end || v < 1 || v > NIB_HOSTS_MAX) {
+                fprintf(stderr, "appliance: --max-hosts wants 1..%u, not '%s'\n", NIB_HOSTS_MAX, s);
+                return -1;
+            }
+            o->max_hosts = (uint32_t)v;
         } else if ((!strcmp(a, "--spin-us") || !strcmp(a, "--barrier-spin-us") ||
                     !strcmp(a, "--workers")) && has_val) {
             char *end;
@@ -157,78 +176,6 @@ static int parse_args(int argc, char **argv, struct options *o)
     return 0;
 }
 
-/* Create the segment exclusively. A segment left by an appliance that is no
- * longer running is removed (and said so); one whose appliance still runs
- * is never touched. */
-static void *create_segment(const char *path, int mode, char *err, size_t errlen)
-{
-    int fd = shm_open(path, O_CREAT | O_EXCL | O_RDWR, (mode_t)mode);
-    if (fd < 0 && errno == EEXIST) {
-        int ofd = shm_open(path, O_RDONLY, 0);
-        struct stat st;
-        uint32_t pid = 0, state = NIB_APP_STOPPED;
-        if (ofd >= 0 && fstat(ofd, &st) == 0 && (uint64_t)st.st_size >= sizeof(struct nib_shm_header)) {
-            const struct nib_shm_header *h =
-                mmap(NULL, sizeof *h, PROT_READ, MAP_SHARED, ofd, 0);
-            if (h != MAP_FAILED) {
-                if (h->magic == NIB_SHM_MAGIC) {
-                    pid = h->appliance_pid;
-                    state = nib_load_acq(&h->state);
-                }
-                munmap((void *)h, sizeof *h);
-            }
-        }
-        if (ofd >= 0)
-            close(ofd);
-        if (pid && (uint32_t)getpid() != pid && nib_pid_alive(pid) && state != NIB_APP_STOPPED) {
-            snprintf(err, errlen, "segment %s is in use by a running appliance (pid %u); "
-                     "stop it or choose another --name", path, pid);
-            return NULL;
-        }
-        fprintf(stderr, "nibble: removing stale segment %s (left by pid %u)\n", path, pid);
-        shm_unlink(path);
-        fd = shm_open(path, O_CREAT | O_EXCL | O_RDWR, (mode_t)mode);
-    }
-    if (fd < 0) {
-        snprintf(err, errlen, "cannot create segment %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    if (fchmod(fd, (mode_t)mode) != 0 || ftruncate(fd, (off_t)NIB_SHM_SIZE) != 0) {
-        snprintf(err, errlen, "cannot size segment %s: %s", path, strerror(errno));
-        close(fd);
-        shm_unlink(path);
-        return NULL;
-    }
-    void *p = mmap(NULL, NIB_SHM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED) {
-        snprintf(err, errlen, "cannot map segment %s: %s", path, strerror(errno));
-        shm_unlink(path);
-        return NULL;
-    }
-    return p;
-}
-
-static void park(struct nib_shm_header *h, uint32_t seen, long ns)
-{
-    struct timespec ts = {ns / 1000000000L, ns % 1000000000L};
-    syscall(SYS_futex, &h->doorbell, FUTEX_WAIT, seen, &ts, NULL, 0);
-}
-
-/* Post a final status for every request still queued so no host waits forever. */
-static void drain(void *shm)
-{
-    for (uint32_t i = 0; i < NIB_SLOTS; i++) {
-        struct nib_slot *slot = nib_shm_slot(shm, i);
-        uint32_t st = NIB_SLOT_SUBMITTED;
-        if (nib_cas(&slot->state, &st, NIB_SLOT_RUNNING)) {
-            slot->status = NIB_ST_SHUTDOWN;
-            /* release: pairs with the acquire of state in nibhost.c nib_host_poll() */
-            nib_store_rel(&slot->state, NIB_SLOT_DONE);
-        }
-    }
-}
-
 static double pct(uint64_t part, uint64_t whole)
 {
     return whole ? 100.0 * (double)part / (double)whole : 0.0;
@@ -252,9 +199,9 @@ int main(int argc, char **argv)
     char err[1024];
     if (parse_args(argc, argv, &o))
         return 2;
-    char path[NIB_SHM_NAME_MAX + 2];
-    if (nib_shm_path(o.name, path, sizeof path, err, sizeof err))
-        return refuse("--name", err);
+    char nerr[256];
+    if (nib_name_check(o.name, nerr, sizeof nerr))
+        return refuse("--name", nerr);
 
     /* 1. the blob, as embedded */
     struct nib_blob_view v;
@@ -264,6 +211,11 @@ int main(int argc, char **argv)
     if (nib_cpu_check(v.h->isa_required, err, sizeof err))
         return refuse("cpu", err);
     uint32_t blob_crc = v.h->crc32c;
+
+    /* The name: runtime dir, then the lock (held until exit). */
+    static struct boot_channel ch;
+    if (boot_name(o.name, o.group_access, &ch, err, sizeof err))
+        return refuse("name", err);
     /* The executor, bound to its memory and team in step 3; the server runs it. */
     struct nib_exec ex = {.v = &v, .qk = nib_exec_kernels(nib_cpu_isa())};
     fprintf(stderr, "nibble: quantized kernels: %s\n", ex.qk->name);
@@ -281,7 +233,7 @@ int main(int argc, char **argv)
         return refuse("memory", err);
     const struct nib_hparams *hp = &v.h->hp;
     uint64_t mem_size = (v.mem_size + 63) & ~63ull;
-    uint64_t scratch_size = (nib_server_scratch_footprint() + 63) & ~63ull;
+    uint64_t scratch_size = (nib_server_scratch_footprint(&v) + 63) & ~63ull;
     uint64_t team_size = (nib_team_footprint(w.n) + 63) & ~63ull;
     uint64_t plan_size = nib_exec_team_footprint(w.n, &v);
     if (boot_reserve_arena(mem_size + scratch_size + team_size + plan_size, &m, err, sizeof err))
@@ -293,6 +245,12 @@ int main(int argc, char **argv)
         return refuse("workers", "cannot lay out the thread team");
     ex.mem = mem;
     uint32_t n_barriers = nib_exec_set_team(&ex, team, team_mem + team_size);
+    /* Everything a host will get, before mlockall (so it is locked too). */
+    struct nib_shm_header geo;
+    memset(&geo, 0, sizeof geo);
+    nib_server_geometry(&v, &geo);
+    if (boot_memfds(&ch, o.max_hosts, geo.ring_size, err, sizeof err))
+        return refuse("memfd", err);
     boot_lock_memory(&m);
     if (boot_hugepage_report(&m, err, sizeof err))
         return refuse("memory", err);
@@ -334,10 +292,7 @@ int main(int argc, char **argv)
                  o.barrier_spin_us);
     }
 
-    /* 5. the segment */
-    void *shm = create_segment(path, o.group_access ? 0660 : 0600, err, sizeof err);
-    if (!shm)
-        return refuse("segment", err);
+    /* 5. the header, the socket */
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -348,7 +303,13 @@ int main(int argc, char **argv)
     clock_gettime(CLOCK_REALTIME, &rt);
     uint64_t epoch = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
     static struct nib_server s;
-    nib_server_init(&s, &v, mem, scratch, shm, (uint32_t)getpid(), epoch);
+    nib_server_init(&s, &v, mem, scratch, ch.header, o.max_hosts, (uint32_t)getpid(), epoch);
+    for (uint32_t i = 0; i < o.max_hosts; i++)
+        nib_server_set_ring(&s, i, ch.ring[i], ch.ring_fd[i]);
+    s.header_fd = ch.header_fd;
+    s.uid = (uint32_t)geteuid();
+    s.gid = (uint32_t)getegid();
+    s.group_access = o.group_access;
     s.stop_flag = &stop_signal;
     ex.stats = s.stats;
     ex.digest = o.digest;
@@ -365,11 +326,24 @@ int main(int argc, char **argv)
     st->boot_flags = (m.mlocked ? NIB_BOOT_MLOCKED : 0) | (m.hugetlb ? NIB_BOOT_HUGETLB : 0) |
                      (m.numa ? NIB_BOOT_NUMA : 0) | (w.overridden ? NIB_BOOT_TOPO_OVERRIDE : 0) |
                      (o.seccomp ? NIB_BOOT_SECCOMP : 0);
+    if (boot_seal_header(&ch, err, sizeof err))
+        return refuse("memfd", err);
+    if (boot_listen(&ch, err, sizeof err))
+        return refuse("socket", err);
+    s.listen_fd = ch.listen_fd;
+    s.sock_path = ch.paths.sock;
+    s.sock_dev = ch.sock_dev;
+    s.sock_ino = ch.sock_ino;
+    s.last_watch_ns = nib_now_ns();
+    boot_log("hosts: up to %u attached at once, a ring of %llu bytes each (%u slots: prompt %u "
+             "bytes, %u token ids, text %u bytes); socket %s%s", o.max_hosts,
+             (unsigned long long)geo.ring_size, geo.n_slots, geo.prompt_max, geo.slot_tokens,
+             geo.slot_text, ch.paths.sock, o.group_access ? " (group access)" : "");
     if (o.seccomp) {
         boot_log("seccomp: workers allow %s", boot_seccomp_allowed(BOOT_FILTER_WORKER));
         boot_log("seccomp: serving thread allows %s", boot_seccomp_allowed(BOOT_FILTER_SERVE));
         if (boot_seccomp(BOOT_FILTER_SERVE, err, sizeof err)) {
-            shm_unlink(path);
+            boot_unlisten(&ch);
             return refuse("seccomp", err);
         }
     } else {
@@ -385,7 +359,7 @@ int main(int argc, char **argv)
     fprintf(stderr,
             "nibble: ready on %s: dim %u, %u layers, %u heads (%u kv), vocab %u, ctx %u; "
             "blob %llu bytes, crc32c %08x ok; runtime memory %llu bytes\n",
-            path, hp->dim, hp->n_layers, hp->n_heads, hp->n_kv_heads, hp->vocab_size,
+            ch.paths.sock, hp->dim, hp->n_layers, hp->n_heads, hp->n_kv_heads, hp->vocab_size,
             hp->ctx_len, (unsigned long long)blob_size, blob_crc,
             (unsigned long long)v.mem_size);
 
@@ -404,30 +378,14 @@ int main(int argc, char **argv)
     }
 
     /* 6. serve */
-    /* acquires: pair with the releases of stop_requested and doorbell in
-     * tools/host/nibhost.c nib_host_stop() and ring_doorbell() */
-    while (!stop_signal && !nib_load_acq(&h->stop_requested)) {
-        uint32_t bell = nib_load_acq(&h->doorbell);
-        uint64_t now = nib_now_ns();
-        /* release: pairs with the acquire of heartbeat_ns in nibhost.c check() */
-        nib_store_rel(&h->heartbeat_ns, now);
-        if (nib_server_poll(&s)) {
+    uint64_t spin_ns = (uint64_t)o.spin_us * 1000u;
+    while (!nib_server_stopping(&s)) {
+        if (nib_server_poll(&s))
             st->barrier_sleeps = nib_team_sleeps(team);
-            continue;
-        }
-        /* Idle: spin a while (a request that arrives now is picked up at
-         * once), then park on the doorbell until a host rings it. */
-        uint64_t spin_until = now + (uint64_t)o.spin_us * 1000u;
-        while (nib_load_acq(&h->doorbell) == bell && nib_now_ns() < spin_until &&
-               !nib_load_acq(&h->stop_requested) && !stop_signal)
-            nib_cpu_relax();
-        if (nib_load_acq(&h->doorbell) == bell)
-            park(h, bell, 100000000L);
+        else
+            nib_server_idle(&s, spin_ns);
     }
-
-    nib_store_rel(&h->state, NIB_APP_STOPPING);
-    drain(shm);
-    nib_store_rel(&h->state, NIB_APP_STOPPED);
+    nib_server_shutdown(&s);
     fprintf(stderr, "nibble: stopped (%llu requests, %llu tokens generated)\n",
             (unsigned long long)st->requests_done, (unsigned long long)st->tokens_generated);
     boot_log("barrier waits that slept (oversubscribed CPUs): %llu",
@@ -449,6 +407,6 @@ int main(int argc, char **argv)
     /* No munmap, and _exit rather than exit: the kernel releases
      * everything, while libc and libnuma destructors would free memory
      * (munmap), which the serving thread's seccomp filter forbids. */
-    shm_unlink(path);
+    boot_unlisten(&ch);
     _exit(0);
 }

@@ -4,8 +4,10 @@
  *
  *   workers: futex (park/wake between requests), clock_gettime (the vDSO's
  *            fallback), restart_syscall;
- *   serving thread: the same, plus kill(pid, 0) (is a host alive?),
- *            write/writev to fd 2 (the log), unlink (shm_unlink at shutdown),
+ *   serving thread: the same, plus the control channel between passes
+ *            (poll/ppoll, accept4, getsockopt(SO_PEERCRED), recvmsg, sendmsg,
+ *            close), newfstatat/lstat (is the socket path still ours?),
+ *            write/writev to fd 2 (the log), unlink (the socket at shutdown),
  *            rt_sigreturn (SIGTERM/SIGINT handler), exit, exit_group.
  *
  * Nothing that maps, unmaps, opens or allocates memory from the kernel is
@@ -19,6 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 
 #include "boot/boot.h"
@@ -36,7 +39,7 @@
 #endif
 
 struct prog {
-    struct sock_filter f[64];
+    struct sock_filter f[128];
     unsigned n;
 };
 
@@ -91,7 +94,28 @@ static void build(struct prog *p, enum boot_filter which)
 #ifdef SYS_unlinkat
         allow(p, SYS_unlinkat);
 #endif
-        allow_if(p, SYS_kill, 1, 0);   /* kill(pid, 0): only asks whether pid lives */
+        /* The control channel (rt/control.c), between passes only. */
+#ifdef SYS_poll
+        allow(p, SYS_poll);
+#endif
+#ifdef SYS_ppoll
+        allow(p, SYS_ppoll);
+#endif
+        allow(p, SYS_accept4);
+        allow(p, SYS_recvmsg);
+        allow(p, SYS_sendmsg);
+        allow(p, SYS_close);
+        allow_if(p, SYS_getsockopt, 2, SO_PEERCRED);
+        /* lstat of the socket path every heartbeat (still ours?) */
+#ifdef SYS_newfstatat
+        allow(p, SYS_newfstatat);
+#endif
+#ifdef SYS_fstatat
+        allow(p, SYS_fstatat);
+#endif
+#ifdef SYS_lstat
+        allow(p, SYS_lstat);
+#endif
         allow_if(p, SYS_write, 0, 2);  /* the log */
         allow_if(p, SYS_writev, 0, 2);
     }
@@ -103,7 +127,8 @@ const char *boot_seccomp_allowed(enum boot_filter which)
     if (which == BOOT_FILTER_WORKER)
         return "futex, clock_gettime, restart_syscall";
     return "futex, clock_gettime, restart_syscall, rt_sigreturn, exit, exit_group, unlink, "
-           "kill(pid, 0), write(2, ...), writev(2, ...)";
+           "poll, ppoll, accept4, getsockopt(SO_PEERCRED), recvmsg, sendmsg, close, newfstatat, "
+           "lstat, write(2, ...), writev(2, ...)";
 }
 
 int boot_seccomp(enum boot_filter which, char *err, size_t errlen)

@@ -1,35 +1,38 @@
-/* The shared-memory segment between the appliance and its hosts. This header
- * is the single definition of the layout; docs/ring.md explains it for hosts
- * written in other languages (tools/host/nibhost.py is one). Every field is
- * little-endian, naturally aligned, at a fixed offset (static assertions
- * below); bump NIB_SHM_VERSION on any change a host could notice.
+/* Shared memory between the appliance and its hosts, protocol version 3.
+ * This header is the single definition of the layout; docs/ring.md
+ * specifies the protocol and its threat model for hosts written in any
+ * language (tools/host/nibhost.py is one). Every field is little-endian,
+ * naturally aligned, at a fixed offset (static assertions below); bump
+ * NIB_SHM_VERSION on any change a host could notice.
  *
- * Segment = header | stats page | n_slots request slots.
+ * A host attaches over the appliance's Unix socket (proto/ctl.h) and
+ * receives two memory file descriptors, both made at boot:
  *
- * A request lives in a slot. Ownership moves by the slot's state word, which
- * is only changed with release stores / CAS and read with acquire loads:
+ *   header memfd  struct nib_shm_header | struct nib_stats      READ-ONLY
+ *                 sealed F_SEAL_FUTURE_WRITE | SHRINK | GROW | SEAL after the
+ *                 appliance mapped it writable: no host can write, truncate
+ *                 or grow it, whatever descriptor it opens.
+ *   ring memfd    struct nib_ring_header | n_slots request slots   this host's own
+ *                 sealed F_SEAL_SHRINK | GROW | SEAL: the host maps it
+ *                 read-write, but can never change its size.
  *
- *   FREE --host, holding the claim lock--> CLAIMED --host writes the request,
- *   takes a ticket, release--> SUBMITTED --appliance CAS--> RUNNING
- *   --appliance streams tokens and text, release--> DONE --host reads the
- *   result, release--> FREE
+ * Each host has its own ring: nothing a host writes can reach another
+ * host's requests, answers or place in line. Slot sizes come from the blob
+ * (the header's geometry fields), not from constants: a host must read them.
  *
- * Claiming a FREE slot is the only step where hosts compete. It is done while
- * holding an exclusive record lock on byte 0 of the segment file (fcntl), not
- * with a CAS, so that a host needs nothing but loads, stores and a file lock
- * (a Python host with mmap/struct/fcntl can do it) and so that a host that
- * dies holding the lock releases it (the kernel drops record locks of dead
- * processes). The claimer writes owner_pid before it publishes CLAIMED, so
- * the appliance never sees a CLAIMED slot with someone else's pid.
+ * A slot moves through these states (state word: release stores and CAS,
+ * read with acquire loads):
  *
- * The appliance serves SUBMITTED slots in ticket order (FIFO). A host that
- * dies leaves its pid in the slot; the appliance reclaims the slot (between
- * requests, and during a generation every NIB_OWNER_CHECK_NS). A full table
- * (no FREE slot) is back-pressure: the host is told "busy" and retries.
- * Output streams into the slot itself (tokens and text, each published by a
- * release store of its count), so a slow or dead host never blocks another
- * host's results. The appliance reads nothing back from a slot but the
- * state, owner, ticket, cancel flag and request, and checks all of it.
+ *   FREE --host--> CLAIMED --host writes the request, takes the next ticket of
+ *   its ring, release--> SUBMITTED --appliance CAS--> RUNNING --appliance
+ *   streams tokens and text, release--> DONE --host reads, release--> FREE
+ *
+ * The appliance keeps its own record of every request it runs (ring, slot,
+ * ticket, start time) and writes into a slot only while that slot is still
+ * RUNNING under the same ticket; a host that changes its slot mid-request
+ * gets NIB_ST_HOST_CHANGED (when the slot can still take it) and nothing
+ * else. It reads from a ring only the state, ticket, cancel flag and the
+ * request, and checks all of it as hostile input.
  */
 #ifndef NIB_SHM_LAYOUT_H
 #define NIB_SHM_LAYOUT_H
@@ -40,31 +43,39 @@
 
 #include "proto/stats_layout.h"
 
-#define NIB_SHM_MAGIC 0x314D48534C42494Eull /* "NIBLSHM1" */
-#define NIB_SHM_VERSION 2u
+#define NIB_SHM_MAGIC 0x334D48534C42494Eull  /* "NIBLSHM3": header memfd */
+#define NIB_RING_MAGIC 0x33474E524C42494Eull /* "NIBLRNG3": ring memfd */
+#define NIB_SHM_VERSION 3u
 #define NIB_SHM_DEFAULT_NAME "nib"
 #define NIB_SHM_NAME_MAX 64
 #define NIB_CACHELINE 64
 
-#define NIB_SLOTS 16
-#define NIB_PROMPT_MAX 8192     /* prompt bytes */
-#define NIB_SLOT_TOKENS 4096    /* prompt + generated token ids */
-#define NIB_SLOT_TEXT 32768     /* generated text bytes */
+#define NIB_HOSTS_DEFAULT 8   /* rings made at boot (appliance --max-hosts) */
+#define NIB_HOSTS_MAX 64
+#define NIB_RING_SLOTS 4      /* requests one host may have outstanding */
 #define NIB_ERRMSG_MAX 128
 #define NIB_TEMPERATURE_MAX 100.0f
 
-/* Byte of the segment file that hosts lock (F_WRLCK, length 1) to claim. */
-#define NIB_CLAIM_LOCK_OFFSET 0
-/* The appliance checks that a running request's owner is alive every
- * NIB_OWNER_CHECK_TOKENS tokens or NIB_OWNER_CHECK_NS, whichever comes first
- * (one kill(pid, 0), never per token). */
-#define NIB_OWNER_CHECK_TOKENS 64u
-#define NIB_OWNER_CHECK_NS 20000000ull
-/* ... and reclaims slots of dead hosts at least this often. */
-#define NIB_RECLAIM_NS 100000000ull
+/* Geometry bounds: the appliance sizes slots from the blob within these. */
+#define NIB_PROMPT_MIN 8192u          /* prompt bytes at least ... */
+#define NIB_PROMPT_PER_CTX 16u        /* ... or 16 bytes per context position */
+#define NIB_PROMPT_LIMIT (1u << 20)   /* never more than 1 MiB */
+#define NIB_TEXT_MIN 32768u
+#define NIB_TEXT_LIMIT (4u << 20)
+
+/* The appliance checks between passes of the model, at least every
+ * NIB_CONTROL_CHECK_TOKENS tokens or NIB_CONTROL_CHECK_NS (one poll() on its
+ * sockets: never a system call per token), for new hosts, messages and
+ * hang-ups. */
+#define NIB_CONTROL_CHECK_TOKENS 64u
+#define NIB_CONTROL_CHECK_NS 20000000ull
 /* heartbeat_ns is refreshed at least this often while the appliance runs
- * (except during a single token that takes longer). */
+ * (except during a single pass that takes longer). */
 #define NIB_HEARTBEAT_NS 100000000ull
+/* Hosts call an appliance whose heartbeat is older than this unresponsive. */
+#define NIB_HEARTBEAT_STALE_NS 3000000000ull
+/* An idle appliance sleeps in poll() at most this long. */
+#define NIB_IDLE_SLEEP_MS 100
 
 /* Appliance state (header.state). */
 enum nib_app_state {
@@ -77,7 +88,7 @@ enum nib_app_state {
 /* Slot state (slot.state). */
 enum nib_slot_state {
     NIB_SLOT_FREE = 0,
-    NIB_SLOT_CLAIMED = 1,   /* a host is writing the request */
+    NIB_SLOT_CLAIMED = 1,   /* the host is writing the request */
     NIB_SLOT_SUBMITTED = 2, /* waiting for the appliance */
     NIB_SLOT_RUNNING = 3,   /* the appliance is generating */
     NIB_SLOT_DONE = 4,      /* final status written; host reads then frees */
@@ -90,99 +101,133 @@ enum nib_status {
     NIB_ST_EOS = 2,          /* the model produced end-of-sequence */
     NIB_ST_CANCELLED = 3,
     NIB_ST_CTX_FULL = 4,     /* ran out of context positions */
-    NIB_ST_TEXT_FULL = 5,    /* output text buffer full */
+    NIB_ST_TEXT_FULL = 5,    /* output text area full */
     NIB_ST_BAD_REQUEST = 6,  /* error names the field */
     NIB_ST_SHUTDOWN = 7,     /* the appliance stopped before finishing */
-    NIB_ST_OWNER_GONE = 8,   /* the owner died; the slot went straight to FREE */
+    NIB_ST_OWNER_GONE = 8,   /* the host hung up; nobody reads this */
+    NIB_ST_HOST_CHANGED = 9, /* the host changed its slot while the request ran */
     NIB_ST_COUNT
+};
+
+/* Request kinds (request.kind). Only TEXT exists in version 3; the others
+ * are reserved so the next protocol revisions slot in without a layout
+ * break (docs/ring.md, "Room for what comes next"). */
+enum nib_req_kind {
+    NIB_REQ_KIND_TEXT = 0,    /* prompt bytes or token ids -> tokens and text */
+    NIB_REQ_KIND_CHAT = 1,    /* reserved: chat messages rendered by the model's template */
+    NIB_REQ_KIND_MEASURE = 2, /* reserved: reference-loop latency measurement */
+    NIB_REQ_KIND_TENSOR = 3,  /* reserved: input tensors -> output tensors (vision) */
 };
 
 /* Request flags. */
 #define NIB_REQ_NO_BOS 1u     /* do not prepend BOS even if the model wants it */
-#define NIB_REQ_PROMPT_IDS 2u /* prompt[] holds prompt_len/4 u32 token ids, used as is */
+#define NIB_REQ_PROMPT_IDS 2u /* the prompt area holds prompt_len/4 u32 token ids, used as is */
+#define NIB_REQ_SPECIAL 4u    /* reserved: special tokens in text allowed (tokenizer issue) */
 #define NIB_REQ_FLAGS_KNOWN (NIB_REQ_NO_BOS | NIB_REQ_PROMPT_IDS)
 
 struct nib_request {
-    uint32_t prompt_len;   /* bytes in prompt[] */
+    uint32_t prompt_len;   /* bytes in the slot's prompt area */
     uint32_t max_tokens;   /* tokens to generate, 1..slot_tokens */
     float temperature;     /* 0: greedy; else 0..NIB_TEMPERATURE_MAX */
     uint32_t flags;        /* NIB_REQ_* */
     uint64_t seed;         /* sampling seed */
-    uint8_t reserved[40];  /* must be zero */
+    uint32_t kind;         /* enum nib_req_kind; 0 in version 3 */
+    uint8_t reserved[36];  /* must be zero */
 };
 
+/* Header memfd, page 0 (appliance-written; hosts map it read-only). */
 struct nib_shm_header {
-    /* line 0: written once before READY, then read-only */
+    /* line 0: identity, written once before READY */
     alignas(NIB_CACHELINE) uint64_t magic;
     uint32_t version;
-    uint32_t header_size;
-    uint64_t segment_size;
+    uint32_t header_size;    /* sizeof(struct nib_shm_header) */
+    uint64_t header_memfd_size;
     uint64_t epoch;          /* differs at every boot (CLOCK_REALTIME ns) */
-    uint32_t n_slots;
-    uint32_t slot_size;
-    uint64_t slots_offset;
-    uint64_t stats_offset;
-    uint32_t appliance_pid;
+    uint64_t stats_offset;   /* of struct nib_stats in the header memfd */
+    uint32_t stats_size;
+    uint32_t appliance_pid;  /* informational: liveness comes from the socket */
+    uint32_t max_hosts;
     uint32_t vocab_size;
-    /* line 1: limits a host needs to build valid requests */
-    alignas(NIB_CACHELINE) uint32_t prompt_max;
-    uint32_t slot_tokens;
-    uint32_t slot_text;
-    uint32_t ctx_len;
+    /* line 1: the model's limits */
+    alignas(NIB_CACHELINE) uint32_t ctx_len;
     uint32_t bos_id;
     uint32_t eos_id;
     uint32_t add_bos;        /* the model prepends BOS unless NIB_REQ_NO_BOS */
     uint32_t errmsg_max;
-    uint32_t stats_size;     /* bytes of struct nib_stats */
-    uint32_t reserved1[7];
-    /* line 2: appliance-written, changes while serving */
+    uint32_t reserved1[11];
+    /* line 2: ring geometry (the same for every host's ring) */
+    alignas(NIB_CACHELINE) uint64_t ring_size;   /* bytes of each ring memfd */
+    uint32_t ring_header_size;                   /* sizeof(struct nib_ring_header) */
+    uint32_t n_slots;        /* slots per ring (NIB_RING_SLOTS) */
+    uint64_t slots_offset;   /* of slot 0 in the ring */
+    uint64_t slot_size;      /* bytes from one slot to the next (64-byte multiple) */
+    uint32_t prompt_offset;  /* of the prompt area in a slot */
+    uint32_t prompt_max;     /* its bytes */
+    uint32_t tokens_offset;  /* of the token id area (u32) in a slot */
+    uint32_t slot_tokens;    /* its ids: prompt + generated */
+    uint32_t text_offset;    /* of the text area in a slot */
+    uint32_t slot_text;      /* its bytes */
+    /* line 3: appliance-written, changes while serving */
     alignas(NIB_CACHELINE) uint32_t state;      /* enum nib_app_state */
-    uint32_t done_seq;       /* futex word: +1 after every DONE */
+    uint32_t sleeping;       /* 1: idle in poll(); a host that submits sends KICK */
     uint64_t heartbeat_ns;   /* CLOCK_MONOTONIC of the appliance */
-    /* line 3: host-written */
-    alignas(NIB_CACHELINE) uint32_t doorbell;   /* futex word: hosts bump it after submitting */
-    uint32_t stop_requested;
-    uint64_t next_ticket;    /* taken under the claim lock */
-    uint32_t done_waiters;   /* hosts sleeping on done_seq (a hint) */
+    uint32_t hosts_attached;
+    uint32_t socket_lost;    /* 1: the socket path was removed or replaced */
 };
 
-struct nib_slot {
-    /* line 0: ownership */
-    alignas(NIB_CACHELINE) uint32_t state;      /* enum nib_slot_state */
-    uint32_t owner_pid;     /* host that claimed it */
-    uint64_t ticket;        /* FIFO order among SUBMITTED slots */
-    uint32_t cancel;        /* host sets 1 to stop the generation */
+/* Ring memfd, offset 0 (one host's own). */
+struct nib_ring_header {
+    /* line 0: appliance-written at attach */
+    alignas(NIB_CACHELINE) uint64_t magic;       /* NIB_RING_MAGIC */
+    uint64_t epoch;          /* the boot that made it */
+    uint32_t host_index;     /* which ring this is */
+    uint32_t attach_seq;     /* +1 at every attach of this ring */
+    uint32_t done_seq;       /* futex word: +1 after every DONE in this ring */
     uint32_t reserved0;
+    /* line 1: host-written (read by the appliance only as a hint) */
+    alignas(NIB_CACHELINE) uint32_t done_waiters; /* the host sleeps on done_seq */
+    uint32_t reserved1;
+    uint64_t next_ticket;    /* the host's own counter; tickets order a host's slots */
+};
+
+/* A slot's fixed part; its prompt, token and text areas follow at the
+ * offsets the header gives. */
+struct nib_slot {
+    /* line 0: ownership (host-written, checked by the appliance) */
+    alignas(NIB_CACHELINE) uint32_t state;      /* enum nib_slot_state */
+    uint32_t reserved0;
+    uint64_t ticket;        /* order among this ring's SUBMITTED slots */
+    uint32_t cancel;        /* host sets 1 to stop the generation */
+    uint32_t reserved1;
     uint64_t request_id;    /* host's own id, never read by the appliance */
     /* line 1: request, host-written while CLAIMED */
     alignas(NIB_CACHELINE) struct nib_request req;
     /* line 2: response, appliance-written */
-    alignas(NIB_CACHELINE) uint32_t n_tokens;   /* ids published in tokens[] (release) */
-    uint32_t n_prompt;      /* leading ids of tokens[] that are the prompt */
-    uint32_t text_len;      /* bytes published in text[] (release) */
+    alignas(NIB_CACHELINE) uint32_t n_tokens;   /* ids published in the token area (release) */
+    uint32_t n_prompt;      /* leading ids that are the prompt */
+    uint32_t text_len;      /* bytes published in the text area (release) */
     uint32_t status;        /* enum nib_status, valid once DONE */
-    uint64_t t_start_ns;    /* appliance picked it up */
+    uint64_t t_start_ns;    /* the appliance's clock: picked up */
     uint64_t t_first_ns;    /* first generated token */
     uint64_t t_done_ns;
-    uint64_t reserved2;
+    uint64_t served_ticket; /* the ticket the appliance served */
     char error[NIB_ERRMSG_MAX]; /* for BAD_REQUEST: "field: why", NUL-terminated */
-    alignas(NIB_CACHELINE) uint8_t prompt[NIB_PROMPT_MAX];
-    alignas(NIB_CACHELINE) uint32_t tokens[NIB_SLOT_TOKENS];
-    alignas(NIB_CACHELINE) uint8_t text[NIB_SLOT_TEXT];
 };
 
 _Static_assert(sizeof(struct nib_request) == 64, "request layout");
 _Static_assert(offsetof(struct nib_request, seed) == 16, "request seed");
+_Static_assert(offsetof(struct nib_request, kind) == 24, "request kind");
 _Static_assert(offsetof(struct nib_shm_header, epoch) == 24, "header epoch");
-_Static_assert(offsetof(struct nib_shm_header, appliance_pid) == 56, "header pid");
-_Static_assert(offsetof(struct nib_shm_header, prompt_max) == 64, "header line 1");
-_Static_assert(offsetof(struct nib_shm_header, stats_size) == 96, "header stats size");
-_Static_assert(offsetof(struct nib_shm_header, state) == 128, "header line 2");
-_Static_assert(offsetof(struct nib_shm_header, heartbeat_ns) == 136, "header heartbeat");
-_Static_assert(offsetof(struct nib_shm_header, doorbell) == 192, "header line 3");
-_Static_assert(offsetof(struct nib_shm_header, next_ticket) == 200, "header ticket");
-_Static_assert(offsetof(struct nib_shm_header, done_waiters) == 208, "header waiters");
+_Static_assert(offsetof(struct nib_shm_header, appliance_pid) == 44, "header pid");
+_Static_assert(offsetof(struct nib_shm_header, ctx_len) == 64, "header line 1");
+_Static_assert(offsetof(struct nib_shm_header, ring_size) == 128, "header line 2");
+_Static_assert(offsetof(struct nib_shm_header, slot_text) == 180, "header geometry");
+_Static_assert(offsetof(struct nib_shm_header, state) == 192, "header line 3");
+_Static_assert(offsetof(struct nib_shm_header, heartbeat_ns) == 200, "header heartbeat");
 _Static_assert(sizeof(struct nib_shm_header) == 256, "header size");
+_Static_assert(offsetof(struct nib_ring_header, done_seq) == 24, "ring done_seq");
+_Static_assert(offsetof(struct nib_ring_header, done_waiters) == 64, "ring host line");
+_Static_assert(sizeof(struct nib_ring_header) == 128, "ring header size");
 _Static_assert(offsetof(struct nib_slot, ticket) == 8, "slot ticket");
 _Static_assert(offsetof(struct nib_slot, cancel) == 16, "slot cancel");
 _Static_assert(offsetof(struct nib_slot, request_id) == 24, "slot request id");
@@ -190,24 +235,57 @@ _Static_assert(offsetof(struct nib_slot, req) == 64, "slot request");
 _Static_assert(offsetof(struct nib_slot, n_tokens) == 128, "slot response");
 _Static_assert(offsetof(struct nib_slot, t_start_ns) == 144, "slot times");
 _Static_assert(offsetof(struct nib_slot, error) == 176, "slot error");
-_Static_assert(offsetof(struct nib_slot, prompt) == 320, "slot prompt");
-_Static_assert(offsetof(struct nib_slot, tokens) == 320 + NIB_PROMPT_MAX, "slot tokens");
-_Static_assert(offsetof(struct nib_slot, text) == 320 + NIB_PROMPT_MAX + 4 * NIB_SLOT_TOKENS,
-               "slot text");
-_Static_assert(sizeof(struct nib_slot) == 320 + NIB_PROMPT_MAX + 4 * NIB_SLOT_TOKENS + NIB_SLOT_TEXT,
-               "slot size");
-_Static_assert(sizeof(struct nib_slot) % NIB_CACHELINE == 0, "slot size");
+_Static_assert(sizeof(struct nib_slot) == 320, "slot fixed part");
 
 #define NIB_SHM_STATS_OFFSET 256u
-#define NIB_SHM_SLOTS_OFFSET 4096u
-_Static_assert(NIB_SHM_STATS_OFFSET + sizeof(struct nib_stats) <= NIB_SHM_SLOTS_OFFSET,
-               "stats page fits before the slots");
-#define NIB_SHM_SIZE (NIB_SHM_SLOTS_OFFSET + (uint64_t)NIB_SLOTS * sizeof(struct nib_slot))
+#define NIB_SHM_HEADER_MEMFD_SIZE 4096u
+_Static_assert(NIB_SHM_STATS_OFFSET + sizeof(struct nib_stats) <= NIB_SHM_HEADER_MEMFD_SIZE,
+               "stats page fits in the header memfd");
 
-static inline struct nib_slot *nib_shm_slot(void *base, uint32_t i)
+/* The geometry of every ring for a model of ctx_len positions whose
+ * longest vocabulary piece is max_piece bytes: fills the line-2 fields of
+ * h (pure arithmetic, the same in the appliance and in tests). */
+static inline void nib_ring_geometry(struct nib_shm_header *h, uint32_t ctx_len, uint32_t max_piece)
 {
-    return (struct nib_slot *)(void *)((uint8_t *)base + NIB_SHM_SLOTS_OFFSET +
-                                       (uint64_t)i * sizeof(struct nib_slot));
+    uint64_t prompt = (uint64_t)ctx_len * NIB_PROMPT_PER_CTX;
+    if (prompt < NIB_PROMPT_MIN)
+        prompt = NIB_PROMPT_MIN;
+    if (prompt > NIB_PROMPT_LIMIT)
+        prompt = NIB_PROMPT_LIMIT;
+    uint64_t text = (uint64_t)ctx_len * (max_piece ? max_piece : 1);
+    if (text < NIB_TEXT_MIN)
+        text = NIB_TEXT_MIN;
+    if (text > NIB_TEXT_LIMIT)
+        text = NIB_TEXT_LIMIT;
+    uint64_t tokens = ctx_len;
+    h->ring_header_size = sizeof(struct nib_ring_header);
+    h->n_slots = NIB_RING_SLOTS;
+    h->slots_offset = sizeof(struct nib_ring_header);
+    h->prompt_offset = sizeof(struct nib_slot);
+    h->prompt_max = (uint32_t)((prompt + 63) & ~63ull);
+    h->tokens_offset = h->prompt_offset + h->prompt_max;
+    h->slot_tokens = (uint32_t)tokens;
+    h->text_offset = (uint32_t)((h->tokens_offset + 4 * tokens + 63) & ~63ull);
+    h->slot_text = (uint32_t)((text + 63) & ~63ull);
+    h->slot_size = (h->text_offset + (uint64_t)h->slot_text + 63) & ~63ull;
+    h->ring_size = (h->slots_offset + h->n_slots * h->slot_size + 4095) & ~4095ull;
+}
+
+static inline struct nib_slot *nib_ring_slot(void *ring, const struct nib_shm_header *h, uint32_t i)
+{
+    return (struct nib_slot *)(void *)((uint8_t *)ring + h->slots_offset + (uint64_t)i * h->slot_size);
+}
+static inline uint8_t *nib_slot_prompt(struct nib_slot *s, const struct nib_shm_header *h)
+{
+    return (uint8_t *)s + h->prompt_offset;
+}
+static inline uint32_t *nib_slot_tokens(struct nib_slot *s, const struct nib_shm_header *h)
+{
+    return (uint32_t *)(void *)((uint8_t *)s + h->tokens_offset);
+}
+static inline char *nib_slot_text(struct nib_slot *s, const struct nib_shm_header *h)
+{
+    return (char *)s + h->text_offset;
 }
 
 #endif

@@ -1,6 +1,6 @@
-/* The statistics page of the shared segment: counters, latency histograms
+/* The statistics page of the header memfd: counters, latency histograms
  * and the boot report that the appliance writes (plain stores, one writer:
- * the serving thread) and hosts read (nib stats). Part of the segment
+ * the serving thread) and hosts read (nib stats). Part of the header memfd
  * layout (proto/shm_layout.h); proto/stats.h records into it and turns the
  * histograms into percentiles, so hosts never decode buckets themselves.
  *
@@ -21,7 +21,7 @@
 #include <stdalign.h>
 #include <stdint.h>
 
-#define NIB_STATS_VERSION 2u
+#define NIB_STATS_VERSION 3u
 
 #define NIB_TOKEN_HIST_MIN_EXP 12u
 #define NIB_TOKEN_HIST_MAX_EXP 31u
@@ -48,7 +48,7 @@ struct nib_stats {
     uint64_t requests_done;
     uint64_t requests_rejected;   /* bad requests */
     uint64_t requests_cancelled;
-    uint64_t slots_reclaimed;     /* from dead hosts */
+    uint64_t slots_reclaimed;     /* requests dropped because their host hung up */
     uint64_t tokens_prompt;
     uint64_t tokens_generated;
     uint64_t tokens_run;          /* forward passes (prefill + decode) */
@@ -69,6 +69,15 @@ struct nib_stats {
     uint64_t arena_bytes;         /* activations + KV cache + team */
     uint64_t arena_huge_bytes;
     uint64_t reserved2[4];
+    /* line 3: hosts (protocol version 3) */
+    alignas(64) uint64_t attaches;              /* ATTACHED replies sent */
+    uint64_t attach_refused;                    /* REFUSED replies (no ring, denied, stopping) */
+    uint64_t host_hangups;                      /* attached hosts whose connection closed */
+    uint64_t requests_host_changed;             /* the host changed its slot mid-request */
+    uint64_t ctl_malformed;                     /* connections closed for a malformed message */
+    uint32_t hosts_attached;                    /* now (also in the header) */
+    uint32_t socket_lost;                       /* 1: the socket path was removed or replaced */
+    uint64_t reserved3[2];
     /* histograms (u32 counts, see above) */
     alignas(64) uint32_t token_hist[NIB_TOKEN_HIST_BUCKETS];
     alignas(64) uint32_t request_hist[NIB_REQUEST_HIST_BUCKETS];

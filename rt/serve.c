@@ -4,9 +4,9 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -15,24 +15,29 @@
 #include "rt/sample.h"
 #include "rt/tokenizer.h"
 
-/* Token scratch: the encoder needs prompt bytes + 2 ids. */
-#define IDS_CAP (NIB_PROMPT_MAX + 2)
-/* Linux never hands out pids above this (PID_MAX_LIMIT). */
-#define PID_LIMIT (1u << 22)
-
-uint64_t nib_server_scratch_footprint(void)
+void nib_server_geometry(const struct nib_blob_view *v, struct nib_shm_header *h)
 {
-    return (NIB_PROMPT_MAX + (uint64_t)IDS_CAP * sizeof(uint32_t) +
-            nib_tok_scratch_footprint(NIB_PROMPT_MAX) + 63) & ~63ull;
+    nib_ring_geometry(h, v->h->hp.ctx_len, v->tok->max_piece_len);
 }
 
-int nib_pid_alive(uint32_t pid)
+/* Scratch: the prompt copy, ids (a text prompt of n bytes encodes to at
+ * most n + 2 ids), the tokenizer's merge work. */
+static void scratch_sizes(const struct nib_blob_view *v, uint64_t *prompt, uint64_t *ids,
+                          uint64_t *work)
 {
-    /* 0 and huge values would mean "process group" to kill(): a pid read
-     * from shared memory that is not a plausible pid is a dead owner. */
-    if (pid == 0 || pid >= PID_LIMIT)
-        return 0;
-    return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+    struct nib_shm_header h;
+    memset(&h, 0, sizeof h);
+    nib_server_geometry(v, &h);
+    *prompt = (h.prompt_max + 63ull) & ~63ull;
+    *ids = (uint64_t)h.prompt_max + 2;
+    *work = (nib_tok_scratch_footprint(h.prompt_max) + 63) & ~63ull;
+}
+
+uint64_t nib_server_scratch_footprint(const struct nib_blob_view *v)
+{
+    uint64_t p, i, w;
+    scratch_sizes(v, &p, &i, &w);
+    return p + ((i * 4 + 63) & ~63ull) + w;
 }
 
 static int fail(char *err, size_t errlen, const char *field, const char *why, uint64_t a,
@@ -60,11 +65,14 @@ int nib_req_decode(const struct nib_request *raw, const uint8_t *prompt, size_t 
         return fail(err, errlen, "max_tokens", "%llu is outside 1..slot_tokens (%llu)",
                     r.max_tokens, lim->slot_tokens);
     if (!(r.temperature >= 0.0f && r.temperature <= NIB_TEMPERATURE_MAX)) /* NaN fails too */
-        return fail(err, errlen, "temperature", "must be a number in 0..%llu", 
+        return fail(err, errlen, "temperature", "must be a number in 0..%llu",
                     (uint64_t)NIB_TEMPERATURE_MAX, 0);
     if (r.flags & ~NIB_REQ_FLAGS_KNOWN)
         return fail(err, errlen, "flags", "unknown bits 0x%llx set", r.flags & ~NIB_REQ_FLAGS_KNOWN,
                     0);
+    if (r.kind != NIB_REQ_KIND_TEXT)
+        return fail(err, errlen, "kind", "%llu is not a kind this appliance serves (0: text)",
+                    r.kind, 0);
     for (size_t i = 0; i < sizeof r.reserved; i++)
         if (r.reserved[i])
             return fail(err, errlen, "reserved", "byte %llu is not zero", i, 0);
@@ -100,218 +108,325 @@ int nib_req_decode(const struct nib_request *raw, const uint8_t *prompt, size_t 
 }
 
 void nib_server_init(struct nib_server *s, const struct nib_blob_view *v, void *mem,
-                     void *scratch, void *shm, uint32_t pid, uint64_t epoch)
+                     void *scratch, void *header, uint32_t max_hosts, uint32_t pid,
+                     uint64_t epoch)
 {
     memset(s, 0, sizeof *s);
     s->v = v;
     s->exec.v = v;
     s->exec.mem = mem;
-    s->exec.stats = (struct nib_stats *)(void *)((uint8_t *)shm + NIB_SHM_STATS_OFFSET);
-    s->shm = shm;
-    s->hdr = shm;
-    s->stats = (struct nib_stats *)(void *)((uint8_t *)shm + NIB_SHM_STATS_OFFSET);
+    s->hdr = header;
+    s->stats = (struct nib_stats *)(void *)((uint8_t *)header + NIB_SHM_STATS_OFFSET);
+    s->exec.stats = s->stats;
+    s->header_fd = -1;
+    s->listen_fd = -1;
+    s->n_rings = max_hosts < 1 ? 1 : max_hosts > NIB_HOSTS_MAX ? NIB_HOSTS_MAX : max_hosts;
+    s->rr_last = s->n_rings - 1;
+    for (uint32_t i = 0; i < NIB_HOSTS_MAX; i++) {
+        s->rings[i].mem_fd = -1;
+        s->rings[i].conn = -1;
+    }
+    for (uint32_t i = 0; i < NIB_CONNS_MAX; i++) {
+        s->conns[i].fd = -1;
+        s->conns[i].ring = -1;
+    }
+    uint64_t ps, is, ws;
+    scratch_sizes(v, &ps, &is, &ws);
     s->prompt = scratch;
-    s->ids = (uint32_t *)(void *)((uint8_t *)scratch + NIB_PROMPT_MAX);
-    s->tok_work = (uint8_t *)scratch + NIB_PROMPT_MAX + (uint64_t)IDS_CAP * sizeof(uint32_t);
-    s->owner_alive = nib_pid_alive;
+    s->ids = (uint32_t *)(void *)((uint8_t *)scratch + ps);
+    s->ids_cap = (uint32_t)is;
+    s->tok_work = (uint8_t *)scratch + ps + ((is * 4 + 63) & ~63ull);
 
+    const struct nib_hparams *hp = &v->h->hp;
     struct nib_shm_header *h = s->hdr;
     h->magic = NIB_SHM_MAGIC;
     h->version = NIB_SHM_VERSION;
     h->header_size = sizeof *h;
-    h->segment_size = NIB_SHM_SIZE;
+    h->header_memfd_size = NIB_SHM_HEADER_MEMFD_SIZE;
     h->epoch = epoch;
-    h->n_slots = NIB_SLOTS;
-    h->slot_size = sizeof(struct nib_slot);
-    h->slots_offset = NIB_SHM_SLOTS_OFFSET;
     h->stats_offset = NIB_SHM_STATS_OFFSET;
-    h->appliance_pid = pid;
-    h->vocab_size = v->h->hp.vocab_size;
-    h->prompt_max = NIB_PROMPT_MAX;
-    h->slot_tokens = NIB_SLOT_TOKENS;
-    h->slot_text = NIB_SLOT_TEXT;
-    h->ctx_len = v->h->hp.ctx_len;
-    h->bos_id = v->h->hp.bos_id;
-    h->eos_id = v->h->hp.eos_id;
-    h->add_bos = v->h->hp.add_bos ? 1 : 0;
-    h->errmsg_max = NIB_ERRMSG_MAX;
     h->stats_size = sizeof(struct nib_stats);
-    /* release: pairs with the acquire of heartbeat_ns in nibhost.c check() */
+    h->appliance_pid = pid;
+    h->max_hosts = s->n_rings;
+    h->vocab_size = hp->vocab_size;
+    h->ctx_len = hp->ctx_len;
+    h->bos_id = hp->bos_id;
+    h->eos_id = hp->eos_id;
+    h->add_bos = hp->add_bos ? 1 : 0;
+    h->errmsg_max = NIB_ERRMSG_MAX;
+    nib_server_geometry(v, h);
+    s->lim = (struct nib_req_limits){h->prompt_max, h->slot_tokens, hp->ctx_len, hp->vocab_size};
+    s->stats->version = NIB_STATS_VERSION;
+    /* release: pairs with the acquire of heartbeat_ns in nibhost.c alive() */
     nib_store_rel(&h->heartbeat_ns, nib_now_ns());
 }
 
-/* Wake hosts sleeping on done_seq; a system call only when one says it
- * sleeps (once per request, never per token). */
-static void announce_done(struct nib_shm_header *h)
+void nib_server_set_ring(struct nib_server *s, uint32_t i, void *base, int mem_fd)
 {
-    /* seq_cst add then load: pairs with nibhost.c sleep_on_done()'s seq_cst
-     * add of done_waiters then load of done_seq. Either the host sees the
-     * new seq (or DONE) and does not sleep, or we see it waiting. */
-    nib_fetch_add_seqcst(&h->done_seq, 1);
-    if (nib_load_seqcst(&h->done_waiters))
-        syscall(SYS_futex, &h->done_seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    if (i >= s->n_rings)
+        return;
+    s->rings[i].base = base;
+    s->rings[i].mem_fd = mem_fd;
 }
 
-static void finish(struct nib_server *s, struct nib_slot *slot, uint32_t status)
+int nib_server_stopping(const struct nib_server *s)
 {
-    slot->status = status;
-    slot->t_done_ns = nib_now_ns();
-    if (status == NIB_ST_BAD_REQUEST)
-        s->stats->requests_rejected++;
-    else
-        nib_stats_request(s->stats, slot->t_done_ns - slot->t_start_ns);
-    if (status == NIB_ST_CANCELLED)
-        s->stats->requests_cancelled++;
-    s->stats->requests_done++;
-    /* CAS: a slot a hostile host changed under us is left as it is.
-     * release: pairs with the acquire of state in nibhost.c nib_host_poll(),
-     * so a DONE request's status, times and counts are final there. */
-    uint32_t st = NIB_SLOT_RUNNING;
-    nib_cas(&slot->state, &st, NIB_SLOT_DONE);
-    announce_done(s->hdr);
+    return s->stop || (s->stop_flag && *s->stop_flag);
 }
 
-/* The owner died: nobody will read the result, so the slot goes straight
- * back to FREE. */
-static void abandon(struct nib_server *s, struct nib_slot *slot)
+static struct nib_slot *slot_at(const struct nib_server *s, uint32_t ring, uint32_t i)
 {
-    slot->status = NIB_ST_OWNER_GONE;
-    slot->t_done_ns = nib_now_ns();
-    s->stats->requests_done++;
-    s->stats->slots_reclaimed++;
-    uint32_t st = NIB_SLOT_RUNNING;
-    nib_cas(&slot->state, &st, NIB_SLOT_FREE);
+    return nib_ring_slot(s->rings[ring].base, s->hdr, i);
 }
 
-static void reject(struct nib_server *s, struct nib_slot *slot, const char *msg)
+/* Is the slot still the request's own: RUNNING under the ticket it was
+ * picked up with? Checked before every write into it. */
+static int own(const struct nib_server *s, const struct nib_run *r)
 {
-    snprintf(slot->error, sizeof slot->error, "%s", msg);
-    finish(s, slot, NIB_ST_BAD_REQUEST);
+    struct nib_slot *slot = slot_at(s, r->ring, r->slot);
+    /* acquire: pairs with the releases of state in nibhost.c nib_host_submit()
+     * and nib_host_release(), so a slot the host freed or published again
+     * reads as such; the ticket (relaxed) is read after it */
+    return nib_load_acq(&slot->state) == NIB_SLOT_RUNNING &&
+           nib_load_relaxed(&slot->ticket) == r->ticket;
 }
 
-/* The oldest SUBMITTED slot, by ticket; NULL when none. */
-static struct nib_slot *next_submitted(struct nib_server *s)
+/* done_seq += 1 (the appliance's own count, stored: never read back), and
+ * a wake-up when the host says it sleeps on it (once per request, never per
+ * token). */
+static void announce_done(struct nib_server *s, uint32_t ring)
 {
-    struct nib_slot *best = NULL;
+    struct nib_host_ring *hr = &s->rings[ring];
+    struct nib_ring_header *rh = (struct nib_ring_header *)(void *)hr->base;
+    hr->done_seq++;
+    /* seq_cst store then load: pairs with nibhost.c sleep_on_done()'s seq_cst
+     * store of done_waiters then load of done_seq. Either the host sees the
+     * new seq (or DONE) and does not sleep, or we see it waiting. The wake
+     * is a shared futex (the word is in a shared mapping). */
+    nib_store_seqcst(&rh->done_seq, hr->done_seq);
+    if (nib_load_seqcst(&rh->done_waiters))
+        syscall(SYS_futex, &rh->done_seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+/* Post the final status: only into a slot that is still the request's own
+ * (else the request ends HOST_CHANGED and nothing is written). */
+static void finish(struct nib_server *s, struct nib_run *r, uint32_t status, const char *why)
+{
+    struct nib_stats *st = s->stats;
+    uint64_t t = nib_now_ns();
+    s->run = NULL;
+    st->requests_done++;
+    if (status == NIB_ST_OWNER_GONE) {
+        /* The host hung up: nobody reads the slot, whose ring is free. */
+        st->slots_reclaimed++;
+        return;
+    }
+    struct nib_slot *slot = slot_at(s, r->ring, r->slot);
+    if (status != NIB_ST_HOST_CHANGED && own(s, r)) {
+        if (why)
+            snprintf(slot->error, sizeof slot->error, "%s", why);
+        slot->status = status;
+        slot->t_done_ns = t;
+        uint32_t want = NIB_SLOT_RUNNING;
+        /* CAS, so a slot the host changed under us stays as it is. release:
+         * pairs with the acquire of state in nibhost.c nib_host_poll(), so a
+         * DONE request's status, error, times and counts are final there */
+        if (nib_cas(&slot->state, &want, NIB_SLOT_DONE)) {
+            announce_done(s, r->ring);
+            if (status == NIB_ST_BAD_REQUEST)
+                st->requests_rejected++;
+            else
+                nib_stats_request(st, t - r->t_start);
+            if (status == NIB_ST_CANCELLED)
+                st->requests_cancelled++;
+            return;
+        }
+    }
+    st->requests_host_changed++;
+}
+
+/* The lowest-ticket SUBMITTED slot of ring i, or -1. */
+static int ring_next(const struct nib_server *s, uint32_t i)
+{
+    int best = -1;
     uint64_t best_ticket = 0;
-    for (uint32_t i = 0; i < NIB_SLOTS; i++) {
-        struct nib_slot *slot = nib_shm_slot(s->shm, i);
-        /* acquire: pairs with the release of SUBMITTED in nibhost.c nib_host_submit() */
+    for (uint32_t k = 0; k < s->hdr->n_slots; k++) {
+        struct nib_slot *slot = slot_at(s, i, k);
+        /* acquire: pairs with the release of SUBMITTED in nibhost.c
+         * nib_host_submit(); the ticket was stored before it */
         if (nib_load_acq(&slot->state) != NIB_SLOT_SUBMITTED)
             continue;
         uint64_t t = nib_load_relaxed(&slot->ticket);
-        if (!best || t < best_ticket) {
-            best = slot;
+        if (best < 0 || t < best_ticket) {
+            best = (int)k;
             best_ticket = t;
         }
     }
     return best;
 }
 
-/* Append the text of `id` to the slot; 0 when it does not fit. *len is the
- * appliance's own count: nothing is read back from the slot. */
+/* Round-robin: the first attached ring after the one served last that has
+ * a submitted request. */
+static int next_request(struct nib_server *s, uint32_t *ring, uint32_t *slot)
+{
+    for (uint32_t k = 1; k <= s->n_rings; k++) {
+        uint32_t i = (s->rr_last + k) % s->n_rings;
+        if (s->rings[i].conn < 0 || !s->rings[i].base)
+            continue;
+        int j = ring_next(s, i);
+        if (j >= 0) {
+            *ring = i;
+            *slot = (uint32_t)j;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int any_submitted(const struct nib_server *s)
+{
+    for (uint32_t i = 0; i < s->n_rings; i++)
+        if (s->rings[i].conn >= 0 && s->rings[i].base && ring_next(s, i) >= 0)
+            return 1;
+    return 0;
+}
+
+void nib_server_housekeeping(struct nib_server *s, uint64_t now)
+{
+    /* release: pairs with the acquire of heartbeat_ns in nibhost.c alive() */
+    nib_store_rel(&s->hdr->heartbeat_ns, now);
+    s->last_beat_ns = now;
+    if (!s->sock_path || s->hdr->socket_lost || now - s->last_watch_ns < NIB_HEARTBEAT_NS)
+        return;
+    s->last_watch_ns = now;
+    struct stat st;
+    if (lstat(s->sock_path, &st) == 0 && (uint64_t)st.st_dev == s->sock_dev &&
+        (uint64_t)st.st_ino == s->sock_ino)
+        return;
+    /* release: a flag nib stats shows; no data hangs on it */
+    nib_store_rel(&s->hdr->socket_lost, 1u);
+    s->stats->socket_lost = 1;
+    fprintf(stderr, "nibble: socket path %s was removed or replaced; new hosts cannot attach\n",
+            s->sock_path);
+}
+
+/* Append the text of `id`; 0 when it does not fit. *len is the appliance's
+ * own count. */
 static int emit_text(struct nib_server *s, struct nib_slot *slot, uint32_t *len, uint32_t prev,
                      uint32_t id)
 {
     char piece[NIB_MAX_PIECE];
     size_t n = nib_tok_decode(s->v, prev, id, piece, sizeof piece);
-    if (n > NIB_SLOT_TEXT - *len)
+    if (n > s->hdr->slot_text - *len)
         return 0;
-    memcpy(slot->text + *len, piece, n);
+    memcpy(nib_slot_text(slot, s->hdr) + *len, piece, n);
     *len += (uint32_t)n;
     /* release: pairs with the acquire of text_len in nibhost.c nib_host_poll() */
     nib_store_rel(&slot->text_len, *len);
     return 1;
 }
 
-struct run {
-    struct nib_slot *slot;
-    uint32_t owner;
-    uint32_t since_check;   /* tokens since the owner was last checked */
-    uint64_t next_check;
+struct check {
+    uint32_t since;     /* tokens since the control channel last ran */
+    uint64_t next;      /* ... or the time it runs again */
 };
 
-/* Between passes: a cheap load of the stop flags each time; every
- * NIB_OWNER_CHECK_TOKENS tokens or NIB_OWNER_CHECK_NS, whichever comes
- * first, the heartbeat, whether the owner still lives (one kill(pid, 0):
- * never a system call per token) and the cancel flag (which the decode
- * loop in serve() also loads after every generated token; during prefill
- * this is the only check). Returns a final status, or 0 to go on. */
-static uint32_t checkpoint(struct nib_server *s, struct run *r, uint64_t now)
+/* Between passes. Every time: the stop flags, the slot still ours, the
+ * cancel flag (loads only). Every NIB_CONTROL_CHECK_TOKENS tokens or
+ * NIB_CONTROL_CHECK_NS: heartbeat, socket path, the control channel (one
+ * poll(): never a system call per token), and whether the host hung up.
+ * Returns a final status, or 0 to go on. */
+static uint32_t checkpoint(struct nib_server *s, struct nib_run *r, struct check *c,
+                           uint32_t tokens, uint64_t now)
 {
-    if (nib_load_acq(&s->hdr->stop_requested) || (s->stop_flag && *s->stop_flag))
+    if (s->pass_hook)
+        s->pass_hook(s, s->pass_hook_arg);
+    if (nib_server_stopping(s))
         return NIB_ST_SHUTDOWN;
-    if (++r->since_check < NIB_OWNER_CHECK_TOKENS && now < r->next_check)
-        return 0;
-    r->since_check = 0;
-    r->next_check = now + NIB_OWNER_CHECK_NS;
-    /* release: pairs with the acquire of heartbeat_ns in nibhost.c check() */
-    nib_store_rel(&s->hdr->heartbeat_ns, now);
-    s->last_beat_ns = now;
-    if (!s->owner_alive(r->owner))
-        return NIB_ST_OWNER_GONE;
-    /* acquire: pairs with the release in nibhost.c nib_host_cancel() */
-    if (nib_load_acq(&r->slot->cancel))
+    if (!own(s, r))
+        return NIB_ST_HOST_CHANGED;
+    /* acquire: pairs with the release of cancel in nibhost.c nib_host_cancel() */
+    if (nib_load_acq(&slot_at(s, r->ring, r->slot)->cancel))
         return NIB_ST_CANCELLED;
+    c->since += tokens;
+    if (c->since < NIB_CONTROL_CHECK_TOKENS && now < c->next)
+        return 0;
+    c->since = 0;
+    c->next = now + NIB_CONTROL_CHECK_NS;
+    nib_server_housekeeping(s, now);
+    nib_control_pass(s, 0);
+    if (r->gone)
+        return NIB_ST_OWNER_GONE;
+    if (nib_server_stopping(s))
+        return NIB_ST_SHUTDOWN;
     return 0;
 }
 
-static void serve(struct nib_server *s, struct nib_slot *slot)
+static void serve(struct nib_server *s, uint32_t ring, uint32_t slot_i)
 {
+    const struct nib_shm_header *h = s->hdr;
+    struct nib_slot *slot = slot_at(s, ring, slot_i);
     /* acquire (the CAS): pairs with the release of SUBMITTED in nibhost.c
-     * nib_host_submit(), so the request and prompt are the host's. */
+     * nib_host_submit(), so the request, prompt and ticket are the host's */
     uint32_t st = NIB_SLOT_SUBMITTED;
     if (!nib_cas(&slot->state, &st, NIB_SLOT_RUNNING))
         return; /* changed under us: not a request to serve */
-    const struct nib_hparams *hp = &s->v->h->hp;
-    /* Take private copies first: the host may still scribble on the slot. */
-    struct run r = {.slot = slot, .owner = nib_load_relaxed(&slot->owner_pid)};
+    /* The private record, and private copies of the request and prompt,
+     * first: from here on the ring is only written, never trusted. */
+    struct nib_run r = {.ring = ring, .slot = slot_i, .ticket = nib_load_relaxed(&slot->ticket),
+                        .t_start = nib_now_ns()};
+    s->run = &r;
     struct nib_request req;
     memcpy(&req, &slot->req, sizeof req);
-    uint64_t now = nib_now_ns();
-    r.next_check = now + NIB_OWNER_CHECK_NS;
-    slot->t_start_ns = now;
+    uint32_t plen = req.prompt_len <= h->prompt_max ? req.prompt_len : 0;
+    memcpy(s->prompt, nib_slot_prompt(slot, h), plen);
+    s->stats->requests_accepted++;
+    if (!own(s, &r)) {
+        finish(s, &r, NIB_ST_HOST_CHANGED, NULL);
+        return;
+    }
+    slot->t_start_ns = r.t_start;
     slot->t_first_ns = slot->t_done_ns = 0;
+    slot->served_ticket = r.ticket;
     slot->n_prompt = 0;
+    /* releases: pair with the acquires of n_tokens and text_len in nibhost.c
+     * nib_host_poll() */
     nib_store_rel(&slot->n_tokens, 0u);
     nib_store_rel(&slot->text_len, 0u);
     slot->status = NIB_ST_PENDING;
     slot->error[0] = 0;
-    s->stats->requests_accepted++;
-    if (!s->owner_alive(r.owner)) {
-        abandon(s, slot);
-        return;
-    }
 
-    uint32_t plen = req.prompt_len <= NIB_PROMPT_MAX ? req.prompt_len : 0;
-    memcpy(s->prompt, slot->prompt, plen);
-    const struct nib_req_limits lim = {NIB_PROMPT_MAX, NIB_SLOT_TOKENS, hp->ctx_len,
-                                       hp->vocab_size};
+    const struct nib_hparams *hp = &s->v->h->hp;
     struct nib_req_decoded d;
     char why[NIB_ERRMSG_MAX];
-    if (nib_req_decode(&req, s->prompt, plen, &lim, &d, s->ids, IDS_CAP, why, sizeof why)) {
-        reject(s, slot, why);
+    if (nib_req_decode(&req, s->prompt, plen, &s->lim, &d, s->ids, s->ids_cap, why, sizeof why)) {
+        finish(s, &r, NIB_ST_BAD_REQUEST, why);
         return;
     }
-
     int n;
     if (d.flags & NIB_REQ_PROMPT_IDS) {
         n = (int)d.n_ids;
     } else {
         int add_bos = hp->add_bos && !(d.flags & NIB_REQ_NO_BOS);
         n = nib_tok_encode_with(s->v, (const char *)s->prompt, d.prompt_len, add_bos, s->ids,
-                                IDS_CAP, s->tok_work);
+                                s->ids_cap, s->tok_work);
         if (n <= 0) {
-            reject(s, slot, "prompt_len: empty prompt and no BOS to start from");
+            finish(s, &r, NIB_ST_BAD_REQUEST,
+                          "prompt_len: empty prompt and no BOS to start from");
             return;
         }
-        if ((uint32_t)n > hp->ctx_len || (uint32_t)n > NIB_SLOT_TOKENS) {
-            reject(s, slot, "prompt_len: prompt has more tokens than the context holds");
+        if ((uint32_t)n > hp->ctx_len || (uint32_t)n > h->slot_tokens) {
+            finish(s, &r, NIB_ST_BAD_REQUEST,
+                          "prompt_len: prompt has more tokens than the context holds");
             return;
         }
     }
-
-    memcpy(slot->tokens, s->ids, (size_t)n * 4);
+    if (!own(s, &r)) {
+        finish(s, &r, NIB_ST_HOST_CHANGED, NULL);
+        return;
+    }
+    uint32_t *tokens = nib_slot_tokens(slot, h);
+    memcpy(tokens, s->ids, (size_t)n * 4);
     slot->n_prompt = (uint32_t)n;
     uint32_t n_tok = (uint32_t)n, text_len = 0;
     /* release: pairs with the acquire of n_tokens in nibhost.c nib_host_poll(),
@@ -319,18 +434,17 @@ static void serve(struct nib_server *s, struct nib_slot *slot)
     nib_store_rel(&slot->n_tokens, n_tok);
     s->stats->tokens_prompt += (uint64_t)n;
 
+    struct check c = {0, r.t_start + NIB_CONTROL_CHECK_NS};
     uint64_t rng = nib_rng_seed(d.seed);
-    uint32_t pos = 0, status = 0, prev = 0, produced = 0;
+    uint32_t pos = 0, status = 0, prev, produced = 0;
     const float *logits = NULL;
-    /* Prefill: feed the prompt in passes of up to max_batch tokens (each
-     * weight is read once per pass, not once per token); the last token's
-     * logits give the first generated token. */
+    /* Prefill in passes of up to max_batch tokens; the last token's logits
+     * give the first generated token. */
     while (pos < (uint32_t)n && !status) {
         uint32_t m = (uint32_t)n - pos < s->v->h->max_batch ? (uint32_t)n - pos : s->v->h->max_batch;
         logits = nib_exec_tokens(&s->exec, s->ids + pos, m, pos);
         pos += m;
-        r.since_check += m - 1; /* checks count tokens, not passes */
-        status = checkpoint(s, &r, nib_now_ns());
+        status = checkpoint(s, &r, &c, m, nib_now_ns());
     }
     prev = s->ids[n - 1];
     while (!status) {
@@ -338,13 +452,17 @@ static void serve(struct nib_server *s, struct nib_slot *slot)
                             ? nib_sample((float *)logits, hp->vocab_size, d.temperature, &rng)
                             : nib_exec_argmax(&s->exec);
         uint64_t t = nib_now_ns();
+        if (!own(s, &r)) {
+            status = NIB_ST_HOST_CHANGED;
+            break;
+        }
         if (produced == 0)
             slot->t_first_ns = t;
         if (next == hp->eos_id) {
             status = NIB_ST_EOS;
             break;
         }
-        if (n_tok >= NIB_SLOT_TOKENS) {
+        if (n_tok >= h->slot_tokens) {
             status = NIB_ST_CTX_FULL;
             break;
         }
@@ -352,7 +470,7 @@ static void serve(struct nib_server *s, struct nib_slot *slot)
             status = NIB_ST_TEXT_FULL;
             break;
         }
-        slot->tokens[n_tok++] = next;
+        tokens[n_tok++] = next;
         /* release: pairs with the acquire of n_tokens in nibhost.c nib_host_poll() */
         nib_store_rel(&slot->n_tokens, n_tok);
         s->stats->tokens_generated++;
@@ -362,12 +480,7 @@ static void serve(struct nib_server *s, struct nib_slot *slot)
             status = NIB_ST_OK;
             break;
         }
-        /* acquire: pairs with the release in nibhost.c nib_host_cancel() */
-        if (nib_load_acq(&slot->cancel)) {
-            status = NIB_ST_CANCELLED;
-            break;
-        }
-        if ((status = checkpoint(s, &r, t)))
+        if ((status = checkpoint(s, &r, &c, 1, t)))
             break;
         if (pos >= hp->ctx_len) {
             status = NIB_ST_CTX_FULL;
@@ -375,44 +488,88 @@ static void serve(struct nib_server *s, struct nib_slot *slot)
         }
         logits = nib_exec_token(&s->exec, next, pos++);
     }
-    if (status == NIB_ST_OWNER_GONE)
-        abandon(s, slot);
-    else
-        finish(s, slot, status);
+    finish(s, &r, status, NULL);
 }
 
 int nib_server_poll(struct nib_server *s)
 {
     uint64_t now = nib_now_ns();
-    if (now - s->last_reclaim_ns >= NIB_RECLAIM_NS) {
-        nib_server_reclaim(s, s->owner_alive);
-        s->last_reclaim_ns = now;
-    }
-    struct nib_slot *slot = next_submitted(s);
-    if (!slot)
+    nib_server_housekeeping(s, now);
+    nib_control_pass(s, 0);
+    s->last_control_ns = now;
+    if (nib_server_stopping(s))
         return 0;
-    serve(s, slot);
+    uint32_t ring, slot;
+    if (!next_request(s, &ring, &slot))
+        return 0;
+    s->rr_last = ring;
+    serve(s, ring, slot);
     return 1;
 }
 
-int nib_server_reclaim(struct nib_server *s, int (*alive)(uint32_t pid))
+void nib_server_idle(struct nib_server *s, uint64_t spin_ns)
 {
-    int n = 0;
-    for (uint32_t i = 0; i < NIB_SLOTS; i++) {
-        struct nib_slot *slot = nib_shm_slot(s->shm, i);
-        uint32_t st = nib_load_acq(&slot->state);
-        /* Runs between requests on the serving thread, so even a RUNNING
-         * (or unknown) state here is a leftover a dead owner can lose. */
-        if (st == NIB_SLOT_FREE)
-            continue;
-        uint32_t pid = nib_load_relaxed(&slot->owner_pid);
-        if (alive(pid))
-            continue;
-        /* CAS so a slot that changed hands meanwhile is left alone. */
-        if (nib_cas(&slot->state, &st, NIB_SLOT_FREE)) {
-            s->stats->slots_reclaimed++;
-            n++;
+    uint64_t t0 = nib_now_ns();
+    uint64_t next_ctl = t0 + (s->conns_waiting ? NIB_CONTROL_FAST_NS : NIB_CONTROL_CHECK_NS);
+    for (;;) {
+        if (any_submitted(s) || nib_server_stopping(s))
+            return;
+        uint64_t now = nib_now_ns();
+        if (now - t0 >= spin_ns)
+            break;
+        if (now >= next_ctl) {
+            nib_server_housekeeping(s, now);
+            if (nib_control_pass(s, 0))
+                return;
+            /* A host waiting for its ATTACH answer is answered within
+             * NIB_CONTROL_FAST_NS (idle time: no token pays for it). */
+            next_ctl = now + (s->conns_waiting ? NIB_CONTROL_FAST_NS : NIB_CONTROL_CHECK_NS);
         }
+        for (int i = 0; i < 64; i++)
+            nib_cpu_relax();
     }
-    return n;
+    /* Sleep. A host publishes SUBMITTED, fences, then reads sleeping; we
+     * store sleeping, fence, then look at the rings: one of the two sees
+     * the other (the host then sends KICK, which ends the poll). */
+    /* seq_cst store, then a full fence before the rings are read again:
+     * pairs with nibhost.c nib_host_submit()'s release of SUBMITTED, seq_cst
+     * fence, then load of sleeping */
+    nib_store_seqcst(&s->hdr->sleeping, 1u);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (!any_submitted(s) && !nib_server_stopping(s)) {
+        nib_server_housekeeping(s, nib_now_ns());
+        nib_control_pass(s, NIB_IDLE_SLEEP_MS);
+    }
+    /* a hint once we are awake (a late KICK is harmless) */
+    nib_store_seqcst(&s->hdr->sleeping, 0u);
+    nib_server_housekeeping(s, nib_now_ns());
+}
+
+void nib_server_shutdown(struct nib_server *s)
+{
+    struct nib_shm_header *h = s->hdr;
+    /* release: pairs with the acquire of state in nibhost.c alive() */
+    nib_store_rel(&h->state, NIB_APP_STOPPING);
+    /* A final status for every queued request, so no host waits for one. */
+    for (uint32_t i = 0; i < s->n_rings; i++) {
+        if (s->rings[i].conn < 0 || !s->rings[i].base)
+            continue;
+        int posted = 0;
+        for (uint32_t k = 0; k < h->n_slots; k++) {
+            struct nib_slot *slot = slot_at(s, i, k);
+            /* acquire (the CAS): as in serve() */
+            uint32_t st = NIB_SLOT_SUBMITTED;
+            if (!nib_cas(&slot->state, &st, NIB_SLOT_RUNNING))
+                continue;
+            slot->status = NIB_ST_SHUTDOWN;
+            slot->t_done_ns = nib_now_ns();
+            st = NIB_SLOT_RUNNING;
+            /* release: pairs with the acquire of state in nibhost.c nib_host_poll() */
+            posted |= nib_cas(&slot->state, &st, NIB_SLOT_DONE);
+        }
+        if (posted)
+            announce_done(s, i);
+    }
+    /* release: pairs with the acquire of state in nibhost.c alive() */
+    nib_store_rel(&h->state, NIB_APP_STOPPED);
 }

@@ -1,9 +1,14 @@
-/* The serve loop's work: pick the next submitted request from the shared
- * segment, check it as hostile input, tokenize, run prefill and decode,
- * stream tokens and text back into the slot, and post the final status.
- * Memory is all caller-provided (the x_footprint / x_new pattern), so the
- * same code runs in the appliance, and in tests over a private segment.
- * docs/ring.md is the protocol this implements. */
+/* The serving thread's work (protocol version 3, docs/ring.md): pick the
+ * next submitted request round-robin across the attached hosts' rings,
+ * check it as hostile input, tokenize, run prefill and decode, stream
+ * tokens and text back into the slot while it is still the request's own,
+ * and post the final status. Between passes of the model (never inside
+ * one) it also runs the control channel (rt/control.c): attach, detach,
+ * hang-ups, stop, kicks.
+ *
+ * Memory is all caller-provided (the x_footprint / x_new pattern): the
+ * header and the rings are memfd mappings made at boot (boot/), or by a
+ * test; nothing is allocated or mapped here. */
 #ifndef NIB_SERVE_H
 #define NIB_SERVE_H
 
@@ -11,10 +16,10 @@
 #include <stdint.h>
 
 #include "model_blob/blob_view.h"
-#include "rt/exec.h"
 #include "proto/shm_layout.h"
+#include "rt/exec.h"
 
-/* What a request is checked against (from the blob and the layout). */
+/* What a request is checked against (from the blob and the geometry). */
 struct nib_req_limits {
     uint32_t prompt_max;
     uint32_t slot_tokens;
@@ -33,50 +38,139 @@ struct nib_req_decoded {
 };
 
 /* Decode and check a request that was copied out of shared memory: every
- * field against the limits, reserved bytes zero; with NIB_REQ_PROMPT_IDS,
- * prompt (prompt_avail bytes) holds the ids, each < vocab_size, copied to
- * ids (ids_cap >= prompt_max / 4). Pure: reads only its arguments. Returns
- * 0, or -1 with "field: why" in err (the field named as in docs/ring.md). */
+ * field against the limits, kind TEXT, reserved bytes zero; with
+ * NIB_REQ_PROMPT_IDS, prompt (prompt_avail bytes) holds the ids, each <
+ * vocab_size, copied to ids (ids_cap >= prompt_max / 4). Pure: reads only
+ * its arguments. Returns 0, or -1 with "field: why" in err (the field named
+ * as in docs/ring.md). */
 int nib_req_decode(const struct nib_request *raw, const uint8_t *prompt, size_t prompt_avail,
                    const struct nib_req_limits *lim, struct nib_req_decoded *out, uint32_t *ids,
                    size_t ids_cap, char *err, size_t errlen);
 
+/* The appliance's own record of one ring (never read back from the ring). */
+struct nib_host_ring {
+    uint8_t *base;          /* ring_size bytes, mapped read-write */
+    int mem_fd;             /* the ring memfd handed to its host; -1 in tests */
+    int conn;               /* index in conns[] of the attached host, -1: free */
+    int ever;               /* handed out before */
+    uint32_t last_uid;      /* uid of the last holder */
+    uint32_t attach_seq;
+    uint32_t done_seq;
+};
+
+/* One control connection (attached or not). */
+struct nib_conn {
+    int fd;                 /* -1: unused */
+    uint32_t uid, gid, pid; /* SO_PEERCRED at accept */
+    int ring;               /* attached ring, -1: none */
+    int stopper;            /* sent STOP: kept open until exit */
+    uint64_t since_ns;      /* accepted at */
+};
+
+#define NIB_CONNS_MAX (NIB_HOSTS_MAX + 16)
+/* The idle spin's control cadence while a connection waits for its
+ * ATTACH answer (else NIB_CONTROL_CHECK_NS). */
+#define NIB_CONTROL_FAST_NS 100000ull
+/* An unattached connection that sends nothing for this long is closed. */
+#define NIB_CONN_IDLE_NS 2000000000ull
+
+/* The request being served (between passes the control channel may end it:
+ * its host hung up). */
+struct nib_run {
+    uint32_t ring, slot;
+    uint64_t ticket;
+    uint64_t t_start;
+    int gone;               /* its host hung up or detached */
+};
+
 struct nib_server {
     const struct nib_blob_view *v;
     struct nib_exec exec;
-    void *shm;                  /* NIB_SHM_SIZE bytes */
-    struct nib_shm_header *hdr;
+    struct nib_shm_header *hdr; /* the header memfd, mapped writable (only here) */
     struct nib_stats *stats;
-    uint8_t *prompt;            /* private copy of the request's prompt */
-    uint32_t *ids;              /* private token scratch */
-    void *tok_work;             /* the tokenizer's merge scratch */
+    int header_fd;              /* sent to every host; -1 in tests */
+    uint32_t n_rings;
+    struct nib_host_ring rings[NIB_HOSTS_MAX];
+    uint32_t rr_last;           /* ring served last (round-robin) */
+    struct nib_req_limits lim;
+    /* private scratch, sized from the geometry */
+    uint8_t *prompt;            /* prompt_max bytes */
+    uint32_t *ids;              /* ids_cap ids */
+    uint32_t ids_cap;
+    void *tok_work;
+    /* control channel (rt/control.c) */
+    int listen_fd;              /* -1: none (tests attach with nib_control_adopt) */
+    uint32_t uid, gid;          /* the appliance's */
+    int group_access;           /* peers of gid may attach */
+    struct nib_conn conns[NIB_CONNS_MAX];
+    uint32_t conns_waiting;     /* connected, neither attached nor stopping: the idle
+                                 * spin runs the control channel every
+                                 * NIB_CONTROL_FAST_NS while there are any */
+    const char *sock_path;      /* watched every NIB_HEARTBEAT_NS; NULL: not watched */
+    uint64_t sock_dev, sock_ino;
     volatile int *stop_flag;    /* set by a signal handler; may be NULL */
-    /* Is a host still running? nib_pid_alive unless a test replaces it. */
-    int (*owner_alive)(uint32_t pid);
-    uint64_t last_reclaim_ns;
-    uint64_t last_beat_ns;
+    int stop;                   /* a STOP message was accepted */
+    struct nib_run *run;        /* the request being served, or NULL */
+    uint64_t last_beat_ns, last_control_ns, last_watch_ns;
+    /* Tests only: called after every pass of the model (prefill or a
+     * token), before the checks, to act as a host would mid-request. */
+    void (*pass_hook)(struct nib_server *s, void *arg);
+    void *pass_hook_arg;
 };
 
-/* Bytes of private scratch the server needs beside the runtime memory. */
-uint64_t nib_server_scratch_footprint(void);
+/* Bytes of private scratch the server needs beside the runtime memory, for
+ * the geometry of the blob v (nib_server_geometry). */
+uint64_t nib_server_scratch_footprint(const struct nib_blob_view *v);
 
-/* Lay out the segment header and slots (segment is zeroed, NIB_SHM_SIZE
- * bytes) and bind the server to its memory. mem: v->mem_size bytes;
- * scratch: nib_server_scratch_footprint() bytes, 64-byte aligned. */
+/* The ring geometry of blob v into h's line 2. */
+void nib_server_geometry(const struct nib_blob_view *v, struct nib_shm_header *h);
+
+/* Write the header (identity, limits, geometry; header: a zeroed mapping of
+ * NIB_SHM_HEADER_MEMFD_SIZE bytes) and bind the server to its memory. mem:
+ * v->mem_size bytes; scratch: nib_server_scratch_footprint(v) bytes,
+ * 64-byte aligned. Rings are added with nib_server_set_ring. State stays
+ * BOOTING until the caller stores READY. */
 void nib_server_init(struct nib_server *s, const struct nib_blob_view *v, void *mem,
-                     void *scratch, void *shm, uint32_t pid, uint64_t epoch);
+                     void *scratch, void *header, uint32_t max_hosts, uint32_t pid,
+                     uint64_t epoch);
 
-/* Serve the oldest submitted request, if any. Returns 1 if one was served,
- * 0 if there was nothing to do. Also reclaims dead hosts' slots every
- * NIB_RECLAIM_NS, so a busy appliance still reclaims. */
+/* Ring i: hdr->ring_size bytes at base (zeroed), its memfd (or -1). */
+void nib_server_set_ring(struct nib_server *s, uint32_t i, void *base, int mem_fd);
+
+/* One step of the serve loop: the control channel (poll with timeout 0),
+ * then the next submitted request, round-robin across attached rings,
+ * lowest ticket inside a ring. Returns 1 if a request was served, 0 if
+ * there was nothing to do. */
 int nib_server_poll(struct nib_server *s);
 
-/* Hand back slots whose owning host has died (alive(pid) == 0). Returns how
- * many were reclaimed. Call it only between requests, from the thread that
- * calls nib_server_poll (a RUNNING slot then is a leftover too). */
-int nib_server_reclaim(struct nib_server *s, int (*alive)(uint32_t pid));
+/* Idle: spin up to spin_ns looking for work (control channel every
+ * NIB_CONTROL_CHECK_NS), then set header.sleeping, look once more, and
+ * sleep in poll() on the sockets for up to NIB_IDLE_SLEEP_MS. */
+void nib_server_idle(struct nib_server *s, uint64_t spin_ns);
 
-/* kill(pid, 0): 1 while the process exists (EPERM counts as alive). */
-int nib_pid_alive(uint32_t pid);
+/* 1 once the appliance should stop (STOP message or stop_flag). */
+int nib_server_stopping(const struct nib_server *s);
+
+/* Shutdown: STOPPING, SHUTDOWN for every queued request, STOPPED. */
+void nib_server_shutdown(struct nib_server *s);
+
+/* Heartbeat and the socket path watch (called between passes). */
+void nib_server_housekeeping(struct nib_server *s, uint64_t now);
+
+/* --- rt/control.c ---------------------------------------------------------- */
+
+/* Run the control channel once: poll the listening socket and every
+ * connection for up to timeout_ms, accept, read and answer messages,
+ * handle hang-ups. Returns the number of events handled. */
+int nib_control_pass(struct nib_server *s, int timeout_ms);
+
+/* Take a connected socket as if accepted from a peer of uid/gid/pid (the
+ * accept path after SO_PEERCRED; tests use a socketpair). Returns the
+ * connection index, or -1 (table full: fd closed). */
+int nib_control_adopt(struct nib_server *s, int fd, uint32_t uid, uint32_t gid, uint32_t pid);
+
+/* The ring's host hung up (or detached): close its connection, end its
+ * running request (OWNER_GONE), free the ring. */
+void nib_control_drop(struct nib_server *s, int conn);
 
 #endif

@@ -91,7 +91,7 @@ with tempfile.TemporaryDirectory() as d:
     expect(["inspect", good_gguf], 1, "magic", "a GGUF given to inspect")
     expect(["synth", "gpt-5", "-o", os.path.join(d, "x.gguf")], 2, "unknown shape", "unknown synth shape")
     expect(["nonsense"], 2, "unknown command", "unknown command")
-    expect(["ask", "--name", "bad/name", "hi"], 1, "segment name", "bad segment name")
+    expect(["ask", "--name", "bad/name", "hi"], 1, "may only hold", "bad appliance name")
     expect(["ask", "--max-tokens", "-3", "hi"], 2, "--max-tokens", "negative --max-tokens")
     expect(["ask", "--temperature", "nan", "hi"], 2, "--temperature", "NaN temperature")
 

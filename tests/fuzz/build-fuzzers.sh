@@ -1,13 +1,13 @@
 #!/bin/sh
-# build-fuzzers.sh CLANG SRCROOT OUTDIR DEPFILE fuzz_request.c fuzz_blob.c fuzz_gguf.c COMMON...
+# build-fuzzers.sh CLANG SRCROOT OUTDIR DEPFILE fuzz_request.c fuzz_ctl.c fuzz_blob.c fuzz_gguf.c fuzz_host.c COMMON...
 # Compiles the common sources once with libFuzzer, ASan and UBSan
 # instrumentation (nproc at a time), links one fuzzer per target file into
 # OUTDIR, and writes DEPFILE so that header changes rebuild them.
 set -eu
 clang=$1 root=$2 out=$3 depfile=$4
 shift 4
-targets="$1 $2 $3"
-shift 3
+targets="$1 $2 $3 $4 $5"
+shift 5
 obj="$out/fuzz-objs"
 mkdir -p "$obj"
 flags="-g -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined

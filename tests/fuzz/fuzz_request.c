@@ -1,8 +1,16 @@
-/* Fuzz target: the request check (nib_req_decode) that every request copied
- * out of shared memory goes through, then, for requests it accepts, the
- * tokenizer on the prompt bytes (with the blob named by $NIB_TEST_BLOB, when
- * set). Input: 64 request bytes, then prompt bytes. Any violated invariant
- * aborts. */
+/* Fuzz target: what the appliance reads from a host's ring (protocol
+ * version 3). Input: 64 request bytes, then prompt bytes.
+ *
+ *   1. the request check (nib_req_decode), with large and tiny limits;
+ *   2. for accepted text prompts, the tokenizer on the prompt bytes;
+ *   3. with a blob ($NIB_TEST_BLOB): the serve loop over a ring whose slots
+ *      hold the input (slot 0 as given, the others with the input's bytes
+ *      as their state, ticket, cancel and request words), so pick-up,
+ *      round-robin, the transitions and the response writes run on
+ *      hostile rings. max_tokens is folded to 1..8 there (the model's
+ *      speed is not under test).
+ *
+ * Any violated invariant aborts. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,12 +20,18 @@
 #include "rt/tokenizer.h"
 #include "tests/fuzz/fuzz.h"
 
+#define IDS_CAP (NIB_PROMPT_LIMIT + 2)
+
 static struct nib_blob_view view;
 static int have_view;
-static uint32_t ids[NIB_PROMPT_MAX + 2];
+static uint32_t *ids;
+static struct nib_server srv;
+static struct nib_shm_header *hdr;
+static uint8_t *ring;
 
 static void load_blob(void)
 {
+    ids = malloc(IDS_CAP * sizeof *ids);
     const char *path = getenv("NIB_TEST_BLOB");
     if (!path || !*path)
         return;
@@ -29,6 +43,15 @@ static void load_blob(void)
         return;
     }
     have_view = 1;
+    uint8_t *mem = aligned_alloc(64, (view.mem_size + 63) & ~63ull);
+    uint8_t *scratch = aligned_alloc(64, nib_server_scratch_footprint(&view));
+    hdr = aligned_alloc(4096, NIB_SHM_HEADER_MEMFD_SIZE);
+    memset(mem, 0, view.mem_size);
+    memset(hdr, 0, NIB_SHM_HEADER_MEMFD_SIZE);
+    nib_server_init(&srv, &view, mem, scratch, hdr, 1, 1, 1);
+    ring = aligned_alloc(4096, hdr->ring_size);
+    nib_server_set_ring(&srv, 0, ring, -1);
+    srv.rings[0].conn = 0; /* attached (no socket: the control channel is fuzz_ctl's) */
 }
 
 static void check(const uint8_t *data, size_t size, const struct nib_req_limits *lim)
@@ -42,11 +65,11 @@ static void check(const uint8_t *data, size_t size, const struct nib_req_limits 
         avail = lim->prompt_max;
     struct nib_req_decoded d;
     char err[NIB_ERRMSG_MAX];
-    if (nib_req_decode(&r, prompt, avail, lim, &d, ids, sizeof ids / sizeof ids[0], err,
-                       sizeof err) != 0) {
+    if (nib_req_decode(&r, prompt, avail, lim, &d, ids, IDS_CAP, err, sizeof err) != 0) {
         FUZZ_ASSERT(strchr(err, ':') != NULL);
         return;
     }
+    FUZZ_ASSERT(r.kind == NIB_REQ_KIND_TEXT);
     FUZZ_ASSERT(d.prompt_len <= lim->prompt_max);
     FUZZ_ASSERT(d.max_tokens >= 1 && d.max_tokens <= lim->slot_tokens);
     FUZZ_ASSERT(d.temperature >= 0.0f && d.temperature <= NIB_TEMPERATURE_MAX);
@@ -68,6 +91,51 @@ static void check(const uint8_t *data, size_t size, const struct nib_req_limits 
     }
 }
 
+static uint32_t word(const uint8_t *data, size_t size, size_t at)
+{
+    uint32_t w = 0;
+    for (size_t i = 0; i < 4; i++)
+        w |= (uint32_t)(at + i < size ? data[at + i] : 0) << (8 * i);
+    return w;
+}
+
+/* The ring filled from the input, then served until nothing is left. */
+static void serve_ring(const uint8_t *data, size_t size)
+{
+    memset(ring, 0, hdr->ring_size);
+    size_t plen = size > 64 ? size - 64 : 0;
+    if (plen > hdr->prompt_max)
+        plen = hdr->prompt_max;
+    for (uint32_t k = 0; k < hdr->n_slots; k++) {
+        struct nib_slot *s = nib_ring_slot(ring, hdr, k);
+        memcpy(&s->req, data, size < 64 ? size : 64);
+        memcpy(nib_slot_prompt(s, hdr), data + 64, plen);
+        if (s->req.max_tokens >= 1 && s->req.max_tokens <= hdr->slot_tokens)
+            s->req.max_tokens = 1 + s->req.max_tokens % 8;
+        s->state = k == 0 ? NIB_SLOT_SUBMITTED : word(data, size, 4 * k) % 6;
+        s->ticket = word(data, size, 16 + 4 * k);
+        s->cancel = k == 0 ? 0 : word(data, size, 32 + 4 * k) & 1;
+    }
+    uint64_t done0 = srv.stats->requests_done;
+    int served = 0;
+    while (nib_server_poll(&srv))
+        FUZZ_ASSERT(++served <= (int)hdr->n_slots);
+    FUZZ_ASSERT(served >= 1); /* slot 0 at least */
+    FUZZ_ASSERT(srv.stats->requests_done - done0 == (uint64_t)served);
+    for (uint32_t k = 0; k < hdr->n_slots; k++) {
+        struct nib_slot *s = nib_ring_slot(ring, hdr, k);
+        FUZZ_ASSERT(s->state != NIB_SLOT_SUBMITTED);
+        if (s->state != NIB_SLOT_DONE || s->status == NIB_ST_PENDING)
+            continue; /* not served: as the input left it */
+        FUZZ_ASSERT(s->served_ticket == s->ticket);
+        FUZZ_ASSERT(s->status >= NIB_ST_OK && s->status < NIB_ST_COUNT);
+        FUZZ_ASSERT(s->n_tokens <= hdr->slot_tokens && s->n_prompt <= s->n_tokens);
+        FUZZ_ASSERT(s->text_len <= hdr->slot_text);
+        FUZZ_ASSERT(s->t_done_ns >= s->t_start_ns);
+        FUZZ_ASSERT(memchr(s->error, 0, sizeof s->error) != NULL);
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static int init;
@@ -75,11 +143,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         load_blob();
         init = 1;
     }
-    const struct nib_req_limits big = {NIB_PROMPT_MAX, NIB_SLOT_TOKENS,
-                                       have_view ? view.h->hp.ctx_len : 256,
-                                       have_view ? view.h->hp.vocab_size : 512};
+    struct nib_req_limits big = {NIB_PROMPT_LIMIT, 1u << 17, 1u << 17, 512};
+    if (have_view)
+        big = srv.lim;
     const struct nib_req_limits tiny = {16, 8, 4, 3};
     check(data, size, &big);
     check(data, size, &tiny);
+    if (have_view)
+        serve_ring(data, size);
     return 0;
 }

@@ -6,12 +6,14 @@
  * gguf/    small LLaMA GGUFs from the test fixture (F32, F16, Q8_0, Q4_0,
  *          tied output, version 2), whole and cut at section bounds
  * request/ requests: good text, good ids, and one bad field each
+ * ctl/     control conversations (fuzz_ctl.c's record format) and one message
  *
  * The blob seeds come from `nib compile` of gguf/f32.gguf, cut to the bytes
  * before the weights (tests/fuzz/README.md). */
 #include <stdio.h>
 #include <string.h>
 
+#include "proto/ctl.h"
 #include "proto/shm_layout.h"
 #include "tests/common/gguf_fixture.h"
 #include "tools/compiler/gguf.h"
@@ -59,7 +61,7 @@ static int request_seed(const char *dir, const char *name, const struct nib_requ
 int main(int argc, char **argv)
 {
     if (argc != 2) {
-        fprintf(stderr, "usage: make_seeds OUTDIR (with gguf/ and request/ inside)\n");
+        fprintf(stderr, "usage: make_seeds OUTDIR (with gguf/, request/ and ctl/ inside)\n");
         return 2;
     }
     char gdir[400], rdir[400];
@@ -102,12 +104,52 @@ int main(int argc, char **argv)
     r.max_tokens = 0;
     rc |= request_seed(rdir, "bad-max-tokens", &r, "abc", 3);
     r.max_tokens = 1;
-    r.reserved[39] = 1;
+    r.reserved[35] = 1;
     rc |= request_seed(rdir, "bad-reserved", &r, "abc", 3);
+    r.reserved[35] = 0;
+    r.kind = NIB_REQ_KIND_CHAT;
+    rc |= request_seed(rdir, "bad-kind", &r, "abc", 3);
     memset(&r, 0, sizeof r);
     r.prompt_len = 0xFFFFFFFFu;
     r.max_tokens = 1;
     memcpy(&r.temperature, "\xff\xff\xff\x7f", 4); /* NaN */
     rc |= request_seed(rdir, "bad-everything", &r, "", 0);
+
+    /* ctl/: conversations of [connection][length][message] records
+     * (fuzz_ctl.c): attach, kick, detach; three hosts for two rings; a
+     * hang-up while attached; stop from the right and the wrong uid;
+     * malformed messages. */
+    char cdir[400];
+    snprintf(cdir, sizeof cdir, "%s/ctl", argv[1]);
+    const struct nib_ctl_msg at = nib_ctl_make(NIB_CTL_ATTACH), de = nib_ctl_make(NIB_CTL_DETACH),
+                             st = nib_ctl_make(NIB_CTL_STOP), ki = nib_ctl_make(NIB_CTL_KICK);
+    struct nib_ctl_msg bad = at;
+    bad.reserved[5] = 1;
+    const struct { uint8_t conn; const struct nib_ctl_msg *m; } convs[][6] = {
+        {{0, &at}, {0, &ki}, {0, &de}},
+        {{0, &at}, {1, &at}, {2, &at}, {1, NULL}, {2, &at}},
+        {{0, &at}, {2, &st}, {1, &at}, {0, &st}, {1, &at}},
+        {{1, &bad}, {1, &at}, {0, &at}, {0, &at}},
+    };
+    const char *const conv_names[] = {"attach-kick-detach", "three-hosts-two-rings",
+                                      "stop-denied-then-stop", "malformed-then-attach"};
+    for (size_t c = 0; c < sizeof convs / sizeof convs[0]; c++) {
+        uint8_t buf[6 * 66];
+        size_t n = 0;
+        for (size_t k = 0; k < 6 && (convs[c][k].m || convs[c][k].conn); k++) {
+            buf[n++] = convs[c][k].conn;
+            if (!convs[c][k].m) {
+                buf[n++] = 0xff; /* hang up */
+                continue;
+            }
+            buf[n++] = (uint8_t)sizeof(struct nib_ctl_msg);
+            memcpy(buf + n, convs[c][k].m, sizeof(struct nib_ctl_msg));
+            n += sizeof(struct nib_ctl_msg);
+        }
+        char file[128];
+        snprintf(file, sizeof file, "%s.bin", conv_names[c]);
+        rc |= put(cdir, file, buf, n);
+    }
+    rc |= put(cdir, "one-attach.bin", &at, sizeof at);
     return rc ? 1 : 0;
 }

@@ -4,16 +4,28 @@
  *
  *   many NAME EXPECTED N          N pipelined requests, each answer checked
  *   stress NAME EXPECTED N SEED   mixed lengths, some cancelled; totals as JSON
- *   scribble NAME EXPECTED N SEED N raw requests, most of them random bytes,
- *                                 valid ones interleaved and checked exactly
+ *   scribble NAME EXPECTED N SEED N raw requests in this host's own ring, most
+ *                                 of them random bytes, valid ones interleaved
+ *                                 and checked exactly; totals as JSON
  *   cancel-mid NAME               cancels a request mid-stream, checks the slot
  *   hog NAME                      long request; SIGSTOPs the appliance once
  *                                 it streams, prints "stopped", then pauses
- *   claim-die NAME                claims a slot by hand, prints, pauses
- *   lock-hang NAME                holds the claim lock, prints, pauses
- *   wait-gone NAME                submits, waits: must end with GONE
+ *   claim-die NAME                claims a slot of its ring by hand, prints
+ *                                 "claimed SLOT", pauses
+ *   wait-gone NAME                attaches, prints "attached", reads a line,
+ *                                 submits, prints "submitted", waits: must
+ *                                 end with GONE ("rc -2: MESSAGE")
  *   attach-then NAME              attaches, waits for a line on stdin, then
  *                                 must get GONE, then attaches again
+ *   seal-attack NAME              every resize/write/seal attempt on the two
+ *                                 descriptors it receives (and reopened
+ *                                 through /proc/self/fd): one line each,
+ *                                 "ATTEMPT refused (errno)" or "ATTEMPT
+ *                                 allowed"; exit 0 only if all were refused
+ *   fork NAME                     a child of an attached host uses the
+ *                                 parent's handle: it must attach afresh and
+ *                                 get its own exact answer; the parent's
+ *                                 request queued across the fork is exact
  *
  * EXPECTED holds one greedy reference per line:
  *   PROMPT<TAB>PROMPT_IDS<TAB>GENERATED_IDS<TAB>STATUS   (ids comma-separated)
@@ -28,17 +40,25 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <linux/futex.h>
+#include <poll.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "rt/sample.h"
+#include "proto/ctl.h"
 #include "proto/private/sync.h"
 #include "proto/shm_layout.h"
+#include "proto/shm_name.h"
+#include "rt/sample.h"
 #include "tools/host/nibhost.h"
+
+#ifndef F_SEAL_FUTURE_WRITE
+#define F_SEAL_FUTURE_WRITE 0x0010
+#endif
 
 #define MAX_CASES 64
 #define MAX_IDS 512
@@ -104,7 +124,7 @@ static void load_refs(const char *path)
 static struct nib_host *attach(const char *name)
 {
     struct nib_host *h;
-    if (nib_host_attach(&h, name) != NIB_HOST_OK)
+    if (nib_host_attach(&h, name, 30000) != NIB_HOST_OK)
         die("attach: %s", nib_host_error(h));
     return h;
 }
@@ -305,65 +325,106 @@ static int mode_stress(const char *name, const char *expected, int n, uint64_t s
 /* ---- raw access: the protocol by hand, for hosts that misbehave ---- */
 
 struct raw {
-    int fd;
-    uint8_t *base;
-    struct nib_shm_header *hdr;
+    int sock, hfd, rfd;
+    const struct nib_shm_header *hdr;  /* read-only mapping */
+    struct nib_shm_header g;           /* copy: the geometry */
+    uint8_t *ring;
+    size_t hsize, rsize;
+    struct nib_ring_header *rh;
+    uint32_t index;
 };
 
-static void raw_open(struct raw *r, const char *name)
+/* Attach by hand (docs/ring.md): connect, ATTACH, two descriptors. The
+ * descriptors stay open (seal-attack uses them). */
+static void raw_attach(struct raw *r, const char *name)
 {
-    char path[128];
-    snprintf(path, sizeof path, "/nibble-%s", name);
-    r->fd = shm_open(path, O_RDWR, 0);
-    if (r->fd < 0)
-        die("open %s: %s", path, strerror(errno));
-    r->base = mmap(NULL, NIB_SHM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
-    if (r->base == MAP_FAILED)
-        die("map %s: %s", path, strerror(errno));
-    r->hdr = (struct nib_shm_header *)(void *)r->base;
+    struct nib_name_paths paths;
+    char err[256];
+    if (nib_name_paths(name, &paths, err, sizeof err))
+        die("%s", err);
+    r->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", paths.sock);
+    if (r->sock < 0 || connect(r->sock, (struct sockaddr *)&sa, sizeof sa) != 0)
+        die("connect %s: %s", paths.sock, strerror(errno));
+    struct nib_ctl_msg m = nib_ctl_make(NIB_CTL_ATTACH);
+    if (send(r->sock, &m, sizeof m, MSG_NOSIGNAL) != (ssize_t)sizeof m)
+        die("send ATTACH: %s", strerror(errno));
+    struct pollfd p = {r->sock, POLLIN, 0};
+    if (poll(&p, 1, 30000) != 1)
+        die("no answer to ATTACH");
+    union {
+        struct cmsghdr c;
+        char buf[CMSG_SPACE(2 * sizeof(int))];
+    } ctl;
+    struct iovec iov = {&m, sizeof m};
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+                        .msg_controllen = sizeof ctl.buf};
+    ssize_t n = recvmsg(r->sock, &mh, MSG_CMSG_CLOEXEC);
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    if (n != (ssize_t)sizeof m || m.type != NIB_CTL_ATTACHED || !c ||
+        c->cmsg_len != CMSG_LEN(2 * sizeof(int)))
+        die("ATTACH: reply type 0x%x status %u", m.type, m.status);
+    int fds[2];
+    memcpy(fds, CMSG_DATA(c), sizeof fds);
+    r->hfd = fds[0];
+    r->rfd = fds[1];
+    r->hsize = (size_t)m.header_size;
+    r->rsize = (size_t)m.ring_size;
+    r->index = m.host_index;
+    r->hdr = mmap(NULL, r->hsize, PROT_READ, MAP_SHARED, r->hfd, 0);
+    r->ring = mmap(NULL, r->rsize, PROT_READ | PROT_WRITE, MAP_SHARED, r->rfd, 0);
+    if (r->hdr == MAP_FAILED || r->ring == MAP_FAILED)
+        die("map: %s", strerror(errno));
+    r->g = *r->hdr;
+    r->rh = (struct nib_ring_header *)(void *)r->ring;
+    if (r->g.magic != NIB_SHM_MAGIC || r->g.ring_size != r->rsize || r->rh->magic != NIB_RING_MAGIC)
+        die("raw attach: not a version %u appliance", NIB_SHM_VERSION);
 }
 
-static void raw_lock(struct raw *r, short type)
+static void raw_close(struct raw *r)
 {
-    struct flock fl = {.l_type = type, .l_whence = SEEK_SET, .l_start = NIB_CLAIM_LOCK_OFFSET,
-                       .l_len = 1};
-    while (fcntl(r->fd, type == F_UNLCK ? F_OFD_SETLK : F_OFD_SETLKW, &fl) != 0)
-        if (errno != EINTR)
-            die("claim lock: %s", strerror(errno));
+    munmap((void *)r->hdr, r->hsize);
+    munmap(r->ring, r->rsize);
+    close(r->hfd);
+    close(r->rfd);
+    close(r->sock);
 }
 
-/* Claim a FREE slot as the protocol says; -1 when the table is full. */
-static int raw_claim(struct raw *r, uint32_t pid)
+static struct nib_slot *raw_slot(struct raw *r, uint32_t i)
 {
-    raw_lock(r, F_WRLCK);
-    int got = -1;
-    for (uint32_t i = 0; i < NIB_SLOTS && got < 0; i++) {
-        struct nib_slot *s = nib_shm_slot(r->base, i);
-        if (nib_load_acq(&s->state) != NIB_SLOT_FREE)
-            continue;
-        nib_store_rel(&s->owner_pid, pid);
-        uint64_t t = r->hdr->next_ticket++;
-        nib_store_rel(&s->ticket, t);
-        nib_store_rel(&s->state, NIB_SLOT_CLAIMED);
-        got = (int)i;
+    return nib_ring_slot(r->ring, &r->g, i);
+}
+
+/* A FREE slot of our ring, CLAIMED; -1 when none. */
+static int raw_claim(struct raw *r)
+{
+    for (uint32_t i = 0; i < r->g.n_slots; i++) {
+        uint32_t expect = NIB_SLOT_FREE;
+        if (nib_cas(&raw_slot(r, i)->state, &expect, NIB_SLOT_CLAIMED))
+            return (int)i;
     }
-    raw_lock(r, F_UNLCK);
-    return got;
+    return -1;
 }
 
 static void raw_submit(struct raw *r, struct nib_slot *s)
 {
     s->cancel = 0;
     s->n_tokens = s->n_prompt = s->text_len = s->status = 0;
+    if (!s->ticket)
+        s->ticket = ++r->rh->next_ticket;
     nib_store_rel(&s->state, NIB_SLOT_SUBMITTED);
-    __atomic_fetch_add(&r->hdr->doorbell, 1, __ATOMIC_RELEASE);
-    syscall(SYS_futex, &r->hdr->doorbell, FUTEX_WAKE, 1, NULL, NULL, 0);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (nib_load_relaxed(&r->hdr->sleeping)) {
+        struct nib_ctl_msg m = nib_ctl_make(NIB_CTL_KICK);
+        send(r->sock, &m, sizeof m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
 }
 
-/* ---- scribble: random bytes in request fields, valid ones interleaved ---- */
+/* ---- scribble: random bytes in this host's own ring, valid ones interleaved ---- */
 
 enum kind { K_VALID, K_RANDOM_REQ, K_ONE_FIELD, K_RANDOM_PROMPT, K_RANDOM_IDS, K_SCRIBBLE_LATER,
-            K_BAD_OWNER, K_COUNT };
+            K_COUNT };
 
 struct inflight {
     int used, kind, ref;
@@ -390,40 +451,44 @@ static uint32_t ru32(uint64_t *rng)
     return v;
 }
 
-static void write_valid(struct nib_slot *s, const struct ref *ref, uint32_t max_tokens)
+static void write_valid(struct raw *r, struct nib_slot *s, const struct ref *ref,
+                        uint32_t max_tokens)
 {
     memset(&s->req, 0, sizeof s->req);
     s->req.prompt_len = (uint32_t)strlen(ref->prompt);
     s->req.max_tokens = max_tokens;
-    memcpy(s->prompt, ref->prompt, s->req.prompt_len);
+    memcpy(nib_slot_prompt(s, &r->g), ref->prompt, s->req.prompt_len);
 }
 
-static void write_garbage(struct nib_slot *s, int kind, uint64_t *rng, uint32_t vocab)
+static void write_garbage(struct raw *r, struct nib_slot *s, int kind, uint64_t *rng)
 {
-    uint32_t n;
+    uint32_t n, vocab = r->g.vocab_size, slot_tokens = r->g.slot_tokens;
+    uint8_t *prompt = nib_slot_prompt(s, &r->g);
     switch (kind) {
     case K_RANDOM_REQ: /* every byte of the request and some prompt bytes */
         rfill(rng, &s->req, sizeof s->req);
-        rfill(rng, s->prompt, 64);
+        rfill(rng, prompt, 64);
         if (ru32(rng) % 4 == 0) { /* sometimes far enough to reach the tokenizer */
             memset(s->req.reserved, 0, sizeof s->req.reserved);
+            s->req.kind = 0;
             s->req.prompt_len %= 9;
         }
-        if (s->req.max_tokens > 2 && s->req.max_tokens <= NIB_SLOT_TOKENS)
+        if (s->req.max_tokens > 2 && s->req.max_tokens <= slot_tokens)
             s->req.max_tokens = 1 + s->req.max_tokens % 2;
         break;
     case K_ONE_FIELD: { /* a good request with one field random */
         memset(&s->req, 0, sizeof s->req);
         s->req.prompt_len = 3;
         s->req.max_tokens = 1;
-        memcpy(s->prompt, "abc", 3);
+        memcpy(prompt, "abc", 3);
         uint32_t v = ru32(rng);
         switch (ru32(rng) % 16) {
         case 0: s->req.prompt_len = v; break;
-        case 1: s->req.max_tokens = v % 2 ? 0 : v | (NIB_SLOT_TOKENS + 1); break;
+        case 1: s->req.max_tokens = v % 2 ? 0 : v | (slot_tokens + 1); break;
         case 2: memcpy(&s->req.temperature, &v, 4); break;
         case 3: s->req.flags = v; break;
-        case 4: case 6: case 7: case 8: case 9: case 10: case 11: case 12: case 13: case 14:
+        case 4: s->req.kind = v | 1; break;
+        case 6: case 7: case 8: case 9: case 10: case 11: case 12: case 13: case 14:
             s->req.reserved[v % sizeof s->req.reserved] = (uint8_t)(v >> 8 | 1);
             break;
         default: s->req.seed = (uint64_t)v << 32 | ru32(rng); break; /* valid: served */
@@ -435,7 +500,7 @@ static void write_garbage(struct nib_slot *s, int kind, uint64_t *rng, uint32_t 
         s->req.prompt_len = ru32(rng) % 9;
         s->req.max_tokens = 1 + ru32(rng) % 2;
         s->req.flags = ru32(rng) & NIB_REQ_NO_BOS;
-        rfill(rng, s->prompt, s->req.prompt_len);
+        rfill(rng, prompt, s->req.prompt_len);
         break;
     case K_RANDOM_IDS: /* ids, some out of range, odd lengths */
         memset(&s->req, 0, sizeof s->req);
@@ -446,7 +511,7 @@ static void write_garbage(struct nib_slot *s, int kind, uint64_t *rng, uint32_t 
         for (uint32_t i = 0; i < n; i++) {
             uint32_t id = ru32(rng);
             id = ru32(rng) % 16 == 0 ? id : id % vocab;
-            memcpy(s->prompt + 4 * i, &id, 4);
+            memcpy(prompt + 4 * i, &id, 4);
         }
         break;
     default:
@@ -458,7 +523,7 @@ static void write_garbage(struct nib_slot *s, int kind, uint64_t *rng, uint32_t 
  * model is the slow part, so it is kept to short prompts and 1-2 tokens). */
 static int pick_kind(uint64_t *rng)
 {
-    static const int weights[K_COUNT] = {0, 40, 35, 4, 11, 5, 5};
+    static const int weights[K_COUNT] = {0, 40, 35, 4, 11, 10};
     int x = (int)(ru32(rng) % 100);
     for (int k = 1; k < K_COUNT; k++)
         if ((x -= weights[k]) < 0)
@@ -469,48 +534,48 @@ static int pick_kind(uint64_t *rng)
 static int mode_scribble(const char *name, const char *expected, int n, uint64_t seed)
 {
     load_refs(expected);
-    struct nib_host *h = attach(name); /* for the header checks and the vocabulary size */
-    uint32_t vocab = nib_host_vocab_size(h);
     struct raw r;
-    raw_open(&r, name);
-    uint32_t me = (uint32_t)getpid();
+    raw_attach(&r, name);
     uint64_t rng = nib_rng_seed(seed);
-    enum { WIN = 8 };
+    enum { WIN = NIB_RING_SLOTS };
     struct inflight q[WIN] = {{0}};
-    uint64_t count[K_COUNT] = {0}, done = 0, rejected = 0, abandoned = 0, valid_ok = 0;
+    uint64_t count[K_COUNT] = {0}, done = 0, rejected = 0, valid_ok = 0, jumped = 0;
+    uint64_t by_status[NIB_ST_COUNT + 1] = {0};
     int sent = 0;
+    pid_t app = (pid_t)r.g.appliance_pid;
     while ((int)done < n) {
         for (int i = 0; i < WIN && sent < n; i++) {
             if (q[i].used)
                 continue;
-            int slot = raw_claim(&r, me);
+            int slot = raw_claim(&r);
             if (slot < 0)
                 break;
-            struct nib_slot *s = nib_shm_slot(r.base, (uint32_t)slot);
+            struct nib_slot *s = raw_slot(&r, (uint32_t)slot);
             int kind = sent % 16 == 0 ? K_VALID : pick_kind(&rng);
             q[i] = (struct inflight){1, kind, 0, 0, 0, slot};
             if (kind == K_VALID) {
                 q[i].ref = (int)(ru32(&rng) % (uint32_t)n_refs);
                 q[i].max_tokens = 1 + ru32(&rng) % 2;
-                write_valid(s, &refs[q[i].ref], q[i].max_tokens);
-            } else if (kind == K_SCRIBBLE_LATER || kind == K_BAD_OWNER) {
-                write_garbage(s, K_RANDOM_PROMPT, &rng, vocab);
+                write_valid(&r, s, &refs[q[i].ref], q[i].max_tokens);
+            } else if (kind == K_SCRIBBLE_LATER) {
+                write_garbage(&r, s, K_RANDOM_PROMPT, &rng);
             } else {
-                write_garbage(s, kind, &rng, vocab);
+                write_garbage(&r, s, kind, &rng);
             }
-            if (kind == K_BAD_OWNER) /* no such process: the appliance drops it */
-                s->owner_pid = ru32(&rng) % 2 ? 0 : (1u << 22) + ru32(&rng) % 1000;
-            if (kind != K_VALID && ru32(&rng) % 8 == 0)
-                s->ticket = (uint64_t)ru32(&rng) << 32 | ru32(&rng); /* jump the queue */
-            q[i].ticket = s->ticket;
+            s->ticket = 0;
+            if (kind != K_VALID && ru32(&rng) % 8 == 0) { /* jump our own queue */
+                s->ticket = (uint64_t)ru32(&rng) << 32 | ru32(&rng);
+                jumped++;
+            }
             raw_submit(&r, s);
+            q[i].ticket = s->ticket;
             if (kind == K_SCRIBBLE_LATER) {
                 /* Race the appliance: rewrite the request and the response
                  * counters while it may be reading or running it. */
                 for (int k = 0; k < 4; k++) {
                     rfill(&rng, &s->req, sizeof s->req);
                     rfill(&rng, &s->n_tokens, 12);
-                    rfill(&rng, s->prompt, 16);
+                    rfill(&rng, nib_slot_prompt(s, &r.g), 16);
                     s->cancel = ru32(&rng);
                 }
             }
@@ -521,55 +586,57 @@ static int mode_scribble(const char *name, const char *expected, int n, uint64_t
         for (int i = 0; i < WIN; i++) {
             if (!q[i].used)
                 continue;
-            struct nib_slot *s = nib_shm_slot(r.base, (uint32_t)q[i].slot);
+            struct nib_slot *s = raw_slot(&r, (uint32_t)q[i].slot);
             uint32_t st = nib_load_acq(&s->state);
-            /* A dropped slot may already hold a newer request of ours. */
-            if (st == NIB_SLOT_FREE || nib_load_relaxed(&s->ticket) != q[i].ticket) {
-                if (q[i].kind != K_BAD_OWNER)
-                    die("slot %d went FREE under a live host (kind %d)", q[i].slot, q[i].kind);
-                abandoned++;
-            } else if (st == NIB_SLOT_DONE) {
-                if (q[i].kind == K_VALID) {
-                    struct nib_progress pr = {0};
-                    pr.n_tokens = nib_load_acq(&s->n_tokens);
-                    pr.n_prompt = s->n_prompt;
-                    pr.tokens = s->tokens;
-                    pr.status = s->status;
-                    if (pr.n_tokens > NIB_SLOT_TOKENS || pr.n_prompt > pr.n_tokens)
-                        die("valid request: counts %u/%u out of range", pr.n_prompt, pr.n_tokens);
-                    if (pr.status == NIB_ST_BAD_REQUEST)
-                        die("valid request rejected: %s", s->error);
-                    check_answer(&refs[q[i].ref], &pr, q[i].max_tokens, 0, "scribble");
-                    valid_ok++;
-                } else {
-                    if (nib_load_acq(&s->text_len) > NIB_SLOT_TEXT && q[i].kind != K_SCRIBBLE_LATER)
-                        die("text_len out of range");
-                    if (s->status == NIB_ST_BAD_REQUEST) {
-                        rejected++;
-                        if (!memchr(s->error, 0, sizeof s->error) || !strchr(s->error, ':'))
-                            die("error message '%.*s' names no field", NIB_ERRMSG_MAX, s->error);
-                    }
-                }
-                nib_store_rel(&s->state, NIB_SLOT_FREE);
-            } else {
+            if (st == NIB_SLOT_FREE || nib_load_relaxed(&s->ticket) != q[i].ticket)
+                die("slot %d changed under its only writer (kind %d, state %u)", q[i].slot,
+                    q[i].kind, st);
+            if (st != NIB_SLOT_DONE)
                 continue;
+            uint32_t status = s->status;
+            by_status[status < NIB_ST_COUNT ? status : NIB_ST_COUNT]++;
+            if (q[i].kind == K_VALID) {
+                struct nib_progress pr = {0};
+                pr.n_tokens = nib_load_acq(&s->n_tokens);
+                pr.n_prompt = s->n_prompt;
+                pr.tokens = nib_slot_tokens(s, &r.g);
+                pr.status = status;
+                if (pr.n_tokens > r.g.slot_tokens || pr.n_prompt > pr.n_tokens)
+                    die("valid request: counts %u/%u out of range", pr.n_prompt, pr.n_tokens);
+                if (pr.status == NIB_ST_BAD_REQUEST)
+                    die("valid request rejected: %s", s->error);
+                if (s->served_ticket != q[i].ticket)
+                    die("valid request: served ticket %llu, submitted %llu",
+                        (unsigned long long)s->served_ticket, (unsigned long long)q[i].ticket);
+                check_answer(&refs[q[i].ref], &pr, q[i].max_tokens, 0, "scribble");
+                valid_ok++;
+            } else {
+                if (nib_load_acq(&s->text_len) > r.g.slot_text && q[i].kind != K_SCRIBBLE_LATER)
+                    die("text_len out of range");
+                if (status == NIB_ST_BAD_REQUEST) {
+                    rejected++;
+                    if (!memchr(s->error, 0, sizeof s->error) || !strchr(s->error, ':'))
+                        die("error message '%.*s' names no field", NIB_ERRMSG_MAX, s->error);
+                }
             }
+            nib_store_rel(&s->state, NIB_SLOT_FREE);
             q[i].used = 0;
             done++;
             progressed = 1;
         }
         if (!progressed) {
-            if (kill((pid_t)nib_host_appliance_pid(h), 0) != 0)
-                die("the appliance died");
+            struct pollfd p = {r.sock, POLLIN, 0};
+            if (poll(&p, 1, 0) == 1 || (app > 0 && kill(app, 0) != 0))
+                die("the appliance died (or hung up)");
             sleep_us(10); /* leave the CPU to the appliance */
         }
     }
-    munmap(r.base, NIB_SHM_SIZE);
-    close(r.fd);
-    nib_host_detach(h);
+    raw_close(&r);
     printf("{\"requests\": %d, \"valid_ok\": %" PRIu64 ", \"rejected\": %" PRIu64
-           ", \"abandoned\": %" PRIu64 ", \"scribbled_late\": %" PRIu64 "}\n",
-           n, valid_ok, rejected, abandoned, count[K_SCRIBBLE_LATER]);
+           ", \"scribbled_late\": %" PRIu64 ", \"tickets_jumped\": %" PRIu64 ", \"ok\": %" PRIu64
+           ", \"eos\": %" PRIu64 ", \"cancelled\": %" PRIu64 ", \"host_changed\": %" PRIu64 "}\n",
+           n, valid_ok, rejected, count[K_SCRIBBLE_LATER], jumped, by_status[NIB_ST_OK],
+           by_status[NIB_ST_EOS], by_status[NIB_ST_CANCELLED], by_status[NIB_ST_HOST_CHANGED]);
     return 0;
 }
 
@@ -586,7 +653,7 @@ static int pause_forever(void)
 static int mode_hog(const char *name)
 {
     struct nib_host *h = attach(name);
-    struct nib_gen_params p = {.max_tokens = NIB_SLOT_TOKENS};
+    struct nib_gen_params p = {.max_tokens = nib_host_slot_tokens(h) - 32};
     struct nib_req_handle r;
     if (nib_host_submit(h, "Once upon a time", 16, &p, &r) != NIB_HOST_OK)
         die("submit: %s", nib_host_error(h));
@@ -613,7 +680,7 @@ static int mode_hog(const char *name)
 static int mode_cancel_mid(const char *name)
 {
     struct nib_host *h = attach(name);
-    struct nib_gen_params p = {.max_tokens = NIB_SLOT_TOKENS};
+    struct nib_gen_params p = {.max_tokens = nib_host_slot_tokens(h) - 32};
     struct nib_req_handle r;
     if (nib_host_submit(h, "Once upon a time", 16, &p, &r) != NIB_HOST_OK)
         die("submit: %s", nib_host_error(h));
@@ -643,41 +710,30 @@ static int mode_cancel_mid(const char *name)
     if (nib_host_release(h, &r) != NIB_HOST_OK)
         die("release: %s", nib_host_error(h));
     /* Every slot can be had again. */
-    struct nib_req_handle all[NIB_SLOTS];
+    uint32_t n = nib_host_slots(h);
+    struct nib_req_handle all[NIB_RING_SLOTS];
     p.max_tokens = 1;
-    for (int i = 0; i < NIB_SLOTS; i++)
+    for (uint32_t i = 0; i < n; i++)
         if (nib_host_submit(h, "a", 1, &p, &all[i]) != NIB_HOST_OK)
-            die("slot %d after the cancel: %s", i, nib_host_error(h));
-    for (int i = 0; i < NIB_SLOTS; i++)
+            die("slot %u after the cancel: %s", i, nib_host_error(h));
+    for (uint32_t i = 0; i < n; i++)
         if (nib_host_wait(h, &all[i], NIB_HOST_WAIT_DONE, 30000, &pr) != NIB_HOST_OK ||
             nib_host_release(h, &all[i]) != NIB_HOST_OK)
             die("after the cancel: %s", nib_host_error(h));
-    printf("cancelled after %u tokens (%u at the cancel), all %d slots free again\n", n_gen,
-           at_stop, NIB_SLOTS);
+    printf("cancelled after %u tokens (%u at the cancel), all %u slots free again\n", n_gen,
+           at_stop, n);
     nib_host_detach(h);
     return 0;
 }
 
 static int mode_claim_die(const char *name)
 {
-    struct nib_host *h = attach(name);
     struct raw r;
-    raw_open(&r, name);
-    int slot = raw_claim(&r, (uint32_t)getpid());
+    raw_attach(&r, name);
+    int slot = raw_claim(&r);
     if (slot < 0)
         die("no free slot");
     printf("claimed %d\n", slot);
-    fflush(stdout);
-    (void)h;
-    return pause_forever();
-}
-
-static int mode_lock_hang(const char *name)
-{
-    struct raw r;
-    raw_open(&r, name);
-    raw_lock(&r, F_WRLCK);
-    printf("locked\n");
     fflush(stdout);
     return pause_forever();
 }
@@ -685,6 +741,11 @@ static int mode_lock_hang(const char *name)
 static int mode_wait_gone(const char *name)
 {
     struct nib_host *h = attach(name);
+    printf("attached %" PRIu64 "\n", nib_host_epoch(h));
+    fflush(stdout);
+    char line[64];
+    if (!fgets(line, sizeof line, stdin))
+        die("no line on stdin");
     struct nib_gen_params p = {.max_tokens = 8};
     struct nib_req_handle r;
     if (nib_host_submit(h, "Once upon a time", 16, &p, &r) != NIB_HOST_OK)
@@ -724,6 +785,145 @@ static int mode_attach_then(const char *name)
     return 0;
 }
 
+/* ---- seal-attack: what a host could try on the descriptors it receives ---- */
+
+static int refused_all = 1;
+
+static void attempt(const char *what, int rc)
+{
+    if (rc == 0) {
+        printf("%s allowed\n", what);
+        refused_all = 0;
+    } else {
+        printf("%s refused (%s)\n", what, strerror(errno));
+    }
+}
+
+static int try_mmap(int fd, size_t size, int prot)
+{
+    void *p = mmap(NULL, size, prot, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED)
+        return -1;
+    munmap(p, size);
+    return 0;
+}
+
+static int reopen(int fd, int flags)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    return open(path, flags | O_CLOEXEC);
+}
+
+static int mode_seal_attack(const char *name)
+{
+    struct raw r;
+    raw_attach(&r, name);
+    off_t hs = (off_t)r.hsize, rs = (off_t)r.rsize;
+    /* The header: nothing may write, resize or seal it. */
+    attempt("header-ftruncate-0", ftruncate(r.hfd, 0));
+    attempt("header-ftruncate-half", ftruncate(r.hfd, hs / 2));
+    attempt("header-ftruncate-grow", ftruncate(r.hfd, hs * 2));
+    attempt("header-fallocate-grow", fallocate(r.hfd, 0, hs, 4096));
+    attempt("header-punch-hole",
+            fallocate(r.hfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, hs));
+    attempt("header-pwrite", pwrite(r.hfd, "x", 1, 0) == 1 ? 0 : -1);
+    attempt("header-mmap-rw", try_mmap(r.hfd, r.hsize, PROT_READ | PROT_WRITE));
+    attempt("header-mprotect-rw", mprotect((void *)r.hdr, r.hsize, PROT_READ | PROT_WRITE));
+    attempt("header-add-seal-write", fcntl(r.hfd, F_ADD_SEALS, F_SEAL_WRITE));
+    int fd = reopen(r.hfd, O_RDWR);
+    if (fd < 0) {
+        attempt("header-reopen-rdwr", -1);
+    } else {
+        attempt("header-reopen-pwrite", pwrite(fd, "x", 1, 0) == 1 ? 0 : -1);
+        attempt("header-reopen-mmap-rw", try_mmap(fd, r.hsize, PROT_READ | PROT_WRITE));
+        attempt("header-reopen-ftruncate", ftruncate(fd, 0));
+        close(fd);
+    }
+    /* The ring: its own host writes it, but nobody resizes or seals it. */
+    attempt("ring-ftruncate-0", ftruncate(r.rfd, 0));
+    attempt("ring-ftruncate-tail", ftruncate(r.rfd, rs - 4096));
+    attempt("ring-ftruncate-grow", ftruncate(r.rfd, rs + 4096));
+    attempt("ring-fallocate-grow", fallocate(r.rfd, 0, rs, 4096));
+    attempt("ring-add-seal-write", fcntl(r.rfd, F_ADD_SEALS, F_SEAL_WRITE));
+    attempt("ring-add-seal-future-write", fcntl(r.rfd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE));
+    fd = reopen(r.rfd, O_RDWR);
+    if (fd < 0) {
+        attempt("ring-reopen-rdwr", -1);
+    } else {
+        attempt("ring-reopen-ftruncate", ftruncate(fd, 0));
+        attempt("ring-reopen-add-seal", fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE));
+        close(fd);
+    }
+    struct stat st;
+    if (fstat(r.hfd, &st) != 0 || st.st_size != hs || fstat(r.rfd, &st) != 0 || st.st_size != rs)
+        die("a memfd changed size");
+    /* Still mapped and readable: no SIGBUS anywhere. */
+    volatile uint8_t sink = ((const volatile uint8_t *)r.hdr)[r.hsize - 1];
+    sink ^= ((volatile uint8_t *)r.ring)[r.rsize - 1];
+    (void)sink;
+    raw_close(&r);
+    return refused_all ? 0 : 1;
+}
+
+/* ---- fork: a child of an attached host attaches afresh ---- */
+
+static int mode_fork(const char *name)
+{
+    struct nib_host *h = attach(name);
+    const char *prompt = "Lily and Ben";
+    struct nib_gen_params p = {.max_tokens = 8};
+    struct nib_req_handle r;
+    struct nib_progress pr;
+    /* The reference: the same prompt, asked before the fork. */
+    if (nib_host_submit(h, prompt, strlen(prompt), &p, &r) != NIB_HOST_OK ||
+        nib_host_wait(h, &r, NIB_HOST_WAIT_DONE, 30000, &pr) != NIB_HOST_OK)
+        die("reference: %s", nib_host_error(h));
+    uint32_t ref[64], n_ref = pr.n_tokens - pr.n_prompt;
+    memcpy(ref, pr.tokens + pr.n_prompt, n_ref * 4);
+    nib_host_release(h, &r);
+    uint32_t parent_ring = nib_host_host_index(h);
+    /* A request queued across the fork. */
+    if (nib_host_submit(h, prompt, strlen(prompt), &p, &r) != NIB_HOST_OK)
+        die("submit: %s", nib_host_error(h));
+    fflush(stdout);
+    pid_t child = fork();
+    if (child < 0)
+        die("fork: %s", strerror(errno));
+    if (child == 0) {
+        struct nib_req_handle c;
+        if (nib_host_poll(h, &r, &pr) != NIB_HOST_ERR)
+            die("child: the parent's request handle worked in the child");
+        if (nib_host_host_index(h) == parent_ring)
+            die("child: still on the parent's ring %u", parent_ring);
+        if (nib_host_submit(h, prompt, strlen(prompt), &p, &c) != NIB_HOST_OK ||
+            nib_host_wait(h, &c, NIB_HOST_WAIT_DONE, 30000, &pr) != NIB_HOST_OK)
+            die("child: %s", nib_host_error(h));
+        if (pr.n_tokens - pr.n_prompt != n_ref ||
+            memcmp(pr.tokens + pr.n_prompt, ref, n_ref * 4))
+            die("child: answer differs from the parent's reference");
+        printf("child: attached afresh on ring %u (parent's %u), exact answer of %u tokens\n",
+               nib_host_host_index(h), parent_ring, n_ref);
+        nib_host_release(h, &c);
+        nib_host_detach(h);
+        fflush(stdout);
+        _exit(0);
+    }
+    int status;
+    if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        die("the child failed (status 0x%x)", status);
+    if (nib_host_wait(h, &r, NIB_HOST_WAIT_DONE, 30000, &pr) != NIB_HOST_OK)
+        die("parent: %s", nib_host_error(h));
+    if (pr.n_tokens - pr.n_prompt != n_ref || memcmp(pr.tokens + pr.n_prompt, ref, n_ref * 4))
+        die("parent: the request queued across the fork differs from the reference");
+    if (nib_host_host_index(h) != parent_ring || nib_host_check(h) != NIB_HOST_OK)
+        die("parent: lost its ring or connection: %s", nib_host_error(h));
+    nib_host_release(h, &r);
+    printf("parent: request queued across the fork exact, still on ring %u\n", parent_ring);
+    nib_host_detach(h);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -739,13 +939,15 @@ int main(int argc, char **argv)
         return mode_cancel_mid(argv[2]);
     if (argc == 3 && !strcmp(argv[1], "claim-die"))
         return mode_claim_die(argv[2]);
-    if (argc == 3 && !strcmp(argv[1], "lock-hang"))
-        return mode_lock_hang(argv[2]);
     if (argc == 3 && !strcmp(argv[1], "wait-gone"))
         return mode_wait_gone(argv[2]);
     if (argc == 3 && !strcmp(argv[1], "attach-then"))
         return mode_attach_then(argv[2]);
-    fprintf(stderr, "usage: proto_host many|stress|scribble|hog|claim-die|lock-hang|wait-gone|"
-                    "attach-then NAME ...\n");
+    if (argc == 3 && !strcmp(argv[1], "seal-attack"))
+        return mode_seal_attack(argv[2]);
+    if (argc == 3 && !strcmp(argv[1], "fork"))
+        return mode_fork(argv[2]);
+    fprintf(stderr, "usage: proto_host many|stress|scribble|hog|cancel-mid|claim-die|wait-gone|"
+                    "attach-then|seal-attack|fork NAME ...\n");
     return 2;
 }

@@ -6,51 +6,75 @@
 
 #include "proto/shm_layout.h"
 #include "proto/stats.h"
+#include "proto/utf8.h"
 #include "tools/cli/cli.h"
+#include "proto/private/sync.h"
 #include "tools/util/args.h"
 #include "tools/host/nibhost.h"
 
-/* Length of the well-formed UTF-8 sequence at s (n bytes left), or 0. */
-static size_t utf8_seq(const unsigned char *s, size_t n)
+/* Every wait of nib ask, stop and stats ends after this long (--timeout). */
+#define ASK_TIMEOUT_DEFAULT_S 60
+
+/* The model's bytes as text: well-formed UTF-8 only, every invalid
+ * subpart replaced by U+FFFD (proto/utf8.h, the rule nibhost.py shares). */
+static void text_out(FILE *f, const char *s, size_t n)
 {
-    size_t len = s[0] < 0x80 ? 1 : (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3
-               : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
-    if (len == 0 || len > n || (len == 2 && s[0] < 0xC2))
-        return 0;
-    for (size_t i = 1; i < len; i++)
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-    return len;
+    const uint8_t *b = (const uint8_t *)s;
+    size_t i = 0;
+    while (i < n) {
+        uint32_t cp;
+        int inc;
+        size_t k = nib_utf8_step(b + i, n - i, &cp, &inc);
+        uint8_t enc[4];
+        fwrite(enc, 1, nib_utf8_encode(cp, enc), f);
+        i += k;
+    }
 }
 
-/* JSON strings must be UTF-8: bytes the model produced that do not form
- * UTF-8 (a byte token on its own) are written as U+FFFD. The token ids are
- * always exact. */
+/* A JSON string of the same text: always valid UTF-8 (non-ASCII written as
+ * itself, U+FFFD for invalid bytes), '"', '\\' and control characters
+ * escaped. The token ids are always exact. */
 static void json_string(FILE *f, const char *s, size_t n)
 {
+    const uint8_t *b = (const uint8_t *)s;
     fputc('"', f);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        size_t len = utf8_seq((const unsigned char *)s + i, n - i);
-        if (len == 0) {
-            fputs("\\ufffd", f);
-        } else if (len > 1) {
-            fwrite(s + i, 1, len, f);
-            i += len - 1;
-        } else if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c == '\n')
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        int inc;
+        size_t k = nib_utf8_step(b + i, n - i, &cp, &inc);
+        i += k;
+        if (cp >= 0x80) {
+            uint8_t enc[4];
+            fwrite(enc, 1, nib_utf8_encode(cp, enc), f);
+        } else if (cp == '"' || cp == '\\')
+            fprintf(f, "\\%c", (int)cp);
+        else if (cp == '\n')
             fputs("\\n", f);
-        else if (c == '\t')
+        else if (cp == '\t')
             fputs("\\t", f);
-        else if (c == '\r')
+        else if (cp == '\r')
             fputs("\\r", f);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
+        else if (cp < 0x20)
+            fprintf(f, "\\u%04x", (unsigned)cp);
         else
-            fputc(c, f);
+            fputc((int)cp, f);
     }
     fputc('"', f);
+}
+
+/* --timeout SECONDS: a positive number of seconds, into ms. */
+static int args_timeout(struct nib_args *a, int *ms)
+{
+    float sec;
+    if (nib_args_f32(a, 0.001f, 86400.0f, &sec))
+        return 2;
+    *ms = (int)(sec * 1000.0f) > 0 ? (int)(sec * 1000.0f) : 1;
+    return 0;
+}
+
+static uint64_t mono_ms(void)
+{
+    return nib_now_ns() / 1000000u;
 }
 
 static void json_ids(FILE *f, const uint32_t *ids, uint32_t n)
@@ -68,36 +92,32 @@ static void on_sigint(int sig)
     interrupted = 1;
 }
 
-/* Attach to the appliance NAME, or say why not on stderr and return NULL. */
-static struct nib_host *attach(const char *cmd, const char *name)
-{
-    struct nib_host *h;
-    if (nib_host_attach(&h, name) == NIB_HOST_OK)
-        return h;
-    fprintf(stderr, "%s: %s\n", cmd, nib_host_error(h));
-    nib_host_detach(h);
-    return NULL;
-}
-
 static void ask_usage(FILE *f)
 {
-    fprintf(f, "usage: nib ask [--name NAME] [--max-tokens N] [--temperature T] [--seed S] [--no-bos] [--json] [--] PROMPT\n"
-               "  a PROMPT that starts with '-' goes after --\n");
+    fprintf(f, "usage: nib ask [--name NAME] [--max-tokens N] [--temperature T] [--seed S] "
+               "[--no-bos] [--json]\n"
+               "               [--timeout SECONDS] [--] PROMPT\n"
+               "  a PROMPT that starts with '-' goes after --\n"
+               "  --timeout  give up (the request is cancelled) after this long; default %d s.\n"
+               "             Every wait is bounded by it: attaching, a full ring, the answer.\n"
+               "  Text is printed as UTF-8: bytes of the model that are not well-formed\n"
+               "  UTF-8 become U+FFFD (also in --json, which is always valid UTF-8).\n",
+            ASK_TIMEOUT_DEFAULT_S);
 }
 
-enum { O_NAME = NIB_ARGS_OPT, O_MAX_TOKENS, O_TEMPERATURE, O_SEED, O_NO_BOS, O_JSON };
+enum { O_NAME = NIB_ARGS_OPT, O_MAX_TOKENS, O_TEMPERATURE, O_SEED, O_NO_BOS, O_JSON, O_TIMEOUT };
 
 int nib_ask_main(int argc, char **argv)
 {
+    const char *name = NULL, *prompt = NULL;
+    struct nib_gen_params p = {.max_tokens = 64, .temperature = 0.0f, .seed = 0};
     static const struct nib_opt opts[] = {
         {"--name", O_NAME, 1},       {"--max-tokens", O_MAX_TOKENS, 1},
         {"--temperature", O_TEMPERATURE, 1}, {"--seed", O_SEED, 1},
         {"--no-bos", O_NO_BOS, 0},   {"--json", O_JSON, 0},
-        {NULL, 0, 0},
+        {"--timeout", O_TIMEOUT, 1}, {NULL, 0, 0},
     };
-    const char *name = NULL, *prompt = NULL;
-    struct nib_gen_params p = {.max_tokens = 64, .temperature = 0.0f, .seed = 0};
-    int json = 0, seed_given = 0;
+    int json = 0, seed_given = 0, timeout_ms = ASK_TIMEOUT_DEFAULT_S * 1000;
     struct nib_args a;
     nib_args_init(&a, "nib ask", argc, argv, opts, ask_usage, &prompt);
     int o;
@@ -105,7 +125,8 @@ int nib_ask_main(int argc, char **argv)
         if (o == O_NAME)
             name = a.value;
         else if (o == O_MAX_TOKENS) {
-            if (nib_args_u32(&a, 1, NIB_SLOT_TOKENS, &p.max_tokens))
+            /* The appliance checks against its own context length. */
+            if (nib_args_u32(&a, 1, NIB_PROMPT_LIMIT, &p.max_tokens))
                 return 2;
         } else if (o == O_TEMPERATURE) {
             if (nib_args_f32(&a, 0, 100, &p.temperature))
@@ -118,6 +139,10 @@ int nib_ask_main(int argc, char **argv)
             p.no_bos = 1;
         else if (o == O_JSON)
             json = 1;
+        else if (o == O_TIMEOUT) {
+            if (args_timeout(&a, &timeout_ms))
+                return 2;
+        }
     }
     if (o == NIB_ARGS_EXIT)
         return a.status;
@@ -125,21 +150,33 @@ int nib_ask_main(int argc, char **argv)
         return nib_args_missing(&a);
     if (seed_given && p.temperature == 0.0f)
         nib_args_note("nib ask", "--seed is ignored: temperature 0 decodes greedily");
-    struct nib_host *h = attach("nib ask", name);
-    if (!h)
+    uint64_t deadline = mono_ms() + (uint64_t)timeout_ms;
+    struct nib_host *h;
+    int rc;
+    /* Every ring attached (--max-hosts) is back-pressure too: try again
+     * until the timeout. */
+    while ((rc = nib_host_attach(&h, name, timeout_ms)) == NIB_HOST_BUSY &&
+           mono_ms() + 50 < deadline) {
+        nib_host_detach(h);
+        struct timespec ts = {0, 50000000L};
+        nanosleep(&ts, NULL);
+    }
+    if (rc != NIB_HOST_OK) {
+        fprintf(stderr, "nib ask: %s\n", nib_host_error(h));
+        nib_host_detach(h);
         return 1;
+    }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL);
 
     struct nib_req_handle r;
-    int rc;
-    /* A full table is back-pressure: wait for a slot (in short steps, so
-     * Ctrl-C still works). */
+    /* A full ring is back-pressure: wait for a slot (in short steps, so
+     * Ctrl-C still works), up to the timeout. */
     p.busy_wait_ms = 100;
     while ((rc = nib_host_submit(h, prompt, strlen(prompt), &p, &r)) == NIB_HOST_BUSY &&
-           !interrupted)
+           !interrupted && mono_ms() < deadline)
         ;
     if (rc != NIB_HOST_OK) {
         fprintf(stderr, "nib ask: %s\n", interrupted ? "interrupted" : nib_host_error(h));
@@ -151,10 +188,17 @@ int nib_ask_main(int argc, char **argv)
     int cancelled = 0;
     for (;;) {
         rc = nib_host_wait(h, &r, seen, 100, &pr);
-        if (rc == NIB_HOST_TIMEOUT && !interrupted)
-            continue;
         if (rc != NIB_HOST_OK && rc != NIB_HOST_TIMEOUT) {
             fprintf(stderr, "\nnib ask: %s\n", nib_host_error(h));
+            nib_host_detach(h);
+            return 1;
+        }
+        if (!pr.done && mono_ms() >= deadline) {
+            /* Hanging up ends the request too (the appliance drops a gone
+             * host's requests); cancel says it first. */
+            nib_host_cancel(h, &r);
+            fprintf(stderr, "%snib ask: no answer within %.1f s (--timeout): the request was "
+                    "cancelled\n", json || !shown ? "" : "\n", timeout_ms / 1000.0);
             nib_host_detach(h);
             return 1;
         }
@@ -163,17 +207,23 @@ int nib_ask_main(int argc, char **argv)
             cancelled = 1;
         }
         if (!json && pr.text_len > shown) {
-            if (shown == 0)
-                fputs(prompt, stdout);
-            fwrite(pr.text + shown, 1, pr.text_len - shown, stdout);
+            /* Never half a character: hold back a trailing incomplete
+             * sequence until more bytes come, or the end. */
+            uint32_t k = pr.done ? pr.text_len - shown
+                                 : (uint32_t)nib_utf8_ready((const uint8_t *)pr.text + shown,
+                                                            pr.text_len - shown);
+            if (shown == 0 && k)
+                text_out(stdout, prompt, strlen(prompt));
+            text_out(stdout, pr.text + shown, k);
             fflush(stdout);
-            shown = pr.text_len;
+            shown += k;
         }
         seen = pr.n_tokens;
         if (pr.done)
             break;
     }
-    int exit_rc = pr.status == NIB_ST_BAD_REQUEST || pr.status == NIB_ST_SHUTDOWN ? 1 : 0;
+    int exit_rc = pr.status == NIB_ST_BAD_REQUEST || pr.status == NIB_ST_SHUTDOWN ||
+                  pr.status == NIB_ST_HOST_CHANGED ? 1 : 0;
     uint32_t n_gen = pr.n_tokens - pr.n_prompt;
     double prefill_ms = pr.t_first_ns > pr.t_start_ns ? (double)(pr.t_first_ns - pr.t_start_ns) / 1e6 : 0;
     double decode_s = pr.t_done_ns > pr.t_first_ns ? (double)(pr.t_done_ns - pr.t_first_ns) / 1e9 : 0;
@@ -195,7 +245,7 @@ int nib_ask_main(int argc, char **argv)
                prefill_ms, decode_s, n_gen > 1 && decode_s > 0 ? (n_gen - 1) / decode_s : 0.0);
     } else {
         if (shown == 0)
-            fputs(prompt, stdout);
+            text_out(stdout, prompt, strlen(prompt));
         fputc('\n', stdout);
         fflush(stdout);
         if (pr.status == NIB_ST_BAD_REQUEST)
@@ -212,59 +262,69 @@ int nib_ask_main(int argc, char **argv)
 
 static void stop_usage(FILE *f)
 {
-    fprintf(f, "usage: nib stop [--name NAME]\n");
+    fprintf(f, "usage: nib stop [--name NAME] [--timeout SECONDS (default %d)]\n",
+            ASK_TIMEOUT_DEFAULT_S);
 }
 
 static void stats_usage(FILE *f)
 {
-    fprintf(f, "usage: nib stats [--name NAME] [--json]\n");
+    fprintf(f, "usage: nib stats [--name NAME] [--json] [--timeout SECONDS (default %d)]\n",
+            ASK_TIMEOUT_DEFAULT_S);
 }
 
-/* nib stop and nib stats: --name, and for stats --json; no operands.
- * -1 to go on, else the exit status. */
+/* nib stop and nib stats: --name, --timeout, and for stats --json; no
+ * operands. -1 to go on, else the exit status. */
 static int parse_name_only(int argc, char **argv, const char *cmd, void (*usage)(FILE *f),
-                           const char **name, int *json)
+                           const char **name, int *json, int *timeout_ms)
 {
-    static const struct nib_opt opts[] = {{"--name", O_NAME, 1}, {"--json", O_JSON, 0}, {NULL, 0, 0}};
-    static const struct nib_opt name_opt[] = {{"--name", O_NAME, 1}, {NULL, 0, 0}};
+    static const struct nib_opt opts[] = {
+        {"--name", O_NAME, 1}, {"--timeout", O_TIMEOUT, 1}, {"--json", O_JSON, 0}, {NULL, 0, 0}};
+    static const struct nib_opt no_json[] = {
+        {"--name", O_NAME, 1}, {"--timeout", O_TIMEOUT, 1}, {NULL, 0, 0}};
     struct nib_args a;
-    nib_args_init(&a, cmd, argc, argv, json ? opts : name_opt, usage, NULL);
+    nib_args_init(&a, cmd, argc, argv, json ? opts : no_json, usage, NULL);
     int o;
     while ((o = nib_args_next(&a)) > NIB_ARGS_END) {
         if (o == O_NAME)
             *name = a.value;
-        else
+        else if (o == O_TIMEOUT) {
+            if (args_timeout(&a, timeout_ms))
+                return 2;
+        } else
             *json = 1;
     }
     return o == NIB_ARGS_EXIT ? a.status : -1;
 }
 
+/* nib stop asks over the socket: it needs no ring and reads nothing from
+ * shared memory, so it works whatever that holds. */
 int nib_stop_main(int argc, char **argv)
 {
     const char *name = NULL;
-    int rc = parse_name_only(argc, argv, "nib stop", stop_usage, &name, NULL);
+    int timeout_ms = ASK_TIMEOUT_DEFAULT_S * 1000;
+    int rc = parse_name_only(argc, argv, "nib stop", stop_usage, &name, NULL, &timeout_ms);
     if (rc >= 0)
         return rc;
-    struct nib_host *h = attach("nib stop", name);
-    if (!h)
-        return 1;
-    rc = nib_host_stop(h, 30000);
+    char err[512];
+    rc = nib_host_stop_name(name, timeout_ms, err, sizeof err);
     if (rc != NIB_HOST_OK)
-        fprintf(stderr, "nib stop: %s\n", nib_host_error(h));
-    nib_host_detach(h);
+        fprintf(stderr, "nib stop: %s\n", err);
     return rc == NIB_HOST_OK ? 0 : 1;
 }
 
 int nib_stats_main(int argc, char **argv)
 {
     const char *name = NULL;
-    int json = 0;
-    int rc = parse_name_only(argc, argv, "nib stats", stats_usage, &name, &json);
+    int json = 0, timeout_ms = ASK_TIMEOUT_DEFAULT_S * 1000;
+    int rc = parse_name_only(argc, argv, "nib stats", stats_usage, &name, &json, &timeout_ms);
     if (rc >= 0)
         return rc;
-    struct nib_host *h = attach("nib stats", name);
-    if (!h)
+    struct nib_host *h;
+    if (nib_host_attach(&h, name, timeout_ms) != NIB_HOST_OK) {
+        fprintf(stderr, "nib stats: %s\n", nib_host_error(h));
+        nib_host_detach(h);
         return 1;
+    }
     struct nib_stats s;
     memcpy(&s, nib_host_stats(h), sizeof s);
     struct nib_latency tok, req;
@@ -273,11 +333,18 @@ int nib_stats_main(int argc, char **argv)
     if (json) {
         printf("{\"requests_accepted\": %llu, \"requests_done\": %llu, \"requests_rejected\": %llu, "
                "\"requests_cancelled\": %llu, \"slots_reclaimed\": %llu, \"tokens_prompt\": %llu, "
-               "\"tokens_generated\": %llu, \"epoch\": %llu",
+               "\"tokens_generated\": %llu, \"tokens_run\": %llu, \"epoch\": %llu",
                (unsigned long long)s.requests_accepted, (unsigned long long)s.requests_done,
                (unsigned long long)s.requests_rejected, (unsigned long long)s.requests_cancelled,
                (unsigned long long)s.slots_reclaimed, (unsigned long long)s.tokens_prompt,
-               (unsigned long long)s.tokens_generated, (unsigned long long)nib_host_epoch(h));
+               (unsigned long long)s.tokens_generated, (unsigned long long)s.tokens_run,
+               (unsigned long long)nib_host_epoch(h));
+        printf(", \"attaches\": %llu, \"attach_refused\": %llu, \"host_hangups\": %llu, "
+               "\"requests_host_changed\": %llu, \"ctl_malformed\": %llu, \"hosts_attached\": %u, "
+               "\"socket_lost\": %u", (unsigned long long)s.attaches,
+               (unsigned long long)s.attach_refused, (unsigned long long)s.host_hangups,
+               (unsigned long long)s.requests_host_changed, (unsigned long long)s.ctl_malformed,
+               s.hosts_attached, s.socket_lost);
         const struct nib_latency *l[2] = {&tok, &req};
         const char *key[2] = {"token_latency_us", "request_latency_us"};
         for (int i = 0; i < 2; i++)
@@ -291,8 +358,17 @@ int nib_stats_main(int argc, char **argv)
                (unsigned long long)s.requests_accepted, (unsigned long long)s.requests_done,
                (unsigned long long)s.requests_rejected, (unsigned long long)s.requests_cancelled,
                (unsigned long long)s.slots_reclaimed);
-        printf("tokens: %llu prompt, %llu generated\n", (unsigned long long)s.tokens_prompt,
-               (unsigned long long)s.tokens_generated);
+        printf("tokens: %llu prompt, %llu generated, %llu forward passes\n",
+               (unsigned long long)s.tokens_prompt, (unsigned long long)s.tokens_generated,
+               (unsigned long long)s.tokens_run);
+        printf("hosts: %u attached, %llu attaches, %llu refused, %llu hung up, %llu requests "
+               "failed because their host changed them, %llu malformed messages\n",
+               s.hosts_attached, (unsigned long long)s.attaches,
+               (unsigned long long)s.attach_refused, (unsigned long long)s.host_hangups,
+               (unsigned long long)s.requests_host_changed, (unsigned long long)s.ctl_malformed);
+        if (s.socket_lost)
+            printf("warning: the appliance's socket path was removed or replaced: new hosts "
+                   "cannot attach\n");
         printf("per-token latency: p50 %.1f us, p90 %.1f us, p99 %.1f us, p99.9 %.1f us, max %.1f us\n",
                tok.p50 / 1e3, tok.p90 / 1e3, tok.p99 / 1e3, tok.p999 / 1e3, tok.max / 1e3);
         printf("per-request latency: p50 %.1f us, p99 %.1f us, max %.1f us\n", req.p50 / 1e3,

@@ -1,17 +1,47 @@
-/* libnibhost: the host side of the appliance's shared-memory protocol.
- * Attach to a running appliance by name, submit prompts (text or token ids),
- * read tokens and text as they stream, wait with a timeout, cancel, and read
- * statistics. docs/ring.md is the protocol this library implements;
- * <proto/shm_layout.h> (installed beside this header) is its layout.
+/* libnibhost: the host side of the appliance's protocol, version 3.
+ * Attach to a running appliance by name over its Unix socket, submit
+ * prompts (text or token ids) into this host's own ring, read tokens and
+ * text as they stream, wait with a timeout, cancel, read statistics, stop
+ * the appliance. docs/ring.md is the protocol this library implements;
+ * <proto/shm_layout.h> and <proto/ctl.h> (installed beside this header)
+ * are its layout and control messages.
  *
- * Every call that talks to the appliance notices when it has died, stopped
- * or been restarted (a new boot has a new epoch) and returns NIB_HOST_GONE
- * with a message, instead of waiting forever.
+ * Attaching: connect to <runtime dir>/<name>.sock (proto/shm_name.h), send
+ * ATTACH, receive the appliance's header memfd (mapped read-only) and this
+ * host's own ring memfd (mapped read-write). Everything received is checked
+ * before use: the reply, the descriptors' sizes and seals, the header's
+ * identity, limits and ring geometry, the ring's identity.
  *
- * Thread-safety: one nib_host may be used from one thread at a time;
- * separate processes, and separate nib_host handles in one process, may
- * submit concurrently. A handle belongs to the process that attached it:
- * attach again after fork(). */
+ * Every wait is bounded. Calls that take timeout_ms use the default
+ * NIB_HOST_TIMEOUT_DEFAULT_MS when it is 0 or negative; no call waits
+ * forever. While waiting the library checks, at least every
+ * NIB_HOST_CHECK_MS, that the appliance is alive: its socket has not hung
+ * up (it exited, crashed or was killed) and its heartbeat in the header is
+ * not older than NIB_HEARTBEAT_STALE_NS (it is stopped or stuck). Either
+ * returns NIB_HOST_GONE with a message; the handle then stays gone
+ * (detach it and attach again).
+ *
+ * Thread-safety: one nib_host may be used from one thread at a time (slots
+ * are claimed with a compare-and-swap, so two handles of one process, or
+ * threads that share one handle under their own lock, never take the same
+ * slot). A handle belongs to the process that attached it: after fork()
+ * the child's first call on an inherited handle attaches afresh (the
+ * child's own connection and ring; the parent's stay the parent's), and
+ * request handles taken before the fork are not valid in the child. The
+ * check costs no system call (a pthread_atfork handler counts forks), so a
+ * raw clone() that runs no fork handlers is not noticed.
+ *
+ * Changes from protocol version 2 (this library's previous API):
+ *   - nib_host_attach takes timeout_ms (connect, reply, a booting appliance).
+ *   - timeout_ms 0 or negative means the default, never "no limit"
+ *     (nib_host_wait, nib_host_stop); busy_wait_ms < 0 means the default.
+ *   - nib_host_stop_name stops an appliance without attaching (nib stop):
+ *     it needs only the socket, whatever the shared memory holds.
+ *   - nib_host_appliance_pid is informational only (liveness comes from the
+ *     socket); nib_host_host_index names this host's ring.
+ *   - limits (prompt bytes, tokens, text) come from the appliance's header:
+ *     nib_host_prompt_max, nib_host_slot_tokens, nib_host_slot_text,
+ *     nib_host_slots. */
 #ifndef NIBHOST_H
 #define NIBHOST_H
 
@@ -26,11 +56,17 @@ struct nib_host;
 
 enum nib_host_rc {
     NIB_HOST_OK = 0,
-    NIB_HOST_BUSY = 1,        /* every slot is in use: back-pressure, retry later */
+    NIB_HOST_BUSY = 1,        /* back-pressure, retry later: every slot of this host's ring
+                                 (attach: every ring of the appliance) is in use */
     NIB_HOST_TIMEOUT = 2,
     NIB_HOST_ERR = -1,        /* message in nib_host_error() */
-    NIB_HOST_GONE = -2,       /* the appliance stopped, died or restarted */
+    NIB_HOST_GONE = -2,       /* the appliance stopped, exited, died or stopped answering */
 };
+
+/* The bound on every wait when the caller passes 0 (or less). */
+#define NIB_HOST_TIMEOUT_DEFAULT_MS 60000
+/* Liveness is checked at least this often while waiting. */
+#define NIB_HOST_CHECK_MS 100
 
 struct nib_gen_params {
     uint32_t max_tokens;  /* 0: 64 */
@@ -39,8 +75,8 @@ struct nib_gen_params {
     int no_bos;           /* do not prepend BOS */
     int prompt_ids;       /* the prompt is uint32_t token ids; len counts ids */
     uint64_t request_id;  /* echoed in nib_progress, never read by the appliance */
-    int busy_wait_ms;     /* table full: 0 return BUSY at once, < 0 wait forever,
-                             > 0 wait up to this long, then BUSY */
+    int busy_wait_ms;     /* ring full: 0 return BUSY at once, > 0 wait up to this long,
+                             < 0 wait up to NIB_HOST_TIMEOUT_DEFAULT_MS; then BUSY */
 };
 
 struct nib_req_handle {
@@ -48,8 +84,9 @@ struct nib_req_handle {
     uint64_t ticket;
 };
 
-/* A snapshot of a request's progress. tokens and text point into shared
- * memory and stay valid until nib_host_release(). */
+/* A snapshot of a request's progress. tokens and text point into this
+ * host's ring and stay valid until nib_host_release() or detach. text is the
+ * model's bytes as they are (not necessarily UTF-8: see <proto/utf8.h>). */
 struct nib_progress {
     uint32_t done;            /* final status posted */
     uint32_t status;          /* enum nib_status once done (nib_status_name) */
@@ -60,42 +97,54 @@ struct nib_progress {
     const char *text;
     char error[128];          /* for NIB_ST_BAD_REQUEST: "field: why" */
     uint64_t request_id;
-    uint64_t t_start_ns, t_first_ns, t_done_ns;
+    uint64_t t_start_ns, t_first_ns, t_done_ns; /* the appliance's clock */
 };
 
 /* nib_host_wait's seen_tokens value that waits for the final status only. */
 #define NIB_HOST_WAIT_DONE UINT32_MAX
 
-/* Attach to the appliance serving segment `name` (NULL: "nib"). Checks the
- * header field by field against the layout this library was built for
- * (magic, version, sizes, offsets, limits) and that the appliance is READY.
- * On failure *h is still set (for nib_host_error); detach it. */
-int nib_host_attach(struct nib_host **h, const char *name);
+/* Attach to the appliance named `name` (NULL: "nib"), waiting at most
+ * timeout_ms (0: the default). Refuses, with a message, anything that is
+ * not exactly the layout this library was built for (ERR), an appliance
+ * that does not answer in time (TIMEOUT) or is not responding (GONE).
+ * BUSY: every ring is attached (the appliance's --max-hosts); try again
+ * later. On failure *h is still set (for nib_host_error); detach it. */
+int nib_host_attach(struct nib_host **h, const char *name, int timeout_ms);
+/* DETACH, close the connection, unmap. NULL is fine. */
 void nib_host_detach(struct nib_host *h);
 const char *nib_host_error(const struct nib_host *h);
 /* The boot this handle is attached to. */
 uint64_t nib_host_epoch(const struct nib_host *h);
-/* From the header: the appliance's pid, and the model's limits. */
+/* From the header: the appliance's pid (informational), the model's limits. */
 uint32_t nib_host_appliance_pid(const struct nib_host *h);
 uint32_t nib_host_vocab_size(const struct nib_host *h);
 uint32_t nib_host_ctx_len(const struct nib_host *h);
+/* This host's ring: its index, its slots, and their areas' sizes. */
+uint32_t nib_host_host_index(const struct nib_host *h);
+uint32_t nib_host_slots(const struct nib_host *h);
+uint32_t nib_host_prompt_max(const struct nib_host *h);  /* bytes */
+uint32_t nib_host_slot_tokens(const struct nib_host *h); /* prompt + generated ids */
+uint32_t nib_host_slot_text(const struct nib_host *h);   /* bytes */
 
 /* Is the appliance this handle attached to still serving? OK or GONE. */
 int nib_host_check(struct nib_host *h);
 
 /* Claim a slot and submit. len is bytes of text, or with p->prompt_ids a
  * count of uint32_t ids. Returns NIB_HOST_BUSY when no slot is free (after
- * p->busy_wait_ms), ERR for arguments the appliance would reject. */
+ * p->busy_wait_ms), ERR for arguments the appliance would reject. Sends
+ * KICK when the header says the appliance sleeps. */
 int nib_host_submit(struct nib_host *h, const void *prompt, size_t len,
                     const struct nib_gen_params *p, struct nib_req_handle *out);
 
-/* Non-blocking snapshot. Returns OK, GONE, or ERR (the slot no longer holds
- * this request). */
+/* Non-blocking snapshot. Returns OK, GONE (only while the request is not
+ * done), or ERR (the slot no longer holds this request). */
 int nib_host_poll(struct nib_host *h, const struct nib_req_handle *r, struct nib_progress *pr);
 
 /* Wait until more than seen_tokens ids are published, or the request is
- * done, or timeout_ms passes (< 0: no limit). seen_tokens =
- * NIB_HOST_WAIT_DONE waits for the final status only (sleeping on a futex).
+ * done, or timeout_ms passes (0 or less: the default). seen_tokens =
+ * NIB_HOST_WAIT_DONE waits for the final status only (sleeping on the
+ * ring's done_seq futex); streaming waits poll with a backoff (50 us
+ * doubling to 2 ms): the appliance makes no system call per token.
  * Returns OK, TIMEOUT, GONE or ERR; pr is filled in every case but ERR. */
 int nib_host_wait(struct nib_host *h, const struct nib_req_handle *r, uint32_t seen_tokens,
                   int timeout_ms, struct nib_progress *pr);
@@ -107,8 +156,15 @@ int nib_host_cancel(struct nib_host *h, const struct nib_req_handle *r);
 /* Give a finished (done) request's slot back. */
 int nib_host_release(struct nib_host *h, const struct nib_req_handle *r);
 
-/* Ask the appliance to shut down; waits up to timeout_ms for it to finish. */
+/* Ask the appliance to shut down over this handle's connection; waits up
+ * to timeout_ms (0: the default) for its STOPPING reply and for it to exit
+ * (the connection's end). OK, TIMEOUT, ERR (refused: the message says why). */
 int nib_host_stop(struct nib_host *h, int timeout_ms);
+
+/* The same without attaching: connect to NAME's socket, send STOP, wait as
+ * above. Works whatever the shared memory holds, and when every ring is
+ * taken. err (errlen bytes) gets the message on failure. */
+int nib_host_stop_name(const char *name, int timeout_ms, char *err, size_t errlen);
 
 /* Read-only view of the statistics page (struct nib_stats in
  * <proto/stats_layout.h>); counters only ever grow. */

@@ -1,114 +1,419 @@
 #!/usr/bin/env python3
 """nibhost: a host for the nibble appliance in pure Python (standard library only).
 
-It implements docs/ring.md from that document alone: mmap the segment
-/dev/shm/nibble-NAME, check the header, claim a slot under the claim lock,
-write the request, read tokens and text as they stream, cancel, release.
+It implements docs/ring.md (protocol version 3) from that document alone:
+connect to the appliance's Unix socket <runtime dir>/<name>.sock, send ATTACH,
+receive two memory file descriptors (the appliance's header, mapped read-only,
+and this host's own ring, mapped read-write), check everything received, write
+requests into the ring, read tokens and text as they stream, cancel, release.
 
     from nibhost import Host
     with Host("nib") as h:
         r = h.ask("Once upon a time", max_tokens=32)
-        print(r.text.decode("utf-8", "replace"), r.generated_ids, r.status_name)
+        print(sanitize(r.text).decode(), r.generated_ids, r.status_name)
 
 As a command (same output as `nib ask --json`, minus the timings):
 
     nibhost.py ask [--name N] [--max-tokens N] [--temperature T] [--seed S]
-                   [--no-bos] [--ids 1,2,3] [--json] PROMPT
-    nibhost.py stats [--name N] [--json]
-    nibhost.py stop [--name N]
+                   [--no-bos] [--ids 1,2,3] [--json] [--timeout S] PROMPT
+    nibhost.py stats [--name N] [--json] [--timeout S]
+    nibhost.py stop [--name N] [--timeout S]
+
+Every wait is bounded: timeout arguments default to DEFAULT_TIMEOUT (60 s),
+and while waiting the host checks at least every 100 ms that the appliance is
+alive (its socket has not hung up, its heartbeat is fresh): Gone otherwise.
+A Host belongs to the process that made it: after os.fork() the child's first
+call attaches afresh (its own connection and ring).
+
+Text: the model's bytes are not always UTF-8. sanitize() applies the rule of
+proto/utf8.h (every invalid subpart becomes U+FFFD, as nib ask does), and
+ready() says how much of a stream can be shown without half a character.
 
 Memory ordering: Python has no atomics. Every shared field is read and written
 with one aligned struct access (a single 4- or 8-byte copy), and the module
 relies on x86-64 (TSO: stores become visible in program order, loads are not
 reordered with later loads), where plain stores are release stores and plain
-loads are acquire loads. On other CPUs use libnibhost.
+loads are acquire loads. The seq_cst fence between publishing a request and
+reading header.sleeping is not available: a KICK may be missed, and the
+appliance then finds the request within NIB_IDLE_SLEEP_MS. On other CPUs use
+libnibhost.
 """
 import argparse
+import errno
 import fcntl
 import json
 import mmap
 import os
 import platform
+import select
+import socket
+import stat
 import struct
 import sys
 import threading
 import time
 
-# ---- layout version 2 (proto/shm_layout.h; docs/ring.md "Layout") ----
-MAGIC = 0x314D48534C42494E  # "NIBLSHM1"
-VERSION = 2
+# ---- protocol version 3 (proto/shm_layout.h, proto/ctl.h; docs/ring.md) ----
+MAGIC = 0x334D48534C42494E       # "NIBLSHM3": header memfd
+RING_MAGIC = 0x33474E524C42494E  # "NIBLRNG3": ring memfd
+VERSION = 3
 HEADER_SIZE = 256
+HEADER_MEMFD_SIZE = 4096
 STATS_OFFSET = 256
-SLOTS_OFFSET = 4096
-N_SLOTS = 16
-PROMPT_MAX = 8192
-SLOT_TOKENS = 4096
-SLOT_TEXT = 32768
+STATS_SIZE = 3584
+RING_HEADER_SIZE = 128
+SLOT_FIXED = 320
+HOSTS_MAX = 64
+RING_SLOTS = 4
 ERRMSG_MAX = 128
 TEMPERATURE_MAX = 100.0
-SLOT_SIZE = 320 + PROMPT_MAX + 4 * SLOT_TOKENS + SLOT_TEXT
-SEGMENT_SIZE = SLOTS_OFFSET + N_SLOTS * SLOT_SIZE
-CLAIM_LOCK_OFFSET = 0
+PROMPT_MIN, PROMPT_LIMIT = 8192, 1 << 20
+TEXT_MIN, TEXT_LIMIT = 32768, 4 << 20
+HEARTBEAT_STALE_NS = 3_000_000_000
+CHECK_NS = 100_000_000
+DEFAULT_TIMEOUT = 60.0
+NAME_MAX = 56
 
-# header fields: offset, struct format
-H_MAGIC, H_VERSION, H_HEADER_SIZE, H_SEGMENT_SIZE, H_EPOCH = 0, 8, 12, 16, 24
-H_N_SLOTS, H_SLOT_SIZE, H_SLOTS_OFFSET, H_STATS_OFFSET = 32, 36, 40, 48
-H_APP_PID, H_VOCAB = 56, 60
-H_PROMPT_MAX, H_SLOT_TOKENS, H_SLOT_TEXT, H_CTX, H_BOS, H_EOS = 64, 68, 72, 76, 80, 84
-H_ADD_BOS, H_ERRMSG_MAX, H_STATS_SIZE = 88, 92, 96
-H_STATE, H_DONE_SEQ, H_HEARTBEAT = 128, 132, 136
-H_DOORBELL, H_STOP, H_NEXT_TICKET, H_DONE_WAITERS = 192, 196, 200, 208
+# header fields: offset
+H_MAGIC, H_VERSION, H_HEADER_SIZE, H_MEMFD_SIZE, H_EPOCH = 0, 8, 12, 16, 24
+H_STATS_OFFSET, H_STATS_SIZE, H_APP_PID, H_MAX_HOSTS, H_VOCAB = 32, 40, 44, 48, 52
+H_CTX, H_BOS, H_EOS, H_ADD_BOS, H_ERRMSG_MAX = 64, 68, 72, 76, 80
+H_RING_SIZE, H_RING_HEADER_SIZE, H_N_SLOTS, H_SLOTS_OFFSET, H_SLOT_SIZE = 128, 136, 140, 144, 152
+H_PROMPT_OFFSET, H_PROMPT_MAX, H_TOKENS_OFFSET, H_SLOT_TOKENS = 160, 164, 168, 172
+H_TEXT_OFFSET, H_SLOT_TEXT = 176, 180
+H_STATE, H_SLEEPING, H_HEARTBEAT, H_HOSTS_ATTACHED, H_SOCKET_LOST = 192, 196, 200, 208, 212
+
+# ring header fields
+R_MAGIC, R_EPOCH, R_INDEX, R_ATTACH_SEQ, R_DONE_SEQ = 0, 8, 16, 20, 24
+R_DONE_WAITERS, R_NEXT_TICKET = 64, 72
 
 # slot fields, relative to the slot
-S_STATE, S_OWNER, S_TICKET, S_CANCEL, S_REQUEST_ID = 0, 4, 8, 16, 24
-S_REQ = 64  # prompt_len u32, max_tokens u32, temperature f32, flags u32, seed u64, 40 zero bytes
+S_STATE, S_TICKET, S_CANCEL, S_REQUEST_ID = 0, 8, 16, 24
+# the request: prompt_len u32, max_tokens u32, temperature f32, flags u32, seed u64, kind u32,
+# 36 zero bytes
+S_REQ = 64
 S_N_TOKENS, S_N_PROMPT, S_TEXT_LEN, S_STATUS = 128, 132, 136, 140
-S_T_START, S_T_FIRST, S_T_DONE = 144, 152, 160
-S_ERROR, S_PROMPT = 176, 320
-S_TOKENS = S_PROMPT + PROMPT_MAX
-S_TEXT = S_TOKENS + 4 * SLOT_TOKENS
+S_T_START, S_T_FIRST, S_T_DONE, S_SERVED = 144, 152, 160, 168
+S_ERROR = 176
 
 APP_BOOTING, APP_READY, APP_STOPPING, APP_STOPPED = 0, 1, 2, 3
 SLOT_FREE, SLOT_CLAIMED, SLOT_SUBMITTED, SLOT_RUNNING, SLOT_DONE = 0, 1, 2, 3, 4
 STATUS_NAMES = ["pending", "ok", "eos", "cancelled", "ctx_full", "text_full", "bad_request",
-                "shutdown", "owner_gone"]
+                "shutdown", "owner_gone", "host_changed"]
 REQ_NO_BOS, REQ_PROMPT_IDS = 1, 2
 STATS_COUNTERS = ["requests_accepted", "requests_done", "requests_rejected", "requests_cancelled",
-                  "slots_reclaimed", "tokens_prompt", "tokens_generated"]
+                  "slots_reclaimed", "tokens_prompt", "tokens_generated", "tokens_run"]
+# stats line 3 (protocol 3): u64 counters, then two u32
+STATS_HOSTS = ["attaches", "attach_refused", "host_hangups", "requests_host_changed",
+               "ctl_malformed"]
+STATS_HOSTS_OFFSET = STATS_OFFSET + 192
 
-CHECK_EVERY_NS = 100_000_000
-STALE_NS = 1_000_000_000
+# control messages (proto/ctl.h): one 64-byte message each way
+CTL_MAGIC, CTL_VERSION = 0x4342494E, 3
+CTL_ATTACH, CTL_DETACH, CTL_STOP, CTL_KICK = 1, 2, 3, 4
+CTL_ATTACHED, CTL_REFUSED, CTL_STOPPING = 0x81, 0x82, 0x83
+CTL_FMT = "<IHHIIQQQ24s"
+CTL_SIZE = 64
+REFUSALS = {1: "every host ring is attached (the appliance's --max-hosts): try again when a "
+               "host detaches",
+            2: "this user may not do that (the appliance's uid, root, or with --group-access "
+               "its group)",
+            3: "the appliance found the message malformed",
+            4: "the appliance is stopping"}
+
+F_SEAL_SEAL, F_SEAL_SHRINK, F_SEAL_GROW, F_SEAL_WRITE, F_SEAL_FUTURE_WRITE = 1, 2, 4, 8, 16
+F_GET_SEALS = getattr(fcntl, "F_GET_SEALS", 1034)
+HEADER_SEALS = F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE
+RING_SEALS = F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW
 
 
 class NibError(Exception):
-    """Bad use, a refused segment, or a request this host no longer owns."""
+    """Bad use, a refused attach, or a request this host no longer owns."""
 
 
 class Busy(NibError):
-    """Every slot is in use: back-pressure. Retry later (or pass busy_wait)."""
+    """Every slot of this host's ring (or every ring) is in use: back-pressure."""
 
 
 class Gone(NibError):
-    """The appliance stopped, died or restarted; attach again."""
+    """The appliance stopped, exited or stopped answering; attach again."""
 
 
 class Timeout(NibError):
-    """wait() ran out of time; the request goes on."""
+    """A wait ran out of time; the request goes on."""
 
 
 def status_name(st):
     return STATUS_NAMES[st] if 0 <= st < len(STATUS_NAMES) else "unknown"
 
 
-# Futex wake of the doorbell through ctypes (standard library) when it is
-# there; without it the appliance still looks at the slots every 100 ms.
+# ---- strict UTF-8 (proto/utf8.h: the same rule, the same vectors) ----
+
+def _lead(c):
+    """(length, lowest, highest second byte) for a lead byte, or None (table 3-7)."""
+    if 0xC2 <= c <= 0xDF:
+        return 2, 0x80, 0xBF
+    if 0xE0 <= c <= 0xEF:
+        return 3, 0xA0 if c == 0xE0 else 0x80, 0x9F if c == 0xED else 0xBF
+    if 0xF0 <= c <= 0xF4:
+        return 4, 0x90 if c == 0xF0 else 0x80, 0x8F if c == 0xF4 else 0xBF
+    return None
+
+
+def utf8_step(b, i):
+    """One step at b[i]: (bytes consumed, code point or 0xFFFD, cut short by the end)."""
+    c = b[i]
+    if c < 0x80:
+        return 1, c, False
+    lead = _lead(c)
+    if lead is None:
+        return 1, 0xFFFD, False
+    n, lo, hi = lead
+    v = c & (0x1F if n == 2 else 0x0F if n == 3 else 0x07)
+    for k in range(1, n):
+        if i + k >= len(b):
+            return k, 0xFFFD, True
+        x = b[i + k]
+        if not ((lo if k == 1 else 0x80) <= x <= (hi if k == 1 else 0xBF)):
+            return k, 0xFFFD, False
+        v = (v << 6) | (x & 0x3F)
+    return n, v, False
+
+
+def ready(b):
+    """Bytes of b that can be shown now when more may follow (a trailing truncated
+    sequence is held back)."""
+    n = len(b)
+    for j in range(1, min(3, n) + 1):
+        if 0x80 <= b[n - j] <= 0xBF:
+            continue
+        return n - j if utf8_step(b[n - j:], 0)[2] else n
+    return n
+
+
+def _codepoints(b):
+    i = 0
+    while i < len(b):
+        k, cp, _ = utf8_step(b, i)
+        i += k
+        yield cp
+
+
+def sanitize(b):
+    """Well-formed UTF-8 bytes of b: each maximal invalid subpart becomes U+FFFD."""
+    return "".join(map(chr, _codepoints(b))).encode("utf-8")
+
+
+def json_string(b):
+    """JSON string of bytes exactly as `nib ask --json` writes it (bytes out)."""
+    out = bytearray(b'"')
+    for cp in _codepoints(b):
+        if cp >= 0x80:
+            out += chr(cp).encode("utf-8")
+        elif cp in (0x22, 0x5C):
+            out += b"\\" + bytes([cp])
+        elif cp == 0x0A:
+            out += b"\\n"
+        elif cp == 0x09:
+            out += b"\\t"
+        elif cp == 0x0D:
+            out += b"\\r"
+        elif cp < 0x20:
+            out += b"\\u%04x" % cp
+        else:
+            out.append(cp)
+    return bytes(out + b'"')
+
+
+# ---- names (proto/shm_name.h) ----
+
+def check_name(name):
+    if not name or len(name) > NAME_MAX or name[0] == "." or \
+            any(not (c.isascii() and (c.isalnum() or c in "_-.")) for c in name):
+        raise NibError("name %r must be 1..%d characters of [A-Za-z0-9_.-], not starting "
+                       "with '.'" % (name, NAME_MAX))
+
+
+def runtime_dir():
+    d = os.environ.get("NIB_RUNTIME_DIR") or None
+    if d is None and os.environ.get("XDG_RUNTIME_DIR"):
+        d = os.path.join(os.environ["XDG_RUNTIME_DIR"], "nibble")
+    if d is None:
+        d = "/tmp/nibble-%d" % os.geteuid()
+    if not d.startswith("/"):
+        raise NibError("runtime directory %r is not an absolute path" % d)
+    return d.rstrip("/") or "/"
+
+
+def socket_path(name):
+    check_name(name)
+    p = os.path.join(runtime_dir(), name + ".sock")
+    if len(p.encode()) > 107:
+        raise NibError("socket path %s is longer than a Unix socket address allows (107 bytes); "
+                       "set NIB_RUNTIME_DIR to a shorter directory" % p)
+    return p
+
+
+DENIED = ("permission denied: %s (run as the appliance's user, or in its group when it runs "
+          "with --group-access)")
+
+
+def _connect(name, deadline):
+    """Connect to NAME's socket (the host's rule for the directory, then SO_PEERCRED)."""
+    path = socket_path(name)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        raise NibError("no appliance named %s is running (no socket at %s)" % (name, path)) \
+            from None
+    except PermissionError:
+        raise NibError(DENIED % path) from None
+    if not stat.S_ISSOCK(st.st_mode):
+        raise NibError("no appliance named %s is running (%s is not a socket)" % (name, path))
+    d = os.path.dirname(path)
+    dst = os.lstat(d)
+    if stat.S_ISLNK(dst.st_mode) or not stat.S_ISDIR(dst.st_mode):
+        raise NibError("runtime directory %s is not a directory" % d)
+    mode = stat.S_IMODE(dst.st_mode)
+    if mode & 0o022:
+        raise NibError("runtime directory %s has mode %04o: others can write it" % (d, mode))
+    if dst.st_uid not in (os.geteuid(), 0) and mode != 0o750:
+        raise NibError("runtime directory %s is owned by uid %d, not by this uid %d" %
+                       (d, dst.st_uid, os.geteuid()))
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
+    try:
+        while True:
+            s.settimeout(max(deadline - time.monotonic(), 0.001))
+            try:
+                s.connect(path)
+                break
+            except (BlockingIOError, InterruptedError):
+                if time.monotonic() >= deadline:
+                    raise Timeout("appliance %s did not accept a connection in time" % name) \
+                        from None
+                time.sleep(0.001)
+            except PermissionError:
+                raise NibError(DENIED % path) from None
+            except (FileNotFoundError, ConnectionRefusedError) as e:
+                raise NibError("no appliance named %s is running (%s at %s)" %
+                               (name, "no socket" if isinstance(e, FileNotFoundError)
+                                else "nothing listens on the socket", path)) from None
+            except socket.timeout:
+                raise Timeout("appliance %s did not accept a connection in time" % name) \
+                    from None
+        cred = s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        _, uid, _ = struct.unpack("3i", cred)
+        if uid not in (os.geteuid(), 0, dst.st_uid):
+            raise NibError("%s is served by uid %d, which owns neither it nor this process" %
+                           (path, uid))
+        s.setblocking(False)
+        return s, path
+    except BaseException:
+        s.close()
+        raise
+
+
+def _msg(mtype):
+    return struct.pack(CTL_FMT, CTL_MAGIC, CTL_VERSION, mtype, 0, 0, 0, 0, 0, bytes(24))
+
+
+def _send(s, mtype, deadline):
+    m = _msg(mtype)
+    while True:
+        try:
+            s.send(m, socket.MSG_NOSIGNAL)
+            return
+        except (BlockingIOError, InterruptedError):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Timeout("the appliance's socket is full") from None
+            select.select([], [s], [], left)
+
+
+def _recv(s, deadline, want_fds=0):
+    """One message: (fields or None for the end, fds). Raises Timeout at the deadline."""
+    while True:
+        try:
+            data, fds, flags, _ = socket.recv_fds(s, CTL_SIZE + 1, max(want_fds, 1) + 4,
+                                                  getattr(socket, "MSG_CMSG_CLOEXEC", 0))
+        except (BlockingIOError, InterruptedError):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Timeout("no answer in time") from None
+            select.select([s], [], [], left)
+            continue
+        except ConnectionResetError:
+            return None, []
+        if len(fds) > want_fds or flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+            for fd in fds:
+                os.close(fd)
+            raise NibError("malformed message from the appliance (%d descriptors)" % len(fds))
+        if not data:
+            for fd in fds:
+                os.close(fd)
+            return None, []
+        f = struct.unpack(CTL_FMT, data) if len(data) == CTL_SIZE else None
+        if f is None or f[0] != CTL_MAGIC or f[1] != CTL_VERSION or any(f[8]) or \
+                f[2] not in (CTL_ATTACHED, CTL_REFUSED, CTL_STOPPING):
+            for fd in fds:
+                os.close(fd)
+            raise NibError("malformed message from the appliance")
+        return f, fds
+
+
+def _stop_on(s, name, deadline):
+    try:
+        _send(s, CTL_STOP, deadline)
+    except (BrokenPipeError, ConnectionResetError):
+        return  # it is gone already
+    stopping = False
+    while True:
+        try:
+            f, _ = _recv(s, deadline)
+        except Timeout:
+            raise Timeout("appliance %s %s" % (name, "is stopping but did not exit in time"
+                                               if stopping else "did not answer STOP in time"))
+        if f is None:
+            return  # it exited
+        if f[2] == CTL_REFUSED:
+            raise NibError("appliance %s refused to stop: %s" %
+                           (name, REFUSALS.get(f[3], "unknown reason")))
+        if f[2] == CTL_STOPPING:
+            stopping = True
+
+
+def stop(name="nib", timeout=None):
+    """Stop the appliance NAME over its socket, without attaching (works whatever the shared
+    memory holds, and when every ring is taken). Waits for STOPPING, then for it to exit."""
+    deadline = time.monotonic() + (timeout or DEFAULT_TIMEOUT)
+    s, _ = _connect(name, deadline)
+    try:
+        _stop_on(s, name, deadline)
+    finally:
+        s.close()
+
+
+# ---- futex (through ctypes, standard library) when it is there ----
 try:
     import ctypes
     _libc = ctypes.CDLL(None, use_errno=True)
-    _SYS_FUTEX = {"x86_64": 202}.get(platform.machine())
+    _SYS_FUTEX = {"x86_64": 202, "aarch64": 98}.get(platform.machine())
 except Exception:  # pragma: no cover - no ctypes
     ctypes = None
     _SYS_FUTEX = None
+
+
+# Forks counted in the child (os.register_at_fork): a Host compares this with its own copy on
+# every call, which costs no system call (os.getpid() does).
+_fork_gen = 0
+
+
+def _in_child():
+    global _fork_gen
+    _fork_gen += 1
+
+
+os.register_at_fork(after_in_child=_in_child)
 
 
 class Handle:
@@ -141,58 +446,197 @@ class Progress:
 
 
 class Host:
-    def __init__(self, name="nib"):
-        if not name or len(name) > 56 or name[0] == "." or \
-                any(not (c.isascii() and (c.isalnum() or c in "_-.")) for c in name):
-            raise NibError("segment name %r must be 1..56 of [A-Za-z0-9_.-]" % name)
+    def __init__(self, name="nib", timeout=None):
+        check_name(name)
         self.name = name
-        self.path = "/dev/shm/nibble-" + name
-        self.pid = os.getpid()
+        self.timeout = timeout
         self._lock = threading.Lock()
+        self.sock = self.hm = self.mm = None
+        self._attach()
+
+    # ---- attach ----
+    def _attach(self):
+        deadline = time.monotonic() + (self.timeout or DEFAULT_TIMEOUT)
+        self.gone = None
         self._next_check = 0
-        self._bell = None
+        self.sock, self.path = _connect(self.name, deadline)
         try:
-            self.fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
-        except FileNotFoundError:
-            raise NibError("no appliance is serving %s" % self.path) from None
-        try:
-            size = os.fstat(self.fd).st_size
-            if size < HEADER_SIZE:
-                raise NibError("%s is too small to be a nibble segment" % self.path)
-            with mmap.mmap(self.fd, HEADER_SIZE, mmap.MAP_SHARED, mmap.PROT_READ) as hm:
-                self._check_header(hm, size)
-            self.mm = mmap.mmap(self.fd, SEGMENT_SIZE, mmap.MAP_SHARED,
-                                mmap.PROT_READ | mmap.PROT_WRITE)
+            self._attach_on(deadline)
         except BaseException:
-            os.close(self.fd)
+            self._drop(False)
             raise
-        self._check_header(self.mm, size)
-        for _ in range(200):
-            if self._u32(H_STATE) != APP_BOOTING:
-                break
-            time.sleep(0.01)
-        st = self._u32(H_STATE)
+        self.pid = os.getpid()
+        self.fork_gen = _fork_gen
+
+    def _attach_on(self, deadline):
+        _send(self.sock, CTL_ATTACH, deadline)
+        try:
+            f, fds = _recv(self.sock, deadline, want_fds=2)
+        except Timeout:
+            raise Timeout("appliance %s did not answer ATTACH in time" % self.name) from None
+        if f is None:
+            raise Gone("appliance %s closed the connection instead of answering ATTACH" %
+                       self.name)
+        try:
+            _, _, mtype, status, index, epoch, hsize, rsize, _ = f
+            if mtype == CTL_REFUSED:
+                cls = Busy if status == 1 else NibError
+                raise cls("appliance %s refused to attach: %s" %
+                          (self.name, REFUSALS.get(status, "unknown reason")))
+            if mtype != CTL_ATTACHED:
+                raise NibError("%s: malformed reply to ATTACH" % self.path)
+            if len(fds) != 2 or status != 0 or epoch == 0 or hsize != HEADER_MEMFD_SIZE or \
+                    rsize == 0 or rsize > RING_SLOTS * (64 << 20) + 4096:
+                raise NibError("%s: malformed ATTACHED reply (%d descriptors, status %d, header "
+                               "%d bytes, ring %d bytes)" % (self.path, len(fds), status, hsize,
+                                                             rsize))
+            for fd, size, seals, what in ((fds[0], hsize, HEADER_SEALS, "header"),
+                                          (fds[1], rsize, RING_SEALS, "ring")):
+                st = os.fstat(fd)
+                if not stat.S_ISREG(st.st_mode):
+                    raise NibError("%s: the %s descriptor is not a memory file" %
+                                   (self.path, what))
+                if st.st_size != size:
+                    raise NibError("%s: the %s memfd has %d bytes, the reply said %d" %
+                                   (self.path, what, st.st_size, size))
+                try:
+                    got = fcntl.fcntl(fd, F_GET_SEALS)
+                except OSError:
+                    got = 0
+                if got & seals != seals:
+                    raise NibError("%s: the %s memfd is not sealed against resizing (seals 0x%x, "
+                                   "want 0x%x)" % (self.path, what, got, seals))
+            self.hm = mmap.mmap(fds[0], hsize, mmap.MAP_SHARED, mmap.PROT_READ)
+            self.mm = mmap.mmap(fds[1], rsize, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        while self._h32(H_STATE) == APP_BOOTING and time.monotonic() < deadline:
+            time.sleep(0.005)
+        self._check_header(index, epoch, hsize, rsize)
+        st = self._h32(H_STATE)
         if st != APP_READY:
+            raise NibError("appliance %s is not ready (it is %s)" %
+                           (self.name, {APP_BOOTING: "still booting", APP_STOPPING: "stopping",
+                                        APP_STOPPED: "stopped"}.get(st, "in an unknown state")))
+        if self._r64(R_MAGIC) != RING_MAGIC or self._r64(R_EPOCH) != self.epoch or \
+                self._r32(R_INDEX) != index or self._r32(R_ATTACH_SEQ) == 0:
+            raise NibError("%s handed over a ring that is not nibble's or not this boot's "
+                           "(magic 0x%x, epoch %d, index %d of %d)" %
+                           (self.path, self._r64(R_MAGIC), self._r64(R_EPOCH),
+                            self._r32(R_INDEX), index))
+        age = time.monotonic_ns() - self._h64(H_HEARTBEAT)
+        if age > HEARTBEAT_STALE_NS:
+            raise Gone("appliance %s is not responding (no heartbeat for %d ms)" %
+                       (self.name, age // 1000000))
+        self.host_index = index
+
+    def _check_header(self, index, epoch, hsize, rsize):
+        """The header must describe exactly the layout this host was written for."""
+        h32, h64 = self._h32, self._h64
+        if h64(H_MAGIC) != MAGIC:
+            raise NibError("%s handed over a header that is not nibble's (bad magic)" % self.path)
+        if h32(H_VERSION) != VERSION:
+            raise NibError("%s speaks protocol version %d, this host speaks version %d: use a "
+                           "host written for the appliance's version" %
+                           (self.path, h32(H_VERSION), VERSION))
+
+        def bad(what):
+            raise NibError("inconsistent header from %s: %s" % (self.path, what))
+        if h32(H_HEADER_SIZE) != HEADER_SIZE:
+            bad("header_size is %d, version %d has %d" % (h32(H_HEADER_SIZE), VERSION, HEADER_SIZE))
+        if h64(H_MEMFD_SIZE) != hsize:
+            bad("header_memfd_size is %d, the memfd has %d bytes" % (h64(H_MEMFD_SIZE), hsize))
+        if h64(H_EPOCH) == 0 or h64(H_EPOCH) != epoch:
+            bad("epoch %d, the reply said %d" % (h64(H_EPOCH), epoch))
+        if h64(H_STATS_OFFSET) != STATS_OFFSET or h32(H_STATS_SIZE) != STATS_SIZE:
+            bad("stats_offset %d, stats_size %d (version %d has %d, %d)" %
+                (h64(H_STATS_OFFSET), h32(H_STATS_SIZE), VERSION, STATS_OFFSET, STATS_SIZE))
+        if not 0 < h32(H_MAX_HOSTS) <= HOSTS_MAX or index >= h32(H_MAX_HOSTS):
+            bad("max_hosts %d, this ring's index %d" % (h32(H_MAX_HOSTS), index))
+        vocab, ctx, bos, eos, add_bos, errmax = (h32(o) for o in (H_VOCAB, H_CTX, H_BOS, H_EOS,
+                                                                  H_ADD_BOS, H_ERRMSG_MAX))
+        if vocab == 0 or ctx == 0 or bos >= vocab or eos >= vocab or add_bos > 1 or \
+                errmax != ERRMSG_MAX:
+            bad("model limits vocab_size %d, ctx_len %d, bos_id %d, eos_id %d, add_bos %d, "
+                "errmsg_max %d" % (vocab, ctx, bos, eos, add_bos, errmax))
+        g = {k: f(o) for k, f, o in (
+            ("ring_size", h64, H_RING_SIZE), ("ring_header_size", h32, H_RING_HEADER_SIZE),
+            ("n_slots", h32, H_N_SLOTS), ("slots_offset", h64, H_SLOTS_OFFSET),
+            ("slot_size", h64, H_SLOT_SIZE), ("prompt_offset", h32, H_PROMPT_OFFSET),
+            ("prompt_max", h32, H_PROMPT_MAX), ("tokens_offset", h32, H_TOKENS_OFFSET),
+            ("slot_tokens", h32, H_SLOT_TOKENS), ("text_offset", h32, H_TEXT_OFFSET),
+            ("slot_text", h32, H_SLOT_TEXT))}
+        why = None
+        if g["ring_size"] != rsize:
+            why = "ring_size differs from the ring received"
+        elif g["ring_header_size"] != RING_HEADER_SIZE:
+            why = "ring_header_size"
+        elif not 0 < g["n_slots"] <= RING_SLOTS:
+            why = "n_slots"
+        elif g["slots_offset"] < g["ring_header_size"] or g["slots_offset"] % 64:
+            why = "slots_offset"
+        elif g["slot_size"] < SLOT_FIXED or g["slot_size"] % 64 or g["slot_size"] > 64 << 20:
+            why = "slot_size"
+        elif g["prompt_offset"] < SLOT_FIXED or not PROMPT_MIN <= g["prompt_max"] <= PROMPT_LIMIT:
+            why = "prompt area"
+        elif g["tokens_offset"] % 4 or g["tokens_offset"] < g["prompt_offset"] + g["prompt_max"] \
+                or not 0 < g["slot_tokens"] <= PROMPT_LIMIT:
+            why = "token area"
+        elif g["text_offset"] < g["tokens_offset"] + 4 * g["slot_tokens"] or \
+                not TEXT_MIN <= g["slot_text"] <= TEXT_LIMIT or \
+                g["text_offset"] + g["slot_text"] > g["slot_size"]:
+            why = "text area"
+        elif g["slots_offset"] + g["n_slots"] * g["slot_size"] > g["ring_size"]:
+            why = "slots beyond the ring's end"
+        if why:
+            bad("ring geometry (%s): %s" % (why, g))
+        self.__dict__.update(g)
+        self.epoch = h64(H_EPOCH)
+        self.app_pid = h32(H_APP_PID)
+        self.vocab_size, self.ctx_len, self.bos_id, self.eos_id = vocab, ctx, bos, eos
+        self.add_bos = add_bos
+
+    def _drop(self, say_detach):
+        if self.sock is not None:
+            if say_detach:
+                try:
+                    self.sock.send(_msg(CTL_DETACH), socket.MSG_NOSIGNAL | socket.MSG_DONTWAIT)
+                except OSError:
+                    pass
+            self.sock.close()
+            self.sock = None
+        for m in ("hm", "mm"):
+            if getattr(self, m, None) is not None:
+                getattr(self, m).close()
+                setattr(self, m, None)
+
+    def close(self):
+        self._drop(getattr(self, "pid", None) == os.getpid())
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
             self.close()
-            raise NibError("the appliance on %s is not ready (state %d)" % (self.path, st))
-        self.epoch = self._u64(H_EPOCH)
-        self.app_pid = self._u32(H_APP_PID)
-        self.vocab_size = self._u32(H_VOCAB)
-        self.ctx_len = self._u32(H_CTX)
-        self.bos_id, self.eos_id = self._u32(H_BOS), self._u32(H_EOS)
-        self.add_bos = self._u32(H_ADD_BOS)
-        if not _pid_exists(self.app_pid):
-            self.close()
-            raise NibError("%s is a stale segment: its appliance (pid %d) is not running" %
-                           (self.path, self.app_pid))
-        if ctypes is not None and _SYS_FUTEX is not None:
-            self._bell = ctypes.c_uint32.from_buffer(self.mm, H_DOORBELL)
+        except Exception:
+            pass
 
     # ---- plumbing ----
-    def _u32(self, off):
+    def _h32(self, off):
+        return struct.unpack_from("<I", self.hm, off)[0]
+
+    def _h64(self, off):
+        return struct.unpack_from("<Q", self.hm, off)[0]
+
+    def _r32(self, off):
         return struct.unpack_from("<I", self.mm, off)[0]
 
-    def _u64(self, off):
+    def _r64(self, off):
         return struct.unpack_from("<Q", self.mm, off)[0]
 
     def _put32(self, off, v):
@@ -201,308 +645,243 @@ class Host:
     def _put64(self, off, v):
         struct.pack_into("<Q", self.mm, off, v)
 
-    def _check_header(self, m, file_size):
-        magic, version = struct.unpack_from("<QI", m, 0)
-        if magic != MAGIC:
-            raise NibError("%s is not a nibble segment (bad magic)" % self.path)
-        if version != VERSION:
-            raise NibError("%s has segment layout version %d, this host speaks version %d: "
-                           "use a host built for the appliance's version" %
-                           (self.path, version, VERSION))
-        want = [(H_HEADER_SIZE, "<I", HEADER_SIZE, "header_size"),
-                (H_SEGMENT_SIZE, "<Q", SEGMENT_SIZE, "segment_size"),
-                (H_N_SLOTS, "<I", N_SLOTS, "n_slots"), (H_SLOT_SIZE, "<I", SLOT_SIZE, "slot_size"),
-                (H_SLOTS_OFFSET, "<Q", SLOTS_OFFSET, "slots_offset"),
-                (H_STATS_OFFSET, "<Q", STATS_OFFSET, "stats_offset"),
-                (H_PROMPT_MAX, "<I", PROMPT_MAX, "prompt_max"),
-                (H_SLOT_TOKENS, "<I", SLOT_TOKENS, "slot_tokens"),
-                (H_SLOT_TEXT, "<I", SLOT_TEXT, "slot_text"),
-                (H_ERRMSG_MAX, "<I", ERRMSG_MAX, "errmsg_max")]
-        for off, fmt, value, name in want:
-            got = struct.unpack_from(fmt, m, off)[0]
-            if got != value:
-                raise NibError("%s: inconsistent header: %s is %d, layout version %d has %d" %
-                               (self.path, name, got, VERSION, value))
-        if file_size < SEGMENT_SIZE:
-            raise NibError("%s: inconsistent header: the file is %d bytes, segment_size says %d" %
-                           (self.path, file_size, SEGMENT_SIZE))
-        vocab, ctx, bos, eos, add_bos = (struct.unpack_from("<I", m, o)[0]
-                                         for o in (H_VOCAB, H_CTX, H_BOS, H_EOS, H_ADD_BOS))
-        if vocab == 0 or ctx == 0 or bos >= vocab or eos >= vocab or add_bos > 1:
-            raise NibError("%s: inconsistent header: model limits vocab_size %d, ctx_len %d, "
-                           "bos_id %d, eos_id %d, add_bos %d" % (self.path, vocab, ctx, bos, eos,
-                                                                  add_bos))
-        pid, epoch = struct.unpack_from("<I", m, H_APP_PID)[0], struct.unpack_from("<Q", m, H_EPOCH)[0]
-        if pid == 0 or epoch == 0:
-            raise NibError("%s: inconsistent header: appliance_pid %d, epoch %d" %
-                           (self.path, pid, epoch))
-        if struct.unpack_from("<I", m, H_STATE)[0] > APP_STOPPED:
-            raise NibError("%s: inconsistent header: appliance state %d" %
-                           (self.path, struct.unpack_from("<I", m, H_STATE)[0]))
+    def _own(self):
+        """Every call starts here: a forked child attaches afresh (closing its copies of the
+        parent's connection and mappings, without DETACH: they are the parent's)."""
+        if self.fork_gen == _fork_gen or self.pid == os.getpid():
+            self.fork_gen = _fork_gen
+            if self.mm is None:
+                raise NibError("this host is closed")
+            return
+        self._drop(False)
+        self._attach()
 
-    def close(self):
-        if getattr(self, "mm", None) is not None:
-            self._bell = None
-            self.mm.close()
-            self.mm = None
-        if getattr(self, "fd", -1) >= 0:
-            os.close(self.fd)
-            self.fd = -1
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+    def _gone(self, what):
+        self.gone = what
+        raise Gone(what)
 
     def check(self, force=True):
-        """Raise Gone when the appliance attached to has stopped, died or restarted.
-        The pid and name checks run every time when forced, else every 100 ms."""
-        if self._u64(H_EPOCH) != self.epoch:
-            raise Gone("the appliance restarted (epoch changed)")
-        st = self._u32(H_STATE)
-        if st != APP_READY:
-            raise Gone("the appliance is %s" % ("stopping" if st == APP_STOPPING else "stopped"))
+        """Raise Gone when the appliance has stopped, exited or stopped answering. The socket
+        is looked at every time when forced, else every 100 ms."""
+        self._own()
+        self._alive(force)
+
+    def _alive(self, force):
+        if self.gone:
+            raise Gone(self.gone)
+        st = self._h32(H_STATE)
+        if st in (APP_STOPPING, APP_STOPPED):
+            self._gone("appliance %s is %s" % (self.name, "stopping" if st == APP_STOPPING
+                                               else "stopped"))
         now = time.monotonic_ns()
         if not force and now < self._next_check:
             return
-        self._next_check = now + CHECK_EVERY_NS
-        if not _pid_exists(self.app_pid):
-            self._gone("the appliance (pid %d) died" % self.app_pid)
-        beat = self._u64(H_HEARTBEAT)
-        if now > beat and now - beat > STALE_NS and self._name_epoch() != self.epoch:
-            self._gone("the appliance stopped answering (no heartbeat for %d ms)" %
-                       ((now - beat) // 1000000))
+        self._next_check = now + CHECK_NS
+        for _ in range(8):
+            r, _, x = select.select([self.sock], [], [self.sock], 0)
+            if not r and not x:
+                break
+            try:
+                data = self.sock.recv(CTL_SIZE + 1, socket.MSG_DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                data = b""
+            if not data:
+                self._gone("appliance %s exited (its connection hung up)" % self.name)
+            if len(data) == CTL_SIZE and struct.unpack(CTL_FMT, data)[2] == CTL_STOPPING:
+                self._gone("appliance %s is stopping" % self.name)
+        age = now - self._h64(H_HEARTBEAT)
+        if age > HEARTBEAT_STALE_NS:
+            self._gone("appliance %s is not responding (no heartbeat for %d ms)" %
+                       (self.name, age // 1000000))
 
-    def _name_epoch(self):
-        """Epoch of the segment now under our name; 0 when there is none."""
-        try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return 0
-        try:
-            if os.fstat(fd).st_size < HEADER_SIZE:
-                return 0
-            with mmap.mmap(fd, HEADER_SIZE, mmap.MAP_SHARED, mmap.PROT_READ) as hm:
-                return struct.unpack_from("<Q", hm, H_EPOCH)[0]
-        finally:
-            os.close(fd)
-
-    def _gone(self, what):
-        e = self._name_epoch()
-        if e and e != self.epoch:
-            raise Gone("%s; %s now belongs to a new boot (epoch %d, this handle has epoch %d): "
-                       "attach again" % (what, self.path, e, self.epoch))
-        if not e:
-            raise Gone("%s; %s was removed" % (what, self.path))
-        raise Gone(what)
-
-    def _claim_lock(self, lock):
-        # An open-file-description lock when Python has it (never lost when
-        # this process opens and closes the file elsewhere), else a POSIX one.
-        if hasattr(fcntl, "F_OFD_SETLKW"):
-            ltype = fcntl.F_WRLCK if lock else fcntl.F_UNLCK
-            fl = struct.pack("hhxxxxqqixxxx", ltype, os.SEEK_SET, CLAIM_LOCK_OFFSET, 1, 0)
-            fcntl.fcntl(self.fd, fcntl.F_OFD_SETLKW if lock else fcntl.F_OFD_SETLK, fl)
-        else:
-            fcntl.lockf(self.fd, fcntl.LOCK_EX if lock else fcntl.LOCK_UN, 1, CLAIM_LOCK_OFFSET)
+    def _so(self, i):
+        return self.slots_offset + i * self.slot_size
 
     def _claim(self):
         with self._lock:
-            self._claim_lock(True)
-            try:
-                for i in range(N_SLOTS):
-                    base = SLOTS_OFFSET + i * SLOT_SIZE
-                    if self._u32(base + S_STATE) != SLOT_FREE:
-                        continue
-                    self._put32(base + S_OWNER, self.pid)
-                    ticket = self._u64(H_NEXT_TICKET)
-                    self._put64(H_NEXT_TICKET, ticket + 1)
-                    self._put64(base + S_TICKET, ticket)
-                    self._put32(base + S_STATE, SLOT_CLAIMED)
-                    return Handle(i, ticket)
-            finally:
-                self._claim_lock(False)
+            for i in range(self.n_slots):
+                if self._r32(self._so(i) + S_STATE) == SLOT_FREE:
+                    self._put32(self._so(i) + S_STATE, SLOT_CLAIMED)
+                    return i
         return None
 
-    def _ring(self):
-        self._put32(H_DOORBELL, (self._u32(H_DOORBELL) + 1) & 0xFFFFFFFF)
-        if self._bell is not None:
-            _libc.syscall(ctypes.c_long(_SYS_FUTEX), ctypes.c_void_p(ctypes.addressof(self._bell)),
-                          ctypes.c_int(1), ctypes.c_int(1), None, None, ctypes.c_int(0))
-
     def _slot(self, h):
-        if not isinstance(h, Handle) or not 0 <= h.slot < N_SLOTS:
+        if not isinstance(h, Handle) or not 0 <= h.slot < self.n_slots:
             raise NibError("not a request handle of this host: %r" % (h,))
-        base = SLOTS_OFFSET + h.slot * SLOT_SIZE
-        if self._u64(base + S_TICKET) != h.ticket or self._u32(base + S_OWNER) != self.pid or \
-                self._u32(base + S_STATE) == SLOT_FREE:
-            raise NibError("slot %d no longer holds request %d of this host (released, or "
-                           "reclaimed by the appliance)" % (h.slot, h.ticket))
+        base = self._so(h.slot)
+        if self._r64(base + S_TICKET) != h.ticket or \
+                self._r32(base + S_STATE) in (SLOT_FREE, SLOT_CLAIMED):
+            raise NibError("slot %d no longer holds request %d of this host (released, or this "
+                           "is a forked child)" % (h.slot, h.ticket))
         return base
 
     # ---- the API ----
     def submit(self, prompt, max_tokens=64, temperature=0.0, seed=0, no_bos=False, request_id=0,
                busy_wait=0.0):
         """Submit a prompt (str, bytes, or a list of token ids). busy_wait: seconds to wait
-        for a free slot (None: forever) before raising Busy."""
+        for a free slot (None: up to DEFAULT_TIMEOUT) before raising Busy."""
+        self._own()
+        self._alive(True)
         flags = REQ_NO_BOS if no_bos else 0
         if isinstance(prompt, str):
             prompt = prompt.encode("utf-8")
         if isinstance(prompt, (bytes, bytearray)):
             data = bytes(prompt)
-            if len(data) > PROMPT_MAX:
-                raise NibError("prompt is %d bytes, the limit is %d" % (len(data), PROMPT_MAX))
+            if len(data) > self.prompt_max:
+                raise NibError("prompt is %d bytes, the limit is %d bytes" %
+                               (len(data), self.prompt_max))
         else:
             ids = list(prompt)
-            if not ids or len(ids) > PROMPT_MAX // 4:
-                raise NibError("prompt must hold 1..%d token ids" % (PROMPT_MAX // 4))
+            if not ids or len(ids) > self.prompt_max // 4:
+                raise NibError("prompt must hold 1..%d token ids" % (self.prompt_max // 4))
             for k, t in enumerate(ids):
                 if not 0 <= t < self.vocab_size:
                     raise NibError("prompt token id %d at %d is not below the vocabulary size %d"
                                    % (t, k, self.vocab_size))
             data = struct.pack("<%dI" % len(ids), *ids)
             flags |= REQ_PROMPT_IDS
-        if not 1 <= max_tokens <= SLOT_TOKENS:
-            raise NibError("max_tokens must be 1..%d" % SLOT_TOKENS)
+        if not 1 <= max_tokens <= self.slot_tokens:
+            raise NibError("max_tokens must be 1..%d" % self.slot_tokens)
         if not 0.0 <= temperature <= TEMPERATURE_MAX:
             raise NibError("temperature must be a number in 0..%g" % TEMPERATURE_MAX)
-        deadline = None if busy_wait is None else time.monotonic() + busy_wait
-        nap = 0.00002
+        deadline = time.monotonic() + (DEFAULT_TIMEOUT if busy_wait is None else busy_wait)
+        nap = 0.00005
         while True:
-            self.check()
-            h = self._claim()
-            if h is not None:
+            i = self._claim()
+            if i is not None:
                 break
-            if deadline is not None and time.monotonic() >= deadline:
-                raise Busy("all %d slots are busy" % N_SLOTS)
+            if time.monotonic() >= deadline:
+                raise Busy("all %d slots of this host's ring are busy" % self.n_slots)
+            self._alive(False)
             time.sleep(nap)
-            nap = min(nap * 2, 0.001)
-        base = SLOTS_OFFSET + h.slot * SLOT_SIZE
+            nap = min(nap * 2, 0.002)
+        base = self._so(i)
         self._put32(base + S_CANCEL, 0)
         self._put64(base + S_REQUEST_ID, request_id)
         self.mm[base + S_REQ:base + S_REQ + 64] = struct.pack(
-            "<IIfIQ40x", len(data), max_tokens, temperature, flags, seed)
-        self.mm[base + S_PROMPT:base + S_PROMPT + len(data)] = data
+            "<IIfIQI36x", len(data), max_tokens, temperature, flags, seed, 0)
+        p = base + self.prompt_offset
+        self.mm[p:p + len(data)] = data
         for off in (S_N_TOKENS, S_N_PROMPT, S_TEXT_LEN, S_STATUS):
             self._put32(base + off, 0)
+        for off in (S_T_START, S_T_FIRST, S_T_DONE, S_SERVED):
+            self._put64(base + off, 0)
+        self.mm[base + S_ERROR] = 0
+        with self._lock:
+            ticket = self._r64(R_NEXT_TICKET) + 1
+            self._put64(R_NEXT_TICKET, ticket)
+        self._put64(base + S_TICKET, ticket)
         self._put32(base + S_STATE, SLOT_SUBMITTED)  # the release store
-        self._ring()
-        return h
+        if self._h32(H_SLEEPING):
+            try:
+                self.sock.send(_msg(CTL_KICK), socket.MSG_NOSIGNAL | socket.MSG_DONTWAIT)
+            except OSError:
+                pass  # a full buffer already holds kicks; a hang-up shows at the next check
+        return Handle(i, ticket)
 
     def poll(self, h):
         """Snapshot of a request; raises Gone while it is unfinished and the appliance is gone."""
+        self._own()
         base = self._slot(h)
-        done = self._u32(base + S_STATE) == SLOT_DONE
-        n = min(self._u32(base + S_N_TOKENS), SLOT_TOKENS)
-        tl = min(self._u32(base + S_TEXT_LEN), SLOT_TEXT)
-        np_ = min(self._u32(base + S_N_PROMPT), n)
-        tokens = list(struct.unpack_from("<%dI" % n, self.mm, base + S_TOKENS))
+        done = self._r32(base + S_STATE) == SLOT_DONE
+        n = min(self._r32(base + S_N_TOKENS), self.slot_tokens)
+        tl = min(self._r32(base + S_TEXT_LEN), self.slot_text)
+        np_ = min(self._r32(base + S_N_PROMPT), n)
+        tok = base + self.tokens_offset
+        txt = base + self.text_offset
+        tokens = list(struct.unpack_from("<%dI" % n, self.mm, tok))
         err = bytes(self.mm[base + S_ERROR:base + S_ERROR + ERRMSG_MAX]).split(b"\0", 1)[0]
-        p = Progress(done=done, status=self._u32(base + S_STATUS) if done else 0, n_prompt=np_,
-                     tokens=tokens, text=bytes(self.mm[base + S_TEXT:base + S_TEXT + tl]),
+        p = Progress(done=done, status=self._r32(base + S_STATUS) if done else 0, n_prompt=np_,
+                     tokens=tokens, text=bytes(self.mm[txt:txt + tl]),
                      error=err.decode("utf-8", "replace"),
-                     request_id=self._u64(base + S_REQUEST_ID),
-                     t_start_ns=self._u64(base + S_T_START), t_first_ns=self._u64(base + S_T_FIRST),
-                     t_done_ns=self._u64(base + S_T_DONE))
+                     request_id=self._r64(base + S_REQUEST_ID),
+                     t_start_ns=self._r64(base + S_T_START), t_first_ns=self._r64(base + S_T_FIRST),
+                     t_done_ns=self._r64(base + S_T_DONE))
         if not done:
-            self.check(force=False)
+            self._alive(False)
         return p
 
+    def _sleep_on_done(self, base, seconds):
+        """FUTEX_WAIT on the ring's done_seq (shared, not private) for at most seconds."""
+        if ctypes is None or _SYS_FUTEX is None:
+            time.sleep(min(seconds, 0.002))
+            return
+        with self._lock:
+            self._put32(R_DONE_WAITERS, self._r32(R_DONE_WAITERS) + 1)
+        try:
+            seq = self._r32(R_DONE_SEQ)
+            if self._r32(base + S_STATE) != SLOT_DONE:
+                word = ctypes.c_uint32.from_buffer(self.mm, R_DONE_SEQ)
+                ts = (ctypes.c_long * 2)(int(seconds), int((seconds % 1) * 1e9))
+                _libc.syscall(ctypes.c_long(_SYS_FUTEX), ctypes.c_void_p(ctypes.addressof(word)),
+                              ctypes.c_int(0), ctypes.c_uint32(seq), ts, None, ctypes.c_int(0))
+                del word
+        finally:
+            with self._lock:
+                self._put32(R_DONE_WAITERS, max(self._r32(R_DONE_WAITERS) - 1, 0))
+
     def wait(self, h, seen_tokens=None, timeout=None):
-        """Until more than seen_tokens ids are out (None: until done) or timeout seconds."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        nap = 0.00002
+        """Until more than seen_tokens ids are out (None: until done), at most timeout seconds
+        (None: DEFAULT_TIMEOUT). Raises Timeout (the request goes on) or Gone."""
+        limit = DEFAULT_TIMEOUT if timeout is None else timeout
+        deadline = time.monotonic() + limit
+        nap = 0.00005
+        spins = 0
         while True:
             p = self.poll(h)
             if p.done or (seen_tokens is not None and len(p.tokens) > seen_tokens):
                 return p
-            if deadline is not None and time.monotonic() >= deadline:
-                raise Timeout("request %d not finished after %.3f s" % (h.ticket, timeout))
-            time.sleep(nap)
-            nap = min(nap * 2, 0.002)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Timeout("request %d not %s after %.3f s" %
+                              (h.ticket, "finished" if seen_tokens is None else "further", limit))
+            spins += 1
+            if spins < 20:
+                continue
+            slice_ = min(left, CHECK_NS / 1e9)
+            if seen_tokens is None:
+                self._sleep_on_done(self._so(h.slot), slice_)
+            else:
+                time.sleep(min(nap, slice_))
+                nap = min(nap * 2, 0.002)
 
     def cancel(self, h):
+        self._own()
         self._put32(self._slot(h) + S_CANCEL, 1)
 
     def release(self, h):
+        self._own()
         base = self._slot(h)
-        if self._u32(base + S_STATE) != SLOT_DONE:
+        if self._r32(base + S_STATE) != SLOT_DONE and not self.gone:
             raise NibError("request is not finished (cancel it and wait first)")
         self._put32(base + S_STATE, SLOT_FREE)
 
     def ask(self, prompt, timeout=None, **kw):
         """submit, wait until done, release: the final Progress."""
-        kw.setdefault("busy_wait", None)
+        kw.setdefault("busy_wait", timeout)
         h = self.submit(prompt, **kw)
         p = self.wait(h, timeout=timeout)
         self.release(h)
         return p
 
     def stats(self):
-        vals = struct.unpack_from("<7Q", self.mm, STATS_OFFSET)
-        return dict(zip(STATS_COUNTERS, vals))
+        self._own()
+        vals = struct.unpack_from("<8Q", self.hm, STATS_OFFSET)
+        st = dict(zip(STATS_COUNTERS, vals))
+        st.update(zip(STATS_HOSTS, struct.unpack_from("<5Q", self.hm, STATS_HOSTS_OFFSET)))
+        st["hosts_attached"], st["socket_lost"] = struct.unpack_from("<II", self.hm,
+                                                                     STATS_HOSTS_OFFSET + 40)
+        st["epoch"] = self.epoch
+        return st
 
-    def stop(self, timeout=30.0):
-        self._put32(H_STOP, 1)
-        self._ring()
-        deadline = time.monotonic() + timeout
-        while self._u32(H_STATE) != APP_STOPPED and _pid_exists(self.app_pid):
-            if time.monotonic() >= deadline:
-                raise Timeout("the appliance did not stop in %.0f s" % timeout)
-            time.sleep(0.001)
-
-
-def _pid_exists(pid):
-    if pid <= 0 or pid >= 1 << 22:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _utf8_seq(b, i):
-    """Length of the well-formed UTF-8 sequence at b[i] (the rule nib ask uses), or 0."""
-    c = b[i]
-    n = 1 if c < 0x80 else 2 if c & 0xE0 == 0xC0 else 3 if c & 0xF0 == 0xE0 else \
-        4 if c & 0xF8 == 0xF0 else 0
-    if n == 0 or n > len(b) - i or (n == 2 and c < 0xC2):
-        return 0
-    if any(b[i + k] & 0xC0 != 0x80 for k in range(1, n)):
-        return 0
-    return n
-
-
-def json_string(b):
-    """JSON string of bytes exactly as `nib ask --json` writes it (bytes out)."""
-    out = bytearray(b'"')
-    i = 0
-    while i < len(b):
-        n = _utf8_seq(b, i)
-        c = b[i]
-        if n == 0:
-            out += b"\\ufffd"
-        elif n > 1:
-            out += b[i:i + n]
-            i += n - 1
-        elif c in (0x22, 0x5C):
-            out += b"\\" + bytes([c])
-        elif c == 0x0A:
-            out += b"\\n"
-        elif c == 0x09:
-            out += b"\\t"
-        elif c == 0x0D:
-            out += b"\\r"
-        elif c < 0x20:
-            out += b"\\u%04x" % c
-        else:
-            out.append(c)
-        i += 1
-    return bytes(out + b'"')
+    def stop(self, timeout=None):
+        """Ask the appliance to shut down over this host's connection; waits for it to exit."""
+        self._own()
+        deadline = time.monotonic() + (timeout or DEFAULT_TIMEOUT)
+        _stop_on(self.sock, self.name, deadline)
+        self.gone = "appliance %s was stopped" % self.name
 
 
 def ask_json(prompt_bytes, p):
@@ -515,9 +894,18 @@ def ask_json(prompt_bytes, p):
     return s + b"}\n"
 
 
+def _positive(v):
+    x = float(v)
+    if not 0 < x <= 86400:
+        raise argparse.ArgumentTypeError("--timeout wants seconds in (0, 86400]")
+    return x
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="nibhost.py", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
+    tmo = "give up after this many seconds (default %d); every wait is bounded by it" % \
+        DEFAULT_TIMEOUT
     a = sub.add_parser("ask", help="submit a prompt and print the answer")
     a.add_argument("--name", default="nib")
     a.add_argument("--max-tokens", type=int, default=64)
@@ -526,16 +914,22 @@ def main(argv=None):
     a.add_argument("--no-bos", action="store_true")
     a.add_argument("--ids", help="comma-separated prompt token ids instead of text")
     a.add_argument("--json", action="store_true")
+    a.add_argument("--timeout", type=_positive, default=DEFAULT_TIMEOUT, help=tmo)
     a.add_argument("prompt", nargs="?", default="")
     s = sub.add_parser("stats", help="print the appliance's counters")
     s.add_argument("--name", default="nib")
     s.add_argument("--json", action="store_true")
-    t = sub.add_parser("stop", help="stop the appliance")
+    s.add_argument("--timeout", type=_positive, default=DEFAULT_TIMEOUT, help=tmo)
+    t = sub.add_parser("stop", help="stop the appliance (over its socket)")
     t.add_argument("--name", default="nib")
+    t.add_argument("--timeout", type=_positive, default=DEFAULT_TIMEOUT, help=tmo)
     args = ap.parse_args(argv)
     out = sys.stdout.buffer
     try:
-        with Host(args.name) as h:
+        if args.cmd == "stop":
+            stop(args.name, args.timeout)
+            return 0
+        with Host(args.name, timeout=args.timeout) as h:
             if args.cmd == "stats":
                 st = h.stats()
                 if args.json:
@@ -544,24 +938,48 @@ def main(argv=None):
                     for k, v in st.items():
                         out.write(("%s: %d\n" % (k, v)).encode())
                 return 0
-            if args.cmd == "stop":
-                h.stop()
-                return 0
             prompt = args.prompt.encode("utf-8", "surrogateescape")
             if args.ids is not None:
                 prompt_arg = [int(x) for x in args.ids.split(",") if x.strip()]
             else:
                 prompt_arg = prompt
-            p = h.ask(prompt_arg, max_tokens=args.max_tokens, temperature=args.temperature,
-                      seed=args.seed, no_bos=args.no_bos)
+            deadline = time.monotonic() + args.timeout
+            hd = h.submit(prompt_arg, max_tokens=args.max_tokens, temperature=args.temperature,
+                          seed=args.seed, no_bos=args.no_bos, busy_wait=args.timeout)
+            shown = seen = 0
+            while True:
+                try:
+                    p = h.wait(hd, seen_tokens=None if args.json else seen,
+                               timeout=max(min(deadline - time.monotonic(), 0.1), 0.001))
+                except Timeout:
+                    p = h.poll(hd)
+                if not args.json and len(p.text) > shown:
+                    # Never half a character: hold back an incomplete tail.
+                    k = len(p.text) - shown if p.done else ready(p.text[shown:])
+                    if shown == 0 and k:
+                        out.write(sanitize(prompt))
+                    out.write(sanitize(p.text[shown:shown + k]))
+                    out.flush()
+                    shown += k
+                seen = len(p.tokens)
+                if p.done:
+                    break
+                if time.monotonic() >= deadline:
+                    # Closing the connection ends the request too; cancel says it first.
+                    h.cancel(hd)
+                    raise Timeout("no answer within %.1f s (--timeout): the request was "
+                                  "cancelled" % args.timeout)
+            h.release(hd)
             if args.json:
                 out.write(ask_json(prompt, p))
             else:
-                out.write(prompt + p.text + b"\n")
+                if shown == 0:
+                    out.write(sanitize(prompt))
+                out.write(b"\n")
                 if p.status_name == "bad_request":
                     sys.stderr.write("nibhost.py ask: request rejected: %s\n" % p.error)
-            return 1 if p.status_name in ("bad_request", "shutdown") else 0
-    except (NibError, ValueError) as e:
+            return 1 if p.status_name in ("bad_request", "shutdown", "host_changed") else 0
+    except (NibError, ValueError, OSError) as e:
         sys.stderr.write("nibhost.py %s: %s\n" % (args.cmd, e))
         return 1
 

@@ -311,7 +311,7 @@ static int bench_blob(const struct bench_opts *o)
 static int bench_appliance(const struct bench_opts *o)
 {
     struct nib_host *h;
-    if (nib_host_attach(&h, o->name) != NIB_HOST_OK) {
+    if (nib_host_attach(&h, o->name, 0) != NIB_HOST_OK) {
         fprintf(stderr, "nib bench: %s\n", nib_host_error(h));
         nib_host_detach(h);
         return 1;
