@@ -34,20 +34,56 @@ int __real_munmap(void *a, size_t n);
 int __real_brk(void *a);
 void *__real_sbrk(intptr_t n);
 
-void *__wrap_malloc(size_t n) { count(0); return __real_malloc(n); }
-void *__wrap_calloc(size_t n, size_t s) { count(1); return __real_calloc(n, s); }
-void *__wrap_realloc(void *p, size_t n) { count(2); return __real_realloc(p, n); }
-void __wrap_free(void *p) { count(3); __real_free(p); }
-void *__wrap_aligned_alloc(size_t a, size_t n) { count(4); return __real_aligned_alloc(a, n); }
-int __wrap_posix_memalign(void **p, size_t a, size_t n) { count(4); return __real_posix_memalign(p, a, n); }
+void *__wrap_malloc(size_t n)
+{
+    count(0);
+    return __real_malloc(n);
+}
+void *__wrap_calloc(size_t n, size_t s)
+{
+    count(1);
+    return __real_calloc(n, s);
+}
+void *__wrap_realloc(void *p, size_t n)
+{
+    count(2);
+    return __real_realloc(p, n);
+}
+void __wrap_free(void *p)
+{
+    count(3);
+    __real_free(p);
+}
+void *__wrap_aligned_alloc(size_t a, size_t n)
+{
+    count(4);
+    return __real_aligned_alloc(a, n);
+}
+int __wrap_posix_memalign(void **p, size_t a, size_t n)
+{
+    count(4);
+    return __real_posix_memalign(p, a, n);
+}
 void *__wrap_mmap(void *a, size_t n, int prot, int flags, int fd, off_t off)
 {
     count(5);
     return __real_mmap(a, n, prot, flags, fd, off);
 }
-int __wrap_munmap(void *a, size_t n) { count(6); return __real_munmap(a, n); }
-int __wrap_brk(void *a) { count(7); return __real_brk(a); }
-void *__wrap_sbrk(intptr_t n) { count(7); return __real_sbrk(n); }
+int __wrap_munmap(void *a, size_t n)
+{
+    count(6);
+    return __real_munmap(a, n);
+}
+int __wrap_brk(void *a)
+{
+    count(7);
+    return __real_brk(a);
+}
+void *__wrap_sbrk(intptr_t n)
+{
+    count(7);
+    return __real_sbrk(n);
+}
 
 int boot_alloc_counting(void)
 {

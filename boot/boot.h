@@ -32,8 +32,8 @@ struct boot_workers {
     uint32_t n;
     uint32_t cpus[NIB_TEAM_MAX_WORKERS];
     uint32_t nodes[NIB_TEAM_MAX_WORKERS];
-    uint32_t n_nodes;  /* distinct nodes among the workers */
-    int overridden;    /* the machine differs and --ignore-topology was given */
+    uint32_t n_nodes; /* distinct nodes among the workers */
+    int overridden;   /* the machine differs and --ignore-topology was given */
 };
 
 /* Compare this machine with nib_topology_table. When they differ: -1 with
@@ -100,11 +100,11 @@ int boot_start_workers(struct nib_team *t, const struct boot_workers *w, int sec
 struct boot_channel {
     struct nib_name_paths paths;
     int group_access;
-    int lock_fd;               /* flock held until exit */
+    int lock_fd; /* flock held until exit */
     int listen_fd;
     uint64_t sock_dev, sock_ino;
     int header_fd;
-    void *header;              /* NIB_SHM_HEADER_MEMFD_SIZE bytes, writable (ours only) */
+    void *header; /* NIB_SHM_HEADER_MEMFD_SIZE bytes, writable (ours only) */
     uint32_t n_rings;
     uint64_t ring_size;
     int ring_fd[NIB_HOSTS_MAX];
@@ -113,8 +113,7 @@ struct boot_channel {
 
 /* Paths of name, the runtime directory (created, then checked), the name
  * lock. Refuses when another appliance holds the name. */
-int boot_name(const char *name, int group_access, struct boot_channel *c, char *err,
-              size_t errlen);
+int boot_name(const char *name, int group_access, struct boot_channel *c, char *err, size_t errlen);
 /* Replace whatever is at the socket path (the lock is ours), bind, listen. */
 int boot_listen(struct boot_channel *c, char *err, size_t errlen);
 /* At exit: unlink the socket path if it still is the socket we bound. */

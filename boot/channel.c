@@ -33,8 +33,7 @@
 #define F_SEAL_FUTURE_WRITE 0x0010
 #endif
 
-int boot_name(const char *name, int group_access, struct boot_channel *c, char *err,
-              size_t errlen)
+int boot_name(const char *name, int group_access, struct boot_channel *c, char *err, size_t errlen)
 {
     memset(c, 0, sizeof *c);
     c->lock_fd = c->listen_fd = c->header_fd = -1;
@@ -58,8 +57,10 @@ int boot_name(const char *name, int group_access, struct boot_channel *c, char *
         }
         close(dfd);
     } else if (errno != EEXIST) {
-        snprintf(err, errlen, "cannot create runtime directory %s: %s (set NIB_RUNTIME_DIR to "
-                 "a directory this user may create)", dir, strerror(errno));
+        snprintf(err, errlen,
+                 "cannot create runtime directory %s: %s (set NIB_RUNTIME_DIR to "
+                 "a directory this user may create)",
+                 dir, strerror(errno));
         return -1;
     }
     if (nib_runtime_dir_check(dir, (uint32_t)geteuid(), group_access, err, errlen))
@@ -67,8 +68,10 @@ int boot_name(const char *name, int group_access, struct boot_channel *c, char *
     if (group_access) {
         struct stat st;
         if (lstat(dir, &st) != 0 || st.st_gid != getegid()) {
-            snprintf(err, errlen, "runtime directory %s: group is not this appliance's group "
-                     "%u (chgrp %u %s)", dir, (unsigned)getegid(), (unsigned)getegid(), dir);
+            snprintf(err, errlen,
+                     "runtime directory %s: group is not this appliance's group "
+                     "%u (chgrp %u %s)",
+                     dir, (unsigned)getegid(), (unsigned)getegid(), dir);
             return -1;
         }
     }
@@ -86,9 +89,10 @@ int boot_name(const char *name, int group_access, struct boot_channel *c, char *
         int e = errno;
         close(fd);
         if (e == EWOULDBLOCK)
-            snprintf(err, errlen, "name %s is in use by a running appliance (%s is locked); "
-                     "stop it (nib stop --name %s) or choose another --name", name,
-                     c->paths.lock, name);
+            snprintf(err, errlen,
+                     "name %s is in use by a running appliance (%s is locked); "
+                     "stop it (nib stop --name %s) or choose another --name",
+                     name, c->paths.lock, name);
         else
             snprintf(err, errlen, "cannot lock %s: %s", c->paths.lock, strerror(e));
         return -1;
@@ -148,8 +152,8 @@ static void *make_memfd(const char *name, uint64_t size, int *fd_out, char *err,
         return NULL;
     }
     if (ftruncate(fd, (off_t)size) != 0) {
-        snprintf(err, errlen, "cannot size %s to %llu bytes: %s", name,
-                 (unsigned long long)size, strerror(errno));
+        snprintf(err, errlen, "cannot size %s to %llu bytes: %s", name, (unsigned long long)size,
+                 strerror(errno));
         close(fd);
         return NULL;
     }
@@ -168,8 +172,7 @@ static void *make_memfd(const char *name, uint64_t size, int *fd_out, char *err,
 int boot_memfds(struct boot_channel *c, uint32_t n_rings, uint64_t ring_size, char *err,
                 size_t errlen)
 {
-    c->header = make_memfd("nibble-header", NIB_SHM_HEADER_MEMFD_SIZE, &c->header_fd, err,
-                           errlen);
+    c->header = make_memfd("nibble-header", NIB_SHM_HEADER_MEMFD_SIZE, &c->header_fd, err, errlen);
     if (!c->header)
         return -1;
     c->n_rings = n_rings;
@@ -192,8 +195,10 @@ int boot_seal_header(struct boot_channel *c, char *err, size_t errlen)
 {
     if (fcntl(c->header_fd, F_ADD_SEALS,
               F_SEAL_FUTURE_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
-        snprintf(err, errlen, "sealing the header memfd: %s (F_SEAL_FUTURE_WRITE needs Linux "
-                 "5.1 or later)", strerror(errno));
+        snprintf(err, errlen,
+                 "sealing the header memfd: %s (F_SEAL_FUTURE_WRITE needs Linux "
+                 "5.1 or later)",
+                 strerror(errno));
         return -1;
     }
     return 0;

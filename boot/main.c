@@ -74,7 +74,7 @@ struct options {
     unsigned barrier_spin_us;
     int group_access;
     uint32_t max_hosts;
-    uint32_t workers;         /* 0: one per physical core */
+    uint32_t workers; /* 0: one per physical core */
     int ignore_topology;
     int seccomp;
     int digest;
@@ -127,7 +127,8 @@ static int parse_args(int argc, char **argv, struct options *o)
             }
             o->max_hosts = (uint32_t)v;
         } else if ((!strcmp(a, "--spin-us") || !strcmp(a, "--barrier-spin-us") ||
-                    !strcmp(a, "--workers")) && has_val) {
+                    !strcmp(a, "--workers")) &&
+                   has_val) {
             char *end;
             const char *s = argv[++i];
             unsigned long v = strtoul(s, &end, 10);
@@ -270,13 +271,14 @@ int main(int argc, char **argv)
     boot_log("memory: blob %.1f MiB copied to anonymous %s memory, file-backed copy released; "
              "huge pages: blob %.1f%% (%.1f of %.1f MiB), arena %.1f%% (%.1f of %.1f MiB)",
              mib(m.blob_size), m.hugetlb ? "hugetlbfs" : "THP", pct(m.blob_huge, m.blob_map),
-             mib(m.blob_huge), mib(m.blob_map), pct(m.arena_huge, m.arena_map),
-             mib(m.arena_huge), mib(m.arena_map));
+             mib(m.blob_huge), mib(m.blob_map), pct(m.arena_huge, m.arena_map), mib(m.arena_huge),
+             mib(m.arena_map));
     if (m.mlocked)
         boot_log("mlockall: all memory locked");
     else
         boot_log("mlockall: WARNING: failed (%s): pages may be swapped out; give the appliance "
-                 "CAP_IPC_LOCK or a larger RLIMIT_MEMLOCK", m.mlock_err);
+                 "CAP_IPC_LOCK or a larger RLIMIT_MEMLOCK",
+                 m.mlock_err);
 
     /* 4. workers */
     if (boot_start_workers(team, &w, o.seccomp, err, sizeof err))
@@ -285,10 +287,11 @@ int main(int argc, char **argv)
         char list[512] = "";
         size_t used = 0;
         for (uint32_t i = 0; i < w.n && used < sizeof list - 16; i++)
-            used += (size_t)snprintf(list + used, sizeof list - used, "%s%u", i ? "," : "", w.cpus[i]);
+            used +=
+                (size_t)snprintf(list + used, sizeof list - used, "%s%u", i ? "," : "", w.cpus[i]);
         boot_log("workers: %u on cpus %s (%u node%s), %u barriers per token over %u ops; idle: "
-                 "spin %u us, then park; barrier waits over %u us sleep", w.n, list, w.n_nodes,
-                 w.n_nodes == 1 ? "" : "s", n_barriers, v.h->n_ops, o.spin_us,
+                 "spin %u us, then park; barrier waits over %u us sleep",
+                 w.n, list, w.n_nodes, w.n_nodes == 1 ? "" : "s", n_barriers, v.h->n_ops, o.spin_us,
                  o.barrier_spin_us);
     }
 
@@ -336,9 +339,10 @@ int main(int argc, char **argv)
     s.sock_ino = ch.sock_ino;
     s.last_watch_ns = nib_now_ns();
     boot_log("hosts: up to %u attached at once, a ring of %llu bytes each (%u slots: prompt %u "
-             "bytes, %u token ids, text %u bytes); socket %s%s", o.max_hosts,
-             (unsigned long long)geo.ring_size, geo.n_slots, geo.prompt_max, geo.slot_tokens,
-             geo.slot_text, ch.paths.sock, o.group_access ? " (group access)" : "");
+             "bytes, %u token ids, text %u bytes); socket %s%s",
+             o.max_hosts, (unsigned long long)geo.ring_size, geo.n_slots, geo.prompt_max,
+             geo.slot_tokens, geo.slot_text, ch.paths.sock,
+             o.group_access ? " (group access)" : "");
     if (o.seccomp) {
         boot_log("seccomp: workers allow %s", boot_seccomp_allowed(BOOT_FILTER_WORKER));
         boot_log("seccomp: serving thread allows %s", boot_seccomp_allowed(BOOT_FILTER_SERVE));
@@ -360,8 +364,7 @@ int main(int argc, char **argv)
             "nibble: ready on %s: dim %u, %u layers, %u heads (%u kv), vocab %u, ctx %u; "
             "blob %llu bytes, crc32c %08x ok; runtime memory %llu bytes\n",
             ch.paths.sock, hp->dim, hp->n_layers, hp->n_heads, hp->n_kv_heads, hp->vocab_size,
-            hp->ctx_len, (unsigned long long)blob_size, blob_crc,
-            (unsigned long long)v.mem_size);
+            hp->ctx_len, (unsigned long long)blob_size, blob_crc, (unsigned long long)v.mem_size);
 
     if (o.debug_syscall && !strcmp(o.debug_syscall, "serve")) {
         boot_log("debug: making a forbidden system call (getppid) on the serving thread");

@@ -72,7 +72,8 @@ static void allow_if(struct prog *p, long nr, unsigned i, uint32_t val)
 static void build(struct prog *p, enum boot_filter which)
 {
     p->n = 0;
-    emit(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)));
+    emit(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+                                         offsetof(struct seccomp_data, arch)));
     emit(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ARCH, 1, 0));
     emit(p, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS));
     emit(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, NR_OFF));
@@ -116,7 +117,7 @@ static void build(struct prog *p, enum boot_filter which)
 #ifdef SYS_lstat
         allow(p, SYS_lstat);
 #endif
-        allow_if(p, SYS_write, 0, 2);  /* the log */
+        allow_if(p, SYS_write, 0, 2); /* the log */
         allow_if(p, SYS_writev, 0, 2);
     }
     emit(p, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS));
@@ -145,8 +146,10 @@ int boot_seccomp(enum boot_filter which, char *err, size_t errlen)
         return -1;
     }
     if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fp, 0, 0) != 0) {
-        snprintf(err, errlen, "installing the seccomp filter: %s (a kernel without "
-                 "CONFIG_SECCOMP_FILTER? --no-seccomp boots without it)", strerror(errno));
+        snprintf(err, errlen,
+                 "installing the seccomp filter: %s (a kernel without "
+                 "CONFIG_SECCOMP_FILTER? --no-seccomp boots without it)",
+                 strerror(errno));
         return -1;
     }
     return 0;

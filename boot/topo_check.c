@@ -46,13 +46,11 @@ int boot_topology(int ignore, uint32_t max_workers, struct boot_workers *out, ch
         out->overridden = 1;
     } else {
         boot_log("topology: this machine matches the table built in (%u cpus, %u node%s, from %s)",
-                 table->n_cpus, table->n_nodes, table->n_nodes == 1 ? "" : "s",
-                 nib_topology_from);
+                 table->n_cpus, table->n_nodes, table->n_nodes == 1 ? "" : "s", nib_topology_from);
     }
     uint32_t all = nib_topo_workers(use, out->cpus, out->nodes, NIB_TEAM_MAX_WORKERS);
     if (max_workers > all) {
-        snprintf(err, errlen, "--workers %u: this machine has %u physical cores", max_workers,
-                 all);
+        snprintf(err, errlen, "--workers %u: this machine has %u physical cores", max_workers, all);
         return -1;
     }
     out->n = max_workers ? max_workers : all;
@@ -72,8 +70,10 @@ int boot_pin_self(uint32_t cpu, uint32_t node, char *err, size_t errlen)
     CPU_ZERO(&set);
     CPU_SET(cpu, &set);
     if (sched_setaffinity(0, sizeof set, &set) != 0) {
-        snprintf(err, errlen, "cannot pin to cpu %u: %s (offline, or outside the CPUs this "
-                 "process may use: taskset, cgroup cpuset)", cpu, strerror(errno));
+        snprintf(err, errlen,
+                 "cannot pin to cpu %u: %s (offline, or outside the CPUs this "
+                 "process may use: taskset, cgroup cpuset)",
+                 cpu, strerror(errno));
         return -1;
     }
     unsigned got_cpu = 0, got_node = 0;

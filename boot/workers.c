@@ -48,8 +48,8 @@ int boot_start_workers(struct nib_team *t, const struct boot_workers *w, int sec
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     for (uint32_t i = 1; i < w->n; i++) {
         struct worker_arg *a = &args[i];
-        *a = (struct worker_arg){.t = t, .w = i, .cpu = w->cpus[i], .node = w->nodes[i],
-                                 .seccomp = seccomp};
+        *a = (struct worker_arg){
+            .t = t, .w = i, .cpu = w->cpus[i], .node = w->nodes[i], .seccomp = seccomp};
         pthread_t tid;
         int rc = pthread_create(&tid, &attr, worker_main, a);
         if (rc) {

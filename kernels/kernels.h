@@ -38,7 +38,7 @@ typedef NIB_RMSNORM_DECL((*nib_rmsnorm_fn));
  * position. r_begin and r_end are even (a matmul row block), so a pair is
  * never split between two calls. */
 #define NIB_ROPE_DECL(name)                                                                        \
-    void name(float *v, size_t r_begin, size_t r_end, size_t head_dim, size_t rope_dim,           \
+    void name(float *v, size_t r_begin, size_t r_end, size_t head_dim, size_t rope_dim,            \
               const float *cs)
 typedef NIB_ROPE_DECL((*nib_rope_rows_fn));
 
@@ -49,8 +49,8 @@ typedef NIB_ROPE_DECL((*nib_rope_rows_fn));
  * Every variant gives the scalar reference's bits: the order of every
  * operation is fixed in kernels/attention/attention-f32-scalar.c. */
 #define NIB_ATTENTION_DECL(name)                                                                   \
-    void name(const float *q, const float *kc, const float *vc, float *out, float *att,           \
-              size_t h_begin, size_t h_end, size_t head_dim, size_t group, size_t row_stride,     \
+    void name(const float *q, const float *kc, const float *vc, float *out, float *att,            \
+              size_t h_begin, size_t h_end, size_t head_dim, size_t group, size_t row_stride,      \
               size_t pos, size_t ctx, float scale)
 typedef NIB_ATTENTION_DECL((*nib_attention_fn));
 

@@ -5,7 +5,10 @@
 
 #define QACT_MAX_K (1u << 20)
 
-static size_t align_up(size_t x) { return (x + NIB_QACT_ALIGN - 1) & ~(size_t)(NIB_QACT_ALIGN - 1); }
+static size_t align_up(size_t x)
+{
+    return (x + NIB_QACT_ALIGN - 1) & ~(size_t)(NIB_QACT_ALIGN - 1);
+}
 
 /* k_pad and n_blocks for (k, block); 0 when invalid. */
 static uint32_t qact_kpad(uint32_t k, uint32_t block, uint32_t *n_blocks)
@@ -18,7 +21,10 @@ static uint32_t qact_kpad(uint32_t k, uint32_t block, uint32_t *n_blocks)
     return k_pad;
 }
 
-size_t nib_qact_align(void) { return NIB_QACT_ALIGN; }
+size_t nib_qact_align(void)
+{
+    return NIB_QACT_ALIGN;
+}
 
 size_t nib_qact_footprint(uint32_t m, uint32_t k, uint32_t block)
 {

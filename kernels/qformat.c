@@ -6,7 +6,10 @@
  * embedding used as input is never quantized, but stay generous). */
 #define NIB_Q_MAX_COLS (1u << 20)
 
-static int group_ok(uint32_t g) { return g == 32 || g == 64 || g == 128; }
+static int group_ok(uint32_t g)
+{
+    return g == 32 || g == 64 || g == 128;
+}
 
 int nib_qformat_valid(uint32_t dtype, uint32_t group)
 {
@@ -41,7 +44,8 @@ int nib_qlayout_get(struct nib_qlayout *l, uint32_t dtype, uint32_t group, uint3
     l->code_bytes = NIB_Q_TILE_N * l->gsize * l->code_bits / 8;
     l->scale_bytes = group ? 2 : 4; /* f16 per group, f32 per channel */
     l->has_zp = dtype == NIB_DT_Q4A;
-    l->sgroup_bytes = l->code_bytes + NIB_Q_TILE_N * l->scale_bytes + (l->has_zp ? NIB_Q_TILE_N : 0);
+    l->sgroup_bytes =
+        l->code_bytes + NIB_Q_TILE_N * l->scale_bytes + (l->has_zp ? NIB_Q_TILE_N : 0);
     l->nblock_bytes = (uint64_t)l->n_sgroups * l->sgroup_bytes;
     l->size = (uint64_t)(l->n_pad / NIB_Q_TILE_N) * l->nblock_bytes;
     return 0;

@@ -34,26 +34,26 @@
 #include "kernels/dtype.h"
 #include "kernels/f16.h"
 
-#define NIB_Q_TILE_N 8u  /* rows per N-block, every quantized format */
-#define NIB_Q_CHUNK 32u  /* bytes per code chunk */
-#define NIB_Q_KPAD_PC 32u/* K padding of the per-channel formats */
+#define NIB_Q_TILE_N 8u   /* rows per N-block, every quantized format */
+#define NIB_Q_CHUNK 32u   /* bytes per code chunk */
+#define NIB_Q_KPAD_PC 32u /* K padding of the per-channel formats */
 
 /* Everything a kernel or packer needs to address a packed tensor. */
 struct nib_qlayout {
-    uint32_t dtype, group;  /* as in the tensor record (group 0 = per channel) */
-    uint32_t rows, cols;    /* N, K */
-    uint32_t tile_n;        /* NIB_Q_TILE_N */
-    uint32_t tile_k;        /* K padding unit: group, or 32 per channel */
-    uint32_t n_pad, k_pad;  /* padded N and K */
-    uint32_t gsize;         /* inputs per scale group (group, or k_pad) */
-    uint32_t n_sgroups;     /* scale groups per N-block: k_pad / gsize */
-    uint32_t code_bits;     /* 4 or 8 */
-    uint32_t code_bytes;    /* bytes of codes per scale group: 8*gsize*bits/8 */
-    uint32_t scale_bytes;   /* 2 (f16) or 4 (f32) per scale */
-    uint32_t has_zp;        /* q4a: 8 u8 zero points after the scales */
-    uint32_t sgroup_bytes;  /* one scale group: codes + scales (+ zero points) */
-    uint64_t nblock_bytes;  /* one N-block: n_sgroups * sgroup_bytes */
-    uint64_t size;          /* whole tensor: n_pad / 8 * nblock_bytes */
+    uint32_t dtype, group; /* as in the tensor record (group 0 = per channel) */
+    uint32_t rows, cols;   /* N, K */
+    uint32_t tile_n;       /* NIB_Q_TILE_N */
+    uint32_t tile_k;       /* K padding unit: group, or 32 per channel */
+    uint32_t n_pad, k_pad; /* padded N and K */
+    uint32_t gsize;        /* inputs per scale group (group, or k_pad) */
+    uint32_t n_sgroups;    /* scale groups per N-block: k_pad / gsize */
+    uint32_t code_bits;    /* 4 or 8 */
+    uint32_t code_bytes;   /* bytes of codes per scale group: 8*gsize*bits/8 */
+    uint32_t scale_bytes;  /* 2 (f16) or 4 (f32) per scale */
+    uint32_t has_zp;       /* q4a: 8 u8 zero points after the scales */
+    uint32_t sgroup_bytes; /* one scale group: codes + scales (+ zero points) */
+    uint64_t nblock_bytes; /* one N-block: n_sgroups * sgroup_bytes */
+    uint64_t size;         /* whole tensor: n_pad / 8 * nblock_bytes */
 };
 
 /* 1 when (dtype, group) is a format nibble packs and runs:

@@ -88,9 +88,9 @@ typedef NIB_QGEMM_DECL((*nib_qgemm_fn));
  * nib_gemm_f32_<types>_n8_<isa> (kernels/gemm/gemm-f32-<types>-n8-<isa>.c:
  * f32 out, <weights><activations> in, 8-row tile). */
 #define NIB_QGEMM_FORMATS(X, isa)                                                                  \
-    X(NIB_DT_Q4, q4s8, isa)   /* q4: symmetric per group */                                       \
-    X(NIB_DT_Q4A, q4as8, isa) /* q4a: zero point per group */                                     \
-    X(NIB_DT_Q4C, q4cs8, isa) /* q4c: per channel */                                              \
+    X(NIB_DT_Q4, q4s8, isa)   /* q4: symmetric per group */                                        \
+    X(NIB_DT_Q4A, q4as8, isa) /* q4a: zero point per group */                                      \
+    X(NIB_DT_Q4C, q4cs8, isa) /* q4c: per channel */                                               \
     X(NIB_DT_Q8C, q8cs8, isa) /* q8c: per channel or per group */
 
 /* nib_qact_s8_f32_<isa> and nib_gemm_f32_<types>_n8_<isa> for every ISA. */
@@ -105,8 +105,8 @@ NIB_ISA_SUFFIXES(NIB_QKERNELS_DECLARE)
 /* The kernels of one ISA: the quantized ones, and the f32 ones of
  * kernels/kernels.h, whose variants also give the same bits. */
 struct nib_qkernels {
-    const char *name;              /* "scalar", "avx2", "neon-dot" */
-    uint32_t isa;                  /* enum nib_isa bits the variant needs */
+    const char *name; /* "scalar", "avx2", "neon-dot" */
+    uint32_t isa;     /* enum nib_isa bits the variant needs */
     nib_qact_fn qact;
     nib_qgemm_fn gemm[NIB_DT_COUNT]; /* by dtype; NULL for F32 */
     nib_attention_fn attention;
@@ -122,8 +122,8 @@ const struct nib_qkernels *nib_qkernels_get(uint32_t isa);
 
 /* One token: m = 1. */
 static inline void nib_qgemv(const struct nib_qkernels *kt, const struct nib_qlayout *l,
-                             const uint8_t *w, const struct nib_qact *a, float *y,
-                             const float *add, uint32_t n_begin, uint32_t n_end)
+                             const uint8_t *w, const struct nib_qact *a, float *y, const float *add,
+                             uint32_t n_begin, uint32_t n_end)
 {
     kt->gemm[l->dtype](l, w, a, 1, y, 0, add, 0, n_begin, n_end);
 }

@@ -119,8 +119,8 @@ static const char *ptype(uint32_t t)
 }
 
 /* Look a symbol up in .symtab; returns 1 when found. */
-static int find_symbol(const struct view *f, const Elf64_Shdr *sh, unsigned shnum,
-                       const char *name, uint64_t *value)
+static int find_symbol(const struct view *f, const Elf64_Shdr *sh, unsigned shnum, const char *name,
+                       uint64_t *value)
 {
     for (unsigned i = 0; i < shnum; i++) {
         if (sh[i].sh_type != SHT_SYMTAB || sh[i].sh_entsize != sizeof(Elf64_Sym))
@@ -170,15 +170,15 @@ int main(int argc, char **argv)
     const int host_le = *(const unsigned char *)&one == 1;
     if (eh.e_ident[EI_CLASS] != ELFCLASS64 ||
         eh.e_ident[EI_DATA] != (host_le ? ELFDATA2LSB : ELFDATA2MSB)) {
-        fprintf(stderr, "%s: %s: only 64-bit ELF files of the host's byte order are read\n",
-                prog, path);
+        fprintf(stderr, "%s: %s: only 64-bit ELF files of the host's byte order are read\n", prog,
+                path);
         return 2;
     }
     if (eh.e_phentsize != sizeof(Elf64_Phdr) ||
         !in_file(eh.e_phoff, (uint64_t)eh.e_phnum * sizeof(Elf64_Phdr), f.n) ||
         eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shoff == 0 ||
-        !in_file(eh.e_shoff, (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr), f.n) ||
-        eh.e_shnum == 0 || eh.e_shstrndx >= eh.e_shnum) {
+        !in_file(eh.e_shoff, (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr), f.n) || eh.e_shnum == 0 ||
+        eh.e_shstrndx >= eh.e_shnum) {
         fprintf(stderr, "%s: %s: program or section header table is missing or out of bounds\n",
                 prog, path);
         return 2;
@@ -191,20 +191,29 @@ int main(int argc, char **argv)
     Elf64_Shdr *sh = malloc(shnum * sizeof(Elf64_Shdr));
     if (!ph || !sh) {
         fprintf(stderr, "%s: out of memory\n", prog);
-        { rc = 2; goto out; }
+        {
+            rc = 2;
+            goto out;
+        }
     }
     memcpy(ph, f.p + eh.e_phoff, phnum * sizeof(Elf64_Phdr));
     memcpy(sh, f.p + eh.e_shoff, shnum * sizeof(Elf64_Shdr));
     const Elf64_Shdr *shstr = &sh[eh.e_shstrndx];
     if (!in_file(shstr->sh_offset, shstr->sh_size, f.n) || shstr->sh_size == 0) {
         fprintf(stderr, "%s: %s: section name table out of bounds\n", prog, path);
-        { rc = 2; goto out; }
+        {
+            rc = 2;
+            goto out;
+        }
     }
     const char *names = (const char *)f.p + shstr->sh_offset;
 
     printf("%s: %s\n", prog, path);
     printf("  ELF64 machine %u, type %s, %u program headers, %u sections\n", eh.e_machine,
-           eh.e_type == ET_EXEC ? "EXEC" : eh.e_type == ET_DYN ? "DYN" : "other", phnum, shnum);
+           eh.e_type == ET_EXEC  ? "EXEC"
+           : eh.e_type == ET_DYN ? "DYN"
+                                 : "other",
+           phnum, shnum);
 
     printf("  segments:");
     for (unsigned i = 0; i < phnum; i++) {
@@ -248,7 +257,10 @@ int main(int argc, char **argv)
     if (nb_count != 1) {
         fail("%d sections named .nib_blob (want exactly 1)", nb_count);
         printf("%s: %d violation(s)\n", prog, n_fail);
-        { rc = 1; goto out; }
+        {
+            rc = 1;
+            goto out;
+        }
     }
     const Elf64_Shdr *bs = &sh[nb];
     printf("  section .nib_blob: addr 0x%" PRIx64 " offset 0x%" PRIx64 " size 0x%" PRIx64
@@ -283,8 +295,8 @@ int main(int argc, char **argv)
         char fb[4];
         printf("  PT_LOAD #%d: offset 0x%" PRIx64 " vaddr 0x%" PRIx64 " filesz 0x%" PRIx64
                " memsz 0x%" PRIx64 " flags %s align 0x%" PRIx64 "\n",
-               seg, p->p_offset, p->p_vaddr, p->p_filesz, p->p_memsz,
-               seg_flags(p->p_flags, fb), p->p_align);
+               seg, p->p_offset, p->p_vaddr, p->p_filesz, p->p_memsz, seg_flags(p->p_flags, fb),
+               p->p_align);
         if (p->p_vaddr % HUGE_2M)
             fail("segment p_vaddr 0x%" PRIx64 " is not a multiple of 2 MiB", p->p_vaddr);
         if (p->p_offset % HUGE_2M)
@@ -292,7 +304,8 @@ int main(int argc, char **argv)
         if (p->p_vaddr != bs->sh_addr || p->p_offset != bs->sh_offset ||
             p->p_filesz != bs->sh_size || p->p_memsz != bs->sh_size)
             fail("segment does not hold exactly .nib_blob (section addr 0x%" PRIx64
-                 " size 0x%" PRIx64 ")", bs->sh_addr, bs->sh_size);
+                 " size 0x%" PRIx64 ")",
+                 bs->sh_addr, bs->sh_size);
         if (!(p->p_flags & PF_R) || (p->p_flags & (PF_W | PF_X)))
             fail("segment flags %s, want R only", seg_flags(p->p_flags, fb));
         if (p->p_align < HUGE_2M)
@@ -332,8 +345,10 @@ int main(int argc, char **argv)
     /* The embedded bytes against the blob file. */
     if (argc == 3) {
         struct view b;
-        if (map_file(argv[2], &b) != 0)
-            { rc = 2; goto out; }
+        if (map_file(argv[2], &b) != 0) {
+            rc = 2;
+            goto out;
+        }
         if (b.n != bs->sh_size)
             fail("blob %s has %" PRIu64 " bytes, .nib_blob has %" PRIu64, argv[2], b.n,
                  bs->sh_size);
@@ -346,7 +361,10 @@ int main(int argc, char **argv)
 
     if (n_fail) {
         printf("%s: %d violation(s)\n", prog, n_fail);
-        { rc = 1; goto out; }
+        {
+            rc = 1;
+            goto out;
+        }
     }
     printf("%s: OK\n", prog);
     rc = 0;

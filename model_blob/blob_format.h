@@ -23,10 +23,10 @@
 #include "kernels/dtype.h" /* enum nib_isa, enum nib_dtype: what the kernels consume */
 
 #define NIB_BLOB_MAGIC "NIBBLOB1"
-#define NIB_BLOB_VERSION 3u /* 3: named op parameters (struct nib_op) */
+#define NIB_BLOB_VERSION 3u                   /* 3: named op parameters (struct nib_op) */
 #define NIB_WEIGHT_ALIGN (2u * 1024u * 1024u) /* huge page */
 #define NIB_SECTION_ALIGN 64u
-#define NIB_CRC_START 12u                     /* magic[8] + crc32c[4] */
+#define NIB_CRC_START 12u /* magic[8] + crc32c[4] */
 #define NIB_NAME_MAX 48
 #define NIB_MAX_LAYERS 512
 #define NIB_MAX_DIM (1u << 16)
@@ -41,31 +41,31 @@ struct nib_section {
 };
 
 struct nib_hparams {
-    uint32_t dim;        /* model width */
+    uint32_t dim; /* model width */
     uint32_t n_layers;
     uint32_t n_heads;
     uint32_t n_kv_heads;
     uint32_t head_dim;
     uint32_t ffn_dim;
     uint32_t vocab_size;
-    uint32_t ctx_len;    /* positions the KV cache holds */
-    uint32_t rope_dim;   /* leading dims of each head that RoPE rotates */
+    uint32_t ctx_len;  /* positions the KV cache holds */
+    uint32_t rope_dim; /* leading dims of each head that RoPE rotates */
     float rope_theta;
     float norm_eps;
     uint32_t bos_id;
     uint32_t eos_id;
-    uint32_t add_bos;    /* prepend BOS to every prompt */
+    uint32_t add_bos; /* prepend BOS to every prompt */
     uint32_t reserved[2];
 };
 
 struct nib_blob_header {
-    char magic[8];           /* NIB_BLOB_MAGIC, not NUL-terminated */
-    uint32_t crc32c;         /* of bytes [NIB_CRC_START, blob_size) */
-    uint32_t version;        /* NIB_BLOB_VERSION */
-    uint32_t header_size;    /* sizeof(struct nib_blob_header) */
-    uint32_t isa_required;   /* enum nib_isa bits */
-    uint64_t blob_size;      /* whole file */
-    uint64_t topology_fp;    /* fingerprint of the topology packed for; 0 = any */
+    char magic[8];         /* NIB_BLOB_MAGIC, not NUL-terminated */
+    uint32_t crc32c;       /* of bytes [NIB_CRC_START, blob_size) */
+    uint32_t version;      /* NIB_BLOB_VERSION */
+    uint32_t header_size;  /* sizeof(struct nib_blob_header) */
+    uint32_t isa_required; /* enum nib_isa bits */
+    uint64_t blob_size;    /* whole file */
+    uint64_t topology_fp;  /* fingerprint of the topology packed for; 0 = any */
     struct nib_hparams hp;
     struct nib_section tensors, plan, tokenizer, weights;
     uint32_t n_tensors;
@@ -75,11 +75,12 @@ struct nib_blob_header {
     uint64_t logits_off;     /* arena offset of the vocab_size f32 logits */
     uint64_t token_slot_off; /* arena offset of the max_batch u32 tokens of a pass */
     uint64_t pos_slot_off;   /* arena offset of the u32 position of the pass's first token */
-    uint64_t argmax_off;     /* arena offset of the LM head's per-block argmax (struct nib_argmax_block) */
-    uint32_t max_batch;      /* token rows every activation buffer holds (1..NIB_MAX_BATCH) */
-    uint32_t argmax_blocks;  /* entries at argmax_off: ceil(vocab_size / NIB_ARGMAX_BLOCK) */
-    uint64_t wscratch_off;   /* arena offset of worker 0's private scratch (NIB_OPF_NORM_IN) */
-    uint32_t wscratch_size;  /* bytes of private scratch each worker needs (0: none) */
+    uint64_t
+        argmax_off; /* arena offset of the LM head's per-block argmax (struct nib_argmax_block) */
+    uint32_t max_batch;     /* token rows every activation buffer holds (1..NIB_MAX_BATCH) */
+    uint32_t argmax_blocks; /* entries at argmax_off: ceil(vocab_size / NIB_ARGMAX_BLOCK) */
+    uint64_t wscratch_off;  /* arena offset of worker 0's private scratch (NIB_OPF_NORM_IN) */
+    uint32_t wscratch_size; /* bytes of private scratch each worker needs (0: none) */
     uint8_t reserved[12];
 };
 
@@ -123,20 +124,23 @@ enum nib_opcode {
 
 /* Op flags. */
 #define NIB_OPF_LAST_ROW 0x1u /* run row m-1 only (the LM head) */
-#define NIB_OPF_NORM_IN 0x4u  /* matmul: src0 holds the f32 rows BEFORE their RMSNorm
+#define NIB_OPF_NORM_IN                                                                            \
+    0x4u                  /* matmul: src0 holds the f32 rows BEFORE their RMSNorm
                                * (matmul.norm); every worker normalizes them (and
                                * quantizes, for a quantized tensor) into its own scratch and
                                * reads its input there: no separate norm op, no barrier.
                                * Scratch: f32 rows of round_up(k * 4, 64) bytes for max_batch
                                * rows, then the int8 activations (max_batch rows) */
-#define NIB_OPF_QOUT 0x2u     /* attention, gate|up: int8 output, see each */
+#define NIB_OPF_QOUT 0x2u /* attention, gate|up: int8 output, see each */
 /* Matmul epilogues, applied to each block of NIB_EXEC_ROW_BLOCK rows right
  * after the kernel computed it, by the worker that computed it. */
-#define NIB_EPI_ADD 0x10u     /* dst row += src1 row (residual; src1 may be dst) */
-#define NIB_EPI_ROPE_KV 0x20u /* fused QKV: RoPE on Q and K, K and V to the cache
+#define NIB_EPI_ADD 0x10u /* dst row += src1 row (residual; src1 may be dst) */
+#define NIB_EPI_ROPE_KV                                                                            \
+    0x20u                      /* fused QKV: RoPE on Q and K, K and V to the cache
                                * (matmul.rope_kv) */
-#define NIB_EPI_SILU_MUL 0x40u/* fused gate|up: silu(gate) * up (matmul.silu_mul) */
-#define NIB_EPI_ARGMAX 0x80u  /* LM head: per NIB_ARGMAX_BLOCK rows, the largest logit and its
+#define NIB_EPI_SILU_MUL 0x40u /* fused gate|up: silu(gate) * up (matmul.silu_mul) */
+#define NIB_EPI_ARGMAX                                                                             \
+    0x80u /* LM head: per NIB_ARGMAX_BLOCK rows, the largest logit and its
                                * index to the header's argmax_off (greedy sampling reduces
                                * ceil(n / 16) entries instead of scanning n) */
 
@@ -159,7 +163,7 @@ struct nib_norm_in_params {
  * cache row pos + t: K at aux, V at aux + v_cache_off, rows aux_stride
  * bytes apart. */
 struct nib_rope_kv_params {
-    uint32_t table;       /* the cos/sin tensor: ctx rows of rope_dim floats */
+    uint32_t table; /* the cos/sin tensor: ctx rows of rope_dim floats */
     uint32_t q_rows;
     uint32_t k_off;
     uint32_t v_off;
@@ -232,18 +236,26 @@ struct nib_tok_header {
     uint32_t reserved[3];
 };
 
-enum nib_tok_type { NIB_TOK_NORMAL = 1, NIB_TOK_UNKNOWN = 2, NIB_TOK_CONTROL = 3, NIB_TOK_USER = 4, NIB_TOK_UNUSED = 5, NIB_TOK_BYTE = 6 };
+enum nib_tok_type {
+    NIB_TOK_NORMAL = 1,
+    NIB_TOK_UNKNOWN = 2,
+    NIB_TOK_CONTROL = 3,
+    NIB_TOK_USER = 4,
+    NIB_TOK_UNUSED = 5,
+    NIB_TOK_BYTE = 6
+};
 
 struct nib_tok_entry {
     float score;
     uint32_t offset; /* into the piece bytes */
     uint16_t len;
-    uint16_t type;   /* enum nib_tok_type */
+    uint16_t type; /* enum nib_tok_type */
 };
 
 _Static_assert(sizeof(struct nib_hparams) == 64, "hparams layout");
 _Static_assert(sizeof(struct nib_blob_header) == 256, "header layout");
-_Static_assert(NIB_CRC_START == offsetof(struct nib_blob_header, crc32c) + 4, "crc32c precedes the bytes it covers");
+_Static_assert(NIB_CRC_START == offsetof(struct nib_blob_header, crc32c) + 4,
+               "crc32c precedes the bytes it covers");
 _Static_assert(sizeof(struct nib_tensor_rec) == 88, "tensor layout");
 _Static_assert(sizeof(struct nib_op) == 128, "op layout");
 _Static_assert(offsetof(struct nib_op, params) == 72, "op parameters layout");

@@ -27,9 +27,9 @@ const char *nib_dtype_name(uint32_t dtype)
 
 const char *nib_op_name(uint32_t code)
 {
-    static const char *const names[NIB_OP_COUNT] = {
-        "?", "embed", "(v1 rmsnorm)", "matmul", "(v1 rope)", "(v1 kv_store)", "attention",
-        "(v1 silu_mul)", "quant"};
+    static const char *const names[NIB_OP_COUNT] = {"?",         "embed",         "(v1 rmsnorm)",
+                                                    "matmul",    "(v1 rope)",     "(v1 kv_store)",
+                                                    "attention", "(v1 silu_mul)", "quant"};
     return code < NIB_OP_COUNT ? names[code] : "unknown";
 }
 
@@ -61,19 +61,26 @@ static int check_section(const struct nib_section *s, const char *name, uint64_t
         return fail(err, errlen, "%s section offset %llu overlaps the section before it", name,
                     (unsigned long long)s->offset);
     if (!range_ok(s->offset, s->size, size))
-        return fail(err, errlen, "%s section [%llu, +%llu) lies outside the blob (size %llu)",
-                    name, (unsigned long long)s->offset, (unsigned long long)s->size,
+        return fail(err, errlen, "%s section [%llu, +%llu) lies outside the blob (size %llu)", name,
+                    (unsigned long long)s->offset, (unsigned long long)s->size,
                     (unsigned long long)size);
     return 0;
 }
 
 static int check_hparams(const struct nib_hparams *hp, char *err, size_t errlen)
 {
-    const struct { const char *name; uint32_t v, max; } dims[] = {
-        {"dim", hp->dim, NIB_MAX_DIM},           {"n_layers", hp->n_layers, NIB_MAX_LAYERS},
-        {"n_heads", hp->n_heads, NIB_MAX_DIM},   {"n_kv_heads", hp->n_kv_heads, NIB_MAX_DIM},
-        {"head_dim", hp->head_dim, NIB_MAX_DIM}, {"ffn_dim", hp->ffn_dim, 4 * NIB_MAX_DIM},
-        {"vocab_size", hp->vocab_size, NIB_MAX_VOCAB}, {"ctx_len", hp->ctx_len, NIB_MAX_CTX},
+    const struct {
+        const char *name;
+        uint32_t v, max;
+    } dims[] = {
+        {"dim", hp->dim, NIB_MAX_DIM},
+        {"n_layers", hp->n_layers, NIB_MAX_LAYERS},
+        {"n_heads", hp->n_heads, NIB_MAX_DIM},
+        {"n_kv_heads", hp->n_kv_heads, NIB_MAX_DIM},
+        {"head_dim", hp->head_dim, NIB_MAX_DIM},
+        {"ffn_dim", hp->ffn_dim, 4 * NIB_MAX_DIM},
+        {"vocab_size", hp->vocab_size, NIB_MAX_VOCAB},
+        {"ctx_len", hp->ctx_len, NIB_MAX_CTX},
         {"rope_dim", hp->rope_dim, NIB_MAX_DIM},
     };
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
@@ -116,8 +123,9 @@ static int check_tensors(struct nib_blob_view *v, char *err, size_t errlen)
             return fail(err, errlen, "tensor %u '%s': offset %llu is not aligned", i, t->name,
                         (unsigned long long)t->offset);
         if (!range_ok(t->offset, t->size, h->weights.size))
-            return fail(err, errlen, "tensor %u '%s': data [%llu, +%llu) outside the weights section",
-                        i, t->name, (unsigned long long)t->offset, (unsigned long long)t->size);
+            return fail(err, errlen,
+                        "tensor %u '%s': data [%llu, +%llu) outside the weights section", i,
+                        t->name, (unsigned long long)t->offset, (unsigned long long)t->size);
     }
     return 0;
 }
@@ -132,13 +140,15 @@ static int check_tokenizer(struct nib_blob_view *v, char *err, size_t errlen)
     v->tok = (const struct nib_tok_header *)(const void *)sec;
     uint32_t n = v->tok->n_vocab;
     if (n != h->hp.vocab_size)
-        return fail(err, errlen, "tokenizer has %u entries, model vocab is %u", n, h->hp.vocab_size);
+        return fail(err, errlen, "tokenizer has %u entries, model vocab is %u", n,
+                    h->hp.vocab_size);
     uint64_t tables = sizeof(struct nib_tok_header) + (uint64_t)n * sizeof(struct nib_tok_entry);
     tables = (tables + 3) & ~3ull;
     tables += (uint64_t)n * 4u;
     if (tables > size)
         return fail(err, errlen, "tokenizer tables exceed the section");
-    v->tok_entries = (const struct nib_tok_entry *)(const void *)(sec + sizeof(struct nib_tok_header));
+    v->tok_entries =
+        (const struct nib_tok_entry *)(const void *)(sec + sizeof(struct nib_tok_header));
     v->tok_sorted = (const uint32_t *)(const void *)(sec + tables - (uint64_t)n * 4u);
     v->tok_bytes = sec + tables;
     v->tok_bytes_size = size - tables;
@@ -227,8 +237,8 @@ static int check_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t
     uint64_t n = op->n, k = op->k, ctx = hp->ctx_len;
     const char *name = nib_op_name(op->code);
 
-    if (op->code != NIB_OP_EMBED && op->code != NIB_OP_MATMUL &&
-        op->code != NIB_OP_ATTENTION && op->code != NIB_OP_QUANT)
+    if (op->code != NIB_OP_EMBED && op->code != NIB_OP_MATMUL && op->code != NIB_OP_ATTENTION &&
+        op->code != NIB_OP_QUANT)
         return fail(err, errlen, "plan op %u: unknown opcode %u", i, op->code);
     if (op->flags & ~allowed_flags[op->code])
         return fail(err, errlen, "plan op %u (%s): unknown or misplaced flags or epilogue 0x%x", i,
@@ -255,12 +265,13 @@ static int check_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t
     case NIB_OP_MATMUL: {
         const uint32_t f = op->flags;
         if (t->rows != n || t->cols != k)
-            return fail(err, errlen, "plan op %u (matmul): tensor '%s' is %ux%u, op wants %llux%llu",
-                        i, t->name, t->rows, t->cols, (unsigned long long)n,
-                        (unsigned long long)k);
+            return fail(err, errlen,
+                        "plan op %u (matmul): tensor '%s' is %ux%u, op wants %llux%llu", i, t->name,
+                        t->rows, t->cols, (unsigned long long)n, (unsigned long long)k);
         int fused = !!(f & NIB_EPI_ROPE_KV) + !!(f & NIB_EPI_SILU_MUL) + !!(f & NIB_EPI_ARGMAX);
         if (fused > 1 || ((f & NIB_EPI_ADD) && (f & NIB_EPI_SILU_MUL)))
-            return fail(err, errlen, "plan op %u (matmul): epilogue flags 0x%x do not combine", i, f);
+            return fail(err, errlen, "plan op %u (matmul): epilogue flags 0x%x do not combine", i,
+                        f);
         if (f & NIB_OPF_NORM_IN) {
             /* f32 rows normalized (and quantized) into each worker's scratch */
             const struct nib_norm_in_params *nm = &op->matmul.norm;
@@ -270,10 +281,13 @@ static int check_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t
                 return fail(err, errlen, "plan op %u (matmul): bad input norm", i);
             uint64_t need = (uint64_t)M * ((k * 4 + 63) & ~63ull);
             if (t->dtype != NIB_DT_F32)
-                need += nib_qact_footprint(M, (uint32_t)k, nib_qformat_act_block(t->dtype, t->group));
+                need +=
+                    nib_qact_footprint(M, (uint32_t)k, nib_qformat_act_block(t->dtype, t->group));
             if (need > h->wscratch_size)
-                return fail(err, errlen, "plan op %u (matmul): needs %llu bytes of worker scratch, the blob gives %u",
-                            i, (unsigned long long)need, h->wscratch_size);
+                return fail(
+                    err, errlen,
+                    "plan op %u (matmul): needs %llu bytes of worker scratch, the blob gives %u", i,
+                    (unsigned long long)need, h->wscratch_size);
             add_rows(&r, op->src0, op->src0_stride, M, k * 4, single);
         } else if (t->dtype == NIB_DT_F32) {
             add_rows(&r, op->src0, op->src0_stride, M, k * 4, single);
@@ -320,7 +334,8 @@ static int check_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t
         }
         if (f & NIB_EPI_ARGMAX) {
             if (!single || h->argmax_blocks != (n + NIB_ARGMAX_BLOCK - 1) / NIB_ARGMAX_BLOCK)
-                return fail(err, errlen, "plan op %u (matmul): argmax epilogue does not match the header", i);
+                return fail(err, errlen,
+                            "plan op %u (matmul): argmax epilogue does not match the header", i);
         }
         break;
     }
@@ -336,7 +351,8 @@ static int check_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t
         if (op->flags & NIB_OPF_QOUT) {
             /* units of unit_heads heads, each a whole number of blocks (or all heads) */
             if (a->qblock == 0 || a->qblock > NIB_QACT_MAX_BLOCK || a->unit_heads == 0 ||
-                a->unit_heads > n || (a->unit_heads < n && ((uint64_t)a->unit_heads * k) % a->qblock) ||
+                a->unit_heads > n ||
+                (a->unit_heads < n && ((uint64_t)a->unit_heads * k) % a->qblock) ||
                 add_qact(&r, op->dst, M, n * k, a->qblock))
                 return fail(err, errlen, "plan op %u (attention): bad quantized output", i);
             add_rows(&r, op->aux, op->aux_stride, M, n * k * 4, single);
@@ -361,10 +377,11 @@ static int check_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t
         return fail(err, errlen, "plan op %u (%s): row stride smaller than a row", i, name);
     for (int j = 0; j < r.n; j++) {
         if (r.off[j] % 4 || !range_ok(r.off[j], r.len[j], v->mem_size))
-            return fail(err, errlen,
-                        "plan op %u (%s): operand %d [%llu, +%llu) outside runtime memory (%llu bytes)",
-                        i, name, j, (unsigned long long)r.off[j], (unsigned long long)r.len[j],
-                        (unsigned long long)v->mem_size);
+            return fail(
+                err, errlen,
+                "plan op %u (%s): operand %d [%llu, +%llu) outside runtime memory (%llu bytes)", i,
+                name, j, (unsigned long long)r.off[j], (unsigned long long)r.len[j],
+                (unsigned long long)v->mem_size);
     }
     return 0;
 }
@@ -406,7 +423,8 @@ int nib_blob_open(struct nib_blob_view *v, const void *blob, uint64_t size, int 
         return -1;
     if (check_section(&h->tensors, "tensor", sizeof *h, size, err, errlen) ||
         check_section(&h->plan, "plan", h->tensors.offset + h->tensors.size, size, err, errlen) ||
-        check_section(&h->tokenizer, "tokenizer", h->plan.offset + h->plan.size, size, err, errlen) ||
+        check_section(&h->tokenizer, "tokenizer", h->plan.offset + h->plan.size, size, err,
+                      errlen) ||
         check_section(&h->weights, "weights", h->tokenizer.offset + h->tokenizer.size, size, err,
                       errlen))
         return -1;
@@ -433,7 +451,8 @@ int nib_blob_open(struct nib_blob_view *v, const void *blob, uint64_t size, int 
                     (unsigned long long)h->wscratch_off, h->wscratch_size);
     if (h->argmax_blocks &&
         h->argmax_blocks != (h->hp.vocab_size + NIB_ARGMAX_BLOCK - 1) / NIB_ARGMAX_BLOCK)
-        return fail(err, errlen, "argmax_blocks %u does not match the vocabulary", h->argmax_blocks);
+        return fail(err, errlen, "argmax_blocks %u does not match the vocabulary",
+                    h->argmax_blocks);
     if (!range_ok(h->logits_off, (uint64_t)h->hp.vocab_size * 4, h->act_size) ||
         !range_ok(h->token_slot_off, h->max_batch * 4ull, h->act_size) ||
         !range_ok(h->pos_slot_off, 4, h->act_size) ||

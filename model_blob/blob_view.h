@@ -18,11 +18,11 @@ struct nib_blob_view {
     const struct nib_op *ops;
     const struct nib_tok_header *tok;
     const struct nib_tok_entry *tok_entries;
-    const uint32_t *tok_sorted;  /* ids sorted by piece bytes */
+    const uint32_t *tok_sorted; /* ids sorted by piece bytes */
     const uint8_t *tok_bytes;
     uint64_t tok_bytes_size;
     const uint8_t *weights;
-    uint64_t mem_size;           /* act_size + kv_size */
+    uint64_t mem_size; /* act_size + kv_size */
 };
 
 /* Validate blob (size bytes, 64-byte aligned) and fill v. Returns 0, or -1

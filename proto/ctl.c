@@ -24,11 +24,8 @@ int nib_ctl_parse(const void *buf, size_t len, char *err, size_t errlen)
     case NIB_CTL_ATTACH:
     case NIB_CTL_DETACH:
     case NIB_CTL_STOP:
-    case NIB_CTL_KICK:
-        break;
-    default:
-        snprintf(err, errlen, "type 0x%x is not a host's message", m.type);
-        return -1;
+    case NIB_CTL_KICK: break;
+    default: snprintf(err, errlen, "type 0x%x is not a host's message", m.type); return -1;
     }
     if (m.status || m.host_index || m.header_size || m.ring_size) {
         snprintf(err, errlen, "status, host_index and sizes must be zero in a host's message");

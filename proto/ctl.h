@@ -23,10 +23,10 @@
 #define NIB_CTL_VERSION 3u        /* = NIB_SHM_VERSION */
 
 enum nib_ctl_type {
-    NIB_CTL_ATTACH = 1,   /* give me a ring */
-    NIB_CTL_DETACH = 2,   /* I am done (closing the connection does the same) */
-    NIB_CTL_STOP = 3,     /* shut the appliance down (peer uid must be allowed) */
-    NIB_CTL_KICK = 4,     /* I submitted while the header said sleeping */
+    NIB_CTL_ATTACH = 1, /* give me a ring */
+    NIB_CTL_DETACH = 2, /* I am done (closing the connection does the same) */
+    NIB_CTL_STOP = 3,   /* shut the appliance down (peer uid must be allowed) */
+    NIB_CTL_KICK = 4,   /* I submitted while the header said sleeping */
     NIB_CTL_ATTACHED = 0x81,
     NIB_CTL_REFUSED = 0x82,
     NIB_CTL_STOPPING = 0x83,
@@ -35,22 +35,22 @@ enum nib_ctl_type {
 /* REFUSED reasons (msg.status). */
 enum nib_ctl_refusal {
     NIB_CTL_OK = 0,
-    NIB_CTL_NO_RING = 1,     /* --max-hosts rings are all attached */
-    NIB_CTL_DENIED = 2,      /* the peer's uid may not do this */
-    NIB_CTL_MALFORMED = 3,   /* bad magic, version, type or reserved bytes */
-    NIB_CTL_NOT_READY = 4,   /* stopping */
+    NIB_CTL_NO_RING = 1,   /* --max-hosts rings are all attached */
+    NIB_CTL_DENIED = 2,    /* the peer's uid may not do this */
+    NIB_CTL_MALFORMED = 3, /* bad magic, version, type or reserved bytes */
+    NIB_CTL_NOT_READY = 4, /* stopping */
 };
 
 struct nib_ctl_msg {
-    uint32_t magic;        /* NIB_CTL_MAGIC */
-    uint16_t version;      /* NIB_CTL_VERSION */
-    uint16_t type;         /* enum nib_ctl_type */
-    uint32_t status;       /* replies: enum nib_ctl_refusal */
-    uint32_t host_index;   /* ATTACHED: the ring's index */
-    uint64_t epoch;        /* ATTACHED, STOPPING: the appliance's boot */
-    uint64_t header_size;  /* ATTACHED: bytes of the header memfd */
-    uint64_t ring_size;    /* ATTACHED: bytes of the ring memfd */
-    uint8_t reserved[24];  /* zero */
+    uint32_t magic;       /* NIB_CTL_MAGIC */
+    uint16_t version;     /* NIB_CTL_VERSION */
+    uint16_t type;        /* enum nib_ctl_type */
+    uint32_t status;      /* replies: enum nib_ctl_refusal */
+    uint32_t host_index;  /* ATTACHED: the ring's index */
+    uint64_t epoch;       /* ATTACHED, STOPPING: the appliance's boot */
+    uint64_t header_size; /* ATTACHED: bytes of the header memfd */
+    uint64_t ring_size;   /* ATTACHED: bytes of the ring memfd */
+    uint8_t reserved[24]; /* zero */
 };
 _Static_assert(sizeof(struct nib_ctl_msg) == 64, "control message layout");
 

@@ -50,16 +50,16 @@
 #define NIB_SHM_NAME_MAX 64
 #define NIB_CACHELINE 64
 
-#define NIB_HOSTS_DEFAULT 8   /* rings made at boot (appliance --max-hosts) */
+#define NIB_HOSTS_DEFAULT 8 /* rings made at boot (appliance --max-hosts) */
 #define NIB_HOSTS_MAX 64
-#define NIB_RING_SLOTS 4      /* requests one host may have outstanding */
+#define NIB_RING_SLOTS 4 /* requests one host may have outstanding */
 #define NIB_ERRMSG_MAX 128
 #define NIB_TEMPERATURE_MAX 100.0f
 
 /* Geometry bounds: the appliance sizes slots from the blob within these. */
-#define NIB_PROMPT_MIN 8192u          /* prompt bytes at least ... */
-#define NIB_PROMPT_PER_CTX 16u        /* ... or 16 bytes per context position */
-#define NIB_PROMPT_LIMIT (1u << 20)   /* never more than 1 MiB */
+#define NIB_PROMPT_MIN 8192u        /* prompt bytes at least ... */
+#define NIB_PROMPT_PER_CTX 16u      /* ... or 16 bytes per context position */
+#define NIB_PROMPT_LIMIT (1u << 20) /* never more than 1 MiB */
 #define NIB_TEXT_MIN 32768u
 #define NIB_TEXT_LIMIT (4u << 20)
 
@@ -97,8 +97,8 @@ enum nib_slot_state {
 /* Final status of a request (slot.status, valid once DONE). */
 enum nib_status {
     NIB_ST_PENDING = 0,
-    NIB_ST_OK = 1,           /* reached max_tokens */
-    NIB_ST_EOS = 2,          /* the model produced end-of-sequence */
+    NIB_ST_OK = 1,  /* reached max_tokens */
+    NIB_ST_EOS = 2, /* the model produced end-of-sequence */
     NIB_ST_CANCELLED = 3,
     NIB_ST_CTX_FULL = 4,     /* ran out of context positions */
     NIB_ST_TEXT_FULL = 5,    /* output text area full */
@@ -126,13 +126,13 @@ enum nib_req_kind {
 #define NIB_REQ_FLAGS_KNOWN (NIB_REQ_NO_BOS | NIB_REQ_PROMPT_IDS)
 
 struct nib_request {
-    uint32_t prompt_len;   /* bytes in the slot's prompt area */
-    uint32_t max_tokens;   /* tokens to generate, 1..slot_tokens */
-    float temperature;     /* 0: greedy; else 0..NIB_TEMPERATURE_MAX */
-    uint32_t flags;        /* NIB_REQ_* */
-    uint64_t seed;         /* sampling seed */
-    uint32_t kind;         /* enum nib_req_kind; 0 in version 3 */
-    uint8_t reserved[36];  /* must be zero */
+    uint32_t prompt_len;  /* bytes in the slot's prompt area */
+    uint32_t max_tokens;  /* tokens to generate, 1..slot_tokens */
+    float temperature;    /* 0: greedy; else 0..NIB_TEMPERATURE_MAX */
+    uint32_t flags;       /* NIB_REQ_* */
+    uint64_t seed;        /* sampling seed */
+    uint32_t kind;        /* enum nib_req_kind; 0 in version 3 */
+    uint8_t reserved[36]; /* must be zero */
 };
 
 /* Header memfd, page 0 (appliance-written; hosts map it read-only). */
@@ -140,77 +140,77 @@ struct nib_shm_header {
     /* line 0: identity, written once before READY */
     alignas(NIB_CACHELINE) uint64_t magic;
     uint32_t version;
-    uint32_t header_size;    /* sizeof(struct nib_shm_header) */
+    uint32_t header_size; /* sizeof(struct nib_shm_header) */
     uint64_t header_memfd_size;
-    uint64_t epoch;          /* differs at every boot (CLOCK_REALTIME ns) */
-    uint64_t stats_offset;   /* of struct nib_stats in the header memfd */
+    uint64_t epoch;        /* differs at every boot (CLOCK_REALTIME ns) */
+    uint64_t stats_offset; /* of struct nib_stats in the header memfd */
     uint32_t stats_size;
-    uint32_t appliance_pid;  /* informational: liveness comes from the socket */
+    uint32_t appliance_pid; /* informational: liveness comes from the socket */
     uint32_t max_hosts;
     uint32_t vocab_size;
     /* line 1: the model's limits */
     alignas(NIB_CACHELINE) uint32_t ctx_len;
     uint32_t bos_id;
     uint32_t eos_id;
-    uint32_t add_bos;        /* the model prepends BOS unless NIB_REQ_NO_BOS */
+    uint32_t add_bos; /* the model prepends BOS unless NIB_REQ_NO_BOS */
     uint32_t errmsg_max;
     uint32_t reserved1[11];
     /* line 2: ring geometry (the same for every host's ring) */
-    alignas(NIB_CACHELINE) uint64_t ring_size;   /* bytes of each ring memfd */
-    uint32_t ring_header_size;                   /* sizeof(struct nib_ring_header) */
-    uint32_t n_slots;        /* slots per ring (NIB_RING_SLOTS) */
-    uint64_t slots_offset;   /* of slot 0 in the ring */
-    uint64_t slot_size;      /* bytes from one slot to the next (64-byte multiple) */
-    uint32_t prompt_offset;  /* of the prompt area in a slot */
-    uint32_t prompt_max;     /* its bytes */
-    uint32_t tokens_offset;  /* of the token id area (u32) in a slot */
-    uint32_t slot_tokens;    /* its ids: prompt + generated */
-    uint32_t text_offset;    /* of the text area in a slot */
-    uint32_t slot_text;      /* its bytes */
+    alignas(NIB_CACHELINE) uint64_t ring_size; /* bytes of each ring memfd */
+    uint32_t ring_header_size;                 /* sizeof(struct nib_ring_header) */
+    uint32_t n_slots;                          /* slots per ring (NIB_RING_SLOTS) */
+    uint64_t slots_offset;                     /* of slot 0 in the ring */
+    uint64_t slot_size;     /* bytes from one slot to the next (64-byte multiple) */
+    uint32_t prompt_offset; /* of the prompt area in a slot */
+    uint32_t prompt_max;    /* its bytes */
+    uint32_t tokens_offset; /* of the token id area (u32) in a slot */
+    uint32_t slot_tokens;   /* its ids: prompt + generated */
+    uint32_t text_offset;   /* of the text area in a slot */
+    uint32_t slot_text;     /* its bytes */
     /* line 3: appliance-written, changes while serving */
-    alignas(NIB_CACHELINE) uint32_t state;      /* enum nib_app_state */
-    uint32_t sleeping;       /* 1: idle in poll(); a host that submits sends KICK */
-    uint64_t heartbeat_ns;   /* CLOCK_MONOTONIC of the appliance */
+    alignas(NIB_CACHELINE) uint32_t state; /* enum nib_app_state */
+    uint32_t sleeping;                     /* 1: idle in poll(); a host that submits sends KICK */
+    uint64_t heartbeat_ns;                 /* CLOCK_MONOTONIC of the appliance */
     uint32_t hosts_attached;
-    uint32_t socket_lost;    /* 1: the socket path was removed or replaced */
+    uint32_t socket_lost; /* 1: the socket path was removed or replaced */
 };
 
 /* Ring memfd, offset 0 (one host's own). */
 struct nib_ring_header {
     /* line 0: appliance-written at attach */
-    alignas(NIB_CACHELINE) uint64_t magic;       /* NIB_RING_MAGIC */
-    uint64_t epoch;          /* the boot that made it */
-    uint32_t host_index;     /* which ring this is */
-    uint32_t attach_seq;     /* +1 at every attach of this ring */
-    uint32_t done_seq;       /* futex word: +1 after every DONE in this ring */
+    alignas(NIB_CACHELINE) uint64_t magic; /* NIB_RING_MAGIC */
+    uint64_t epoch;                        /* the boot that made it */
+    uint32_t host_index;                   /* which ring this is */
+    uint32_t attach_seq;                   /* +1 at every attach of this ring */
+    uint32_t done_seq;                     /* futex word: +1 after every DONE in this ring */
     uint32_t reserved0;
     /* line 1: host-written (read by the appliance only as a hint) */
     alignas(NIB_CACHELINE) uint32_t done_waiters; /* the host sleeps on done_seq */
     uint32_t reserved1;
-    uint64_t next_ticket;    /* the host's own counter; tickets order a host's slots */
+    uint64_t next_ticket; /* the host's own counter; tickets order a host's slots */
 };
 
 /* A slot's fixed part; its prompt, token and text areas follow at the
  * offsets the header gives. */
 struct nib_slot {
     /* line 0: ownership (host-written, checked by the appliance) */
-    alignas(NIB_CACHELINE) uint32_t state;      /* enum nib_slot_state */
+    alignas(NIB_CACHELINE) uint32_t state; /* enum nib_slot_state */
     uint32_t reserved0;
-    uint64_t ticket;        /* order among this ring's SUBMITTED slots */
-    uint32_t cancel;        /* host sets 1 to stop the generation */
+    uint64_t ticket; /* order among this ring's SUBMITTED slots */
+    uint32_t cancel; /* host sets 1 to stop the generation */
     uint32_t reserved1;
-    uint64_t request_id;    /* host's own id, never read by the appliance */
+    uint64_t request_id; /* host's own id, never read by the appliance */
     /* line 1: request, host-written while CLAIMED */
     alignas(NIB_CACHELINE) struct nib_request req;
     /* line 2: response, appliance-written */
-    alignas(NIB_CACHELINE) uint32_t n_tokens;   /* ids published in the token area (release) */
-    uint32_t n_prompt;      /* leading ids that are the prompt */
-    uint32_t text_len;      /* bytes published in the text area (release) */
-    uint32_t status;        /* enum nib_status, valid once DONE */
-    uint64_t t_start_ns;    /* the appliance's clock: picked up */
-    uint64_t t_first_ns;    /* first generated token */
+    alignas(NIB_CACHELINE) uint32_t n_tokens; /* ids published in the token area (release) */
+    uint32_t n_prompt;                        /* leading ids that are the prompt */
+    uint32_t text_len;                        /* bytes published in the text area (release) */
+    uint32_t status;                          /* enum nib_status, valid once DONE */
+    uint64_t t_start_ns;                      /* the appliance's clock: picked up */
+    uint64_t t_first_ns;                      /* first generated token */
     uint64_t t_done_ns;
-    uint64_t served_ticket; /* the ticket the appliance served */
+    uint64_t served_ticket;     /* the ticket the appliance served */
     char error[NIB_ERRMSG_MAX]; /* for BAD_REQUEST: "field: why", NUL-terminated */
 };
 
@@ -273,7 +273,8 @@ static inline void nib_ring_geometry(struct nib_shm_header *h, uint32_t ctx_len,
 
 static inline struct nib_slot *nib_ring_slot(void *ring, const struct nib_shm_header *h, uint32_t i)
 {
-    return (struct nib_slot *)(void *)((uint8_t *)ring + h->slots_offset + (uint64_t)i * h->slot_size);
+    return (struct nib_slot *)(void *)((uint8_t *)ring + h->slots_offset +
+                                       (uint64_t)i * h->slot_size);
 }
 static inline uint8_t *nib_slot_prompt(struct nib_slot *s, const struct nib_shm_header *h)
 {

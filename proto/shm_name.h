@@ -18,8 +18,8 @@
 
 struct nib_name_paths {
     char dir[NIB_PATH_MAX];
-    char lock[NIB_PATH_MAX];  /* <dir>/<name>.lock */
-    char sock[NIB_PATH_MAX];  /* <dir>/<name>.sock */
+    char lock[NIB_PATH_MAX]; /* <dir>/<name>.lock */
+    char sock[NIB_PATH_MAX]; /* <dir>/<name>.sock */
 };
 
 /* NAME must be 1..NIB_SHM_NAME_MAX-8 characters of [A-Za-z0-9_.-], not

@@ -1,8 +1,8 @@
 #include "proto/stats.h"
 
-const struct nib_hist_shape nib_token_hist_shape = {
-    NIB_TOKEN_HIST_MIN_EXP, NIB_TOKEN_HIST_MAX_EXP, NIB_TOKEN_HIST_SUB_BITS,
-    NIB_TOKEN_HIST_BUCKETS};
+const struct nib_hist_shape nib_token_hist_shape = {NIB_TOKEN_HIST_MIN_EXP, NIB_TOKEN_HIST_MAX_EXP,
+                                                    NIB_TOKEN_HIST_SUB_BITS,
+                                                    NIB_TOKEN_HIST_BUCKETS};
 const struct nib_hist_shape nib_request_hist_shape = {
     NIB_REQUEST_HIST_MIN_EXP, NIB_REQUEST_HIST_MAX_EXP, NIB_REQUEST_HIST_SUB_BITS,
     NIB_REQUEST_HIST_BUCKETS};

@@ -26,13 +26,13 @@
 #define NIB_TOKEN_HIST_MIN_EXP 12u
 #define NIB_TOKEN_HIST_MAX_EXP 31u
 #define NIB_TOKEN_HIST_SUB_BITS 5u
-#define NIB_TOKEN_HIST_BUCKETS \
+#define NIB_TOKEN_HIST_BUCKETS                                                                     \
     (2u + (NIB_TOKEN_HIST_MAX_EXP - NIB_TOKEN_HIST_MIN_EXP) * (1u << NIB_TOKEN_HIST_SUB_BITS))
 
 #define NIB_REQUEST_HIST_MIN_EXP 14u
 #define NIB_REQUEST_HIST_MAX_EXP 38u
 #define NIB_REQUEST_HIST_SUB_BITS 3u
-#define NIB_REQUEST_HIST_BUCKETS \
+#define NIB_REQUEST_HIST_BUCKETS                                                                   \
     (2u + (NIB_REQUEST_HIST_MAX_EXP - NIB_REQUEST_HIST_MIN_EXP) * (1u << NIB_REQUEST_HIST_SUB_BITS))
 
 /* boot_flags bits */
@@ -46,37 +46,37 @@ struct nib_stats {
     /* line 0: request and token counters */
     alignas(64) uint64_t requests_accepted;
     uint64_t requests_done;
-    uint64_t requests_rejected;   /* bad requests */
+    uint64_t requests_rejected; /* bad requests */
     uint64_t requests_cancelled;
-    uint64_t slots_reclaimed;     /* requests dropped because their host hung up */
+    uint64_t slots_reclaimed; /* requests dropped because their host hung up */
     uint64_t tokens_prompt;
     uint64_t tokens_generated;
-    uint64_t tokens_run;          /* forward passes (prefill + decode) */
+    uint64_t tokens_run; /* forward passes (prefill + decode) */
     /* line 1: maxima, layout, the executor */
     alignas(64) uint64_t request_ns_max;
-    uint64_t barrier_sleeps;      /* barrier waits that fell back to FUTEX_WAIT */
-    uint64_t token_pass_ns_max;   /* largest sample of token_hist */
-    uint64_t logits_digest;       /* CRC32C over every logit computed (--digest) */
-    uint32_t version;             /* NIB_STATS_VERSION */
+    uint64_t barrier_sleeps;    /* barrier waits that fell back to FUTEX_WAIT */
+    uint64_t token_pass_ns_max; /* largest sample of token_hist */
+    uint64_t logits_digest;     /* CRC32C over every logit computed (--digest) */
+    uint32_t version;           /* NIB_STATS_VERSION */
     uint32_t n_workers;
     uint32_t barriers_per_token;
-    uint32_t boot_flags;          /* NIB_BOOT_* */
+    uint32_t boot_flags; /* NIB_BOOT_* */
     uint32_t numa_nodes;
     uint32_t reserved1[3];
     /* line 2: what boot got, read back from /proc/self/smaps */
     alignas(64) uint64_t blob_bytes;
-    uint64_t blob_huge_bytes;     /* AnonHugePages (or hugetlb) of the blob copy */
-    uint64_t arena_bytes;         /* activations + KV cache + team */
+    uint64_t blob_huge_bytes; /* AnonHugePages (or hugetlb) of the blob copy */
+    uint64_t arena_bytes;     /* activations + KV cache + team */
     uint64_t arena_huge_bytes;
     uint64_t reserved2[4];
     /* line 3: hosts (protocol version 3) */
-    alignas(64) uint64_t attaches;              /* ATTACHED replies sent */
-    uint64_t attach_refused;                    /* REFUSED replies (no ring, denied, stopping) */
-    uint64_t host_hangups;                      /* attached hosts whose connection closed */
-    uint64_t requests_host_changed;             /* the host changed its slot mid-request */
-    uint64_t ctl_malformed;                     /* connections closed for a malformed message */
-    uint32_t hosts_attached;                    /* now (also in the header) */
-    uint32_t socket_lost;                       /* 1: the socket path was removed or replaced */
+    alignas(64) uint64_t attaches;  /* ATTACHED replies sent */
+    uint64_t attach_refused;        /* REFUSED replies (no ring, denied, stopping) */
+    uint64_t host_hangups;          /* attached hosts whose connection closed */
+    uint64_t requests_host_changed; /* the host changed its slot mid-request */
+    uint64_t ctl_malformed;         /* connections closed for a malformed message */
+    uint32_t hosts_attached;        /* now (also in the header) */
+    uint32_t socket_lost;           /* 1: the socket path was removed or replaced */
     uint64_t reserved3[2];
     /* histograms (u32 counts, see above) */
     alignas(64) uint32_t token_hist[NIB_TOKEN_HIST_BUCKETS];

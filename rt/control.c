@@ -101,8 +101,8 @@ int nib_control_adopt(struct nib_server *s, int fd, uint32_t uid, uint32_t gid, 
         struct nib_conn *k = &s->conns[c];
         if (k->fd >= 0)
             continue;
-        *k = (struct nib_conn){.fd = fd, .uid = uid, .gid = gid, .pid = pid, .ring = -1,
-                               .since_ns = nib_now_ns()};
+        *k = (struct nib_conn){
+            .fd = fd, .uid = uid, .gid = gid, .pid = pid, .ring = -1, .since_ns = nib_now_ns()};
         return c;
     }
     struct nib_ctl_msg m = nib_ctl_make(NIB_CTL_REFUSED);
@@ -196,12 +196,8 @@ static void handle(struct nib_server *s, int c, int type)
 {
     struct nib_conn *k = &s->conns[c];
     switch (type) {
-    case NIB_CTL_ATTACH:
-        attach(s, c);
-        break;
-    case NIB_CTL_DETACH:
-        nib_control_drop(s, c);
-        break;
+    case NIB_CTL_ATTACH: attach(s, c); break;
+    case NIB_CTL_DETACH: nib_control_drop(s, c); break;
     case NIB_CTL_STOP:
         if (k->uid != s->uid && k->uid != 0) {
             refuse(s, c, NIB_CTL_DENIED);
@@ -211,8 +207,7 @@ static void handle(struct nib_server *s, int c, int type)
         k->stopper = 1;
         reply(s, c, NIB_CTL_STOPPING, NIB_CTL_OK);
         break;
-    default: /* KICK: waking the serving thread was all it had to do */
-        break;
+    default: /* KICK: waking the serving thread was all it had to do */ break;
     }
 }
 

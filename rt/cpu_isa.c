@@ -51,7 +51,10 @@ uint32_t nib_cpu_isa(void)
 
 int nib_cpu_check(uint32_t required, char *err, size_t errlen)
 {
-    static const struct { uint32_t bit; const char *name; } names[] = {
+    static const struct {
+        uint32_t bit;
+        const char *name;
+    } names[] = {
         {NIB_ISA_AVX2, "avx2+fma+f16c"},
         {NIB_ISA_AVX512VNNI, "avx512-vnni"},
         {NIB_ISA_NEON_DOT, "neon-dotprod"},

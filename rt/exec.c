@@ -59,8 +59,7 @@ static uint32_t op_units(const struct nib_op *op, uint32_t *block)
         /* heads, in units that cover whole activation blocks when quantizing */
         *block = (op->flags & NIB_OPF_QOUT) ? op->attention.unit_heads : 1;
         return op->n;
-    case NIB_OP_EMBED:
-        return op->n; /* elements */
+    case NIB_OP_EMBED: return op->n; /* elements */
     default:
         /* QUANT (a reduction over a whole row), and any op
          * without a split of its own: one share, worker 0's. */
@@ -69,8 +68,7 @@ static uint32_t op_units(const struct nib_op *op, uint32_t *block)
     }
 }
 
-void nib_exec_share(const struct nib_op *op, uint32_t w, uint32_t n, uint32_t *begin,
-                    uint32_t *end)
+void nib_exec_share(const struct nib_op *op, uint32_t w, uint32_t n, uint32_t *begin, uint32_t *end)
 {
     uint32_t block, units = op_units(op, &block);
     if (block == UINT32_MAX) {
@@ -90,13 +88,13 @@ void nib_exec_share(const struct nib_op *op, uint32_t w, uint32_t n, uint32_t *b
 struct mm {
     const struct nib_op *op;
     const struct nib_tensor_rec *t;
-    const float *w32;        /* f32 weights, or NULL */
-    const uint8_t *in;       /* f32 weights: the input rows, in_stride bytes apart */
+    const float *w32;  /* f32 weights, or NULL */
+    const uint8_t *in; /* f32 weights: the input rows, in_stride bytes apart */
     uint32_t in_stride;
-    struct nib_qlayout l;    /* quantized weights */
-    struct nib_qact a;       /* their int8 input rows t0.. */
+    struct nib_qlayout l; /* quantized weights */
+    struct nib_qact a;    /* their int8 input rows t0.. */
     uint8_t *mem;
-    float *y;                /* output rows (row t at y + t * ys floats) */
+    float *y; /* output rows (row t at y + t * ys floats) */
     uint32_t ys, t0, mt;
 };
 
@@ -109,14 +107,13 @@ static void matmul_rows(const struct nib_qkernels *qk, const struct nib_blob_vie
     if (c->w32) {
         for (uint32_t i = c->t0; i < c->t0 + c->mt; i++)
             qk->gemv_f32(c->w32, (const float *)(const void *)(c->in + (uint64_t)i * c->in_stride),
-                                c->y + (uint64_t)i * c->ys,
-                                add ? row_at(c->mem, op->src1, op->src1_stride, i) : NULL, r0, r1,
-                                op->k);
+                         c->y + (uint64_t)i * c->ys,
+                         add ? row_at(c->mem, op->src1, op->src1_stride, i) : NULL, r0, r1, op->k);
         return;
     }
-    qk->gemm[c->l.dtype](&c->l, v->weights + c->t->offset, &c->a, c->mt, c->y + (uint64_t)c->t0 * c->ys,
-                         c->ys, add ? row_at(c->mem, op->src1, op->src1_stride, c->t0) : NULL,
-                         op->src1_stride / 4, r0, r1);
+    qk->gemm[c->l.dtype](
+        &c->l, v->weights + c->t->offset, &c->a, c->mt, c->y + (uint64_t)c->t0 * c->ys, c->ys,
+        add ? row_at(c->mem, op->src1, op->src1_stride, c->t0) : NULL, op->src1_stride / 4, r0, r1);
 }
 
 /* Fused QKV epilogue on rows [r0, r1) of token row t at position pos. */
@@ -176,7 +173,8 @@ static void norm_in(const struct nib_qkernels *qk, const struct nib_blob_view *v
 {
     const uint32_t stride = (op->k * 4 + 63) & ~63u;
     for (uint32_t t = c->t0; t < c->t0 + c->mt; t++)
-        qk->rmsnorm(row_at(mem, op->src0, op->src0_stride, t), nib_tensor_f32(v, op->matmul.norm.tensor),
+        qk->rmsnorm(row_at(mem, op->src0, op->src0_stride, t),
+                    nib_tensor_f32(v, op->matmul.norm.tensor),
                     (float *)(void *)(ws + (uint64_t)t * stride), op->k, op->matmul.norm.eps);
     c->in = ws;
     c->in_stride = stride;
@@ -213,8 +211,8 @@ static void exec_matmul(const struct nib_qkernels *qk, const struct nib_blob_vie
     if (op->flags & NIB_OPF_NORM_IN) {
         norm_in(qk, v, mem, ws, op, &c);
     } else if (!c.w32) {
-        struct nib_qact a = qact_at(v, mem, op->src0, op->k,
-                                    nib_qformat_act_block(c.t->dtype, c.t->group));
+        struct nib_qact a =
+            qact_at(v, mem, op->src0, op->k, nib_qformat_act_block(c.t->dtype, c.t->group));
         c.a = nib_qact_rows(&a, c.t0, c.mt);
     }
     if (!epi) {
@@ -237,15 +235,18 @@ static void exec_matmul(const struct nib_qkernels *qk, const struct nib_blob_vie
             if (epi & NIB_EPI_ROPE_KV)
                 epi_rope_kv(qk, v, mem, op, yt, pos + t, r0, r1);
             if ((epi & NIB_EPI_SILU_MUL) && !qout)
-                epi_silu_mul(qk, yt, row_at(mem, op->dst, op->dst_stride, t) + r0 / 2, sm->n_out, r0, r1);
+                epi_silu_mul(qk, yt, row_at(mem, op->dst, op->dst_stride, t) + r0 / 2, sm->n_out,
+                             r0, r1);
             if ((epi & NIB_EPI_SILU_MUL) && qout && r0 / 2 < sm->n_out) {
                 float h[NIB_QACT_MAX_BLOCK]; /* one block of outputs, never in memory as f32 */
                 epi_silu_mul(qk, yt, h, sm->n_out, r0, r1);
-                struct nib_qact blk = nib_qact_blocks(&qa, t, r0 / 2 / sm->qblock, r0 / 2 / sm->qblock + 1);
+                struct nib_qact blk =
+                    nib_qact_blocks(&qa, t, r0 / 2 / sm->qblock, r0 / 2 / sm->qblock + 1);
                 qk->qact(&blk, 0, h);
             }
             if (epi & NIB_EPI_ARGMAX) {
-                struct nib_argmax_block *am = (struct nib_argmax_block *)(void *)(mem + v->h->argmax_off);
+                struct nib_argmax_block *am =
+                    (struct nib_argmax_block *)(void *)(mem + v->h->argmax_off);
                 for (uint32_t q = r0; q < r1; q += NIB_ARGMAX_BLOCK)
                     epi_argmax(yt, q, q + NIB_ARGMAX_BLOCK < r1 ? q + NIB_ARGMAX_BLOCK : r1,
                                am + q / NIB_ARGMAX_BLOCK);
@@ -273,9 +274,7 @@ void nib_exec_op(const struct nib_qkernels *qk, const struct nib_blob_view *v, u
         }
         break;
     }
-    case NIB_OP_MATMUL:
-        exec_matmul(qk, v, mem, wscratch, op, m, pos, b, e);
-        break;
+    case NIB_OP_MATMUL: exec_matmul(qk, v, mem, wscratch, op, m, pos, b, e); break;
     case NIB_OP_QUANT: {
         struct nib_qact a = qact_at(v, mem, op->dst, op->n, op->quant.block);
         for (uint32_t t = t0; t < m; t++)
@@ -367,7 +366,8 @@ int nib_exec_access(const struct nib_blob_view *v, const struct nib_op *op, uint
             acc(out, &c, op->aux, 0, op->matmul.rope_kv.v_cache_off + ctx * op->aux_stride, 1);
         if (op->flags & NIB_EPI_ARGMAX)
             acc(out, &c, v->h->argmax_off, b / NIB_ARGMAX_BLOCK * sizeof(struct nib_argmax_block),
-                ((e + NIB_ARGMAX_BLOCK - 1) / NIB_ARGMAX_BLOCK) * sizeof(struct nib_argmax_block), 1);
+                ((e + NIB_ARGMAX_BLOCK - 1) / NIB_ARGMAX_BLOCK) * sizeof(struct nib_argmax_block),
+                1);
         break;
     }
     case NIB_OP_QUANT:
@@ -490,8 +490,8 @@ static void run_share(uint32_t w, void *arg)
     const struct pass *p = arg;
     const struct nib_exec *e = p->e;
     const struct nib_blob_view *v = e->v;
-    uint8_t *ws = w ? e->wscratch + (uint64_t)(w - 1) * scratch_stride(v)
-                    : e->mem + v->h->wscratch_off;
+    uint8_t *ws =
+        w ? e->wscratch + (uint64_t)(w - 1) * scratch_stride(v) : e->mem + v->h->wscratch_off;
     for (uint32_t i = 0; i < v->h->n_ops; i++) {
         if (p->n > 1 && e->barrier_before[i])
             nib_team_barrier(e->team, w);

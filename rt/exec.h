@@ -25,14 +25,14 @@ struct nib_qkernels;
 
 struct nib_exec {
     const struct nib_blob_view *v;
-    uint8_t *mem;             /* act_size + kv_size bytes, caller-owned */
+    uint8_t *mem;                  /* act_size + kv_size bytes, caller-owned */
     const struct nib_qkernels *qk; /* nib_exec_kernels(isa); NULL: the scalar reference */
-    struct nib_team *team;    /* NULL: every op runs on the calling thread */
+    struct nib_team *team;         /* NULL: every op runs on the calling thread */
     const uint8_t *barrier_before; /* with a team (nib_exec_set_team): n_ops flags */
-    uint8_t *wscratch;        /* with a team: workers 1..n-1's private scratch */
-    struct nib_stats *stats;  /* NULL: no latency recording */
-    int digest;               /* fold every token's logits into stats->logits_digest */
-    uint32_t digest_crc;      /* the running digest (also kept without stats) */
+    uint8_t *wscratch;             /* with a team: workers 1..n-1's private scratch */
+    struct nib_stats *stats;       /* NULL: no latency recording */
+    int digest;                    /* fold every token's logits into stats->logits_digest */
+    uint32_t digest_crc;           /* the running digest (also kept without stats) */
 };
 
 /* Run the whole plan for m tokens (1 <= m <= max_batch) at positions
@@ -68,8 +68,7 @@ uint32_t nib_exec_set_team(struct nib_exec *e, struct nib_team *t, void *tmem);
 /* The barrier map for n_workers: before[i] = 1 where a barrier precedes op
  * i (n_ops flags). Returns the barriers per pass, including the one that
  * ends it; 0 with one worker. */
-uint32_t nib_exec_plan_barriers(const struct nib_blob_view *v, uint32_t n_workers,
-                                uint8_t *before);
+uint32_t nib_exec_plan_barriers(const struct nib_blob_view *v, uint32_t n_workers, uint8_t *before);
 
 #define NIB_EXEC_ROW_BLOCK 16u  /* matmul rows per block */
 #define NIB_EXEC_ELEM_BLOCK 16u /* elements per block of element-wise ops */

@@ -59,8 +59,8 @@ int nib_req_decode(const struct nib_request *raw, const uint8_t *prompt, size_t 
     memcpy(&r, raw, sizeof r);
     memset(out, 0, sizeof *out);
     if (r.prompt_len > lim->prompt_max)
-        return fail(err, errlen, "prompt_len", "%llu is larger than prompt_max %llu",
-                    r.prompt_len, lim->prompt_max);
+        return fail(err, errlen, "prompt_len", "%llu is larger than prompt_max %llu", r.prompt_len,
+                    lim->prompt_max);
     if (r.max_tokens == 0 || r.max_tokens > lim->slot_tokens)
         return fail(err, errlen, "max_tokens", "%llu is outside 1..slot_tokens (%llu)",
                     r.max_tokens, lim->slot_tokens);
@@ -84,11 +84,12 @@ int nib_req_decode(const struct nib_request *raw, const uint8_t *prompt, size_t 
         if (n == 0)
             return fail(err, errlen, "prompt_len", "no prompt token ids", 0, 0);
         if (n > lim->ctx_len || n > lim->slot_tokens)
-            return fail(err, errlen, "prompt_len", "%llu token ids, more than the context holds (%llu)",
-                        n, lim->ctx_len < lim->slot_tokens ? lim->ctx_len : lim->slot_tokens);
+            return fail(err, errlen, "prompt_len",
+                        "%llu token ids, more than the context holds (%llu)", n,
+                        lim->ctx_len < lim->slot_tokens ? lim->ctx_len : lim->slot_tokens);
         if (r.prompt_len > prompt_avail || n > ids_cap)
-            return fail(err, errlen, "prompt_len", "%llu bytes of ids were not provided", r.prompt_len,
-                        0);
+            return fail(err, errlen, "prompt_len", "%llu bytes of ids were not provided",
+                        r.prompt_len, 0);
         for (uint32_t i = 0; i < n; i++) {
             uint32_t id = (uint32_t)prompt[4 * i] | (uint32_t)prompt[4 * i + 1] << 8 |
                           (uint32_t)prompt[4 * i + 2] << 16 | (uint32_t)prompt[4 * i + 3] << 24;
@@ -107,9 +108,8 @@ int nib_req_decode(const struct nib_request *raw, const uint8_t *prompt, size_t 
     return 0;
 }
 
-void nib_server_init(struct nib_server *s, const struct nib_blob_view *v, void *mem,
-                     void *scratch, void *header, uint32_t max_hosts, uint32_t pid,
-                     uint64_t epoch)
+void nib_server_init(struct nib_server *s, const struct nib_blob_view *v, void *mem, void *scratch,
+                     void *header, uint32_t max_hosts, uint32_t pid, uint64_t epoch)
 {
     memset(s, 0, sizeof *s);
     s->v = v;
@@ -327,8 +327,8 @@ static int emit_text(struct nib_server *s, struct nib_slot *slot, uint32_t *len,
 }
 
 struct check {
-    uint32_t since;     /* tokens since the control channel last ran */
-    uint64_t next;      /* ... or the time it runs again */
+    uint32_t since; /* tokens since the control channel last ran */
+    uint64_t next;  /* ... or the time it runs again */
 };
 
 /* Between passes. Every time: the stop flags, the slot still ours, the
@@ -373,7 +373,9 @@ static void serve(struct nib_server *s, uint32_t ring, uint32_t slot_i)
         return; /* changed under us: not a request to serve */
     /* The private record, and private copies of the request and prompt,
      * first: from here on the ring is only written, never trusted. */
-    struct nib_run r = {.ring = ring, .slot = slot_i, .ticket = nib_load_relaxed(&slot->ticket),
+    struct nib_run r = {.ring = ring,
+                        .slot = slot_i,
+                        .ticket = nib_load_relaxed(&slot->ticket),
                         .t_start = nib_now_ns()};
     s->run = &r;
     struct nib_request req;
@@ -411,13 +413,12 @@ static void serve(struct nib_server *s, uint32_t ring, uint32_t slot_i)
         n = nib_tok_encode_with(s->v, (const char *)s->prompt, d.prompt_len, add_bos, s->ids,
                                 s->ids_cap, s->tok_work);
         if (n <= 0) {
-            finish(s, &r, NIB_ST_BAD_REQUEST,
-                          "prompt_len: empty prompt and no BOS to start from");
+            finish(s, &r, NIB_ST_BAD_REQUEST, "prompt_len: empty prompt and no BOS to start from");
             return;
         }
         if ((uint32_t)n > hp->ctx_len || (uint32_t)n > h->slot_tokens) {
             finish(s, &r, NIB_ST_BAD_REQUEST,
-                          "prompt_len: prompt has more tokens than the context holds");
+                   "prompt_len: prompt has more tokens than the context holds");
             return;
         }
     }
@@ -441,7 +442,8 @@ static void serve(struct nib_server *s, uint32_t ring, uint32_t slot_i)
     /* Prefill in passes of up to max_batch tokens; the last token's logits
      * give the first generated token. */
     while (pos < (uint32_t)n && !status) {
-        uint32_t m = (uint32_t)n - pos < s->v->h->max_batch ? (uint32_t)n - pos : s->v->h->max_batch;
+        uint32_t m =
+            (uint32_t)n - pos < s->v->h->max_batch ? (uint32_t)n - pos : s->v->h->max_batch;
         logits = nib_exec_tokens(&s->exec, s->ids + pos, m, pos);
         pos += m;
         status = checkpoint(s, &r, &c, m, nib_now_ns());

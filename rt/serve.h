@@ -29,12 +29,12 @@ struct nib_req_limits {
 
 /* A request that passed every check. */
 struct nib_req_decoded {
-    uint32_t prompt_len;  /* bytes of prompt to copy (<= prompt_max) */
-    uint32_t max_tokens;  /* 1..slot_tokens */
-    float temperature;    /* 0..NIB_TEMPERATURE_MAX, not NaN */
-    uint32_t flags;       /* known bits only */
+    uint32_t prompt_len; /* bytes of prompt to copy (<= prompt_max) */
+    uint32_t max_tokens; /* 1..slot_tokens */
+    float temperature;   /* 0..NIB_TEMPERATURE_MAX, not NaN */
+    uint32_t flags;      /* known bits only */
     uint64_t seed;
-    uint32_t n_ids;       /* NIB_REQ_PROMPT_IDS: ids copied to ids[] */
+    uint32_t n_ids; /* NIB_REQ_PROMPT_IDS: ids copied to ids[] */
 };
 
 /* Decode and check a request that was copied out of shared memory: every
@@ -49,11 +49,11 @@ int nib_req_decode(const struct nib_request *raw, const uint8_t *prompt, size_t 
 
 /* The appliance's own record of one ring (never read back from the ring). */
 struct nib_host_ring {
-    uint8_t *base;          /* ring_size bytes, mapped read-write */
-    int mem_fd;             /* the ring memfd handed to its host; -1 in tests */
-    int conn;               /* index in conns[] of the attached host, -1: free */
-    int ever;               /* handed out before */
-    uint32_t last_uid;      /* uid of the last holder */
+    uint8_t *base;     /* ring_size bytes, mapped read-write */
+    int mem_fd;        /* the ring memfd handed to its host; -1 in tests */
+    int conn;          /* index in conns[] of the attached host, -1: free */
+    int ever;          /* handed out before */
+    uint32_t last_uid; /* uid of the last holder */
     uint32_t attach_seq;
     uint32_t done_seq;
 };
@@ -80,7 +80,7 @@ struct nib_run {
     uint32_t ring, slot;
     uint64_t ticket;
     uint64_t t_start;
-    int gone;               /* its host hung up or detached */
+    int gone; /* its host hung up or detached */
 };
 
 struct nib_server {
@@ -88,29 +88,29 @@ struct nib_server {
     struct nib_exec exec;
     struct nib_shm_header *hdr; /* the header memfd, mapped writable (only here) */
     struct nib_stats *stats;
-    int header_fd;              /* sent to every host; -1 in tests */
+    int header_fd; /* sent to every host; -1 in tests */
     uint32_t n_rings;
     struct nib_host_ring rings[NIB_HOSTS_MAX];
-    uint32_t rr_last;           /* ring served last (round-robin) */
+    uint32_t rr_last; /* ring served last (round-robin) */
     struct nib_req_limits lim;
     /* private scratch, sized from the geometry */
-    uint8_t *prompt;            /* prompt_max bytes */
-    uint32_t *ids;              /* ids_cap ids */
+    uint8_t *prompt; /* prompt_max bytes */
+    uint32_t *ids;   /* ids_cap ids */
     uint32_t ids_cap;
     void *tok_work;
     /* control channel (rt/control.c) */
-    int listen_fd;              /* -1: none (tests attach with nib_control_adopt) */
-    uint32_t uid, gid;          /* the appliance's */
-    int group_access;           /* peers of gid may attach */
+    int listen_fd;     /* -1: none (tests attach with nib_control_adopt) */
+    uint32_t uid, gid; /* the appliance's */
+    int group_access;  /* peers of gid may attach */
     struct nib_conn conns[NIB_CONNS_MAX];
-    uint32_t conns_waiting;     /* connected, neither attached nor stopping: the idle
+    uint32_t conns_waiting; /* connected, neither attached nor stopping: the idle
                                  * spin runs the control channel every
                                  * NIB_CONTROL_FAST_NS while there are any */
-    const char *sock_path;      /* watched every NIB_HEARTBEAT_NS; NULL: not watched */
+    const char *sock_path;  /* watched every NIB_HEARTBEAT_NS; NULL: not watched */
     uint64_t sock_dev, sock_ino;
-    volatile int *stop_flag;    /* set by a signal handler; may be NULL */
-    int stop;                   /* a STOP message was accepted */
-    struct nib_run *run;        /* the request being served, or NULL */
+    volatile int *stop_flag; /* set by a signal handler; may be NULL */
+    int stop;                /* a STOP message was accepted */
+    struct nib_run *run;     /* the request being served, or NULL */
     uint64_t last_beat_ns, last_control_ns, last_watch_ns;
     /* Tests only: called after every pass of the model (prefill or a
      * token), before the checks, to act as a host would mid-request. */
@@ -130,9 +130,8 @@ void nib_server_geometry(const struct nib_blob_view *v, struct nib_shm_header *h
  * v->mem_size bytes; scratch: nib_server_scratch_footprint(v) bytes,
  * 64-byte aligned. Rings are added with nib_server_set_ring. State stays
  * BOOTING until the caller stores READY. */
-void nib_server_init(struct nib_server *s, const struct nib_blob_view *v, void *mem,
-                     void *scratch, void *header, uint32_t max_hosts, uint32_t pid,
-                     uint64_t epoch);
+void nib_server_init(struct nib_server *s, const struct nib_blob_view *v, void *mem, void *scratch,
+                     void *header, uint32_t max_hosts, uint32_t pid, uint64_t epoch);
 
 /* Ring i: hdr->ring_size bytes at base (zeroed), its memfd (or -1). */
 void nib_server_set_ring(struct nib_server *s, uint32_t i, void *base, int mem_fd);

@@ -92,8 +92,8 @@ static void futex_wake_all(uint32_t *word)
  * *parked while parked (and in *sleeps, if given, per sleep). The waker
  * stores word, then wakes if *parked: see wake_parked(). Returns the new
  * value of word. */
-static uint32_t spin_then_park(uint32_t *word, uint32_t val, uint64_t spin_ns,
-                               uint32_t check_mask, uint32_t *parked, uint64_t *sleeps)
+static uint32_t spin_then_park(uint32_t *word, uint32_t val, uint64_t spin_ns, uint32_t check_mask,
+                               uint32_t *parked, uint64_t *sleeps)
 {
     uint64_t start = 0;
     uint32_t i = 0, now_val;

@@ -87,8 +87,8 @@ static size_t push_char(const struct nib_blob_view *v, const char *s, size_t n, 
 
 /* One character per symbol (the dummy-prefix space first); returns the
  * count, ids[first..n) are the symbols. */
-static size_t split_chars(const struct nib_blob_view *v, const char *text, size_t len, uint32_t *ids,
-                          size_t n)
+static size_t split_chars(const struct nib_blob_view *v, const char *text, size_t len,
+                          uint32_t *ids, size_t n)
 {
     n += push_char(v, " ", 1, ids + n); /* SentencePiece's dummy prefix */
     for (size_t i = 0; i < len;) {
@@ -148,14 +148,14 @@ static size_t merge_scan(const struct nib_blob_view *v, uint32_t *ids, size_t fi
  * changed since it was pushed is skipped when it surfaces. */
 struct tok_cand {
     float score;
-    uint32_t l, r;       /* symbol indices */
-    uint32_t lv, rv;     /* their versions when pushed */
+    uint32_t l, r;   /* symbol indices */
+    uint32_t lv, rv; /* their versions when pushed */
     int32_t id;
 };
 
 struct tok_work {
     int32_t *next, *prev;
-    uint32_t *ver;       /* bumped when a symbol changes; UINT32_MAX once merged away */
+    uint32_t *ver; /* bumped when a symbol changes; UINT32_MAX once merged away */
     struct tok_cand *heap;
     size_t n_heap;
 };
@@ -203,7 +203,8 @@ static void push_pair(const struct nib_blob_view *v, struct tok_work *w, const u
     int32_t id = pair_piece(v, ids[l], ids[r]);
     if (id < 0)
         return;
-    struct tok_cand c = {v->tok_entries[id].score, (uint32_t)l, (uint32_t)r, w->ver[l], w->ver[r], id};
+    struct tok_cand c = {
+        v->tok_entries[id].score, (uint32_t)l, (uint32_t)r, w->ver[l], w->ver[r], id};
     heap_push(w, c);
 }
 

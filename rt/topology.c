@@ -115,7 +115,8 @@ int nib_topo_read_sys(struct nib_topo *t, const char *root, char *err, size_t er
     uint64_t online[CPU_WORDS], sib[CPU_WORDS];
     memset(t, 0, sizeof *t);
     snprintf(path, sizeof path, "%s/devices/system/cpu/online", root);
-    if (read_small(path, buf, sizeof buf) || nib_cpulist_parse(buf, online, NIB_TOPO_MAX_CPUS) <= 0) {
+    if (read_small(path, buf, sizeof buf) ||
+        nib_cpulist_parse(buf, online, NIB_TOPO_MAX_CPUS) <= 0) {
         msg(err, errlen, "cannot read the online CPU list from %s", path);
         return -1;
     }
@@ -124,13 +125,15 @@ int nib_topo_read_sys(struct nib_topo *t, const char *root, char *err, size_t er
             continue;
         struct nib_topo_cpu *p = &t->cpus[t->n_cpus++];
         p->cpu = c;
-        snprintf(path, sizeof path, "%s/devices/system/cpu/cpu%u/topology/physical_package_id", root, c);
+        snprintf(path, sizeof path, "%s/devices/system/cpu/cpu%u/topology/physical_package_id",
+                 root, c);
         if (read_u32(path, &p->package))
             p->package = 0; /* some hypervisors report -1 */
         snprintf(path, sizeof path, "%s/devices/system/cpu/cpu%u/topology/core_id", root, c);
         if (read_u32(path, &p->core))
             p->core = c;
-        snprintf(path, sizeof path, "%s/devices/system/cpu/cpu%u/topology/thread_siblings_list", root, c);
+        snprintf(path, sizeof path, "%s/devices/system/cpu/cpu%u/topology/thread_siblings_list",
+                 root, c);
         if (read_small(path, buf, sizeof buf) == 0 &&
             nib_cpulist_parse(buf, sib, NIB_TOPO_MAX_CPUS) > 0) {
             for (uint32_t s = 0; s < c; s++)
@@ -140,12 +143,14 @@ int nib_topo_read_sys(struct nib_topo *t, const char *root, char *err, size_t er
     /* Nodes: a machine (or kernel) without NUMA has no node folder: node 0. */
     uint64_t nodes[CPU_WORDS], cpus[CPU_WORDS];
     snprintf(path, sizeof path, "%s/devices/system/node/online", root);
-    if (read_small(path, buf, sizeof buf) == 0 && nib_cpulist_parse(buf, nodes, NIB_TOPO_MAX_CPUS) > 0) {
+    if (read_small(path, buf, sizeof buf) == 0 &&
+        nib_cpulist_parse(buf, nodes, NIB_TOPO_MAX_CPUS) > 0) {
         for (uint32_t n = 0; n < NIB_TOPO_MAX_CPUS; n++) {
             if (!bit(nodes, n))
                 continue;
             snprintf(path, sizeof path, "%s/devices/system/node/node%u/cpulist", root, n);
-            if (read_small(path, buf, sizeof buf) || nib_cpulist_parse(buf, cpus, NIB_TOPO_MAX_CPUS) < 0)
+            if (read_small(path, buf, sizeof buf) ||
+                nib_cpulist_parse(buf, cpus, NIB_TOPO_MAX_CPUS) < 0)
                 continue; /* a memory-only node has an empty list */
             for (uint32_t i = 0; i < t->n_cpus; i++)
                 if (bit(cpus, t->cpus[i].cpu))
@@ -177,10 +182,13 @@ int nib_topo_read_sys(struct nib_topo *t, const char *root, char *err, size_t er
             continue;
         struct nib_topo_cache *k = &t->caches[t->n_caches++];
         snprintf(k->name, sizeof k->name, "L%u%s", level % 10,
-                 !strcmp(type, "Data") ? "d" : !strcmp(type, "Instruction") ? "i" : "");
+                 !strcmp(type, "Data")          ? "d"
+                 : !strcmp(type, "Instruction") ? "i"
+                                                : "");
         k->size = size;
         snprintf(path, sizeof path, "%s/shared_cpu_list", base);
-        int n = read_small(path, buf, sizeof buf) ? 1 : nib_cpulist_parse(buf, sib, NIB_TOPO_MAX_CPUS);
+        int n =
+            read_small(path, buf, sizeof buf) ? 1 : nib_cpulist_parse(buf, sib, NIB_TOPO_MAX_CPUS);
         k->shared = n > 0 ? (uint32_t)n : 1;
     }
     return 0;
@@ -276,7 +284,8 @@ int nib_topo_parse(struct nib_topo *t, const char *text, size_t len, char *err, 
             if (next_u32(&p, "", &c.cpu) || next_u32(&p, "node", &c.node) ||
                 next_u32(&p, "package", &c.package) || next_u32(&p, "core", &c.core) ||
                 next_u32(&p, "smt", &c.smt) || !line_end(p)) {
-                msg(err, errlen, "line %u: expected \"cpu N node N package N core N smt N\"", lineno);
+                msg(err, errlen, "line %u: expected \"cpu N node N package N core N smt N\"",
+                    lineno);
                 return -1;
             }
             if (c.cpu >= NIB_TOPO_MAX_CPUS || c.node >= NIB_TOPO_MAX_CPUS) {
@@ -412,7 +421,8 @@ int nib_topo_diff(const struct nib_topo *table, const struct nib_topo *here, cha
         if (a->node != b->node)
             add(&o, "cpu %u is on node %u in the table, node %u here", a->cpu, a->node, b->node);
         if (a->package != b->package || a->core != b->core || a->smt != b->smt)
-            add(&o, "cpu %u is package %u core %u smt %u in the table, package %u core %u smt %u here",
+            add(&o,
+                "cpu %u is package %u core %u smt %u in the table, package %u core %u smt %u here",
                 a->cpu, a->package, a->core, a->smt, b->package, b->core, b->smt);
     }
     for (uint32_t i = 0; i < here->n_cpus; i++)

@@ -24,9 +24,9 @@ struct nib_topo_cpu {
 };
 
 struct nib_topo_cache {
-    char name[8];       /* L1d, L1i, L2, L3, ... */
-    uint64_t size;      /* bytes */
-    uint32_t shared;    /* CPUs sharing one instance */
+    char name[8];    /* L1d, L1i, L2, L3, ... */
+    uint64_t size;   /* bytes */
+    uint32_t shared; /* CPUs sharing one instance */
 };
 
 struct nib_topo {
@@ -59,8 +59,7 @@ int nib_topo_diff(const struct nib_topo *table, const struct nib_topo *here, cha
 
 /* The default worker set: one CPU per physical core (its first SMT
  * sibling), ordered by node then CPU number; at most max. Returns how many. */
-uint32_t nib_topo_workers(const struct nib_topo *t, uint32_t *cpus, uint32_t *nodes,
-                          uint32_t max);
+uint32_t nib_topo_workers(const struct nib_topo *t, uint32_t *cpus, uint32_t *nodes, uint32_t max);
 
 /* Parse a sysfs CPU list ("0-3,8,10-11") into a bitmap of nbits bits.
  * Returns the number of bits set, or -1 on junk or a number >= nbits. */

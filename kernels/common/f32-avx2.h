@@ -41,13 +41,15 @@ static inline __m256 nib_exp8_avx2(__m256 x)
 {
     const __m256 lo = _mm256_set1_ps(NIB_EXP_MIN), round = _mm256_set1_ps(NIB_EXP_ROUND);
     __m256 xc = _mm256_min_ps(_mm256_max_ps(x, lo), _mm256_set1_ps(NIB_EXP_MAX));
-    __m256 n = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(xc, _mm256_set1_ps(NIB_EXP_LOG2E)), round), round);
+    __m256 n = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(xc, _mm256_set1_ps(NIB_EXP_LOG2E)), round),
+                             round);
     __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-NIB_EXP_LN2_HI), xc);
     r = _mm256_fmadd_ps(n, _mm256_set1_ps(-NIB_EXP_LN2_LO), r);
     __m256 p = _mm256_set1_ps(nib_exp_c[0]);
     for (int i = 1; i < 8; i++)
         p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(nib_exp_c[i]));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)), 23);
+    __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)), 23);
     __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
     return _mm256_and_ps(y, _mm256_cmp_ps(x, lo, _CMP_GE_OQ));
 }

@@ -12,7 +12,7 @@
 /* nib_tree8 of lanes lo (0-3) and hi (4-7). */
 static inline float nib_tree8_neon(float32x4_t lo, float32x4_t hi)
 {
-    float32x4_t s = vaddq_f32(lo, hi);                          /* j + (j+4) */
+    float32x4_t s = vaddq_f32(lo, hi);                           /* j + (j+4) */
     float32x2_t d = vadd_f32(vget_low_f32(s), vget_high_f32(s)); /* (0+4)+(2+6), (1+5)+(3+7) */
     return vget_lane_f32(d, 0) + vget_lane_f32(d, 1);
 }

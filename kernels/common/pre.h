@@ -16,10 +16,10 @@ static inline void nib_pre_qgemm(uint32_t dtype, const struct nib_qlayout *l, co
 {
     assert(l && w && a && y);
     assert(l->dtype == dtype && l->tile_n == NIB_Q_TILE_N);
-    assert(nib_qact_fits(a, l));             /* same K, padded K and block */
-    assert(((uintptr_t)a->q & 31) == 0);     /* rows start 32-byte aligned */
+    assert(nib_qact_fits(a, l));         /* same K, padded K and block */
+    assert(((uintptr_t)a->q & 31) == 0); /* rows start 32-byte aligned */
     assert(m >= 1 && m <= a->m);
-    assert(m == 1 || y_stride >= n_end);     /* token rows do not overlap */
+    assert(m == 1 || y_stride >= n_end); /* token rows do not overlap */
     assert(n_begin <= n_end && n_end <= l->rows);
     (void)dtype, (void)l, (void)w, (void)a, (void)m, (void)y, (void)y_stride, (void)n_begin,
         (void)n_end;
@@ -58,14 +58,14 @@ static inline void nib_pre_rope(const float *v, size_t r_begin, size_t r_end, si
 
 static inline void nib_pre_attention(const float *q, const float *kc, const float *vc,
                                      const float *out, const float *att, size_t h_begin,
-                                     size_t h_end, size_t head_dim, size_t group,
-                                     size_t row_stride, size_t pos, size_t ctx)
+                                     size_t h_end, size_t head_dim, size_t group, size_t row_stride,
+                                     size_t pos, size_t ctx)
 {
     assert(q && kc && vc && out && att);
     assert(h_begin <= h_end && head_dim > 0 && group > 0 && pos < ctx);
     assert(h_end == 0 || ((h_end - 1) / group + 1) * head_dim <= row_stride); /* heads in a row */
-    (void)q, (void)kc, (void)vc, (void)out, (void)att, (void)h_begin, (void)h_end,
-        (void)head_dim, (void)group, (void)row_stride, (void)pos, (void)ctx;
+    (void)q, (void)kc, (void)vc, (void)out, (void)att, (void)h_begin, (void)h_end, (void)head_dim,
+        (void)group, (void)row_stride, (void)pos, (void)ctx;
 }
 
 #endif

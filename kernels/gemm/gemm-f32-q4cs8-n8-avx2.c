@@ -12,7 +12,7 @@ q4c_block(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_qact
     const size_t kp = a->k_pad;
     const int8_t *ak = a->q + t0 * kp;
     __m256i acc32[4];
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int t = 0; t < M; t++)
         acc32[t] = _mm256_setzero_si256();
     const uint8_t *p = blk;
@@ -20,7 +20,7 @@ q4c_block(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_qact
         nib_prefetch(p, 128);
         nib_q4_block32(p, ak, kp, M, acc32);
     }
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int t = 0; t < M; t++)
         acc32[t] = _mm256_sub_epi32(acc32[t], _mm256_set1_epi32(8 * a->sum[t0 + t]));
     nib_qc_finish_avx2(blk, l, a, t0, M, e, acc32, out);

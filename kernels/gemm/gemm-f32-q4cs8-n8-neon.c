@@ -10,7 +10,7 @@ q4c_block(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_qact
     const size_t kp = a->k_pad;
     int32x4_t acc[4][2];
     int32_t corr[4];
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int t = 0; t < M; t++) {
         acc[t][0] = acc[t][1] = vdupq_n_s32(0);
         corr[t] = 8 * a->sum[t0 + t];

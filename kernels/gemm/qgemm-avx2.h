@@ -13,9 +13,18 @@
 #include <string.h>
 
 typedef __m256 nib_f32x8; /* rows r0..r0+7 of an N-block */
-static inline nib_f32x8 nib_f32x8_load(const float *p) { return _mm256_loadu_ps(p); }
-static inline void nib_f32x8_store(float *p, nib_f32x8 v) { _mm256_storeu_ps(p, v); }
-static inline nib_f32x8 nib_f32x8_add(nib_f32x8 a, nib_f32x8 b) { return _mm256_add_ps(a, b); }
+static inline nib_f32x8 nib_f32x8_load(const float *p)
+{
+    return _mm256_loadu_ps(p);
+}
+static inline void nib_f32x8_store(float *p, nib_f32x8 v)
+{
+    _mm256_storeu_ps(p, v);
+}
+static inline nib_f32x8 nib_f32x8_add(nib_f32x8 a, nib_f32x8 b)
+{
+    return _mm256_add_ps(a, b);
+}
 
 #include "kernels/gemm/qgemm-driver.h"
 
@@ -34,7 +43,7 @@ static inline nib_f32x8 nib_f32x8_add(nib_f32x8 a, nib_f32x8 b) { return _mm256_
  * 64-byte line, no fault past the end of the tensor. */
 static inline void nib_prefetch(const uint8_t *p, uint32_t bytes)
 {
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (uint32_t o = 0; o < bytes; o += 64)
         _mm_prefetch((const char *)p + NIB_PF_DIST + o, _MM_HINT_T0);
 }
@@ -56,15 +65,15 @@ nib_q4_block32(const uint8_t *p, const int8_t *ak, size_t kp, const int M, __m25
 {
     const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
     __m256i acc16[4];
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int t = 0; t < M; t++)
         acc16[t] = _mm256_setzero_si256();
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int c = 0; c < 4; c++) {
         __m256i wv = _mm256_loadu_si256((const __m256i *)(const void *)(p + c * 32));
         __m256i lo = _mm256_and_si256(wv, m4);
         __m256i hi = _mm256_and_si256(_mm256_srli_epi16(wv, 4), m4);
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int t = 0; t < M; t++) {
             const int8_t *at = ak + t * kp + c * 8;
             __m256i a0 = _mm256_set1_epi32(nib_ld32(at)), a1 = _mm256_set1_epi32(nib_ld32(at + 4));
@@ -74,7 +83,7 @@ nib_q4_block32(const uint8_t *p, const int8_t *ak, size_t kp, const int M, __m25
                 NIB_KEEP(acc16[t]);
         }
     }
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int t = 0; t < M; t++)
         acc32[t] = _mm256_add_epi32(acc32[t], _mm256_madd_epi16(acc16[t], ones));
 }
@@ -84,13 +93,13 @@ nib_q4_block32(const uint8_t *p, const int8_t *ak, size_t kp, const int M, __m25
  * by a * sign(w) (s8; exact because activations are never -128), so a
  * pair sums to at most 2 * 128 * 127 = 32512 and cannot saturate; each
  * result is widened at once with vpmaddwd (two would overflow int16). */
-static inline __attribute__((always_inline)) void
-nib_q8_chunk(const uint8_t *p, const int8_t *ak, size_t kp, const int M, __m256i *acc)
+static inline __attribute__((always_inline)) void nib_q8_chunk(const uint8_t *p, const int8_t *ak,
+                                                               size_t kp, const int M, __m256i *acc)
 {
     const __m256i ones = _mm256_set1_epi16(1);
     __m256i wv = _mm256_loadu_si256((const __m256i *)(const void *)p);
     __m256i wa = _mm256_abs_epi8(wv);
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int t = 0; t < M; t++) {
         __m256i av = _mm256_set1_epi32(nib_ld32(ak + t * kp));
         __m256i pr = _mm256_maddubs_epi16(wa, _mm256_sign_epi8(av, wv));
@@ -101,10 +110,11 @@ nib_q8_chunk(const uint8_t *p, const int8_t *ak, size_t kp, const int M, __m256i
 }
 
 /* Integer sums of chunks [0, n_chunks) of one scale group (n_chunks even). */
-static inline __attribute__((always_inline)) void
-nib_q8_dot(const uint8_t *p, const int8_t *ak, size_t kp, uint32_t n_chunks, const int M, __m256i *acc)
+static inline __attribute__((always_inline)) void nib_q8_dot(const uint8_t *p, const int8_t *ak,
+                                                             size_t kp, uint32_t n_chunks,
+                                                             const int M, __m256i *acc)
 {
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int t = 0; t < M; t++)
         acc[t] = _mm256_setzero_si256();
     for (uint32_t c = 0; c < n_chunks; c += 2, p += 64, ak += 8) {
@@ -130,7 +140,7 @@ nib_qg_group(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_q
     const float *sa = a->scale + t0 * nbk;
     const int32_t *as = a->sum + t0 * nbk;
     __m256 accf[4];
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int t = 0; t < M; t++)
         accf[t] = _mm256_setzero_ps();
     for (uint32_t j = 0; j < nsg; j++) {
@@ -141,29 +151,31 @@ nib_qg_group(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_q
             nib_q8_dot(p, ak, kp, G / 4, M, acc32);
         } else {
             nib_prefetch(p, 4 * G + 16 + (ASYM ? 8 : 0)); /* sgb, as a constant */
-            #pragma GCC unroll 8
+#pragma GCC unroll 8
             for (int t = 0; t < M; t++)
                 acc32[t] = _mm256_setzero_si256();
-            #pragma GCC unroll 4
+#pragma GCC unroll 4
             for (uint32_t c4 = 0; c4 < G / 32; c4++)
                 nib_q4_block32(p + c4 * 128, ak + c4 * 32, kp, M, acc32);
         }
         __m256 ws = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p + cb)));
         __m256i zp = _mm256_set1_epi32(8);
         if (ASYM)
-            zp = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(p + cb + 16)));
-        #pragma GCC unroll 8
+            zp =
+                _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(p + cb + 16)));
+#pragma GCC unroll 8
         for (int t = 0; t < M; t++) {
             /* zero point x activation sum: one vector multiply per row for
              * q4a; for q4 (zero point 8 in every row) a scalar shift. */
             __m256i corr = ASYM ? _mm256_mullo_epi32(zp, _mm256_set1_epi32(as[t * nbk + j]))
                                 : _mm256_set1_epi32((int32_t)((uint32_t)as[t * nbk + j] << 3));
-            __m256 f = _mm256_cvtepi32_ps(ZP == NIB_ZP_NONE ? acc32[t] : _mm256_sub_epi32(acc32[t], corr));
+            __m256 f =
+                _mm256_cvtepi32_ps(ZP == NIB_ZP_NONE ? acc32[t] : _mm256_sub_epi32(acc32[t], corr));
             __m256 s = _mm256_mul_ps(ws, _mm256_set1_ps(sa[t * nbk + j]));
             accf[t] = _mm256_fmadd_ps(f, s, accf[t]);
         }
     }
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int t = 0; t < M; t++)
         out[t] = accf[t];
 }
@@ -176,7 +188,7 @@ nib_qc_finish_avx2(const uint8_t *blk, const struct nib_qlayout *l, const struct
                    __m256 *out)
 {
     __m256 ws = _mm256_loadu_ps((const float *)(const void *)(blk + l->code_bytes));
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int t = 0; t < M; t++) {
         __m256 s = _mm256_mul_ps(ws, _mm256_set1_ps(a->scale[t0 + t]));
         out[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), s, nib_qrows_add(e, t0 + t));

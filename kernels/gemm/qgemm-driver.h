@@ -131,8 +131,8 @@ nib_qg_block(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_q
 
 /* The block of q8c: per channel (group 0) or per group. */
 static inline __attribute__((always_inline)) void
-nib_q8c_block(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_qact *a, uint32_t t0,
-              const int M, const struct nib_qrows *e, nib_f32x8 *out)
+nib_q8c_block(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_qact *a,
+              uint32_t t0, const int M, const struct nib_qrows *e, nib_f32x8 *out)
 {
     if (l->group == 0)
         nib_q8c_channel(blk, l, a, t0, M, e, out);

@@ -48,10 +48,13 @@ static inline __attribute__((always_inline)) void
 nib_q4_two_chunks(const uint8_t *p, const int8_t *ak, size_t kp, const int M, int32x4_t (*acc)[2])
 {
     const uint8x16_t m4 = vdupq_n_u8(0x0f);
-    uint8x16_t w0 = vld1q_u8(p), w1 = vld1q_u8(p + 16), w2 = vld1q_u8(p + 32), w3 = vld1q_u8(p + 48);
-    uint8x16_t l0 = vandq_u8(w0, m4), h0 = vshrq_n_u8(w0, 4), l1 = vandq_u8(w1, m4), h1 = vshrq_n_u8(w1, 4);
-    uint8x16_t l2 = vandq_u8(w2, m4), h2 = vshrq_n_u8(w2, 4), l3 = vandq_u8(w3, m4), h3 = vshrq_n_u8(w3, 4);
-    #pragma GCC unroll 8
+    uint8x16_t w0 = vld1q_u8(p), w1 = vld1q_u8(p + 16), w2 = vld1q_u8(p + 32),
+               w3 = vld1q_u8(p + 48);
+    uint8x16_t l0 = vandq_u8(w0, m4), h0 = vshrq_n_u8(w0, 4), l1 = vandq_u8(w1, m4),
+               h1 = vshrq_n_u8(w1, 4);
+    uint8x16_t l2 = vandq_u8(w2, m4), h2 = vshrq_n_u8(w2, 4), l3 = vandq_u8(w3, m4),
+               h3 = vshrq_n_u8(w3, 4);
+#pragma GCC unroll 8
     for (int t = 0; t < M; t++) {
         int8x16_t av = vld1q_s8(ak + t * kp);
         NIB_DOT(acc[t][0], l0, av, 0);
@@ -69,18 +72,19 @@ nib_q4_two_chunks(const uint8_t *p, const int8_t *ak, size_t kp, const int M, in
 
 /* q8: acc[t][half] = integer sums over n_chunks (a multiple of 4) of
  * 8-bit chunks at p; 4 chunks use the 4 lanes of one activation load. */
-static inline __attribute__((always_inline)) void
-nib_q8_dot(const uint8_t *p, const int8_t *ak, size_t kp, uint32_t n_chunks, const int M, int32x4_t (*acc)[2])
+static inline __attribute__((always_inline)) void nib_q8_dot(const uint8_t *p, const int8_t *ak,
+                                                             size_t kp, uint32_t n_chunks,
+                                                             const int M, int32x4_t (*acc)[2])
 {
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int t = 0; t < M; t++)
         acc[t][0] = acc[t][1] = vdupq_n_s32(0);
     for (uint32_t c = 0; c < n_chunks; c += 4, p += 128) {
         int8x16_t w[8];
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int i = 0; i < 8; i++)
             w[i] = vld1q_s8((const int8_t *)(const void *)(p + 16 * i));
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int t = 0; t < M; t++) {
             int8x16_t av = vld1q_s8(ak + t * kp + 4 * c);
             acc[t][0] = vdotq_laneq_s32(acc[t][0], w[0], av, 0);
@@ -107,7 +111,7 @@ nib_qg_group(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_q
     const int8_t *aq = a->q + t0 * kp;
     const float *sa = a->scale + t0 * nbk;
     const int32_t *as = a->sum + t0 * nbk;
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int t = 0; t < M; t++)
         out[t].val[0] = out[t].val[1] = vdupq_n_f32(0.0f);
     for (uint32_t j = 0; j < l->n_sgroups; j++) {
@@ -116,10 +120,10 @@ nib_qg_group(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_q
         if (BITS == 8) {
             nib_q8_dot(p, aq + (size_t)j * G, kp, G / 4, M, acc);
         } else {
-            #pragma GCC unroll 8
+#pragma GCC unroll 8
             for (int t = 0; t < M; t++)
                 acc[t][0] = acc[t][1] = vdupq_n_s32(0);
-            #pragma GCC unroll 2
+#pragma GCC unroll 2
             for (uint32_t c = 0; c < G / 8; c += 2)
                 nib_q4_two_chunks(p + c * 32, aq + (size_t)j * G + c * 8, kp, M, acc);
         }
@@ -131,7 +135,7 @@ nib_qg_group(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_q
             zp0 = vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(z)));
             zp1 = vreinterpretq_s32_u32(vmovl_u16(vget_high_u16(z)));
         }
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int t = 0; t < M; t++) {
             int32_t s = as[t * nbk + j];
             float sat = sa[t * nbk + j];
@@ -155,13 +159,15 @@ nib_qc_finish_neon(const uint8_t *blk, const struct nib_qlayout *l, const struct
 {
     const float *wsp = (const float *)(const void *)(blk + l->code_bytes);
     float32x4_t ws0 = vld1q_f32(wsp), ws1 = vld1q_f32(wsp + 4);
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int t = 0; t < M; t++) {
         int32x4_t c = vdupq_n_s32(corr[t]);
         float sat = a->scale[t0 + t];
         nib_f32x8 base = nib_qrows_add(e, t0 + t);
-        out[t].val[0] = vfmaq_f32(base.val[0], vcvtq_f32_s32(vsubq_s32(isum[t][0], c)), vmulq_n_f32(ws0, sat));
-        out[t].val[1] = vfmaq_f32(base.val[1], vcvtq_f32_s32(vsubq_s32(isum[t][1], c)), vmulq_n_f32(ws1, sat));
+        out[t].val[0] =
+            vfmaq_f32(base.val[0], vcvtq_f32_s32(vsubq_s32(isum[t][0], c)), vmulq_n_f32(ws0, sat));
+        out[t].val[1] =
+            vfmaq_f32(base.val[1], vcvtq_f32_s32(vsubq_s32(isum[t][1], c)), vmulq_n_f32(ws1, sat));
     }
 }
 

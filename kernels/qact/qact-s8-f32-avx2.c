@@ -58,9 +58,12 @@ NIB_QACT_DECL(nib_qact_s8_f32_avx2)
         uint32_t i = k0;
         for (; i < kr; i += 32) {
             const float *c = nib_f32_padded(x + i, kr - i, 32, tmp);
-            __m256i q0 = quant8(_mm256_loadu_ps(c), vinv), q1 = quant8(_mm256_loadu_ps(c + 8), vinv);
-            __m256i q2 = quant8(_mm256_loadu_ps(c + 16), vinv), q3 = quant8(_mm256_loadu_ps(c + 24), vinv);
-            s = _mm256_add_epi32(s, _mm256_add_epi32(_mm256_add_epi32(q0, q1), _mm256_add_epi32(q2, q3)));
+            __m256i q0 = quant8(_mm256_loadu_ps(c), vinv),
+                    q1 = quant8(_mm256_loadu_ps(c + 8), vinv);
+            __m256i q2 = quant8(_mm256_loadu_ps(c + 16), vinv),
+                    q3 = quant8(_mm256_loadu_ps(c + 24), vinv);
+            s = _mm256_add_epi32(
+                s, _mm256_add_epi32(_mm256_add_epi32(q0, q1), _mm256_add_epi32(q2, q3)));
             __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q0, q1), _mm256_packs_epi32(q2, q3));
             _mm256_storeu_si256((__m256i *)(void *)(q + i), _mm256_permutevar8x32_epi32(p, perm));
         }

@@ -47,7 +47,7 @@ static inline void nib_cpu_relax(void)
 #define nib_fetch_add_seqcst(p, v) __atomic_fetch_add((p), (v), __ATOMIC_SEQ_CST)
 #define nib_fetch_sub_seqcst(p, v) __atomic_fetch_sub((p), (v), __ATOMIC_SEQ_CST)
 /* Compare-and-swap: acq_rel on success, acquire on failure. */
-#define nib_cas(p, expect, want) \
+#define nib_cas(p, expect, want)                                                                   \
     __atomic_compare_exchange_n((p), (expect), (want), 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
 
 #endif

@@ -118,7 +118,7 @@ static uint16_t enc_f16(float x)
     if (x == 0)
         return signbit(x) ? 0x8000 : 0;
     int e;
-    float m = frexpf(fabsf(x), &e); /* |x| = m * 2^e, m in [0.5, 1) */
+    float m = frexpf(fabsf(x), &e);  /* |x| = m * 2^e, m in [0.5, 1) */
     float frac = (m * 2 - 1) * 1024; /* normal f16: (1 + frac/1024) * 2^(e-1) */
     int be = e - 1 + 15;
     if (be < 1 || be > 30 || frac != floorf(frac)) {
@@ -141,9 +141,15 @@ static uint16_t enc_bf16(float x)
 
 /* ---- generated payloads ---- */
 
-static float block_d(uint64_t b, uint32_t seed) { return 0.0625f * (float)(1 + (b + seed) % 4); }
+static float block_d(uint64_t b, uint32_t seed)
+{
+    return 0.0625f * (float)(1 + (b + seed) % 4);
+}
 
-static int q8_of(uint64_t b, uint32_t seed, int j) { return (int)((j * 5 + b * 3 + seed) % 255) - 127; }
+static int q8_of(uint64_t b, uint32_t seed, int j)
+{
+    return (int)((j * 5 + b * 3 + seed) % 255) - 127;
+}
 
 /* Nibble of element j (0..31) of block b. */
 static int q4_of(uint64_t b, uint32_t seed, int j)
@@ -244,14 +250,17 @@ const char *fx_piece(uint32_t id, char buf[32])
     return buf;
 }
 
-float fx_score(uint32_t id) { return id < 3 ? 0.0f : -0.25f * (float)id; }
+float fx_score(uint32_t id)
+{
+    return id < 3 ? 0.0f : -0.25f * (float)id;
+}
 
 uint32_t fx_tok_type(uint32_t id)
 {
     if (id == 0)
         return 2; /* unknown */
     if (id < 3)
-        return 3; /* control */
+        return 3;          /* control */
     return id < 6 ? 6 : 1; /* byte : normal */
 }
 
@@ -259,8 +268,16 @@ uint32_t fx_tok_type(uint32_t id)
 
 void fx_default_params(struct fx_params *p)
 {
-    *p = (struct fx_params){.version = 3, .dim = 8, .n_layers = 2, .n_heads = 2, .n_kv_heads = 1,
-                            .ffn_dim = 16, .vocab = 20, .ctx = 64, .rope_dim = 2, .wtype = T_F32,
+    *p = (struct fx_params){.version = 3,
+                            .dim = 8,
+                            .n_layers = 2,
+                            .n_heads = 2,
+                            .n_kv_heads = 1,
+                            .ffn_dim = 16,
+                            .vocab = 20,
+                            .ctx = 64,
+                            .rope_dim = 2,
+                            .wtype = T_F32,
                             .ntype = T_F32};
 }
 
@@ -373,12 +390,15 @@ int fx_del_tensor(struct fx_model *m, const char *name)
     return 1;
 }
 
-struct fx_tensor *fx_add_tensor(struct fx_model *m, const char *name, uint32_t type, uint32_t n_dims,
-                                const uint64_t *ne)
+struct fx_tensor *fx_add_tensor(struct fx_model *m, const char *name, uint32_t type,
+                                uint32_t n_dims, const uint64_t *ne)
 {
     m->t = xrealloc(m->t, (m->n_t + 1) * sizeof *m->t);
     struct fx_tensor *t = &m->t[m->n_t];
-    *t = (struct fx_tensor){.name = xstrdup(name), .n_dims = n_dims, .ne = {1, 1, 1, 1}, .type = type,
+    *t = (struct fx_tensor){.name = xstrdup(name),
+                            .n_dims = n_dims,
+                            .ne = {1, 1, 1, 1},
+                            .type = type,
                             .seed = (uint32_t)m->n_t};
     for (uint32_t d = 0; d < n_dims && d < 4; d++)
         t->ne[d] = ne[d];
@@ -419,7 +439,8 @@ static void add_vocab(struct fx_model *m, uint32_t n)
     free(b.p);
 }
 
-static void add_matrix(struct fx_model *m, const char *name, uint32_t type, uint64_t cols, uint64_t rows)
+static void add_matrix(struct fx_model *m, const char *name, uint32_t type, uint64_t cols,
+                       uint64_t rows)
 {
     uint64_t ne[2] = {cols, rows};
     fx_add_tensor(m, name, type, 2, ne);
@@ -428,7 +449,8 @@ static void add_matrix(struct fx_model *m, const char *name, uint32_t type, uint
 static void add_tensors(struct fx_model *m)
 {
     const struct fx_params *p = &m->p;
-    uint64_t hd = p->dim / p->n_heads, q = p->n_heads * hd, kv = p->n_kv_heads * hd, d1[1] = {p->dim};
+    uint64_t hd = p->dim / p->n_heads, q = p->n_heads * hd, kv = p->n_kv_heads * hd,
+             d1[1] = {p->dim};
     add_matrix(m, "token_embd.weight", p->wtype, p->dim, p->vocab);
     fx_add_tensor(m, "output_norm.weight", p->ntype, 1, d1);
     if (!p->tied)
@@ -514,8 +536,8 @@ static size_t layout_alignment(const struct fx_model *m)
     for (size_t i = 0; i < m->n_kv; i++) {
         const struct fx_kv *kv = &m->kv[i];
         if (!strcmp(kv->key, "general.alignment") && kv->type == V_U32 && kv->val_len == 4) {
-            uint32_t a = (uint32_t)kv->val[0] | (uint32_t)kv->val[1] << 8 | (uint32_t)kv->val[2] << 16 |
-                         (uint32_t)kv->val[3] << 24;
+            uint32_t a = (uint32_t)kv->val[0] | (uint32_t)kv->val[1] << 8 |
+                         (uint32_t)kv->val[2] << 16 | (uint32_t)kv->val[3] << 24;
             if (a && !(a & (a - 1)) && a <= (1u << 20))
                 return a;
         }
@@ -529,7 +551,10 @@ static int cmp_size(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static size_t *offsets(size_t n) { return xmalloc(n * sizeof(size_t)); }
+static size_t *offsets(size_t n)
+{
+    return xmalloc(n * sizeof(size_t));
+}
 
 static void collect_bounds(struct fx_file *f)
 {
@@ -560,8 +585,10 @@ void fx_build(const struct fx_model *m, struct fx_file *f)
     memset(f, 0, sizeof *f);
     f->n_kv = m->n_kv;
     f->n_t = m->n_t;
-    f->kv_start = offsets(m->n_kv + 1), f->kv_type_at = offsets(m->n_kv + 1), f->kv_end = offsets(m->n_kv + 1);
-    f->ti_start = offsets(m->n_t + 1), f->ti_ndims_at = offsets(m->n_t + 1), f->ti_type_at = offsets(m->n_t + 1);
+    f->kv_start = offsets(m->n_kv + 1), f->kv_type_at = offsets(m->n_kv + 1),
+    f->kv_end = offsets(m->n_kv + 1);
+    f->ti_start = offsets(m->n_t + 1), f->ti_ndims_at = offsets(m->n_t + 1),
+    f->ti_type_at = offsets(m->n_t + 1);
     f->ti_offset_at = offsets(m->n_t + 1), f->ti_end = offsets(m->n_t + 1);
     f->t_start = offsets(m->n_t + 1), f->t_end = offsets(m->n_t + 1);
 
@@ -624,7 +651,8 @@ void fx_file_free(struct fx_file *f)
 {
     free(f->buf);
     free(f->kv_start), free(f->kv_type_at), free(f->kv_end);
-    free(f->ti_start), free(f->ti_ndims_at), free(f->ti_type_at), free(f->ti_offset_at), free(f->ti_end);
+    free(f->ti_start), free(f->ti_ndims_at), free(f->ti_type_at), free(f->ti_offset_at),
+        free(f->ti_end);
     free(f->t_start), free(f->t_end), free(f->bounds);
     memset(f, 0, sizeof *f);
 }

@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 struct fx_params {
-    uint32_t version;   /* GGUF version written (2 or 3) */
+    uint32_t version; /* GGUF version written (2 or 3) */
     uint32_t dim, n_layers, n_heads, n_kv_heads, ffn_dim, vocab, ctx;
     uint32_t rope_dim;  /* written as llama.rope.dimension_count */
     uint32_t wtype;     /* ggml type of every matrix */
@@ -29,8 +29,8 @@ void fx_quant_params(struct fx_params *p, uint32_t wtype);
 
 struct fx_kv {
     char *key;
-    uint32_t type;  /* gguf value type */
-    uint8_t *val;   /* serialized value (for arrays: elem type, count, elems) */
+    uint32_t type; /* gguf value type */
+    uint8_t *val;  /* serialized value (for arrays: elem type, count, elems) */
     size_t val_len;
 };
 
@@ -39,8 +39,8 @@ struct fx_tensor {
     uint32_t n_dims;
     uint64_t ne[4];
     uint32_t type;
-    uint32_t seed;  /* generated payload depends on it */
-    uint8_t *raw;   /* payload override (NULL: generated) */
+    uint32_t seed; /* generated payload depends on it */
+    uint8_t *raw;  /* payload override (NULL: generated) */
     size_t raw_len;
 };
 
@@ -69,28 +69,28 @@ int fx_del(struct fx_model *m, const char *key); /* 1 if it was there */
 struct fx_tensor *fx_tensor(struct fx_model *m, const char *name);
 int fx_del_tensor(struct fx_model *m, const char *name);
 /* Append a tensor (duplicates allowed); seed = its index. */
-struct fx_tensor *fx_add_tensor(struct fx_model *m, const char *name, uint32_t type, uint32_t n_dims,
-                                const uint64_t *ne);
+struct fx_tensor *fx_add_tensor(struct fx_model *m, const char *name, uint32_t type,
+                                uint32_t n_dims, const uint64_t *ne);
 void fx_tensor_set_raw(struct fx_tensor *t, const void *data, size_t len);
 
 /* A serialized file and the byte offset of every section and field. */
 struct fx_file {
     uint8_t *buf;
     size_t size;
-    size_t header_end;   /* 24 */
+    size_t header_end; /* 24 */
     size_t n_kv, n_t;
-    size_t *kv_start;    /* n_kv: first byte of each key/value */
-    size_t *kv_type_at;  /* n_kv: its u32 value type */
-    size_t *kv_end;      /* n_kv */
-    size_t *ti_start;    /* n_t: first byte of each tensor info */
-    size_t *ti_ndims_at; /* n_t */
-    size_t *ti_type_at;  /* n_t */
-    size_t *ti_offset_at;/* n_t */
-    size_t *ti_end;      /* n_t */
+    size_t *kv_start;     /* n_kv: first byte of each key/value */
+    size_t *kv_type_at;   /* n_kv: its u32 value type */
+    size_t *kv_end;       /* n_kv */
+    size_t *ti_start;     /* n_t: first byte of each tensor info */
+    size_t *ti_ndims_at;  /* n_t */
+    size_t *ti_type_at;   /* n_t */
+    size_t *ti_offset_at; /* n_t */
+    size_t *ti_end;       /* n_t */
     size_t data_start;
-    size_t *t_start;     /* n_t: absolute payload offsets */
+    size_t *t_start; /* n_t: absolute payload offsets */
     size_t *t_end;
-    size_t *bounds;      /* every offset above, ascending, ending with size */
+    size_t *bounds; /* every offset above, ascending, ending with size */
     size_t n_bounds;
 };
 

@@ -31,7 +31,7 @@ static int parse_copy(const uint8_t *buf, size_t n)
 #define EXPECT_FAIL(buf, n, phrase)                                                                \
     do {                                                                                           \
         ck_assert_int_eq(parse_copy((buf), (n)), -1);                                              \
-        ck_assert_msg(strstr(err, (phrase)) != NULL, "error '%s' lacks '%s'", err, (phrase));    \
+        ck_assert_msg(strstr(err, (phrase)) != NULL, "error '%s' lacks '%s'", err, (phrase));      \
         ck_assert_msg(!strncmp(err, "gguf: ", 6), "error '%s' lacks the gguf: prefix", err);       \
     } while (0)
 
@@ -175,7 +175,8 @@ START_TEST(test_version2_and_alignment)
         fx_default_params(&p);
         p.alignment = aligns[a];
         fx_build_default(&f, &p);
-        ck_assert_msg(gguf_open(&g, f.buf, f.size, err, sizeof err) == 0, "align %u: %s", aligns[a], err);
+        ck_assert_msg(gguf_open(&g, f.buf, f.size, err, sizeof err) == 0, "align %u: %s", aligns[a],
+                      err);
         ck_assert_uint_eq(g.alignment, aligns[a]);
         ck_assert_uint_eq((size_t)(g.data - f.buf) % aligns[a], 0);
         for (uint64_t i = 0; i < g.n_tensors; i++)
@@ -225,7 +226,8 @@ START_TEST(test_truncation_boundaries)
     EXPECT_FAIL(f.buf, 10, "truncated in header at byte 8");
     EXPECT_FAIL(f.buf, f.kv_start[2] + 11, "n_kv 18 cannot fit"); /* counts checked first */
     EXPECT_FAIL(f.buf, f.kv_start[15] + 11, "truncated in kv 15 (key)");
-    EXPECT_FAIL(f.buf, f.kv_type_at[15] + 2, "truncated in kv 15 'tokenizer.ggml.bos_token_id' (type)");
+    EXPECT_FAIL(f.buf, f.kv_type_at[15] + 2,
+                "truncated in kv 15 'tokenizer.ggml.bos_token_id' (type)");
     EXPECT_FAIL(f.buf, f.kv_type_at[15] + 6, "(value)");
     EXPECT_FAIL(f.buf, f.ti_start[3] + 12, "truncated in tensor info 3 (name)");
     char want[64];
@@ -504,8 +506,8 @@ START_TEST(test_tensor_info_damage)
     EXPECT_FAIL(b, f.size, "is not a multiple of the alignment 32");
     fx_put_u64(off, o + 32);
     char want[160];
-    snprintf(want, sizeof want, "tensor '%s' data [%zu, %zu) lies outside the file (size %zu)", m.t[last].name,
-             f.t_start[last] + 32, f.t_end[last] + 32, f.size);
+    snprintf(want, sizeof want, "tensor '%s' data [%zu, %zu) lies outside the file (size %zu)",
+             m.t[last].name, f.t_start[last] + 32, f.t_end[last] + 32, f.size);
     EXPECT_FAIL(b, f.size, want);
     fx_put_u64(off, UINT64_MAX - 31); /* offset + nbytes wraps */
     EXPECT_FAIL(b, f.size, "lies outside the file");
@@ -546,7 +548,9 @@ END_TEST
 static float f16_ref(uint16_t h)
 {
     int e = (h >> 10) & 31, m = h & 1023;
-    float v = e == 0 ? ldexpf((float)m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexpf((float)(1024 + m), e - 25);
+    float v = e == 0    ? ldexpf((float)m, -24)
+              : e == 31 ? (m ? NAN : INFINITY)
+                        : ldexpf((float)(1024 + m), e - 25);
     return (h & 0x8000) ? -v : v;
 }
 
@@ -595,7 +599,8 @@ static void walk_model(const struct llama_model *m)
     ws[n++] = &m->tok_embd, ws[n++] = &m->output_norm, ws[n++] = &m->output;
     for (uint32_t l = 0; l < m->hp.n_layers; l++) {
         const struct llama_layer *L = &m->layers[l];
-        ws[n++] = &L->attn_norm, ws[n++] = &L->wq, ws[n++] = &L->wk, ws[n++] = &L->wv, ws[n++] = &L->wo;
+        ws[n++] = &L->attn_norm, ws[n++] = &L->wq, ws[n++] = &L->wk, ws[n++] = &L->wv,
+        ws[n++] = &L->wo;
         ws[n++] = &L->ffn_norm, ws[n++] = &L->w_gate, ws[n++] = &L->w_up, ws[n++] = &L->w_down;
     }
     float *row = malloc(NIB_MAX_DIM * sizeof *row);
@@ -621,7 +626,8 @@ static void mutate(uint8_t *b, size_t size, size_t meta_end)
         case 1: b[at] = (uint8_t)rnd(); break;
         case 2: b[at] = (uint8_t)(b[at] + 1); break;
         default: { /* an "interesting" 64-bit value */
-            static const uint64_t v[] = {0, 1, 2, 31, 32, 33, 0x7FFFFFFF, 0xFFFFFFFF, 1ull << 32, 1ull << 63, UINT64_MAX};
+            static const uint64_t v[] = {
+                0, 1, 2, 31, 32, 33, 0x7FFFFFFF, 0xFFFFFFFF, 1ull << 32, 1ull << 63, UINT64_MAX};
             if (at + 8 <= size)
                 fx_put_u64(b + at, v[rnd() % (sizeof v / sizeof v[0])]);
         }

@@ -56,8 +56,9 @@ static void expect_import_fail(const struct fx_model *fm, const char *phrase)
 {
     struct loaded L;
     load(&L, fm);
-    ck_assert_msg(L.rc == -2, "import of a broken model gave rc %d (%s), expected to fail with '%s'", L.rc, L.err,
-                  phrase);
+    ck_assert_msg(L.rc == -2,
+                  "import of a broken model gave rc %d (%s), expected to fail with '%s'", L.rc,
+                  L.err, phrase);
     ck_assert_msg(strstr(L.err, phrase) != NULL, "error '%s' lacks '%s'", L.err, phrase);
     unload(&L);
 }
@@ -76,16 +77,17 @@ struct named {
 
 static size_t model_weights(const struct llama_model *m, struct named *out)
 {
-    static const char *const parts[] = {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
-                                        "ffn_norm", "ffn_gate", "ffn_up", "ffn_down"};
+    static const char *const parts[] = {"attn_norm", "attn_q",   "attn_k", "attn_v",  "attn_output",
+                                        "ffn_norm",  "ffn_gate", "ffn_up", "ffn_down"};
     size_t n = 0;
     out[n].w = &m->tok_embd, strcpy(out[n++].name, "token_embd.weight");
     out[n].w = &m->output_norm, strcpy(out[n++].name, "output_norm.weight");
-    out[n].w = &m->output, strcpy(out[n++].name, m->output_tied ? "token_embd.weight" : "output.weight");
+    out[n].w = &m->output,
+    strcpy(out[n++].name, m->output_tied ? "token_embd.weight" : "output.weight");
     for (uint32_t l = 0; l < m->hp.n_layers; l++) {
         const struct llama_layer *L = &m->layers[l];
-        const struct llama_weight *w[9] = {&L->attn_norm, &L->wq, &L->wk, &L->wv, &L->wo,
-                                           &L->ffn_norm, &L->w_gate, &L->w_up, &L->w_down};
+        const struct llama_weight *w[9] = {&L->attn_norm, &L->wq,     &L->wk,   &L->wv,    &L->wo,
+                                           &L->ffn_norm,  &L->w_gate, &L->w_up, &L->w_down};
         for (int i = 0; i < 9; i++) {
             out[n].w = w[i];
             snprintf(out[n++].name, sizeof out[0].name, "blk.%u.%s.weight", l, parts[i]);
@@ -104,7 +106,8 @@ static void check_weights(struct fx_model *fm, const struct llama_model *m)
     for (size_t i = 0; i < n; i++) {
         const struct llama_weight *w = ws[i].w;
         ck_assert_ptr_nonnull(w->t);
-        ck_assert_msg(gguf_str_eq(w->t->name, ws[i].name), "weight %zu bound to the wrong tensor", i);
+        ck_assert_msg(gguf_str_eq(w->t->name, ws[i].name), "weight %zu bound to the wrong tensor",
+                      i);
         const struct fx_tensor *t = fx_tensor(fm, ws[i].name);
         ck_assert_uint_eq(w->cols, t->ne[0]);
         ck_assert_uint_eq(w->rows, t->n_dims == 2 ? t->ne[1] : 1);
@@ -112,7 +115,8 @@ static void check_weights(struct fx_model *fm, const struct llama_model *m)
             ck_assert_int_eq(llama_weight_row_f32(w, r, row), 0);
             for (uint32_t c = 0; c < w->cols; c++) {
                 float want = fx_value(t->type, t->seed, (uint64_t)r * w->cols + c);
-                ck_assert_msg(row[c] == want, "%s[%u][%u] = %g, expected %g", ws[i].name, r, c, row[c], want);
+                ck_assert_msg(row[c] == want, "%s[%u][%u] = %g, expected %g", ws[i].name, r, c,
+                              row[c], want);
             }
         }
         ck_assert_int_eq(llama_weight_row_f32(w, w->rows, row), -1);
@@ -234,11 +238,11 @@ START_TEST(test_import_q4_0)
     /* by hand: seed 0, block b, byte j: lo = (j + b) & 15, hi = (3j + b) & 15 */
     float row[32];
     ck_assert_int_eq(llama_weight_row_f32(&L.m.tok_embd, 0, row), 0);
-    ck_assert(row[0] == -8 * 0.0625f);  /* lo 0 */
-    ck_assert(row[1] == -7 * 0.0625f);  /* lo 1 */
-    ck_assert(row[15] == 7 * 0.0625f);  /* lo 15 */
-    ck_assert(row[16] == -8 * 0.0625f); /* hi 0 */
-    ck_assert(row[17] == -5 * 0.0625f); /* hi 3 */
+    ck_assert(row[0] == -8 * 0.0625f);        /* lo 0 */
+    ck_assert(row[1] == -7 * 0.0625f);        /* lo 1 */
+    ck_assert(row[15] == 7 * 0.0625f);        /* lo 15 */
+    ck_assert(row[16] == -8 * 0.0625f);       /* hi 0 */
+    ck_assert(row[17] == -5 * 0.0625f);       /* hi 3 */
     ck_assert(row[31] == (13 - 8) * 0.0625f); /* hi 45 & 15 = 13 */
     ck_assert_int_eq(llama_weight_row_f32(&L.m.tok_embd, 1, row), 0);
     ck_assert(row[0] == -7 * 0.125f);
@@ -301,9 +305,10 @@ END_TEST
 START_TEST(test_missing_tensors)
 {
     static const char *const names[] = {
-        "token_embd.weight",      "output_norm.weight",    "blk.0.attn_q.weight",   "blk.1.attn_norm.weight",
-        "blk.1.attn_q.weight",    "blk.1.attn_k.weight",   "blk.1.attn_v.weight",   "blk.1.attn_output.weight",
-        "blk.1.ffn_norm.weight",  "blk.1.ffn_gate.weight", "blk.1.ffn_up.weight",   "blk.1.ffn_down.weight",
+        "token_embd.weight",      "output_norm.weight",       "blk.0.attn_q.weight",
+        "blk.1.attn_norm.weight", "blk.1.attn_q.weight",      "blk.1.attn_k.weight",
+        "blk.1.attn_v.weight",    "blk.1.attn_output.weight", "blk.1.ffn_norm.weight",
+        "blk.1.ffn_gate.weight",  "blk.1.ffn_up.weight",      "blk.1.ffn_down.weight",
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         struct fx_params p;
@@ -387,9 +392,15 @@ END_TEST
 START_TEST(test_missing_metadata)
 {
     static const char *const keys[] = {
-        "general.architecture",      "llama.embedding_length", "llama.block_count",
-        "llama.feed_forward_length", "llama.attention.head_count", "llama.context_length",
-        "llama.attention.layer_norm_rms_epsilon", "tokenizer.ggml.model", "tokenizer.ggml.tokens",
+        "general.architecture",
+        "llama.embedding_length",
+        "llama.block_count",
+        "llama.feed_forward_length",
+        "llama.attention.head_count",
+        "llama.context_length",
+        "llama.attention.layer_norm_rms_epsilon",
+        "tokenizer.ggml.model",
+        "tokenizer.ggml.tokens",
     };
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         struct fx_params p;
@@ -428,19 +439,22 @@ START_TEST(test_metadata_types)
     ck_assert_uint_eq(L.m.hp.n_layers, 2);
     unload(&L);
     fx_set_u32(&fm, "llama.attention.layer_norm_rms_epsilon", 1);
-    expect_import_fail(&fm, "metadata 'llama.attention.layer_norm_rms_epsilon' has type uint32, expected float");
+    expect_import_fail(
+        &fm, "metadata 'llama.attention.layer_norm_rms_epsilon' has type uint32, expected float");
     fx_set_f32(&fm, "llama.attention.layer_norm_rms_epsilon", 1e-6f);
     fx_set_u32(&fm, "general.architecture", 1);
     expect_import_fail(&fm, "metadata 'general.architecture' has type uint32, expected string");
     fx_set_str(&fm, "general.architecture", "llama");
     fx_set_u32(&fm, "tokenizer.ggml.add_bos_token", 1);
-    expect_import_fail(&fm, "metadata 'tokenizer.ggml.add_bos_token' has type uint32, expected bool");
+    expect_import_fail(&fm,
+                       "metadata 'tokenizer.ggml.add_bos_token' has type uint32, expected bool");
     fx_set_bool(&fm, "tokenizer.ggml.add_bos_token", 1);
     fx_set_str(&fm, "llama.rope.freq_base", "big");
     expect_import_fail(&fm, "metadata 'llama.rope.freq_base' has type string, expected float");
     fx_set_f32(&fm, "llama.rope.freq_base", 10000.0f);
     fx_set_str(&fm, "llama.attention.head_count_kv", "1");
-    expect_import_fail(&fm, "metadata 'llama.attention.head_count_kv' has type string, expected integer");
+    expect_import_fail(
+        &fm, "metadata 'llama.attention.head_count_kv' has type string, expected integer");
     fx_set_u32(&fm, "llama.attention.head_count_kv", 1);
 
     /* per-token arrays */
@@ -450,11 +464,14 @@ START_TEST(test_metadata_types)
     for (int i = 0; i < 20; i++)
         fx_put_u32(arr + 12 + 4 * i, 1);
     fx_set_raw(&fm, "tokenizer.ggml.scores", GGUF_TYPE_ARRAY, arr, sizeof arr);
-    expect_import_fail(&fm, "metadata 'tokenizer.ggml.scores' has type array of int32, expected array of float32");
+    expect_import_fail(
+        &fm, "metadata 'tokenizer.ggml.scores' has type array of int32, expected array of float32");
     fx_set_raw(&fm, "tokenizer.ggml.tokens", GGUF_TYPE_ARRAY, arr, sizeof arr);
-    expect_import_fail(&fm, "metadata 'tokenizer.ggml.tokens' has type array of int32, expected array of string");
+    expect_import_fail(
+        &fm, "metadata 'tokenizer.ggml.tokens' has type array of int32, expected array of string");
     fx_set_str(&fm, "tokenizer.ggml.tokens", "x");
-    expect_import_fail(&fm, "metadata 'tokenizer.ggml.tokens' has type string, expected array of string");
+    expect_import_fail(
+        &fm, "metadata 'tokenizer.ggml.tokens' has type string, expected array of string");
     fx_model_free(&fm);
 
     fx_model_init(&fm, &p);
@@ -467,7 +484,9 @@ START_TEST(test_metadata_types)
     fx_set_raw(&fm, "tokenizer.ggml.scores", GGUF_TYPE_ARRAY, arr, sizeof arr);
     fx_put_u32(arr, GGUF_TYPE_FLOAT32);
     fx_set_raw(&fm, "tokenizer.ggml.token_type", GGUF_TYPE_ARRAY, arr, sizeof arr);
-    expect_import_fail(&fm, "metadata 'tokenizer.ggml.token_type' has type array of float32, expected array of int32");
+    expect_import_fail(
+        &fm,
+        "metadata 'tokenizer.ggml.token_type' has type array of float32, expected array of int32");
     fx_model_free(&fm);
 }
 END_TEST
@@ -481,9 +500,15 @@ START_TEST(test_defaults)
     p.n_kv_heads = p.n_heads; /* so the default head_count_kv matches the tensors */
     fx_model_init(&fm, &p);
     static const char *const opt[] = {
-        "llama.attention.head_count_kv", "llama.rope.dimension_count", "llama.rope.freq_base",
-        "tokenizer.ggml.bos_token_id",   "tokenizer.ggml.eos_token_id", "tokenizer.ggml.add_bos_token",
-        "tokenizer.ggml.scores",         "tokenizer.ggml.token_type",   "general.name",
+        "llama.attention.head_count_kv",
+        "llama.rope.dimension_count",
+        "llama.rope.freq_base",
+        "tokenizer.ggml.bos_token_id",
+        "tokenizer.ggml.eos_token_id",
+        "tokenizer.ggml.add_bos_token",
+        "tokenizer.ggml.scores",
+        "tokenizer.ggml.token_type",
+        "general.name",
     };
     for (size_t i = 0; i < sizeof opt / sizeof opt[0]; i++)
         ck_assert(fx_del(&fm, opt[i]));
@@ -535,25 +560,32 @@ START_TEST(test_sanity_checks)
         uint32_t v;
         const char *phrase;
     } cases[] = {
-        {"llama.attention.head_count", 3, "llama.embedding_length 8 is not a multiple of llama.attention.head_count 3"},
+        {"llama.attention.head_count", 3,
+         "llama.embedding_length 8 is not a multiple of llama.attention.head_count 3"},
         {"llama.attention.head_count", 0, "is not a multiple of llama.attention.head_count 0"},
-        {"llama.attention.head_count_kv", 3, "head_count 2 is not a multiple of llama.attention.head_count_kv 3"},
+        {"llama.attention.head_count_kv", 3,
+         "head_count 2 is not a multiple of llama.attention.head_count_kv 3"},
         {"llama.attention.head_count_kv", 0, "llama.attention.head_count_kv 0"},
         {"llama.attention.head_count", 8, "head dimension 1 is odd"},
         {"llama.rope.dimension_count", 3, "llama.rope.dimension_count 3 must be even"},
-        {"llama.rope.dimension_count", 6, "llama.rope.dimension_count 6 must be even and in [2, head dimension 4]"},
+        {"llama.rope.dimension_count", 6,
+         "llama.rope.dimension_count 6 must be even and in [2, head dimension 4]"},
         {"llama.rope.dimension_count", 0, "llama.rope.dimension_count 0"},
         {"llama.context_length", 0, "llama.context_length is 0"},
         {"llama.block_count", 0, "llama.block_count 0 is out of range"},
         {"llama.block_count", NIB_MAX_LAYERS + 1, "llama.block_count 513 is out of range [1, 512]"},
         {"llama.embedding_length", 0, "llama.embedding_length 0 is out of range"},
         {"llama.embedding_length", NIB_MAX_DIM + 2, "llama.embedding_length 65538 is out of range"},
-        {"llama.feed_forward_length", NIB_MAX_DIM + 1, "llama.feed_forward_length 65537 is out of range"},
-        {"tokenizer.ggml.bos_token_id", 20, "tokenizer.ggml.bos_token_id 20 is out of range (vocab 20)"},
-        {"tokenizer.ggml.eos_token_id", 0xFFFFFFFFu, "tokenizer.ggml.eos_token_id 4294967295 is out of range"},
+        {"llama.feed_forward_length", NIB_MAX_DIM + 1,
+         "llama.feed_forward_length 65537 is out of range"},
+        {"tokenizer.ggml.bos_token_id", 20,
+         "tokenizer.ggml.bos_token_id 20 is out of range (vocab 20)"},
+        {"tokenizer.ggml.eos_token_id", 0xFFFFFFFFu,
+         "tokenizer.ggml.eos_token_id 4294967295 is out of range"},
         {"llama.vocab_size", 32000, "llama.vocab_size 32000 differs from the 20 tokens"},
         {"llama.block_count", 3, "missing tensor 'blk.2.attn_norm.weight'"},
-        {"llama.feed_forward_length", 17, "tensor 'blk.0.ffn_gate.weight' has shape [8, 16], expected [8, 17]"},
+        {"llama.feed_forward_length", 17,
+         "tensor 'blk.0.ffn_gate.weight' has shape [8, 16], expected [8, 17]"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct fx_params p;
@@ -790,9 +822,10 @@ START_TEST(test_real_models)
                 for (int j = 0; j < 32; j++)
                     amax = fmaxf(amax, fabsf(a[blk * 32 + j]));
                 for (int j = 0; j < 32; j++) /* one step d = amax / 8 (the clamped end), d in f16 */
-                    ck_assert_msg(fabsf(a[blk * 32 + j] - b[blk * 32 + j]) <= amax / 8 * 1.01f + 1e-6f,
-                                  "blk.%u.attn_q[%u][%u]: %g vs %g", l, r, blk * 32 + j, a[blk * 32 + j],
-                                  b[blk * 32 + j]);
+                    ck_assert_msg(fabsf(a[blk * 32 + j] - b[blk * 32 + j]) <=
+                                      amax / 8 * 1.01f + 1e-6f,
+                                  "blk.%u.attn_q[%u][%u]: %g vs %g", l, r, blk * 32 + j,
+                                  a[blk * 32 + j], b[blk * 32 + j]);
             }
         }
         wa = &f32.m.layers[l].w_down, wb = &q4.m.layers[l].w_down;

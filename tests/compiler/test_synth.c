@@ -18,10 +18,10 @@
 
 /* For hot loops: every ck_assert costs a write to the runner's pipe, so
  * only call into Check when something is wrong. */
-#define EXPECT(cond, ...)                 \
-    do {                                  \
-        if (!(cond))                      \
-            ck_abort_msg(__VA_ARGS__);    \
+#define EXPECT(cond, ...)                                                                          \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            ck_abort_msg(__VA_ARGS__);                                                             \
     } while (0)
 
 /* ---- helpers ---- */
@@ -274,8 +274,9 @@ START_TEST(test_stories260k_tensors)
     check_tensor(&g, "output.weight", F32, 2, 64, 512);
     for (int l = 0; l < 5; l++) {
         char n[64];
-#define T(suffix, nd, a, c) \
-        snprintf(n, sizeof n, "blk.%d." suffix ".weight", l); check_tensor(&g, n, F32, nd, a, c)
+#define T(suffix, nd, a, c)                                                                        \
+    snprintf(n, sizeof n, "blk.%d." suffix ".weight", l);                                          \
+    check_tensor(&g, n, F32, nd, a, c)
         T("attn_norm", 1, 64, 1);
         T("attn_q", 2, 64, 64);
         T("attn_k", 2, 64, 32);
@@ -535,17 +536,28 @@ START_TEST(test_f16_conversion)
         float f;
         uint16_t h;
     } cases[] = {
-        {0.0f, 0x0000}, {-0.0f, 0x8000}, {1.0f, 0x3c00}, {-2.0f, 0xc000},
-        {65504.0f, 0x7bff}, {65519.0f, 0x7bff}, {65520.0f, 0x7c00}, {1e9f, 0x7c00},
-        {INFINITY, 0x7c00}, {-INFINITY, 0xfc00},
-        {0x1p-14f, 0x0400}, {0x1p-24f, 0x0001}, {0x1p-25f, 0x0000},
-        {0x1.8p-25f, 0x0001}, {0x1.8p-24f, 0x0002} /* tie -> even */,
-        {0x1.002p0f, 0x3c00} /* tie, even stays */, {0x1.006p0f, 0x3c02} /* tie, odd rounds up */,
+        {0.0f, 0x0000},
+        {-0.0f, 0x8000},
+        {1.0f, 0x3c00},
+        {-2.0f, 0xc000},
+        {65504.0f, 0x7bff},
+        {65519.0f, 0x7bff},
+        {65520.0f, 0x7c00},
+        {1e9f, 0x7c00},
+        {INFINITY, 0x7c00},
+        {-INFINITY, 0xfc00},
+        {0x1p-14f, 0x0400},
+        {0x1p-24f, 0x0001},
+        {0x1p-25f, 0x0000},
+        {0x1.8p-25f, 0x0001},
+        {0x1.8p-24f, 0x0002} /* tie -> even */,
+        {0x1.002p0f, 0x3c00} /* tie, even stays */,
+        {0x1.006p0f, 0x3c02} /* tie, odd rounds up */,
         {0x1.ffcp-15f, 0x0400} /* subnormal rounds up into the smallest normal */,
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        ck_assert_msg(nib_f32_to_f16(cases[i].f) == cases[i].h, "%a -> %04x, want %04x",
-                      cases[i].f, nib_f32_to_f16(cases[i].f), cases[i].h);
+        ck_assert_msg(nib_f32_to_f16(cases[i].f) == cases[i].h, "%a -> %04x, want %04x", cases[i].f,
+                      nib_f32_to_f16(cases[i].f), cases[i].h);
     uint16_t nan = nib_f32_to_f16(NAN);
     ck_assert((nan & 0x7c00) == 0x7c00 && (nan & 0x3ff) != 0);
 
@@ -736,9 +748,9 @@ START_TEST(test_writer_roundtrip)
         const void *v;
         uint64_t n, size;
     } arrs[] = {
-        {"t.af32", GGUF_TYPE_FLOAT32, af, 3, 4}, {"t.ai32", GGUF_TYPE_INT32, ai, 3, 4},
-        {"t.au8", GGUF_TYPE_UINT8, au8, 3, 1},   {"t.ai16", GGUF_TYPE_INT16, ai16, 2, 2},
-        {"t.au64", GGUF_TYPE_UINT64, au64, 2, 8}, {"t.af64", GGUF_TYPE_FLOAT64, af64, 1, 8},
+        {"t.af32", GGUF_TYPE_FLOAT32, af, 3, 4},   {"t.ai32", GGUF_TYPE_INT32, ai, 3, 4},
+        {"t.au8", GGUF_TYPE_UINT8, au8, 3, 1},     {"t.ai16", GGUF_TYPE_INT16, ai16, 2, 2},
+        {"t.au64", GGUF_TYPE_UINT64, au64, 2, 8},  {"t.af64", GGUF_TYPE_FLOAT64, af64, 1, 8},
         {"t.aempty", GGUF_TYPE_INT32, NULL, 0, 4},
     };
     for (size_t i = 0; i < sizeof arrs / sizeof arrs[0]; i++) {
@@ -780,7 +792,7 @@ START_TEST(test_writer_roundtrip)
 END_TEST
 
 struct chunk_log {
-    uint64_t next_at;  /* fills must come in order, without gaps */
+    uint64_t next_at; /* fills must come in order, without gaps */
     uint64_t calls, max;
     uint32_t block;
 };
@@ -839,18 +851,43 @@ START_TEST(test_writer_errors)
         const char *want = NULL;
         switch (c) {
         case 0: want = "power of two"; break;
-        case 1: gguf_w_u32(w, "k", 1); gguf_w_str(w, "k", "x"); want = "twice"; break;
-        case 2: gguf_w_tensor_data(w, "t", 0, 2, ne, data);
-                gguf_w_tensor_data(w, "t", 0, 2, ne, data); want = "twice"; break;
-        case 3: gguf_w_tensor_data(w, "t", 99, 2, ne, data); want = "type"; break;
-        case 4: gguf_w_tensor_data(w, "t", GGML_TYPE_Q4_0, 2, (uint64_t[]){31, 2}, data);
-                want = "multiple"; break;
-        case 5: gguf_w_tensor_data(w, "a_name_that_is_far_too_long_for_ggml_to_accept_"
-                                      "as_a_tensor_name_xx", 0, 2, ne, data);
-                want = "name"; break;
-        case 6: gguf_w_tensor_data(w, "t", 0, 5, ne, data); want = "dimensions"; break;
-        case 7: gguf_w_tensor(w, "t", 0, 2, ne, fill_fail, NULL); want = "'t'"; break;
-        case 8: gguf_w_arr(w, "k", GGUF_TYPE_STRING, data, 1); want = "gguf_w_arr"; break;
+        case 1:
+            gguf_w_u32(w, "k", 1);
+            gguf_w_str(w, "k", "x");
+            want = "twice";
+            break;
+        case 2:
+            gguf_w_tensor_data(w, "t", 0, 2, ne, data);
+            gguf_w_tensor_data(w, "t", 0, 2, ne, data);
+            want = "twice";
+            break;
+        case 3:
+            gguf_w_tensor_data(w, "t", 99, 2, ne, data);
+            want = "type";
+            break;
+        case 4:
+            gguf_w_tensor_data(w, "t", GGML_TYPE_Q4_0, 2, (uint64_t[]){31, 2}, data);
+            want = "multiple";
+            break;
+        case 5:
+            gguf_w_tensor_data(w,
+                               "a_name_that_is_far_too_long_for_ggml_to_accept_"
+                               "as_a_tensor_name_xx",
+                               0, 2, ne, data);
+            want = "name";
+            break;
+        case 6:
+            gguf_w_tensor_data(w, "t", 0, 5, ne, data);
+            want = "dimensions";
+            break;
+        case 7:
+            gguf_w_tensor(w, "t", 0, 2, ne, fill_fail, NULL);
+            want = "'t'";
+            break;
+        case 8:
+            gguf_w_arr(w, "k", GGUF_TYPE_STRING, data, 1);
+            want = "gguf_w_arr";
+            break;
         case 9: want = "version"; break; /* v1's 32-bit layout is not written */
         }
         err[0] = 0;
@@ -896,18 +933,24 @@ START_TEST(test_cli)
     ck_assert_int_eq(run_cli(4, (const char *[]){"synth", "nope", "-o", path}), 2);
     ck_assert_int_eq(run_cli(1, (const char *[]){"synth"}), 2);
     ck_assert_int_eq(run_cli(2, (const char *[]){"synth", "stories260k"}), 2);
-    ck_assert_int_eq(run_cli(6, (const char *[]){"synth", "stories260k", "-o", path, "--seed", "-1"}), 2);
-    ck_assert_int_eq(run_cli(6, (const char *[]){"synth", "stories260k", "-o", path, "--seed", "1x"}), 2);
-    ck_assert_int_eq(run_cli(6, (const char *[]){"synth", "stories260k", "-o", path,
-                                                  "--seed", "99999999999999999999999"}), 2);
-    ck_assert_int_eq(run_cli(6, (const char *[]){"synth", "stories260k", "-o", path, "--dtype", "q4"}), 2);
-    ck_assert_int_eq(run_cli(5, (const char *[]){"synth", "stories260k", "-o", path, "--bogus"}), 2);
-    ck_assert_int_eq(run_cli(4, (const char *[]){"synth", "stories260k", "-o",
-                                                  "/nonexistent-dir/x.gguf"}), 1);
+    ck_assert_int_eq(
+        run_cli(6, (const char *[]){"synth", "stories260k", "-o", path, "--seed", "-1"}), 2);
+    ck_assert_int_eq(
+        run_cli(6, (const char *[]){"synth", "stories260k", "-o", path, "--seed", "1x"}), 2);
+    ck_assert_int_eq(run_cli(6, (const char *[]){"synth", "stories260k", "-o", path, "--seed",
+                                                 "99999999999999999999999"}),
+                     2);
+    ck_assert_int_eq(
+        run_cli(6, (const char *[]){"synth", "stories260k", "-o", path, "--dtype", "q4"}), 2);
+    ck_assert_int_eq(run_cli(5, (const char *[]){"synth", "stories260k", "-o", path, "--bogus"}),
+                     2);
+    ck_assert_int_eq(
+        run_cli(4, (const char *[]){"synth", "stories260k", "-o", "/nonexistent-dir/x.gguf"}), 1);
 
     /* The CLI writes exactly what the library does for the same arguments. */
-    ck_assert_int_eq(run_cli(6, (const char *[]){"synth", "stories260k", "-o", path,
-                                                  "--seed=5", "--dtype=f16"}), 0);
+    ck_assert_int_eq(
+        run_cli(6, (const char *[]){"synth", "stories260k", "-o", path, "--seed=5", "--dtype=f16"}),
+        0);
     struct blob cli = slurp(path), lib = synth_blob("stories260k", GGML_TYPE_F16, 5);
     ck_assert_uint_eq(cli.n, lib.n);
     ck_assert(memcmp(cli.p, lib.p, cli.n) == 0);
@@ -930,10 +973,10 @@ Suite *nib_test_suite(void)
 {
     Suite *s = suite_create("synth");
     TCase *tc = TU_CASE(s, "writer", NULL, NULL, 60, test_writer_chunks, test_writer_errors,
-        test_writer_disk_full);
+                        test_writer_disk_full);
     tcase_add_loop_test(tc, test_writer_roundtrip, 0, 2);
     TU_CASE(s, "synth", NULL, NULL, 120, test_f16_conversion, test_shape_table, test_vocab_32000,
-        test_stories260k_metadata, test_stories260k_tensors, test_stories260k_vocab,
-        test_deterministic, test_f16_matches_f32, test_stories15m_header, test_cli);
+            test_stories260k_metadata, test_stories260k_tensors, test_stories260k_vocab,
+            test_deterministic, test_f16_matches_f32, test_stories15m_header, test_cli);
     return s;
 }

@@ -8,12 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define FUZZ_ASSERT(c)                                                                 \
-    do {                                                                               \
-        if (!(c)) {                                                                    \
-            fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #c); \
-            abort();                                                                   \
-        }                                                                              \
+#define FUZZ_ASSERT(c)                                                                             \
+    do {                                                                                           \
+        if (!(c)) {                                                                                \
+            fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #c);              \
+            abort();                                                                               \
+        }                                                                                          \
     } while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -46,8 +46,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         rows(&m.output);
         for (uint32_t l = 0; l < m.hp.n_layers; l++) {
             const struct llama_layer *L = &m.layers[l];
-            const struct llama_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate,
-                                               &L->w_up, &L->w_down, &L->attn_norm, &L->ffn_norm};
+            const struct llama_weight *ws[] = {&L->wq,     &L->wk,        &L->wv,
+                                               &L->wo,     &L->w_gate,    &L->w_up,
+                                               &L->w_down, &L->attn_norm, &L->ffn_norm};
             for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
                 rows(ws[i]);
         }

@@ -36,8 +36,8 @@ static void check_geometry(const uint8_t *data, size_t size)
     memcpy(&ring_size, in + sizeof s + 12, 8);
     char err[320];
     err[0] = 0;
-    if (nib_host_check_header(&s, index, epoch, NIB_SHM_HEADER_MEMFD_SIZE, ring_size, "fuzz",
-                              err, sizeof err)) {
+    if (nib_host_check_header(&s, index, epoch, NIB_SHM_HEADER_MEMFD_SIZE, ring_size, "fuzz", err,
+                              sizeof err)) {
         FUZZ_ASSERT(strstr(err, "fuzz") != NULL);
         return;
     }

@@ -125,7 +125,10 @@ int main(int argc, char **argv)
                              st = nib_ctl_make(NIB_CTL_STOP), ki = nib_ctl_make(NIB_CTL_KICK);
     struct nib_ctl_msg bad = at;
     bad.reserved[5] = 1;
-    const struct { uint8_t conn; const struct nib_ctl_msg *m; } convs[][6] = {
+    const struct {
+        uint8_t conn;
+        const struct nib_ctl_msg *m;
+    } convs[][6] = {
         {{0, &at}, {0, &ki}, {0, &de}},
         {{0, &at}, {1, &at}, {2, &at}, {1, NULL}, {2, &at}},
         {{0, &at}, {2, &st}, {1, &at}, {0, &st}, {1, &at}},

@@ -24,7 +24,8 @@ int main(void)
     const struct nib_qkernels *ref = nib_qkernels_get(NIB_ISA_SCALAR);
     const struct nib_qkernels *neon = nib_qkernels_get(NIB_ISA_NEON_DOT);
     if (!neon) {
-        printf("SKIP: this build has no NEON-dotprod kernels (compile with -march=armv8.2-a+dotprod)\n");
+        printf("SKIP: this build has no NEON-dotprod kernels (compile with "
+               "-march=armv8.2-a+dotprod)\n");
         return 77;
     }
     char msg[512] = "";
@@ -35,14 +36,20 @@ int main(void)
         snprintf(what, sizeof what, "gemm neon == scalar (seed %llu)", (unsigned long long)seed);
         report(what, qcheck_gemm(ref, neon, seed, msg, sizeof msg), msg);
     }
-    report("qact by blocks == whole rows (neon)", qcheck_qact_blocks(neon, 23, msg, sizeof msg), msg);
-    report("rmsnorm, silu-mul, rope neon == scalar", qcheck_f32_ops(ref, neon, 24, msg, sizeof msg), msg);
+    report("qact by blocks == whole rows (neon)", qcheck_qact_blocks(neon, 23, msg, sizeof msg),
+           msg);
+    report("rmsnorm, silu-mul, rope neon == scalar", qcheck_f32_ops(ref, neon, 24, msg, sizeof msg),
+           msg);
     report("attention neon == scalar", qcheck_attention(ref, neon, 21, msg, sizeof msg), msg);
-    report("attention scalar vs double (aarch64)", qcheck_attention(ref, ref, 22, msg, sizeof msg), msg);
-    report("gemm of m tokens == m gemvs (neon)", qcheck_gemm_vs_gemv(neon, 11, msg, sizeof msg), msg);
-    report("gemm of m tokens == m gemvs (scalar, aarch64)", qcheck_gemm_vs_gemv(ref, 12, msg, sizeof msg), msg);
+    report("attention scalar vs double (aarch64)", qcheck_attention(ref, ref, 22, msg, sizeof msg),
+           msg);
+    report("gemm of m tokens == m gemvs (neon)", qcheck_gemm_vs_gemv(neon, 11, msg, sizeof msg),
+           msg);
+    report("gemm of m tokens == m gemvs (scalar, aarch64)",
+           qcheck_gemm_vs_gemv(ref, 12, msg, sizeof msg), msg);
     report("neon gemv vs double precision", qcheck_vs_double(neon, 13, msg, sizeof msg), msg);
-    report("scalar gemv vs double precision (aarch64)", qcheck_vs_double(ref, 14, msg, sizeof msg), msg);
+    report("scalar gemv vs double precision (aarch64)", qcheck_vs_double(ref, 14, msg, sizeof msg),
+           msg);
     report("worst-case magnitudes (neon)", qcheck_worst_case(neon, msg, sizeof msg), msg);
     report("worst-case magnitudes (scalar, aarch64)", qcheck_worst_case(ref, msg, sizeof msg), msg);
     printf("%s\n", failures ? "NEON kernel tests FAILED" : "NEON kernel tests passed");

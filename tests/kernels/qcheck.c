@@ -16,7 +16,10 @@ static uint64_t rnd(uint64_t *s) /* splitmix64 */
     return z ^ (z >> 31);
 }
 
-static uint32_t rnd_below(uint64_t *s, uint32_t n) { return (uint32_t)(rnd(s) % n); }
+static uint32_t rnd_below(uint64_t *s, uint32_t n)
+{
+    return (uint32_t)(rnd(s) % n);
+}
 
 static float rnd_unit(uint64_t *s) /* [-1, 1) */
 {
@@ -69,11 +72,13 @@ static const char *dt_name(uint32_t d)
 }
 
 /* The weight formats under test. */
-struct fmt { uint32_t dtype, group; };
+struct fmt {
+    uint32_t dtype, group;
+};
 static const struct fmt fmts[] = {
-    {NIB_DT_Q4, 32},  {NIB_DT_Q4, 64},  {NIB_DT_Q4, 128},  {NIB_DT_Q4A, 32}, {NIB_DT_Q4A, 64},
-    {NIB_DT_Q4A, 128}, {NIB_DT_Q4C, 0}, {NIB_DT_Q8C, 0},   {NIB_DT_Q8C, 32}, {NIB_DT_Q8C, 64},
-    {NIB_DT_Q8C, 128},
+    {NIB_DT_Q4, 32},  {NIB_DT_Q4, 64},   {NIB_DT_Q4, 128},  {NIB_DT_Q4A, 32},
+    {NIB_DT_Q4A, 64}, {NIB_DT_Q4A, 128}, {NIB_DT_Q4C, 0},   {NIB_DT_Q8C, 0},
+    {NIB_DT_Q8C, 32}, {NIB_DT_Q8C, 64},  {NIB_DT_Q8C, 128},
 };
 #define N_FMTS (sizeof fmts / sizeof fmts[0])
 
@@ -141,13 +146,14 @@ int qcheck_qact(const struct nib_qkernels *ref, const struct nib_qkernels *var, 
             var->qact(&b, t, x + (size_t)t * k);
         }
         if (memcmp(a.q, b.q, (size_t)m * a.k_pad))
-            fail(&nfail, msg, len, "qact %s vs %s: q differ (k=%u block=%u)", var->name, ref->name, k, block);
+            fail(&nfail, msg, len, "qact %s vs %s: q differ (k=%u block=%u)", var->name, ref->name,
+                 k, block);
         else if (memcmp(a.scale, b.scale, (size_t)m * a.n_blocks * 4))
-            fail(&nfail, msg, len, "qact %s vs %s: scales differ (k=%u block=%u)", var->name, ref->name, k,
-                 block);
+            fail(&nfail, msg, len, "qact %s vs %s: scales differ (k=%u block=%u)", var->name,
+                 ref->name, k, block);
         else if (memcmp(a.sum, b.sum, (size_t)m * a.n_blocks * 4))
-            fail(&nfail, msg, len, "qact %s vs %s: sums differ (k=%u block=%u)", var->name, ref->name, k,
-                 block);
+            fail(&nfail, msg, len, "qact %s vs %s: sums differ (k=%u block=%u)", var->name,
+                 ref->name, k, block);
         free(ma), free(mb), free(x);
     }
     return nfail;
@@ -196,7 +202,10 @@ int qcheck_gemm(const struct nib_qkernels *ref, const struct nib_qkernels *var, 
         uint32_t n0 = 0, n1 = n;
         switch (rnd_below(&seed, 3)) {
         case 1: n0 = n > 8 ? 8 * rnd_below(&seed, (n - 1) / 8 + 1) : 0; break;
-        case 2: n0 = rnd_below(&seed, n); n1 = n0 + 1 + rnd_below(&seed, n - n0); break;
+        case 2:
+            n0 = rnd_below(&seed, n);
+            n1 = n0 + 1 + rnd_below(&seed, n - n0);
+            break;
         }
         float *y0 = xalloc((size_t)m * ys * sizeof *y0), *y1 = xalloc((size_t)m * ys * sizeof *y1);
         run_gemm(ref, &l, w, &a, m, y0, ys, add, n0, n1);
@@ -207,9 +216,10 @@ int qcheck_gemm(const struct nib_qkernels *ref, const struct nib_qkernels *var, 
                 int inside = r >= n0 && r < n1;
                 if (memcmp(&u, &v, 4))
                     fail(&nfail, msg, len,
-                         "gemm %s vs %s, %s/%u %ux%u m=%u rows [%u,%u) add=%d: token %u row %u: %.9g vs %.9g",
-                         var->name, ref->name, dt_name(f.dtype), f.group, n, k, m, n0, n1, add != NULL,
-                         t, r, (double)v, (double)u);
+                         "gemm %s vs %s, %s/%u %ux%u m=%u rows [%u,%u) add=%d: token %u row %u: "
+                         "%.9g vs %.9g",
+                         var->name, ref->name, dt_name(f.dtype), f.group, n, k, m, n0, n1,
+                         add != NULL, t, r, (double)v, (double)u);
                 else if (!inside && u != -12345.0f)
                     fail(&nfail, msg, len, "gemm %s %s/%u: row %u outside [%u,%u) was written",
                          ref->name, dt_name(f.dtype), f.group, r, n0, n1);
@@ -248,8 +258,8 @@ int qcheck_gemm_vs_gemv(const struct nib_qkernels *kt, uint64_t seed, char *msg,
             nib_qgemv(kt, &l, w, &row, yv + (size_t)t * n, add + (size_t)t * n, 0, n);
         }
         if (memcmp(yg, yv, (size_t)m * n * sizeof *yg))
-            fail(&nfail, msg, len, "%s: gemm of %u tokens != %u gemvs for %s/%u %ux%u", kt->name, m, m,
-                 dt_name(f.dtype), f.group, n, k);
+            fail(&nfail, msg, len, "%s: gemm of %u tokens != %u gemvs for %s/%u %ux%u", kt->name, m,
+                 m, dt_name(f.dtype), f.group, n, k);
         free(w), free(am), free(x), free(add), free(yg), free(yv);
     }
     return nfail;
@@ -312,8 +322,9 @@ int qcheck_vs_double(const struct nib_qkernels *kt, uint64_t seed, char *msg, si
 int qcheck_worst_case(const struct nib_qkernels *kt, char *msg, size_t len)
 {
     int nfail = 0;
-    static const struct fmt wf[] = {{NIB_DT_Q4, 32},  {NIB_DT_Q4, 64},  {NIB_DT_Q4, 128}, {NIB_DT_Q4A, 128},
-                                    {NIB_DT_Q4C, 0},  {NIB_DT_Q8C, 0},  {NIB_DT_Q8C, 128}};
+    static const struct fmt wf[] = {{NIB_DT_Q4, 32},   {NIB_DT_Q4, 64}, {NIB_DT_Q4, 128},
+                                    {NIB_DT_Q4A, 128}, {NIB_DT_Q4C, 0}, {NIB_DT_Q8C, 0},
+                                    {NIB_DT_Q8C, 128}};
     for (size_t fi = 0; fi < sizeof wf / sizeof wf[0]; fi++) {
         const struct fmt f = wf[fi];
         const uint32_t n = 16, k = 1024;
@@ -354,9 +365,11 @@ int qcheck_worst_case(const struct nib_qkernels *kt, char *msg, size_t len)
             nib_qgemv(kt, &l, w, &a, y, NULL, 0, n);
             for (uint32_t r = 0; r < n; r++)
                 if (y[r] != expect) {
-                    fail(&nfail, msg, len, "%s %s/%u worst case (codes %d, activations %d): row %u = %.9g, exact %.9g",
-                         kt->name, dt_name(f.dtype), f.group, wcode, avals[ai], r, (double)y[r],
-                         (double)expect);
+                    fail(
+                        &nfail, msg, len,
+                        "%s %s/%u worst case (codes %d, activations %d): row %u = %.9g, exact %.9g",
+                        kt->name, dt_name(f.dtype), f.group, wcode, avals[ai], r, (double)y[r],
+                        (double)expect);
                     break;
                 }
             free(am);
@@ -375,10 +388,12 @@ int qcheck_attention(const struct nib_qkernels *ref, const struct nib_qkernels *
     uint64_t s = seed * 7919u + 3;
     int nfail = 0;
     for (int round = 0; round < 24 && !nfail; round++) {
-        uint32_t hd = head_dims[round % 6], kvh = 1 + rnd_below(&s, 3), group = 1 + rnd_below(&s, 3);
+        uint32_t hd = head_dims[round % 6], kvh = 1 + rnd_below(&s, 3),
+                 group = 1 + rnd_below(&s, 3);
         uint32_t heads = kvh * group, ctx = 1 + rnd_below(&s, 300), pos = rnd_below(&s, ctx);
         uint32_t stride = kvh * hd + rnd_below(&s, 3) * 4; /* padded rows too */
-        float scale = 1.0f / sqrtf((float)hd) * (round % 5 == 4 ? 60.0f : 1.0f); /* peaky softmax too */
+        float scale =
+            1.0f / sqrtf((float)hd) * (round % 5 == 4 ? 60.0f : 1.0f); /* peaky softmax too */
         float *q = xalloc((size_t)heads * hd * 4), *kc = xalloc((size_t)ctx * stride * 4);
         float *vc = xalloc((size_t)ctx * stride * 4);
         float *o1 = xalloc((size_t)heads * hd * 4), *o2 = xalloc((size_t)heads * hd * 4);
@@ -393,7 +408,8 @@ int qcheck_attention(const struct nib_qkernels *ref, const struct nib_qkernels *
         var->attention(q, kc, vc, o2, a2, hb, he, hd, group, stride, pos, ctx, scale);
         if (memcmp(o1, o2, (size_t)heads * hd * 4) != 0)
             fail(&nfail, msg, len,
-                 "attention %s vs %s: head_dim %u, heads %u (group %u), pos %u, heads [%u,%u): outputs differ",
+                 "attention %s vs %s: head_dim %u, heads %u (group %u), pos %u, heads [%u,%u): "
+                 "outputs differ",
                  var->name, ref->name, hd, heads, group, pos, hb, he);
         /* And against double precision (the NaN round aside). */
         for (uint32_t h = hb; h < he && !nfail && round != 7; h++) {
@@ -424,7 +440,8 @@ int qcheck_attention(const struct nib_qkernels *ref, const struct nib_qkernels *
                 }
                 if (fabs(o - o2[(size_t)h * hd + i]) > (1e-5 + score_err) * mag + 1e-30)
                     fail(&nfail, msg, len,
-                         "attention %s: head %u dim %u: %.9g, double gives %.9g (sum of |terms| %.3g, pos %u, hd %u, scale %g)",
+                         "attention %s: head %u dim %u: %.9g, double gives %.9g (sum of |terms| "
+                         "%.3g, pos %u, hd %u, scale %g)",
                          var->name, h, i, o2[(size_t)h * hd + i], o, mag, pos, hd, scale);
             }
         }
@@ -456,9 +473,11 @@ int qcheck_qact_blocks(const struct nib_qkernels *kt, uint64_t seed, char *msg, 
                 b0 = b1;
             }
         }
-        if (memcmp(a.q, b.q, (size_t)m * a.k_pad) || memcmp(a.scale, b.scale, (size_t)m * a.n_blocks * 4) ||
+        if (memcmp(a.q, b.q, (size_t)m * a.k_pad) ||
+            memcmp(a.scale, b.scale, (size_t)m * a.n_blocks * 4) ||
             memcmp(a.sum, b.sum, (size_t)m * a.n_blocks * 4))
-            fail(&nfail, msg, len, "qact %s: k %u block %u: quantizing by blocks differs from the whole row",
+            fail(&nfail, msg, len,
+                 "qact %s: k %u block %u: quantizing by blocks differs from the whole row",
                  kt->name, k, block);
         free(ma), free(mb), free(x);
     }
@@ -473,7 +492,8 @@ int qcheck_f32_ops(const struct nib_qkernels *ref, const struct nib_qkernels *va
     static const uint32_t sizes[] = {1, 7, 8, 9, 64, 172, 288, 2048};
     uint64_t s = seed * 6151u + 5;
     int nfail = 0;
-    float *x = xalloc(4096 * 4), *w = xalloc(4096 * 4), *o1 = xalloc(4096 * 4), *o2 = xalloc(4096 * 4);
+    float *x = xalloc(4096 * 4), *w = xalloc(4096 * 4), *o1 = xalloc(4096 * 4),
+          *o2 = xalloc(4096 * 4);
     for (int round = 0; round < 32 && !nfail; round++) {
         uint32_t n = round < 8 ? sizes[round] : 1 + rnd_below(&s, 3000);
         random_x(&s, x, n);
@@ -482,7 +502,8 @@ int qcheck_f32_ops(const struct nib_qkernels *ref, const struct nib_qkernels *va
         ref->rmsnorm(x, w, o1, n, 1e-5f);
         var->rmsnorm(x, w, o2, n, 1e-5f);
         if (memcmp(o1, o2, n * 4))
-            fail(&nfail, msg, len, "rmsnorm %s vs %s: n %u: outputs differ", var->name, ref->name, n);
+            fail(&nfail, msg, len, "rmsnorm %s vs %s: n %u: outputs differ", var->name, ref->name,
+                 n);
         double ss = 0;
         for (uint32_t i = 0; i < n; i++)
             ss += (double)x[i] * x[i];
@@ -490,8 +511,8 @@ int qcheck_f32_ops(const struct nib_qkernels *ref, const struct nib_qkernels *va
         for (uint32_t i = 0; i < n && !nfail; i++) {
             double want = (double)w[i] * x[i] * r;
             if (fabs(o2[i] - want) > 1e-5 * fabs(want) + 1e-30)
-                fail(&nfail, msg, len, "rmsnorm %s: n %u, [%u] = %.9g, double gives %.9g", var->name,
-                     n, i, o2[i], want);
+                fail(&nfail, msg, len, "rmsnorm %s: n %u, [%u] = %.9g, double gives %.9g",
+                     var->name, n, i, o2[i], want);
         }
         /* silu-mul, with large inputs (the exp clamps) and a NaN */
         for (uint32_t i = 0; i < n; i++)
@@ -501,7 +522,8 @@ int qcheck_f32_ops(const struct nib_qkernels *ref, const struct nib_qkernels *va
         ref->silu_mul(x, w, o1, n);
         var->silu_mul(x, w, o2, n);
         if (memcmp(o1, o2, n * 4))
-            fail(&nfail, msg, len, "silu-mul %s vs %s: n %u: outputs differ", var->name, ref->name, n);
+            fail(&nfail, msg, len, "silu-mul %s vs %s: n %u: outputs differ", var->name, ref->name,
+                 n);
         for (uint32_t i = 0; i < n && !nfail; i++) {
             if (x[i] != x[i])
                 continue;
@@ -536,8 +558,8 @@ int qcheck_f32_ops(const struct nib_qkernels *ref, const struct nib_qkernels *va
             if (add)
                 d += add[r], mag += fabs(add[r]);
             if (fabs(o2[r] - d) > 1e-6 * mag + 1e-30)
-                fail(&nfail, msg, len, "gemv f32 %s: row %u of %u x %u: %.9g, double %.9g", var->name,
-                     r, rows, k, o2[r], d);
+                fail(&nfail, msg, len, "gemv f32 %s: row %u of %u x %u: %.9g, double %.9g",
+                     var->name, r, rows, k, o2[r], d);
         }
         free(wm);
     }
@@ -561,16 +583,20 @@ int qcheck_f32_ops(const struct nib_qkernels *ref, const struct nib_qkernels *va
         ref->rope_rows(o1, b, e, hd, rd, cs);
         var->rope_rows(o2, b, e, hd, rd, cs);
         if (memcmp(o1, o2, n * 4))
-            fail(&nfail, msg, len, "rope %s vs %s: head_dim %u rope_dim %u rows [%u,%u): outputs differ",
-                 var->name, ref->name, hd, rd, b, e);
+            fail(&nfail, msg, len,
+                 "rope %s vs %s: head_dim %u rope_dim %u rows [%u,%u): outputs differ", var->name,
+                 ref->name, hd, rd, b, e);
         for (uint32_t r = 0; r + 1 < n && !nfail; r += 2) {
             uint32_t i = r % hd;
             int rot = r >= b && r + 1 < e + 1 && r < e && i < rd;
             double a = x[r], bb = x[r + 1];
-            double w0 = rot ? a * cs[i] - bb * cs[i + 1] : a, w1 = rot ? a * cs[i + 1] + bb * cs[i] : bb;
-            if (fabs(o2[r] - w0) > 1e-6 * (fabs(a) + fabs(bb)) || fabs(o2[r + 1] - w1) > 1e-6 * (fabs(a) + fabs(bb)))
-                fail(&nfail, msg, len, "rope %s: head_dim %u rope_dim %u rows [%u,%u): pair %u wrong",
-                     var->name, hd, rd, b, e, r);
+            double w0 = rot ? a * cs[i] - bb * cs[i + 1] : a,
+                   w1 = rot ? a * cs[i + 1] + bb * cs[i] : bb;
+            if (fabs(o2[r] - w0) > 1e-6 * (fabs(a) + fabs(bb)) ||
+                fabs(o2[r + 1] - w1) > 1e-6 * (fabs(a) + fabs(bb)))
+                fail(&nfail, msg, len,
+                     "rope %s: head_dim %u rope_dim %u rows [%u,%u): pair %u wrong", var->name, hd,
+                     rd, b, e, r);
         }
     }
     free(x), free(w), free(o1), free(o2);

@@ -43,17 +43,23 @@ static const struct nib_qkernels *simd(void)
     return k;
 }
 
-static const struct nib_qkernels *scalar(void) { return nib_qkernels_get(NIB_ISA_SCALAR); }
+static const struct nib_qkernels *scalar(void)
+{
+    return nib_qkernels_get(NIB_ISA_SCALAR);
+}
 
 /* ---- formats ---- */
 
 START_TEST(test_format_validity)
 {
-    static const struct { uint32_t dtype, group; int ok; } cases[] = {
-        {NIB_DT_F32, 0, 1},   {NIB_DT_F32, 32, 0},  {NIB_DT_Q4, 32, 1},   {NIB_DT_Q4, 64, 1},
-        {NIB_DT_Q4, 128, 1},  {NIB_DT_Q4, 0, 0},    {NIB_DT_Q4, 16, 0},   {NIB_DT_Q4, 256, 0},
-        {NIB_DT_Q4A, 32, 1},  {NIB_DT_Q4A, 0, 0},   {NIB_DT_Q4C, 0, 1},   {NIB_DT_Q4C, 32, 0},
-        {NIB_DT_Q8C, 0, 1},   {NIB_DT_Q8C, 32, 1},  {NIB_DT_Q8C, 48, 0},  {NIB_DT_COUNT, 0, 0},
+    static const struct {
+        uint32_t dtype, group;
+        int ok;
+    } cases[] = {
+        {NIB_DT_F32, 0, 1},  {NIB_DT_F32, 32, 0}, {NIB_DT_Q4, 32, 1},  {NIB_DT_Q4, 64, 1},
+        {NIB_DT_Q4, 128, 1}, {NIB_DT_Q4, 0, 0},   {NIB_DT_Q4, 16, 0},  {NIB_DT_Q4, 256, 0},
+        {NIB_DT_Q4A, 32, 1}, {NIB_DT_Q4A, 0, 0},  {NIB_DT_Q4C, 0, 1},  {NIB_DT_Q4C, 32, 0},
+        {NIB_DT_Q8C, 0, 1},  {NIB_DT_Q8C, 32, 1}, {NIB_DT_Q8C, 48, 0}, {NIB_DT_COUNT, 0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ck_assert_int_eq(nib_qformat_valid(cases[i].dtype, cases[i].group), cases[i].ok);
@@ -101,7 +107,8 @@ START_TEST(test_format_sizes)
     for (uint32_t r = 0; r < l.n_pad; r++)
         for (uint32_t j = 0; j < l.n_sgroups; j++) {
             uint64_t so = nib_ql_scale_off(&l, r, j), zo = nib_ql_zp_off(&l, r, j);
-            CHECK(seen[2 * so]++ + seen[2 * so + 2]++ + seen[2 * zo]++ == 0, "scale/zp (%u,%u) overlap", r, j);
+            CHECK(seen[2 * so]++ + seen[2 * so + 2]++ + seen[2 * zo]++ == 0,
+                  "scale/zp (%u,%u) overlap", r, j);
         }
     for (uint64_t i = 0; i < l.size; i++) /* and nothing is left unused */
         CHECK(seen[2 * i] || seen[2 * i + 1], "byte %llu unused", (unsigned long long)i);
@@ -114,8 +121,8 @@ START_TEST(test_f16)
     for (uint32_t h = 0; h < 65536; h++) {
         float f = nib_f16_to_f32((uint16_t)h);
         float g = gguf_f16_to_f32((uint16_t)h); /* an independent decoder */
-        CHECK(memcmp(&f, &g, 4) == 0 || (isnan(f) && isnan(g)), "half 0x%04x: %g vs %g", h, (double)f,
-              (double)g);
+        CHECK(memcmp(&f, &g, 4) == 0 || (isnan(f) && isnan(g)), "half 0x%04x: %g vs %g", h,
+              (double)f, (double)g);
         if (isnan(f))
             CHECK(isnan(nib_f16_to_f32(nib_f32_to_f16(f))), "NaN 0x%04x lost", h);
         else
@@ -123,7 +130,7 @@ START_TEST(test_f16)
     }
     ck_assert_uint_eq(nib_f32_to_f16(65520.0f), 0x7c00); /* rounds to inf */
     ck_assert_uint_eq(nib_f32_to_f16(65519.0f), 0x7bff);
-    ck_assert_uint_eq(nib_f32_to_f16(0x1p-25f), 0);        /* tie to even: 0 */
+    ck_assert_uint_eq(nib_f32_to_f16(0x1p-25f), 0); /* tie to even: 0 */
     ck_assert_uint_eq(nib_f32_to_f16(0x1.8p-25f), 1);
 #if defined(__F16C__)
     /* round to nearest even, as the hardware does, on many floats */
@@ -135,8 +142,9 @@ START_TEST(test_f16)
         memcpy(&f, &bits, 4);
         if (isnan(f))
             continue;
-        CHECK(nib_f32_to_f16(f) == _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT), "%a: 0x%04x, F16C gives 0x%04x",
-              (double)f, nib_f32_to_f16(f), _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT));
+        CHECK(nib_f32_to_f16(f) == _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT),
+              "%a: 0x%04x, F16C gives 0x%04x", (double)f, nib_f32_to_f16(f),
+              _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT));
     }
 #endif
 }
@@ -149,7 +157,8 @@ START_TEST(test_qact_contract)
     static const uint32_t blocks[] = {0, 32, 64, 128};
     uint64_t s = 7;
     for (int it = 0; it < 200; it++) {
-        uint32_t k = it < 4 ? 172 : 1 + (uint32_t)((s = s * 6364136223846793005ull + 1) >> 33) % 300;
+        uint32_t k =
+            it < 4 ? 172 : 1 + (uint32_t)((s = s * 6364136223846793005ull + 1) >> 33) % 300;
         uint32_t block = blocks[it % 4];
         size_t fp = nib_qact_footprint(1, k, block);
         ck_assert_uint_gt(fp, 0);
@@ -181,8 +190,8 @@ START_TEST(test_qact_contract)
                 sum += a.q[i];
             }
             CHECK(a.sum[b] == sum, "block %u sum %d, expected %d", b, a.sum[b], sum);
-            CHECK(a.scale[b] == amax / 127.0f, "block %u scale %g, expected %g", b, (double)a.scale[b],
-                  (double)(amax / 127.0f));
+            CHECK(a.scale[b] == amax / 127.0f, "block %u scale %g, expected %g", b,
+                  (double)a.scale[b], (double)(amax / 127.0f));
             for (uint32_t i = b * a.block; i < (b + 1) * a.block && i < k; i++) {
                 float err = fabsf(x[i] - a.q[i] * a.scale[b]);
                 CHECK(err <= 0.5001f * a.scale[b], "x=%g q=%d scale=%g", (double)x[i], a.q[i],
@@ -390,10 +399,13 @@ static double q4_0_sse(const float *x, uint32_t n)
 
 START_TEST(test_quantize_error)
 {
-    static const struct { const char *spec; double max_rel_rmse; } cases[] = {
+    static const struct {
+        const char *spec;
+        double max_rel_rmse;
+    } cases[] = {
         /* measured: 0.107 0.131 0.152 0.085 0.120 0.173 0.0114 0.0067 */
-        {"q4", 0.12}, {"q4/64", 0.15}, {"q4/128", 0.17}, {"q4a", 0.10}, {"q4a/128", 0.14},
-        {"q4c", 0.20}, {"q8c", 0.013}, {"q8c/32", 0.008},
+        {"q4", 0.12},      {"q4/64", 0.15}, {"q4/128", 0.17}, {"q4a", 0.10},
+        {"q4a/128", 0.14}, {"q4c", 0.20},   {"q8c", 0.013},   {"q8c/32", 0.008},
     };
     const uint32_t rows = 19, cols = 172;
     float *w = gaussianish(rows * cols, 3, 0.02f), *back = malloc(cols * sizeof *back);
@@ -420,21 +432,21 @@ START_TEST(test_quantize_error)
                     gse += e * e;
                     /* no weight is off by more than 1/5 of its group's range... */
                     CHECK(fabs(e) <= 0.2 * amax + 1e-12 || fabs(e) <= 0.2 * fabsf(x[i]),
-                                  "%s row %u col %u: %g -> %g", cases[c].spec, r, k0 + i, (double)x[i],
-                                  (double)back[k0 + i]);
+                          "%s row %u col %u: %g -> %g", cases[c].spec, r, k0 + i, (double)x[i],
+                          (double)back[k0 + i]);
                     ss += (double)x[i] * x[i];
                 }
                 se += gse;
                 /* ...and symmetric 4-bit is never worse than Q4_0's choice */
                 if (spec.dtype == NIB_DT_Q4 && spec.group == 32)
                     CHECK(gse <= q4_0_sse(x, n) * (1 + 1e-9), "row %u group %u: %g > Q4_0 %g", r, j,
-                                  gse, q4_0_sse(x, n));
+                          gse, q4_0_sse(x, n));
             }
         }
         double rel = sqrt(se / ss);
         printf("quantize %-8s relative rms error %.4f\n", cases[c].spec, rel);
-        ck_assert_msg(rel < cases[c].max_rel_rmse, "%s: relative rms error %.4f >= %.4f", cases[c].spec, rel,
-                      cases[c].max_rel_rmse);
+        ck_assert_msg(rel < cases[c].max_rel_rmse, "%s: relative rms error %.4f >= %.4f",
+                      cases[c].spec, rel, cases[c].max_rel_rmse);
         /* padding: codes past K and rows past N are the format's zero */
         float *pad = malloc(l.k_pad * sizeof *pad);
         struct nib_qlayout lp = l;
@@ -443,7 +455,7 @@ START_TEST(test_quantize_error)
             nib_dequantize_row(&lp, p, r, pad);
             for (uint32_t k = r < rows ? cols : 0; k < l.k_pad; k++)
                 CHECK(pad[k] == 0.0f, "%s: padding at row %u col %u is %g", cases[c].spec, r, k,
-                              (double)pad[k]);
+                      (double)pad[k]);
         }
         free(pad);
         free(p);
@@ -486,7 +498,8 @@ START_TEST(test_quantized_gemv_close_to_f32)
             e += ((double)yq[r] - yf[r]) * ((double)yq[r] - yf[r]);
         e = sqrt(e / rows) / ref;
         printf("gemv %-7s vs f32: relative rms error %.4f\n", specs[c], e);
-        ck_assert_msg(e < (spec.dtype == NIB_DT_Q8C ? 0.02 : 0.15), "%s: relative error %.4f", specs[c], e);
+        ck_assert_msg(e < (spec.dtype == NIB_DT_Q8C ? 0.02 : 0.15), "%s: relative error %.4f",
+                      specs[c], e);
         free(mem);
         free(p);
     }
@@ -548,9 +561,11 @@ static void check_repack(const char *file, uint32_t want_type, int want_tensors)
     int n = 0;
     for (uint32_t li = 0; li <= m.hp.n_layers; li++) {
         const struct llama_layer *L = li < m.hp.n_layers ? &m.layers[li] : NULL;
-        const struct llama_weight *ws[] = {L ? &L->wq : &m.tok_embd, L ? &L->wk : (m.output_tied ? NULL : &m.output), L ? &L->wv : NULL,
-                                           L ? &L->wo : NULL, L ? &L->w_gate : NULL, L ? &L->w_up : NULL,
-                                           L ? &L->w_down : NULL};
+        const struct llama_weight *ws[] = {
+            L ? &L->wq : &m.tok_embd, L ? &L->wk : (m.output_tied ? NULL : &m.output),
+            L ? &L->wv : NULL,        L ? &L->wo : NULL,
+            L ? &L->w_gate : NULL,    L ? &L->w_up : NULL,
+            L ? &L->w_down : NULL};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) {
             const struct llama_weight *w = ws[i];
             if (!w || !w->t || w->t->type != want_type)
@@ -566,11 +581,13 @@ static void check_repack(const char *file, uint32_t want_type, int want_tensors)
                 CHECK(llama_weight_row_f32(w, r, src) == 0, "row %u unreadable", r);
                 nib_dequantize_row(&l, p, r, dst);
                 for (uint32_t k = 0; k < w->cols; k++)
-                    CHECK(memcmp(&src[k], &dst[k], 4) == 0, "%.*s row %u col %u: %.9g repacked as %.9g",
-                                  (int)w->t->name.len, w->t->name.ptr, r, k, (double)src[k], (double)dst[k]);
+                    CHECK(memcmp(&src[k], &dst[k], 4) == 0,
+                          "%.*s row %u col %u: %.9g repacked as %.9g", (int)w->t->name.len,
+                          w->t->name.ptr, r, k, (double)src[k], (double)dst[k]);
             }
             /* and the kernel on the repacked weights matches the f32 matmul */
-            float *x = gaussianish(w->cols, (uint64_t)n + 100, 1.0f), *yf = malloc(w->rows * 4), *yq = malloc(w->rows * 4);
+            float *x = gaussianish(w->cols, (uint64_t)n + 100, 1.0f), *yf = malloc(w->rows * 4),
+                  *yq = malloc(w->rows * 4);
             float *wf = malloc((size_t)w->rows * w->cols * 4);
             for (uint32_t r = 0; r < w->rows; r++)
                 nib_dequantize_row(&l, p, r, wf + (size_t)r * w->cols);
@@ -585,8 +602,8 @@ static void check_repack(const char *file, uint32_t want_type, int want_tensors)
                 e += ((double)yq[r] - yf[r]) * ((double)yq[r] - yf[r]);
                 s += (double)yf[r] * yf[r];
             }
-            ck_assert_msg(sqrt(e / s) < 0.02, "%.*s: kernel vs f32 relative error %g", (int)w->t->name.len,
-                          w->t->name.ptr, sqrt(e / s));
+            ck_assert_msg(sqrt(e / s) < 0.02, "%.*s: kernel vs f32 relative error %g",
+                          (int)w->t->name.len, w->t->name.ptr, sqrt(e / s));
             free(x), free(yf), free(yq), free(wf), free(mem);
             free(src), free(dst), free(p);
             n++;
@@ -635,13 +652,13 @@ Suite *nib_test_suite(void)
     Suite *s = suite_create("qkernels");
     TU_CASE(s, "format", NULL, NULL, 60, test_format_validity, test_format_sizes, test_f16);
     TU_CASE(s, "kernels", NULL, NULL, 120, test_qact_contract, test_qact_simd,
-        test_gemm_simd_equals_scalar, test_gemm_equals_gemvs, test_attention_simd_equals_scalar,
-        test_qact_by_blocks, test_f32_ops_simd_equals_scalar, test_gemv_vs_double,
-        test_int16_headroom, test_dispatch);
+            test_gemm_simd_equals_scalar, test_gemm_equals_gemvs, test_attention_simd_equals_scalar,
+            test_qact_by_blocks, test_f32_ops_simd_equals_scalar, test_gemv_vs_double,
+            test_int16_headroom, test_dispatch);
     TCase *pre = tcase_create("preconditions");
     tcase_add_loop_test_raise_signal(pre, test_precondition_asserts, SIGABRT, 0, 2);
     suite_add_tcase(s, pre);
     TU_CASE(s, "quant", NULL, NULL, 120, test_quantize_error, test_quantized_gemv_close_to_f32,
-        test_quantize_rejects, test_repack_q4_0, test_repack_q8_0, test_repack_rejects);
+            test_quantize_rejects, test_repack_q4_0, test_repack_q8_0, test_repack_rejects);
     return s;
 }

@@ -45,13 +45,12 @@ static int open_work(void)
 }
 
 /* Mutate, recompute the checksum, expect a refusal naming `what`. */
-#define EXPECT_REFUSED(what)                                                          \
-    do {                                                                              \
-        reseal();                                                                     \
-        ck_assert_int_eq(open_work(), -1);                                            \
-        ck_assert_msg(strstr(err, what) != NULL, "error '%s' does not say '%s'", err, \
-                      what);                                                          \
-        memcpy(work, blob, blob_size);                                                \
+#define EXPECT_REFUSED(what)                                                                       \
+    do {                                                                                           \
+        reseal();                                                                                  \
+        ck_assert_int_eq(open_work(), -1);                                                         \
+        ck_assert_msg(strstr(err, what) != NULL, "error '%s' does not say '%s'", err, what);       \
+        memcpy(work, blob, blob_size);                                                             \
     } while (0)
 
 START_TEST(valid_blob_opens)
@@ -84,8 +83,15 @@ END_TEST
 START_TEST(truncated_refused)
 {
     const struct nib_blob_header *h = (const void *)blob;
-    uint64_t cuts[] = {0, 8, 100, sizeof *h, h->tensors.offset + 1, h->plan.offset,
-                       h->tokenizer.offset + 5, h->weights.offset, blob_size - 1};
+    uint64_t cuts[] = {0,
+                       8,
+                       100,
+                       sizeof *h,
+                       h->tensors.offset + 1,
+                       h->plan.offset,
+                       h->tokenizer.offset + 5,
+                       h->weights.offset,
+                       blob_size - 1};
     for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
         struct nib_blob_view v;
         ck_assert_int_eq(nib_blob_open(&v, blob, cuts[i], 1, err, sizeof err), -1);
@@ -104,7 +110,8 @@ START_TEST(header_lies_refused)
     reseal();
     ck_assert_int_eq(open_work(), -1);
     char want[96];
-    snprintf(want, sizeof want, "blob format version %u is not supported: this build reads version %u",
+    snprintf(want, sizeof want,
+             "blob format version %u is not supported: this build reads version %u",
              NIB_BLOB_VERSION - 1, NIB_BLOB_VERSION);
     ck_assert_msg(strstr(err, want) != NULL, "error '%s' does not say '%s'", err, want);
     memcpy(work, blob, blob_size);

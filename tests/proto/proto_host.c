@@ -326,8 +326,8 @@ static int mode_stress(const char *name, const char *expected, int n, uint64_t s
 
 struct raw {
     int sock, hfd, rfd;
-    const struct nib_shm_header *hdr;  /* read-only mapping */
-    struct nib_shm_header g;           /* copy: the geometry */
+    const struct nib_shm_header *hdr; /* read-only mapping */
+    struct nib_shm_header g;          /* copy: the geometry */
     uint8_t *ring;
     size_t hsize, rsize;
     struct nib_ring_header *rh;
@@ -358,8 +358,8 @@ static void raw_attach(struct raw *r, const char *name)
         char buf[CMSG_SPACE(2 * sizeof(int))];
     } ctl;
     struct iovec iov = {&m, sizeof m};
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
-                        .msg_controllen = sizeof ctl.buf};
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf};
     ssize_t n = recvmsg(r->sock, &mh, MSG_CMSG_CLOEXEC);
     struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
     if (n != (ssize_t)sizeof m || m.type != NIB_CTL_ATTACHED || !c ||
@@ -423,8 +423,15 @@ static void raw_submit(struct raw *r, struct nib_slot *s)
 
 /* ---- scribble: random bytes in this host's own ring, valid ones interleaved ---- */
 
-enum kind { K_VALID, K_RANDOM_REQ, K_ONE_FIELD, K_RANDOM_PROMPT, K_RANDOM_IDS, K_SCRIBBLE_LATER,
-            K_COUNT };
+enum kind {
+    K_VALID,
+    K_RANDOM_REQ,
+    K_ONE_FIELD,
+    K_RANDOM_PROMPT,
+    K_RANDOM_IDS,
+    K_SCRIBBLE_LATER,
+    K_COUNT
+};
 
 struct inflight {
     int used, kind, ref;
@@ -488,9 +495,15 @@ static void write_garbage(struct raw *r, struct nib_slot *s, int kind, uint64_t 
         case 2: memcpy(&s->req.temperature, &v, 4); break;
         case 3: s->req.flags = v; break;
         case 4: s->req.kind = v | 1; break;
-        case 6: case 7: case 8: case 9: case 10: case 11: case 12: case 13: case 14:
-            s->req.reserved[v % sizeof s->req.reserved] = (uint8_t)(v >> 8 | 1);
-            break;
+        case 6:
+        case 7:
+        case 8:
+        case 9:
+        case 10:
+        case 11:
+        case 12:
+        case 13:
+        case 14: s->req.reserved[v % sizeof s->req.reserved] = (uint8_t)(v >> 8 | 1); break;
         default: s->req.seed = (uint64_t)v << 32 | ru32(rng); break; /* valid: served */
         }
         break;
@@ -514,8 +527,7 @@ static void write_garbage(struct raw *r, struct nib_slot *s, int kind, uint64_t 
             memcpy(prompt + 4 * i, &id, 4);
         }
         break;
-    default:
-        break;
+    default: break;
     }
 }
 
@@ -899,8 +911,7 @@ static int mode_fork(const char *name)
         if (nib_host_submit(h, prompt, strlen(prompt), &p, &c) != NIB_HOST_OK ||
             nib_host_wait(h, &c, NIB_HOST_WAIT_DONE, 30000, &pr) != NIB_HOST_OK)
             die("child: %s", nib_host_error(h));
-        if (pr.n_tokens - pr.n_prompt != n_ref ||
-            memcmp(pr.tokens + pr.n_prompt, ref, n_ref * 4))
+        if (pr.n_tokens - pr.n_prompt != n_ref || memcmp(pr.tokens + pr.n_prompt, ref, n_ref * 4))
             die("child: answer differs from the parent's reference");
         printf("child: attached afresh on ring %u (parent's %u), exact answer of %u tokens\n",
                nib_host_host_index(h), parent_ring, n_ref);

@@ -158,7 +158,7 @@ END_TEST
 START_TEST(random_bytes_never_pass_out_of_range)
 {
     static const char *const fields[] = {"prompt_len", "max_tokens", "temperature", "flags",
-                                         "kind", "reserved", "prompt"};
+                                         "kind",       "reserved",   "prompt"};
     uint64_t rng = 12345;
     unsigned passed = 0;
     for (int it = 0; it < 200000; it++) {
@@ -241,7 +241,7 @@ START_TEST(ctl_every_bad_field_refused)
     m.version = 2;
     ck_assert_int_eq(parse(&m, sizeof m), -1);
     /* Appliance-to-host types and unknown ones. */
-    const uint16_t bad_types[] = {0, 5, NIB_CTL_ATTACHED, NIB_CTL_REFUSED, NIB_CTL_STOPPING,
+    const uint16_t bad_types[] = {0,     5, NIB_CTL_ATTACHED, NIB_CTL_REFUSED, NIB_CTL_STOPPING,
                                   0xffff};
     for (size_t i = 0; i < sizeof bad_types / sizeof bad_types[0]; i++) {
         m = nib_ctl_make(bad_types[i]);
@@ -306,11 +306,12 @@ START_TEST(names_and_paths)
     struct nib_name_paths p;
     const char *good_names[] = {"nib", "a", "A-b_c.9",
                                 "x234567890123456789012345678901234567890123456789012345"};
-    const char *bad_names[] = {"", ".hidden", "a/b", "a b", "..", "n\n", "\xc3\xa9",
-                               "x23456789012345678901234567890123456789012345678901234567"};
+    const char *bad_names[] = {
+        "",   ".hidden", "a/b",      "a b",
+        "..", "n\n",     "\xc3\xa9", "x23456789012345678901234567890123456789012345678901234567"};
     for (size_t i = 0; i < sizeof good_names / sizeof *good_names; i++)
-        ck_assert_msg(nib_name_check(good_names[i], err, sizeof err) == 0, "%s: %s",
-                      good_names[i], err);
+        ck_assert_msg(nib_name_check(good_names[i], err, sizeof err) == 0, "%s: %s", good_names[i],
+                      err);
     for (size_t i = 0; i < sizeof bad_names / sizeof *bad_names; i++)
         ck_assert_int_eq(nib_name_check(bad_names[i], err, sizeof err), -1);
 

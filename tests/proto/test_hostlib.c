@@ -123,32 +123,32 @@ static void send_reply(int fd, const struct nib_ctl_msg *m, const int *fds, int 
 
 enum tamper {
     T_NONE,
-    T_HEADER_UNSEALED,   /* header memfd without F_SEAL_FUTURE_WRITE */
-    T_RING_UNSEALED,     /* ring memfd that could shrink */
-    T_RING_SIZE,         /* reply's ring_size differs from the memfd */
-    T_ONE_FD,            /* only the header descriptor */
-    T_THREE_FDS,         /* one too many (the extra is closed, the reply refused) */
-    T_FDS_SWAPPED,       /* ring first, header second */
-    T_REPLY_MAGIC,       /* reply with a bad magic */
-    T_REPLY_EPOCH,       /* reply's epoch differs from the header's */
-    T_RING_MAGIC,        /* ring header not written */
-    T_RING_EPOCH,        /* ring of another boot */
+    T_HEADER_UNSEALED, /* header memfd without F_SEAL_FUTURE_WRITE */
+    T_RING_UNSEALED,   /* ring memfd that could shrink */
+    T_RING_SIZE,       /* reply's ring_size differs from the memfd */
+    T_ONE_FD,          /* only the header descriptor */
+    T_THREE_FDS,       /* one too many (the extra is closed, the reply refused) */
+    T_FDS_SWAPPED,     /* ring first, header second */
+    T_REPLY_MAGIC,     /* reply with a bad magic */
+    T_REPLY_EPOCH,     /* reply's epoch differs from the header's */
+    T_RING_MAGIC,      /* ring header not written */
+    T_RING_EPOCH,      /* ring of another boot */
     T_REFUSE_NO_RING,
     T_REFUSE_NOT_READY,
-    T_NO_ANSWER,         /* reads ATTACH, never answers */
-    T_HANG_UP,           /* closes the connection instead of answering */
+    T_NO_ANSWER, /* reads ATTACH, never answers */
+    T_HANG_UP,   /* closes the connection instead of answering */
 };
 
 static struct fake {
     int lfd, hfd;
-    struct nib_shm_header *hdr;   /* writable: this side is the appliance */
-    struct nib_shm_header geo;    /* its own copy: tests scribble on hdr */
+    struct nib_shm_header *hdr; /* writable: this side is the appliance */
+    struct nib_shm_header geo;  /* its own copy: tests scribble on hdr */
     int rfd[MAX_RINGS];
     uint8_t *ring[MAX_RINGS];
-    int conn[MAX_RINGS + 4];      /* connections; -1 free */
+    int conn[MAX_RINGS + 4]; /* connections; -1 free */
     int conn_ring[MAX_RINGS + 4];
     int ring_conn[MAX_RINGS];
-    int bad_hfd, bad_rfd;         /* unsealed / wrong-size memfds for the tamper cases */
+    int bad_hfd, bad_rfd; /* unsealed / wrong-size memfds for the tamper cases */
     pthread_t thr;
     volatile int stop, beat, serve, hang_up, deny_stop, tamper;
     volatile int kicks, detaches, attaches, stops, token_ms;
@@ -359,8 +359,9 @@ static void fake_setup(void)
     F.hdr = map_memfd("nibble-header", NIB_SHM_HEADER_MEMFD_SIZE, &F.hfd);
     fake_header(F.hdr);
     F.geo = *F.hdr;
-    ck_assert_int_eq(fcntl(F.hfd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE | F_SEAL_SHRINK | F_SEAL_GROW |
-                                                   F_SEAL_SEAL), 0);
+    ck_assert_int_eq(
+        fcntl(F.hfd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL),
+        0);
     for (int i = 0; i < MAX_RINGS; i++) {
         F.ring[i] = map_memfd("nibble-ring", F.hdr->ring_size, &F.rfd[i]);
         ck_assert_int_eq(fcntl(F.rfd[i], F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL),
@@ -512,7 +513,7 @@ START_TEST(everything_handed_over_is_checked)
             sleep_ms(2);
     }
     ck_assert_int_eq(count_fds(), fds0); /* nothing received was left open */
-    struct nib_host *h = attach_ok();  /* and a good one still attaches */
+    struct nib_host *h = attach_ok();    /* and a good one still attaches */
     nib_host_detach(h);
 }
 END_TEST
@@ -922,8 +923,9 @@ static void live_setup(void)
         ck_assert_int_eq(fcntl(rfds[i], F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), 0);
         nib_server_set_ring(&srv, (uint32_t)i, rmaps[i], rfds[i]);
     }
-    ck_assert_int_eq(fcntl(hfd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE | F_SEAL_SHRINK | F_SEAL_GROW |
-                                                 F_SEAL_SEAL), 0);
+    ck_assert_int_eq(
+        fcntl(hfd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL),
+        0);
     srv.header_fd = hfd;
     lfd = listen_at(sock_path);
     srv.listen_fd = lfd;
@@ -1011,8 +1013,8 @@ START_TEST(live_busy_cancel_and_all_slots_again)
     for (uint32_t i = 0; i < n; i++) {
         ck_assert_int_eq(nib_host_wait(h, &r[i], NIB_HOST_WAIT_DONE, 10000, &pr), NIB_HOST_OK);
         ck_assert_msg(pr.status == NIB_ST_CANCELLED || pr.status == NIB_ST_EOS ||
-                      pr.status == NIB_ST_OK || pr.status == NIB_ST_CTX_FULL, "status %s",
-                      nib_status_name(pr.status));
+                          pr.status == NIB_ST_OK || pr.status == NIB_ST_CTX_FULL,
+                      "status %s", nib_status_name(pr.status));
         ck_assert_int_eq(nib_host_release(h, &r[i]), NIB_HOST_OK);
     }
     p.max_tokens = 1;
@@ -1087,7 +1089,16 @@ Suite *nib_test_suite(void)
     signal(SIGPIPE, SIG_DFL); /* the library must never raise it */
     Suite *s = suite_create("hostlib");
     TU_CASE(s, "no appliance", NULL, NULL, 0, no_appliance_is_a_clear_error);
-    TU_CASE(s, "hand-made appliance", fake_setup, fake_teardown, 60, attach_reads_the_header, everything_handed_over_is_checked, inconsistent_header_refused_field_by_field, stale_heartbeat_at_attach_is_gone, submit_wait_release, full_ring_is_busy_and_waits_are_bounded, streaming_wait_and_cancel, kick_only_when_sleeping, stale_heartbeat_is_gone, hung_up_socket_is_gone, stopping_state_is_gone, stop_over_the_socket, stop_through_a_handle, stop_times_out_when_nobody_answers, forked_child_attaches_afresh, the_memfds_cannot_be_resized_or_written);
-    TU_CASE(s, "serve loop", live_setup, live_teardown, 60, live_submit_stream_release, live_busy_cancel_and_all_slots_again, live_rings_are_per_host_and_come_back, live_stop_ends_queued_requests);
+    TU_CASE(s, "hand-made appliance", fake_setup, fake_teardown, 60, attach_reads_the_header,
+            everything_handed_over_is_checked, inconsistent_header_refused_field_by_field,
+            stale_heartbeat_at_attach_is_gone, submit_wait_release,
+            full_ring_is_busy_and_waits_are_bounded, streaming_wait_and_cancel,
+            kick_only_when_sleeping, stale_heartbeat_is_gone, hung_up_socket_is_gone,
+            stopping_state_is_gone, stop_over_the_socket, stop_through_a_handle,
+            stop_times_out_when_nobody_answers, forked_child_attaches_afresh,
+            the_memfds_cannot_be_resized_or_written);
+    TU_CASE(s, "serve loop", live_setup, live_teardown, 60, live_submit_stream_release,
+            live_busy_cancel_and_all_slots_again, live_rings_are_per_host_and_come_back,
+            live_stop_ends_queued_requests);
     return s;
 }

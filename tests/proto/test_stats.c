@@ -37,7 +37,8 @@ START_TEST(buckets_tile_the_range)
             ck_assert_uint_eq(nib_hist_bucket(s, hi), b + 1);
             if (b > 0 && lo >= (1ull << s->min_exp))
                 ck_assert_msg((double)(hi - lo) / (double)lo <= 1.0 / (1u << s->sub_bits) + 1e-12,
-                              "bucket %u is %.3f%% wide", b, 100.0 * (double)(hi - lo) / (double)lo);
+                              "bucket %u is %.3f%% wide", b,
+                              100.0 * (double)(hi - lo) / (double)lo);
         }
         ck_assert_uint_eq(nib_hist_bucket(s, UINT64_MAX), s->n_buckets - 1);
     }
@@ -79,16 +80,17 @@ static void check_distribution(uint64_t base, double spread, double outlier_frac
     struct nib_latency lat;
     nib_hist_summary(&nib_token_hist_shape, hist, max, &lat);
     ck_assert_uint_eq(lat.count, N);
-    ck_assert(lat.p50 <= lat.p90 && lat.p90 <= lat.p99 && lat.p99 <= lat.p999 && lat.p999 <= lat.max);
+    ck_assert(lat.p50 <= lat.p90 && lat.p90 <= lat.p99 && lat.p99 <= lat.p999 &&
+              lat.p999 <= lat.max);
     free(hist);
     free(v);
 }
 
 START_TEST(percentiles_within_two_percent)
 {
-    check_distribution(5000000, 0.06, 0.002);  /* 5 ms tokens, tight */
-    check_distribution(37000, 0.5, 0.01);      /* 37 us tokens, wide */
-    check_distribution(250000000, 0.02, 0.0);  /* 250 ms tokens */
+    check_distribution(5000000, 0.06, 0.002); /* 5 ms tokens, tight */
+    check_distribution(37000, 0.5, 0.01);     /* 37 us tokens, wide */
+    check_distribution(250000000, 0.02, 0.0); /* 250 ms tokens */
 }
 END_TEST
 
@@ -106,7 +108,8 @@ START_TEST(empty_and_saturating)
     nib_hist_add(&nib_token_hist_shape, hist, 1ull << 40);
     ck_assert_uint_eq(hist[0], 1);
     ck_assert_uint_eq(hist[NIB_TOKEN_HIST_BUCKETS - 1], 1);
-    ck_assert(nib_hist_percentile(&nib_token_hist_shape, hist, 100, 1ull << 40) == (double)(1ull << 40));
+    ck_assert(nib_hist_percentile(&nib_token_hist_shape, hist, 100, 1ull << 40) ==
+              (double)(1ull << 40));
 }
 END_TEST
 

@@ -151,8 +151,8 @@ START_TEST(every_code_point_round_trips)
         uint32_t got;
         int inc;
         int ok = nib_utf8_ready(b, n) == n && nib_utf8_sanitize(b, n, out, sizeof out) == n &&
-                 !memcmp(b, out, n) && nib_utf8_step(b, n, &got, &inc) == n && got == cp &&
-                 !inc && (n == 1 || nib_utf8_ready(b, n - 1) == 0); /* a prefix is held back */
+                 !memcmp(b, out, n) && nib_utf8_step(b, n, &got, &inc) == n && got == cp && !inc &&
+                 (n == 1 || nib_utf8_ready(b, n - 1) == 0); /* a prefix is held back */
         if (!ok && !bad++)
             first_bad = cp;
     }

@@ -67,8 +67,9 @@ static void setup(void)
     scratch = aligned_alloc(64, nib_server_scratch_footprint(&view));
     hdr = map_memfd("test-header", NIB_SHM_HEADER_MEMFD_SIZE, &header_fd);
     nib_server_init(&srv, &view, mem, scratch, hdr, N_RINGS, 1234, 42);
-    ck_assert_int_eq(fcntl(header_fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE | F_SEAL_SHRINK |
-                                                       F_SEAL_GROW | F_SEAL_SEAL), 0);
+    ck_assert_int_eq(fcntl(header_fd, F_ADD_SEALS,
+                           F_SEAL_FUTURE_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL),
+                     0);
     for (int i = 0; i < N_RINGS; i++) {
         ring_mem[i] = map_memfd("test-ring", hdr->ring_size, &ring_fd[i]);
         ck_assert_int_eq(fcntl(ring_fd[i], F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL),
@@ -504,7 +505,7 @@ enum act { FLIP_DONE, FLIP_FREE_RESUBMIT, NEW_TICKET, PUNCH_HOLE, HANG_UP, SEND_
 
 struct mid {
     enum act act;
-    uint32_t after;      /* passes before acting */
+    uint32_t after; /* passes before acting */
     uint32_t passes;
     struct host *h;
     uint32_t slot;
@@ -521,9 +522,7 @@ static void act_mid(struct nib_server *s, void *arg)
     m->n_tokens = slot->n_tokens;
     m->text_len = slot->text_len;
     switch (m->act) {
-    case FLIP_DONE:
-        nib_store_rel(&slot->state, NIB_SLOT_DONE);
-        break;
+    case FLIP_DONE: nib_store_rel(&slot->state, NIB_SLOT_DONE); break;
     case FLIP_FREE_RESUBMIT:
         /* The host frees its slot and reuses it for another request at
          * once: the old answer must not run on into the new one. */
@@ -532,9 +531,7 @@ static void act_mid(struct nib_server *s, void *arg)
         m->n_tokens = slot->n_tokens;
         m->text_len = slot->text_len;
         break;
-    case NEW_TICKET:
-        slot->ticket += 1000;
-        break;
+    case NEW_TICKET: slot->ticket += 1000; break;
     case PUNCH_HOLE: {
         uint64_t off = hdr->slots_offset + m->slot * hdr->slot_size;
         ck_assert_int_eq(fallocate(ring_fd[m->h->index], FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
@@ -551,9 +548,7 @@ static void act_mid(struct nib_server *s, void *arg)
         close(m->h->sock);
         m->h->sock = -1;
         break;
-    case SEND_STOP:
-        send_type(m->h->sock, NIB_CTL_STOP);
-        break;
+    case SEND_STOP: send_type(m->h->sock, NIB_CTL_STOP); break;
     }
 }
 
@@ -718,7 +713,6 @@ static int open_fds(void)
     closedir(d);
     return n;
 }
-
 
 START_TEST(rings_run_out_then_come_back)
 {
@@ -1079,9 +1073,26 @@ END_TEST
 START_TEST(fast_tokenizer_equals_reference)
 {
     enum { MAXLEN = 8192 };
-    static const char *const parts[] = {"a", "b", "e", "t", "h", " ", "  ", "th", "the ", "ing",
-                                        "\xc3\xa9", "\xe2\x96\x81", "\xf0\x9f\x98\x80",
-                                        "\xe2", "\n", "Z", "q", "o", ".", "once upon "};
+    static const char *const parts[] = {"a",
+                                        "b",
+                                        "e",
+                                        "t",
+                                        "h",
+                                        " ",
+                                        "  ",
+                                        "th",
+                                        "the ",
+                                        "ing",
+                                        "\xc3\xa9",
+                                        "\xe2\x96\x81",
+                                        "\xf0\x9f\x98\x80",
+                                        "\xe2",
+                                        "\n",
+                                        "Z",
+                                        "q",
+                                        "o",
+                                        ".",
+                                        "once upon "};
     static char text[MAXLEN];
     static uint32_t a[MAXLEN + 2], b[MAXLEN + 2];
     void *work = aligned_alloc(64, (nib_tok_scratch_footprint(MAXLEN) + 63) & ~(size_t)63);
@@ -1092,7 +1103,9 @@ START_TEST(fast_tokenizer_equals_reference)
             for (uint32_t i = 0; i < view.tok->n_vocab; i++)
                 e[i].score = -1000.0f;
         }
-        size_t len = 0, want = round == 0 ? 0 : (size_t)(nib_rng_f32(&rng) * (round % 300 < 290 ? 400 : 8000));
+        size_t len = 0, want = round == 0
+                                   ? 0
+                                   : (size_t)(nib_rng_f32(&rng) * (round % 300 < 290 ? 400 : 8000));
         while (len < want) {
             const char *p = parts[(size_t)(nib_rng_f32(&rng) * 20) % 20];
             size_t n = strlen(p);

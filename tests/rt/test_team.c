@@ -62,8 +62,8 @@ START_TEST(team_bit_identical)
     float *ref = reference_logits();
     uint8_t *arena = rtf_arena();
     struct nib_stats *st = calloc(1, sizeof *st);
-    struct nib_exec e = {.v = &rtf_view, .mem = arena, .qk = nib_exec_kernels(nib_cpu_isa()),
-                         .stats = st};
+    struct nib_exec e = {
+        .v = &rtf_view, .mem = arena, .qk = nib_exec_kernels(nib_cpu_isa()), .stats = st};
     struct rtf_team f;
     rtf_team_start(&f, &e, c->workers, c->spin_ns, c->barrier_spin_ns);
     for (uint32_t p = 0; p < N_TOKENS; p++) {
@@ -136,8 +136,8 @@ START_TEST(shares_cover_every_unit_once)
                 nib_exec_share(op, w, n, &b, &e);
                 if (b >= e)
                     continue;
-                ck_assert_msg(b == next, "op %u, %u workers: worker %u starts at %u, not %u", i,
-                              n, w, b, next);
+                ck_assert_msg(b == next, "op %u, %u workers: worker %u starts at %u, not %u", i, n,
+                              w, b, next);
                 next = e;
                 last_end = e;
             }
@@ -186,7 +186,8 @@ START_TEST(barriers_where_data_depends)
                             for (int y = 0; y < nb; y++)
                                 ck_assert_msg(!conflict(&a[x], &b[y]),
                                               "%u workers: op %u (worker %u) and op %u (worker %u) "
-                                              "share bytes without a barrier", n, i, wi, j, wj);
+                                              "share bytes without a barrier",
+                                              n, i, wi, j, wj);
                     }
         }
         free(bar);

@@ -138,7 +138,8 @@ START_TEST(parse_errors_name_the_line)
     bad("cpu 0 node 0 package 0 core 0 smt 0\n", "line 1: expected \"nibble-topology 1\"");
     bad("nibble-topology 7\n", "format version 7");
     bad("nibble-topology 1\ncpu 0 node x\n", "line 2: expected \"cpu N node N");
-    bad("nibble-topology 1\ncpu 0 node 0 package 0 core 0 smt 0\ncpu 0 node 0 package 0 core 0 smt 0\n",
+    bad("nibble-topology 1\ncpu 0 node 0 package 0 core 0 smt 0\ncpu 0 node 0 package 0 core 0 smt "
+        "0\n",
         "line 3: cpu 0 listed twice");
     bad("nibble-topology 1\n# no cpus\n", "no cpu lines");
     bad("nibble-topology 1\ngpu 0\n", "line 2: unknown entry");

@@ -94,14 +94,15 @@ static void on_sigint(int sig)
 
 static void ask_usage(FILE *f)
 {
-    fprintf(f, "usage: nib ask [--name NAME] [--max-tokens N] [--temperature T] [--seed S] "
-               "[--no-bos] [--json]\n"
-               "               [--timeout SECONDS] [--] PROMPT\n"
-               "  a PROMPT that starts with '-' goes after --\n"
-               "  --timeout  give up (the request is cancelled) after this long; default %d s.\n"
-               "             Every wait is bounded by it: attaching, a full ring, the answer.\n"
-               "  Text is printed as UTF-8: bytes of the model that are not well-formed\n"
-               "  UTF-8 become U+FFFD (also in --json, which is always valid UTF-8).\n",
+    fprintf(f,
+            "usage: nib ask [--name NAME] [--max-tokens N] [--temperature T] [--seed S] "
+            "[--no-bos] [--json]\n"
+            "               [--timeout SECONDS] [--] PROMPT\n"
+            "  a PROMPT that starts with '-' goes after --\n"
+            "  --timeout  give up (the request is cancelled) after this long; default %d s.\n"
+            "             Every wait is bounded by it: attaching, a full ring, the answer.\n"
+            "  Text is printed as UTF-8: bytes of the model that are not well-formed\n"
+            "  UTF-8 become U+FFFD (also in --json, which is always valid UTF-8).\n",
             ASK_TIMEOUT_DEFAULT_S);
 }
 
@@ -112,10 +113,14 @@ int nib_ask_main(int argc, char **argv)
     const char *name = NULL, *prompt = NULL;
     struct nib_gen_params p = {.max_tokens = 64, .temperature = 0.0f, .seed = 0};
     static const struct nib_opt opts[] = {
-        {"--name", O_NAME, 1},       {"--max-tokens", O_MAX_TOKENS, 1},
-        {"--temperature", O_TEMPERATURE, 1}, {"--seed", O_SEED, 1},
-        {"--no-bos", O_NO_BOS, 0},   {"--json", O_JSON, 0},
-        {"--timeout", O_TIMEOUT, 1}, {NULL, 0, 0},
+        {"--name", O_NAME, 1},
+        {"--max-tokens", O_MAX_TOKENS, 1},
+        {"--temperature", O_TEMPERATURE, 1},
+        {"--seed", O_SEED, 1},
+        {"--no-bos", O_NO_BOS, 0},
+        {"--json", O_JSON, 0},
+        {"--timeout", O_TIMEOUT, 1},
+        {NULL, 0, 0},
     };
     int json = 0, seed_given = 0, timeout_ms = ASK_TIMEOUT_DEFAULT_S * 1000;
     struct nib_args a;
@@ -197,8 +202,10 @@ int nib_ask_main(int argc, char **argv)
             /* Hanging up ends the request too (the appliance drops a gone
              * host's requests); cancel says it first. */
             nib_host_cancel(h, &r);
-            fprintf(stderr, "%snib ask: no answer within %.1f s (--timeout): the request was "
-                    "cancelled\n", json || !shown ? "" : "\n", timeout_ms / 1000.0);
+            fprintf(stderr,
+                    "%snib ask: no answer within %.1f s (--timeout): the request was "
+                    "cancelled\n",
+                    json || !shown ? "" : "\n", timeout_ms / 1000.0);
             nib_host_detach(h);
             return 1;
         }
@@ -223,10 +230,14 @@ int nib_ask_main(int argc, char **argv)
             break;
     }
     int exit_rc = pr.status == NIB_ST_BAD_REQUEST || pr.status == NIB_ST_SHUTDOWN ||
-                  pr.status == NIB_ST_HOST_CHANGED ? 1 : 0;
+                          pr.status == NIB_ST_HOST_CHANGED
+                      ? 1
+                      : 0;
     uint32_t n_gen = pr.n_tokens - pr.n_prompt;
-    double prefill_ms = pr.t_first_ns > pr.t_start_ns ? (double)(pr.t_first_ns - pr.t_start_ns) / 1e6 : 0;
-    double decode_s = pr.t_done_ns > pr.t_first_ns ? (double)(pr.t_done_ns - pr.t_first_ns) / 1e9 : 0;
+    double prefill_ms =
+        pr.t_first_ns > pr.t_start_ns ? (double)(pr.t_first_ns - pr.t_start_ns) / 1e6 : 0;
+    double decode_s =
+        pr.t_done_ns > pr.t_first_ns ? (double)(pr.t_done_ns - pr.t_first_ns) / 1e9 : 0;
     if (json) {
         printf("{\"prompt\": ");
         json_string(stdout, prompt, strlen(prompt));
@@ -241,7 +252,8 @@ int nib_ask_main(int argc, char **argv)
             printf(", \"error\": ");
             json_string(stdout, pr.error, strlen(pr.error));
         }
-        printf(", \"timings\": {\"prefill_ms\": %.3f, \"decode_s\": %.6f, \"decode_tokens_per_s\": %.1f}}\n",
+        printf(", \"timings\": {\"prefill_ms\": %.3f, \"decode_s\": %.6f, \"decode_tokens_per_s\": "
+               "%.1f}}\n",
                prefill_ms, decode_s, n_gen > 1 && decode_s > 0 ? (n_gen - 1) / decode_s : 0.0);
     } else {
         if (shown == 0)
@@ -251,7 +263,8 @@ int nib_ask_main(int argc, char **argv)
         if (pr.status == NIB_ST_BAD_REQUEST)
             fprintf(stderr, "nib ask: request rejected: %s\n", pr.error);
         else
-            fprintf(stderr, "[%u prompt tokens, %u generated, %s; prefill %.1f ms, %.1f tokens/s]\n",
+            fprintf(stderr,
+                    "[%u prompt tokens, %u generated, %s; prefill %.1f ms, %.1f tokens/s]\n",
                     pr.n_prompt, n_gen, nib_status_name(pr.status), prefill_ms,
                     n_gen > 1 && decode_s > 0 ? (n_gen - 1) / decode_s : 0.0);
     }
@@ -331,30 +344,32 @@ int nib_stats_main(int argc, char **argv)
     nib_hist_summary(&nib_token_hist_shape, s.token_hist, s.token_pass_ns_max, &tok);
     nib_hist_summary(&nib_request_hist_shape, s.request_hist, s.request_ns_max, &req);
     if (json) {
-        printf("{\"requests_accepted\": %llu, \"requests_done\": %llu, \"requests_rejected\": %llu, "
-               "\"requests_cancelled\": %llu, \"slots_reclaimed\": %llu, \"tokens_prompt\": %llu, "
-               "\"tokens_generated\": %llu, \"tokens_run\": %llu, \"epoch\": %llu",
-               (unsigned long long)s.requests_accepted, (unsigned long long)s.requests_done,
-               (unsigned long long)s.requests_rejected, (unsigned long long)s.requests_cancelled,
-               (unsigned long long)s.slots_reclaimed, (unsigned long long)s.tokens_prompt,
-               (unsigned long long)s.tokens_generated, (unsigned long long)s.tokens_run,
-               (unsigned long long)nib_host_epoch(h));
+        printf(
+            "{\"requests_accepted\": %llu, \"requests_done\": %llu, \"requests_rejected\": %llu, "
+            "\"requests_cancelled\": %llu, \"slots_reclaimed\": %llu, \"tokens_prompt\": %llu, "
+            "\"tokens_generated\": %llu, \"tokens_run\": %llu, \"epoch\": %llu",
+            (unsigned long long)s.requests_accepted, (unsigned long long)s.requests_done,
+            (unsigned long long)s.requests_rejected, (unsigned long long)s.requests_cancelled,
+            (unsigned long long)s.slots_reclaimed, (unsigned long long)s.tokens_prompt,
+            (unsigned long long)s.tokens_generated, (unsigned long long)s.tokens_run,
+            (unsigned long long)nib_host_epoch(h));
         printf(", \"attaches\": %llu, \"attach_refused\": %llu, \"host_hangups\": %llu, "
                "\"requests_host_changed\": %llu, \"ctl_malformed\": %llu, \"hosts_attached\": %u, "
-               "\"socket_lost\": %u", (unsigned long long)s.attaches,
-               (unsigned long long)s.attach_refused, (unsigned long long)s.host_hangups,
-               (unsigned long long)s.requests_host_changed, (unsigned long long)s.ctl_malformed,
-               s.hosts_attached, s.socket_lost);
+               "\"socket_lost\": %u",
+               (unsigned long long)s.attaches, (unsigned long long)s.attach_refused,
+               (unsigned long long)s.host_hangups, (unsigned long long)s.requests_host_changed,
+               (unsigned long long)s.ctl_malformed, s.hosts_attached, s.socket_lost);
         const struct nib_latency *l[2] = {&tok, &req};
         const char *key[2] = {"token_latency_us", "request_latency_us"};
         for (int i = 0; i < 2; i++)
             printf(", \"%s\": {\"count\": %llu, \"p50\": %.1f, \"p90\": %.1f, \"p99\": %.1f, "
-                   "\"p99.9\": %.1f, \"max\": %.1f}", key[i], (unsigned long long)l[i]->count,
-                   l[i]->p50 / 1e3, l[i]->p90 / 1e3, l[i]->p99 / 1e3, l[i]->p999 / 1e3,
-                   l[i]->max / 1e3);
+                   "\"p99.9\": %.1f, \"max\": %.1f}",
+                   key[i], (unsigned long long)l[i]->count, l[i]->p50 / 1e3, l[i]->p90 / 1e3,
+                   l[i]->p99 / 1e3, l[i]->p999 / 1e3, l[i]->max / 1e3);
         printf("}\n");
     } else {
-        printf("requests: %llu accepted, %llu done, %llu rejected, %llu cancelled, %llu slots reclaimed\n",
+        printf("requests: %llu accepted, %llu done, %llu rejected, %llu cancelled, %llu slots "
+               "reclaimed\n",
                (unsigned long long)s.requests_accepted, (unsigned long long)s.requests_done,
                (unsigned long long)s.requests_rejected, (unsigned long long)s.requests_cancelled,
                (unsigned long long)s.slots_reclaimed);
@@ -369,7 +384,8 @@ int nib_stats_main(int argc, char **argv)
         if (s.socket_lost)
             printf("warning: the appliance's socket path was removed or replaced: new hosts "
                    "cannot attach\n");
-        printf("per-token latency: p50 %.1f us, p90 %.1f us, p99 %.1f us, p99.9 %.1f us, max %.1f us\n",
+        printf("per-token latency: p50 %.1f us, p90 %.1f us, p99 %.1f us, p99.9 %.1f us, max %.1f "
+               "us\n",
                tok.p50 / 1e3, tok.p90 / 1e3, tok.p99 / 1e3, tok.p999 / 1e3, tok.max / 1e3);
         printf("per-request latency: p50 %.1f us, p99 %.1f us, max %.1f us\n", req.p50 / 1e3,
                req.p99 / 1e3, req.max / 1e3);

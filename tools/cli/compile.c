@@ -16,19 +16,23 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: nib compile MODEL.gguf -o OUT.blob [--quant SPEC] [--precision P=F,...] [--ctx N] [--batch N]\n"
-               "  --quant SPEC  f32 (exact reference), q4 (q4/32 layers, q8c LM head), source\n"
-               "                (keep GGUF Q4_0/Q8_0 tensors exactly), or one format for every\n"
-               "                matrix: q4[/G] q4a[/G] (G = 32, 64, 128), q4c, q8c[/G]\n"
-               "  --precision   per-tensor overrides, e.g. 'output=q8c,blk.0.*=q8c' (shell globs\n"
-               "                over GGUF names and nibble's fused names; later entries win)\n"
-               "  --auto-precision --max-bytes N | --max-kl X\n"
-               "                keep the matrices whose q8c copy saves the most KL per byte\n"
-               "                (measured against f32 on calibration text) in q8c, within N\n"
-               "                weight bytes or until the mean KL is below X; prints the table\n"
-               "  --ctx N       context positions the appliance holds (default: the model's, at most 2048)\n"
-               "  --batch N     prompt tokens per prefill pass, 1..64 (default 16): each weight is read\n"
-               "                once per pass; every activation buffer holds N rows\n");
+    fprintf(
+        f,
+        "usage: nib compile MODEL.gguf -o OUT.blob [--quant SPEC] [--precision P=F,...] [--ctx N] "
+        "[--batch N]\n"
+        "  --quant SPEC  f32 (exact reference), q4 (q4/32 layers, q8c LM head), source\n"
+        "                (keep GGUF Q4_0/Q8_0 tensors exactly), or one format for every\n"
+        "                matrix: q4[/G] q4a[/G] (G = 32, 64, 128), q4c, q8c[/G]\n"
+        "  --precision   per-tensor overrides, e.g. 'output=q8c,blk.0.*=q8c' (shell globs\n"
+        "                over GGUF names and nibble's fused names; later entries win)\n"
+        "  --auto-precision --max-bytes N | --max-kl X\n"
+        "                keep the matrices whose q8c copy saves the most KL per byte\n"
+        "                (measured against f32 on calibration text) in q8c, within N\n"
+        "                weight bytes or until the mean KL is below X; prints the table\n"
+        "  --ctx N       context positions the appliance holds (default: the model's, at most "
+        "2048)\n"
+        "  --batch N     prompt tokens per prefill pass, 1..64 (default 16): each weight is read\n"
+        "                once per pass; every activation buffer holds N rows\n");
 }
 
 static int write_blob(const struct llama_model *m, const struct plan_opts *po, const char *out,
@@ -82,9 +86,15 @@ enum { O_OUT = NIB_ARGS_OPT, O_QUANT, O_PRECISION, O_AUTO, O_MAX_BYTES, O_MAX_KL
 int nib_compile_main(int argc, char **argv)
 {
     static const struct nib_opt opts[] = {
-        {"-o", O_OUT, 1}, {"--quant", O_QUANT, 1}, {"--precision", O_PRECISION, 1},
-        {"--auto-precision", O_AUTO, 0}, {"--max-bytes", O_MAX_BYTES, 1},
-        {"--max-kl", O_MAX_KL, 1}, {"--batch", O_BATCH, 1}, {"--ctx", O_CTX, 1}, {NULL, 0, 0},
+        {"-o", O_OUT, 1},
+        {"--quant", O_QUANT, 1},
+        {"--precision", O_PRECISION, 1},
+        {"--auto-precision", O_AUTO, 0},
+        {"--max-bytes", O_MAX_BYTES, 1},
+        {"--max-kl", O_MAX_KL, 1},
+        {"--batch", O_BATCH, 1},
+        {"--ctx", O_CTX, 1},
+        {NULL, 0, 0},
     };
     const char *in = NULL, *out = NULL, *quant = "f32", *precision = NULL;
     int auto_prec = 0;
@@ -105,7 +115,8 @@ int nib_compile_main(int argc, char **argv)
             auto_prec = 1;
         else if (o == O_MAX_BYTES) {
             if (nib_parse_u64(a.value, &ao.max_bytes) || ao.max_bytes == 0)
-                return nib_args_fail(&a, "--max-bytes wants a positive byte count, not '%s'", a.value);
+                return nib_args_fail(&a, "--max-bytes wants a positive byte count, not '%s'",
+                                     a.value);
         } else if (o == O_MAX_KL) {
             if (nib_parse_f32(a.value, &kl) || !(kl > 0))
                 return nib_args_fail(&a, "--max-kl wants a positive number, not '%s'", a.value);

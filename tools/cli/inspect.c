@@ -46,7 +46,8 @@ static void print_blob(const struct nib_blob_view *v, int show_plan)
            hp->vocab_size, hp->ctx_len);
     printf("       rope dim %u theta %g, rms eps %g, bos %u eos %u add_bos %u\n", hp->rope_dim,
            (double)hp->rope_theta, (double)hp->norm_eps, hp->bos_id, hp->eos_id, hp->add_bos);
-    printf("sections: tensors @%llu (%llu), plan @%llu (%llu), tokenizer @%llu (%llu), weights @%llu (%llu)\n",
+    printf("sections: tensors @%llu (%llu), plan @%llu (%llu), tokenizer @%llu (%llu), weights "
+           "@%llu (%llu)\n",
            (unsigned long long)h->tensors.offset, (unsigned long long)h->tensors.size,
            (unsigned long long)h->plan.offset, (unsigned long long)h->plan.size,
            (unsigned long long)h->tokenizer.offset, (unsigned long long)h->tokenizer.size,
@@ -71,9 +72,14 @@ static void print_blob(const struct nib_blob_view *v, int show_plan)
                nib_op_name(op->code), op->tensor == UINT32_MAX ? -1 : (int)op->tensor,
                (unsigned long long)op->src0, (unsigned long long)op->src1,
                (unsigned long long)op->dst, op->n, op->k);
-        static const struct { uint32_t bit; const char *name; } flags[] = {
-            {NIB_OPF_LAST_ROW, "last-row"}, {NIB_OPF_NORM_IN, "norm-in"}, {NIB_OPF_QOUT, "int8-out"}, {NIB_EPI_ADD, "+residual"},
-            {NIB_EPI_ROPE_KV, "+rope+kv"}, {NIB_EPI_SILU_MUL, "+silu*up"}, {NIB_EPI_ARGMAX, "+argmax"},
+        static const struct {
+            uint32_t bit;
+            const char *name;
+        } flags[] = {
+            {NIB_OPF_LAST_ROW, "last-row"}, {NIB_OPF_NORM_IN, "norm-in"},
+            {NIB_OPF_QOUT, "int8-out"},     {NIB_EPI_ADD, "+residual"},
+            {NIB_EPI_ROPE_KV, "+rope+kv"},  {NIB_EPI_SILU_MUL, "+silu*up"},
+            {NIB_EPI_ARGMAX, "+argmax"},
         };
         for (size_t j = 0; j < sizeof flags / sizeof flags[0]; j++)
             if (op->flags & flags[j].bit)

@@ -9,7 +9,8 @@
 
 static void version_usage(FILE *f)
 {
-    fprintf(f, "usage: nib version (or nib --version): nib's version and the blob format it writes\n");
+    fprintf(f,
+            "usage: nib version (or nib --version): nib's version and the blob format it writes\n");
 }
 
 static int version_main(int argc, char **argv)

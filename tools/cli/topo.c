@@ -13,10 +13,10 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: nib topo [-o FILE] [--sysfs DIR]   describe this machine (default: stdout)\n"
-            "       nib topo --c TOPO -o FILE.c         C table for the appliance (the build runs this)\n"
-            "       nib topo --check TOPO               compare TOPO with this machine\n");
+    fprintf(f, "usage: nib topo [-o FILE] [--sysfs DIR]   describe this machine (default: stdout)\n"
+               "       nib topo --c TOPO -o FILE.c         C table for the appliance (the build "
+               "runs this)\n"
+               "       nib topo --check TOPO               compare TOPO with this machine\n");
 }
 
 static int load(const char *path, struct nib_topo *t)
@@ -40,8 +40,8 @@ enum { O_OUT = NIB_ARGS_OPT, O_C, O_CHECK, O_SYSFS };
 int nib_topo_main(int argc, char **argv)
 {
     static const struct nib_opt opts[] = {
-        {"-o", O_OUT, 1}, {"--c", O_C, 1}, {"--check", O_CHECK, 1}, {"--sysfs", O_SYSFS, 1},
-        {NULL, 0, 0},
+        {"-o", O_OUT, 1},        {"--c", O_C, 1}, {"--check", O_CHECK, 1},
+        {"--sysfs", O_SYSFS, 1}, {NULL, 0, 0},
     };
     const char *out = NULL, *c_from = NULL, *check = NULL, *sysfs = NULL;
     struct nib_args a;

@@ -16,9 +16,9 @@ extern const char nib_eval_default_text[];
 
 struct cand {
     char name[NIB_NAME_MAX];
-    double kl;        /* mean KL with only this matrix upgraded */
-    double gain;      /* base KL - kl */
-    int64_t extra;    /* extra weight bytes */
+    double kl;     /* mean KL with only this matrix upgraded */
+    double gain;   /* base KL - kl */
+    int64_t extra; /* extra weight bytes */
     int chosen;
 };
 
@@ -138,16 +138,20 @@ int nib_autoprec(const struct llama_model *m, struct plan_opts *po, const struct
 
     FILE *f = ao->report;
     if (f) {
-        fprintf(f, "auto-precision: %u calibration positions; base: mean KL %.6g, %.2f MB of weights\n",
-                n_ids - 1, base_kl, (double)base_bytes / 1e6);
+        fprintf(
+            f, "auto-precision: %u calibration positions; base: mean KL %.6g, %.2f MB of weights\n",
+            n_ids - 1, base_kl, (double)base_bytes / 1e6);
         fprintf(f, "  %-22s %12s %12s %12s  %s\n", "tensor", "KL if q8c", "KL saved", "extra bytes",
                 "kept in q8c");
         for (uint32_t i = 0; i < nc; i++)
             fprintf(f, "  %-22s %12.6g %12.6g %12lld  %s\n", c[i].name, c[i].kl, c[i].gain,
                     (long long)c[i].extra, c[i].chosen ? "yes" : "");
-        fprintf(f, "auto-precision: result: mean KL %.6g (base %.6g), %.2f MB of weights (budget %s)\n",
-                final_kl, base_kl, (double)final_bytes / 1e6,
-                ao->max_bytes ? "bytes" : ao->max_kl > 0 ? "KL" : "none");
+        fprintf(
+            f, "auto-precision: result: mean KL %.6g (base %.6g), %.2f MB of weights (budget %s)\n",
+            final_kl, base_kl, (double)final_bytes / 1e6,
+            ao->max_bytes    ? "bytes"
+            : ao->max_kl > 0 ? "KL"
+                             : "none");
     }
     *precision_out = prec;
     prec = NULL;

@@ -5,9 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 int runner_open(struct runner *r, const struct llama_model *m, const struct plan_opts *po,
-                       char *err, size_t errlen)
+                char *err, size_t errlen)
 {
     memset(r, 0, sizeof *r);
     if (nib_blob_build_mem(m, po, &r->blob, &r->size, err, errlen))

@@ -24,7 +24,7 @@ int runner_open(struct runner *r, const struct llama_model *m, const struct plan
 void runner_close(struct runner *r);
 
 struct eval_result {
-    uint32_t n;          /* predictions scored */
+    uint32_t n; /* predictions scored */
     double kl_mean, top1, ppl_ref, ppl_q;
 };
 

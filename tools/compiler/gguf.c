@@ -12,25 +12,31 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define GGUF_MAX_KEY 65535u          /* longest key / tensor name we accept */
-#define GGUF_MAX_COUNT (1u << 20)    /* sanity cap on n_kv and n_tensors */
+#define GGUF_MAX_KEY 65535u       /* longest key / tensor name we accept */
+#define GGUF_MAX_COUNT (1u << 20) /* sanity cap on n_kv and n_tensors */
 #define GGUF_MAX_ALIGN (1u << 20)
-#define GGUF_MAX_NE (1ull << 40)     /* each dimension is below this */
-#define GGUF_MAX_ELEMS (1ull << 53)  /* element count fits a double exactly */
-#define GGUF_HEADER_SIZE 24u         /* magic, version, n_tensors, n_kv */
-#define GGUF_MIN_KV 13u              /* key length + 1-byte key + type + 1-byte value */
-#define GGUF_MIN_TENSOR_INFO 33u     /* name length + 1-byte name + n_dims + ne[0] + type + offset */
+#define GGUF_MAX_NE (1ull << 40)    /* each dimension is below this */
+#define GGUF_MAX_ELEMS (1ull << 53) /* element count fits a double exactly */
+#define GGUF_HEADER_SIZE 24u        /* magic, version, n_tensors, n_kv */
+#define GGUF_MIN_KV 13u             /* key length + 1-byte key + type + 1-byte value */
+#define GGUF_MIN_TENSOR_INFO 33u    /* name length + 1-byte name + n_dims + ne[0] + type + offset */
 
 /* ---- little-endian loads (the buffer has no alignment guarantee) ---- */
 
-static uint16_t le16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static uint16_t le16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | p[1] << 8);
+}
 
 static uint32_t le32(const uint8_t *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-static uint64_t le64(const uint8_t *p) { return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32; }
+static uint64_t le64(const uint8_t *p)
+{
+    return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
+}
 
 static float bits_to_f32(uint32_t u)
 {
@@ -46,9 +52,15 @@ static double bits_to_f64(uint64_t u)
     return d;
 }
 
-float gguf_f16_to_f32(uint16_t h) { return nib_f16_to_f32(h); }
+float gguf_f16_to_f32(uint16_t h)
+{
+    return nib_f16_to_f32(h);
+}
 
-float gguf_bf16_to_f32(uint16_t h) { return bits_to_f32((uint32_t)h << 16); }
+float gguf_bf16_to_f32(uint16_t h)
+{
+    return bits_to_f32((uint32_t)h << 16);
+}
 
 /* ---- names ---- */
 
@@ -68,8 +80,8 @@ const char *ggml_type_name(uint32_t type)
 const char *gguf_type_name(uint32_t type)
 {
     static const char *const names[GGUF_TYPE_COUNT] = {
-        "uint8", "int8", "uint16", "int16", "uint32", "int32", "float32",
-        "bool", "string", "array", "uint64", "int64", "float64",
+        "uint8", "int8",   "uint16", "int16",  "uint32", "int32",   "float32",
+        "bool",  "string", "array",  "uint64", "int64",  "float64",
     };
     return type < GGUF_TYPE_COUNT ? names[type] : "unknown";
 }
@@ -78,12 +90,27 @@ const char *gguf_type_name(uint32_t type)
 static int ggml_block(uint32_t type, uint64_t *elems, uint64_t *bytes)
 {
     switch (type) {
-    case GGML_TYPE_F32: *elems = 1; *bytes = 4; return 1;
+    case GGML_TYPE_F32:
+        *elems = 1;
+        *bytes = 4;
+        return 1;
     case GGML_TYPE_F16:
-    case GGML_TYPE_BF16: *elems = 1; *bytes = 2; return 1;
-    case GGML_TYPE_Q8_0: *elems = 32; *bytes = 34; return 1;
-    case GGML_TYPE_Q4_0: *elems = 32; *bytes = 18; return 1;
-    case GGML_TYPE_Q4_1: *elems = 32; *bytes = 20; return 1;
+    case GGML_TYPE_BF16:
+        *elems = 1;
+        *bytes = 2;
+        return 1;
+    case GGML_TYPE_Q8_0:
+        *elems = 32;
+        *bytes = 34;
+        return 1;
+    case GGML_TYPE_Q4_0:
+        *elems = 32;
+        *bytes = 18;
+        return 1;
+    case GGML_TYPE_Q4_1:
+        *elems = 32;
+        *bytes = 20;
+        return 1;
     default: return 0;
     }
 }
@@ -101,10 +128,17 @@ uint64_t ggml_type_nbytes(uint32_t type, uint64_t n_elems)
 uint64_t gguf_scalar_size(uint32_t type)
 {
     switch (type) {
-    case GGUF_TYPE_UINT8: case GGUF_TYPE_INT8: case GGUF_TYPE_BOOL: return 1;
-    case GGUF_TYPE_UINT16: case GGUF_TYPE_INT16: return 2;
-    case GGUF_TYPE_UINT32: case GGUF_TYPE_INT32: case GGUF_TYPE_FLOAT32: return 4;
-    case GGUF_TYPE_UINT64: case GGUF_TYPE_INT64: case GGUF_TYPE_FLOAT64: return 8;
+    case GGUF_TYPE_UINT8:
+    case GGUF_TYPE_INT8:
+    case GGUF_TYPE_BOOL: return 1;
+    case GGUF_TYPE_UINT16:
+    case GGUF_TYPE_INT16: return 2;
+    case GGUF_TYPE_UINT32:
+    case GGUF_TYPE_INT32:
+    case GGUF_TYPE_FLOAT32: return 4;
+    case GGUF_TYPE_UINT64:
+    case GGUF_TYPE_INT64:
+    case GGUF_TYPE_FLOAT64: return 8;
     default: return 0;
     }
 }
@@ -155,14 +189,18 @@ static void where(struct rd *r, const char *fmt, ...)
     va_end(ap);
 }
 
-static uint64_t left(const struct rd *r) { return r->size - r->pos; }
+static uint64_t left(const struct rd *r)
+{
+    return r->size - r->pos;
+}
 
 /* Make sure n more bytes exist; otherwise report the truncation. */
 static int need(struct rd *r, uint64_t n)
 {
     if (n <= left(r))
         return 0;
-    set_err(r->err, r->errlen, "truncated in %s at byte %zu (file size %zu)", r->where, r->pos, r->size);
+    set_err(r->err, r->errlen, "truncated in %s at byte %zu (file size %zu)", r->where, r->pos,
+            r->size);
     return -1;
 }
 
@@ -191,7 +229,8 @@ static int rd_str(struct rd *r, struct gguf_str *s, uint64_t max)
     if (rd_u64(r, &s->len))
         return -1;
     if (s->len > max) {
-        set_err(r->err, r->errlen, "string of %llu bytes in %s at byte %zu is longer than the limit %llu",
+        set_err(r->err, r->errlen,
+                "string of %llu bytes in %s at byte %zu is longer than the limit %llu",
                 (unsigned long long)s->len, r->where, at, (unsigned long long)max);
         return -1;
     }
@@ -206,8 +245,8 @@ static int rd_str(struct rd *r, struct gguf_str *s, uint64_t max)
 
 static int too_long(struct rd *r, uint64_t n)
 {
-    set_err(r->err, r->errlen, "%s at byte %zu: %llu values cannot fit in the remaining %llu bytes", r->where,
-            r->pos, (unsigned long long)n, (unsigned long long)left(r));
+    set_err(r->err, r->errlen, "%s at byte %zu: %llu values cannot fit in the remaining %llu bytes",
+            r->where, r->pos, (unsigned long long)n, (unsigned long long)left(r));
     return -1;
 }
 
@@ -231,8 +270,8 @@ static int skip_values(struct rd *r, uint32_t type, uint64_t n)
         for (uint64_t i = 0; i < n; i++) {
             uint8_t b = r->buf[r->pos + i];
             if (b > 1) {
-                set_err(r->err, r->errlen, "bool value %u in %s at byte %zu is not 0 or 1", b, r->where,
-                        r->pos + (size_t)i);
+                set_err(r->err, r->errlen, "bool value %u in %s at byte %zu is not 0 or 1", b,
+                        r->where, r->pos + (size_t)i);
                 return -1;
             }
         }
@@ -268,8 +307,8 @@ static int read_kv(struct rd *r, uint64_t i, struct gguf_kv *kv)
     if (rd_u32(r, &kv->type))
         return -1;
     if (kv->type >= GGUF_TYPE_COUNT) {
-        set_err(r->err, r->errlen, "kv %llu '%s' has unknown value type %u at byte %zu", (unsigned long long)i,
-                name, kv->type, type_at);
+        set_err(r->err, r->errlen, "kv %llu '%s' has unknown value type %u at byte %zu",
+                (unsigned long long)i, name, kv->type, type_at);
         return -1;
     }
     if (kv->type != GGUF_TYPE_ARRAY) {
@@ -290,8 +329,8 @@ static int read_kv(struct rd *r, uint64_t i, struct gguf_kv *kv)
                 (unsigned long long)i, name, kv->arr_type, type_at + 4);
         return -1;
     }
-    where(r, "kv %llu '%s' (array of %llu %s)", (unsigned long long)i, name, (unsigned long long)kv->arr_n,
-          gguf_type_name(kv->arr_type));
+    where(r, "kv %llu '%s' (array of %llu %s)", (unsigned long long)i, name,
+          (unsigned long long)kv->arr_n, gguf_type_name(kv->arr_type));
     kv->val = r->buf + r->pos;
     return skip_values(r, kv->arr_type, kv->arr_n);
 }
@@ -346,12 +385,14 @@ static int read_alignment(struct gguf_file *f, char *err, size_t errlen)
     if (!kv)
         return 0;
     if (kv->type != GGUF_TYPE_UINT32) {
-        set_err(err, errlen, "general.alignment has type %s, expected uint32", gguf_type_name(kv->type));
+        set_err(err, errlen, "general.alignment has type %s, expected uint32",
+                gguf_type_name(kv->type));
         return -1;
     }
     uint32_t a = le32(kv->val);
     if (a == 0 || a > GGUF_MAX_ALIGN || (a & (a - 1))) {
-        set_err(err, errlen, "general.alignment %u is not a power of two in [1, %u]", a, GGUF_MAX_ALIGN);
+        set_err(err, errlen, "general.alignment %u is not a power of two in [1, %u]", a,
+                GGUF_MAX_ALIGN);
         return -1;
     }
     f->alignment = a;
@@ -366,8 +407,8 @@ static int check_shape(struct rd *r, struct gguf_tensor *t, const char *name)
     for (uint32_t d = 0; d < t->n_dims; d++) {
         uint64_t ne = t->ne[d];
         if (ne == 0 || ne >= GGUF_MAX_NE) {
-            set_err(r->err, r->errlen, "tensor '%s' ne[%u] = %llu is out of range [1, 2^40)", name, d,
-                    (unsigned long long)ne);
+            set_err(r->err, r->errlen, "tensor '%s' ne[%u] = %llu is out of range [1, 2^40)", name,
+                    d, (unsigned long long)ne);
             return -1;
         }
         if (t->n_elems > GGUF_MAX_ELEMS / ne) {
@@ -382,8 +423,10 @@ static int check_shape(struct rd *r, struct gguf_tensor *t, const char *name)
         return -1;
     }
     if (t->ne[0] % be) {
-        set_err(r->err, r->errlen, "tensor '%s' of type %s has ne[0] = %llu, not a multiple of its block size %llu",
-                name, ggml_type_name(t->type), (unsigned long long)t->ne[0], (unsigned long long)be);
+        set_err(r->err, r->errlen,
+                "tensor '%s' of type %s has ne[0] = %llu, not a multiple of its block size %llu",
+                name, ggml_type_name(t->type), (unsigned long long)t->ne[0],
+                (unsigned long long)be);
         return -1;
     }
     t->nbytes = ggml_type_nbytes(t->type, t->n_elems); /* < 2^53 * 4: no overflow */
@@ -402,8 +445,8 @@ static int read_tensor_info(struct rd *r, uint64_t i, uint64_t alignment, struct
     if (rd_u32(r, &t->n_dims))
         return -1;
     if (t->n_dims < 1 || t->n_dims > GGUF_MAX_DIMS) {
-        set_err(r->err, r->errlen, "tensor '%s' has n_dims %u at byte %zu, expected 1..%u", name, t->n_dims, at,
-                GGUF_MAX_DIMS);
+        set_err(r->err, r->errlen, "tensor '%s' has n_dims %u at byte %zu, expected 1..%u", name,
+                t->n_dims, at, GGUF_MAX_DIMS);
         return -1;
     }
     where(r, "tensor info %llu '%s' (shape)", (unsigned long long)i, name);
@@ -418,7 +461,8 @@ static int read_tensor_info(struct rd *r, uint64_t i, uint64_t alignment, struct
     if (check_shape(r, t, name))
         return -1;
     if (t->offset % alignment) {
-        set_err(r->err, r->errlen, "tensor '%s' data offset %llu is not a multiple of the alignment %llu", name,
+        set_err(r->err, r->errlen,
+                "tensor '%s' data offset %llu is not a multiple of the alignment %llu", name,
                 (unsigned long long)t->offset, (unsigned long long)alignment);
         return -1;
     }
@@ -436,10 +480,12 @@ static int place_tensors(struct gguf_file *f, size_t data_off, char *err, size_t
         if (data_off > f->size || t->offset > room || t->nbytes > room - t->offset) {
             gguf_str_show(t->name, name);
             if (t->offset > f->size)
-                set_err(err, errlen, "tensor '%s' data offset %llu lies outside the file (size %zu)", name,
+                set_err(err, errlen,
+                        "tensor '%s' data offset %llu lies outside the file (size %zu)", name,
                         (unsigned long long)t->offset, f->size);
             else
-                set_err(err, errlen, "tensor '%s' data [%llu, %llu) lies outside the file (size %zu)", name,
+                set_err(err, errlen,
+                        "tensor '%s' data [%llu, %llu) lies outside the file (size %zu)", name,
                         (unsigned long long)(data_off + t->offset),
                         (unsigned long long)(data_off + t->offset + t->nbytes), f->size);
             return -1;
@@ -480,7 +526,8 @@ static int read_header(struct rd *r, struct gguf_file *f)
                 (unsigned long long)f->n_kv, (unsigned long long)rem);
         return -1;
     }
-    if (f->n_tensors > GGUF_MAX_COUNT || f->n_tensors > (rem - f->n_kv * GGUF_MIN_KV) / GGUF_MIN_TENSOR_INFO) {
+    if (f->n_tensors > GGUF_MAX_COUNT ||
+        f->n_tensors > (rem - f->n_kv * GGUF_MIN_KV) / GGUF_MIN_TENSOR_INFO) {
         set_err(r->err, r->errlen, "n_tensors %llu cannot fit in the %llu bytes after the header",
                 (unsigned long long)f->n_tensors, (unsigned long long)rem);
         return -1;
@@ -501,8 +548,9 @@ static int parse(struct rd *r, struct gguf_file *f)
     for (uint64_t i = 0; i < f->n_kv; i++)
         if (read_kv(r, i, &f->kv[i]))
             return -1;
-    if (check_dup_names(f->kv, f->n_kv, sizeof *f->kv, offsetof(struct gguf_kv, key), "key",
-                        r->err, r->errlen) || read_alignment(f, r->err, r->errlen))
+    if (check_dup_names(f->kv, f->n_kv, sizeof *f->kv, offsetof(struct gguf_kv, key), "key", r->err,
+                        r->errlen) ||
+        read_alignment(f, r->err, r->errlen))
         return -1;
     for (uint64_t i = 0; i < f->n_tensors; i++)
         if (read_tensor_info(r, i, f->alignment, &f->tensors[i]))
@@ -633,6 +681,12 @@ struct gguf_str gguf_next_str(const uint8_t **p)
     return s;
 }
 
-float gguf_arr_f32(const struct gguf_kv *kv, uint64_t i) { return bits_to_f32(le32(kv->val + 4 * i)); }
+float gguf_arr_f32(const struct gguf_kv *kv, uint64_t i)
+{
+    return bits_to_f32(le32(kv->val + 4 * i));
+}
 
-int32_t gguf_arr_i32(const struct gguf_kv *kv, uint64_t i) { return (int32_t)le32(kv->val + 4 * i); }
+int32_t gguf_arr_i32(const struct gguf_kv *kv, uint64_t i)
+{
+    return (int32_t)le32(kv->val + 4 * i);
+}

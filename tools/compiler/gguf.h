@@ -60,7 +60,7 @@ struct gguf_tensor {
     uint64_t offset;            /* relative to the data section */
     uint64_t n_elems;
     uint64_t nbytes;
-    const uint8_t *data;        /* validated: data + nbytes lies inside the file */
+    const uint8_t *data; /* validated: data + nbytes lies inside the file */
 };
 
 struct gguf_file {
@@ -70,9 +70,9 @@ struct gguf_file {
     uint64_t n_kv;
     uint64_t n_tensors;
     uint64_t alignment;
-    struct gguf_kv *kv;           /* n_kv entries (malloc'd) */
-    struct gguf_tensor *tensors;  /* n_tensors entries (malloc'd) */
-    const uint8_t *data;          /* start of the tensor data section */
+    struct gguf_kv *kv;          /* n_kv entries (malloc'd) */
+    struct gguf_tensor *tensors; /* n_tensors entries (malloc'd) */
+    const uint8_t *data;         /* start of the tensor data section */
 };
 
 /* Parse and validate. Returns 0, or -1 with a message naming the problem

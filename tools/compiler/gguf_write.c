@@ -32,8 +32,8 @@ struct buf {
 
 struct wkv {
     char *key;
-    uint32_t type;   /* enum gguf_type of the value */
-    struct buf val;  /* encoded value, for arrays including elem type and count */
+    uint32_t type;  /* enum gguf_type of the value */
+    struct buf val; /* encoded value, for arrays including elem type and count */
 };
 
 struct wtensor {
@@ -42,8 +42,8 @@ struct wtensor {
     uint32_t n_dims;
     uint64_t ne[GGUF_MAX_DIMS];
     uint64_t nbytes;
-    uint64_t offset;      /* relative to the data section, aligned */
-    gguf_fill_fn fill;    /* NULL when data is set */
+    uint64_t offset;   /* relative to the data section, aligned */
+    gguf_fill_fn fill; /* NULL when data is set */
     void *ctx;
     const void *data;
 };
@@ -113,17 +113,34 @@ static uint32_t f32_bits(float f)
     return u;
 }
 
-
 /* Block geometry of the tensor types we can write. */
 static int type_block(uint32_t type, uint32_t *blk_elems, uint32_t *blk_bytes)
 {
     switch (type) {
-    case GGML_TYPE_F32:  *blk_elems = 1;  *blk_bytes = 4;  return 0;
-    case GGML_TYPE_F16:  *blk_elems = 1;  *blk_bytes = 2;  return 0;
-    case GGML_TYPE_BF16: *blk_elems = 1;  *blk_bytes = 2;  return 0;
-    case GGML_TYPE_Q8_0: *blk_elems = 32; *blk_bytes = 34; return 0;
-    case GGML_TYPE_Q4_0: *blk_elems = 32; *blk_bytes = 18; return 0;
-    case GGML_TYPE_Q4_1: *blk_elems = 32; *blk_bytes = 20; return 0;
+    case GGML_TYPE_F32:
+        *blk_elems = 1;
+        *blk_bytes = 4;
+        return 0;
+    case GGML_TYPE_F16:
+        *blk_elems = 1;
+        *blk_bytes = 2;
+        return 0;
+    case GGML_TYPE_BF16:
+        *blk_elems = 1;
+        *blk_bytes = 2;
+        return 0;
+    case GGML_TYPE_Q8_0:
+        *blk_elems = 32;
+        *blk_bytes = 34;
+        return 0;
+    case GGML_TYPE_Q4_0:
+        *blk_elems = 32;
+        *blk_bytes = 18;
+        return 0;
+    case GGML_TYPE_Q4_1:
+        *blk_elems = 32;
+        *blk_bytes = 20;
+        return 0;
     default: return -1;
     }
 }
@@ -180,8 +197,7 @@ static void *grow(void *a, size_t n, size_t *cap, size_t elem, size_t first)
 
 /* A copy of the name of a new key or tensor, once grow gave room (array
  * non-NULL); NULL when out of memory (error recorded). */
-static char *own_name(struct gguf_writer *w, const void *array, const char *what,
-                      const char *name)
+static char *own_name(struct gguf_writer *w, const void *array, const char *what, const char *name)
 {
     char *s = array ? strdup(name) : NULL;
     if (!s)
@@ -221,16 +237,46 @@ static void add_scalar(struct gguf_writer *w, const char *key, uint32_t type, ui
         put_le(w, &kv->val, bits, (int)gguf_scalar_size(type));
 }
 
-void gguf_w_u8(struct gguf_writer *w, const char *key, uint8_t v) { add_scalar(w, key, GGUF_TYPE_UINT8, v); }
-void gguf_w_i8(struct gguf_writer *w, const char *key, int8_t v) { add_scalar(w, key, GGUF_TYPE_INT8, (uint8_t)v); }
-void gguf_w_u16(struct gguf_writer *w, const char *key, uint16_t v) { add_scalar(w, key, GGUF_TYPE_UINT16, v); }
-void gguf_w_i16(struct gguf_writer *w, const char *key, int16_t v) { add_scalar(w, key, GGUF_TYPE_INT16, (uint16_t)v); }
-void gguf_w_u32(struct gguf_writer *w, const char *key, uint32_t v) { add_scalar(w, key, GGUF_TYPE_UINT32, v); }
-void gguf_w_i32(struct gguf_writer *w, const char *key, int32_t v) { add_scalar(w, key, GGUF_TYPE_INT32, (uint32_t)v); }
-void gguf_w_u64(struct gguf_writer *w, const char *key, uint64_t v) { add_scalar(w, key, GGUF_TYPE_UINT64, v); }
-void gguf_w_i64(struct gguf_writer *w, const char *key, int64_t v) { add_scalar(w, key, GGUF_TYPE_INT64, (uint64_t)v); }
-void gguf_w_f32(struct gguf_writer *w, const char *key, float v) { add_scalar(w, key, GGUF_TYPE_FLOAT32, f32_bits(v)); }
-void gguf_w_bool(struct gguf_writer *w, const char *key, int v) { add_scalar(w, key, GGUF_TYPE_BOOL, v != 0); }
+void gguf_w_u8(struct gguf_writer *w, const char *key, uint8_t v)
+{
+    add_scalar(w, key, GGUF_TYPE_UINT8, v);
+}
+void gguf_w_i8(struct gguf_writer *w, const char *key, int8_t v)
+{
+    add_scalar(w, key, GGUF_TYPE_INT8, (uint8_t)v);
+}
+void gguf_w_u16(struct gguf_writer *w, const char *key, uint16_t v)
+{
+    add_scalar(w, key, GGUF_TYPE_UINT16, v);
+}
+void gguf_w_i16(struct gguf_writer *w, const char *key, int16_t v)
+{
+    add_scalar(w, key, GGUF_TYPE_INT16, (uint16_t)v);
+}
+void gguf_w_u32(struct gguf_writer *w, const char *key, uint32_t v)
+{
+    add_scalar(w, key, GGUF_TYPE_UINT32, v);
+}
+void gguf_w_i32(struct gguf_writer *w, const char *key, int32_t v)
+{
+    add_scalar(w, key, GGUF_TYPE_INT32, (uint32_t)v);
+}
+void gguf_w_u64(struct gguf_writer *w, const char *key, uint64_t v)
+{
+    add_scalar(w, key, GGUF_TYPE_UINT64, v);
+}
+void gguf_w_i64(struct gguf_writer *w, const char *key, int64_t v)
+{
+    add_scalar(w, key, GGUF_TYPE_INT64, (uint64_t)v);
+}
+void gguf_w_f32(struct gguf_writer *w, const char *key, float v)
+{
+    add_scalar(w, key, GGUF_TYPE_FLOAT32, f32_bits(v));
+}
+void gguf_w_bool(struct gguf_writer *w, const char *key, int v)
+{
+    add_scalar(w, key, GGUF_TYPE_BOOL, v != 0);
+}
 
 void gguf_w_f64(struct gguf_writer *w, const char *key, double v)
 {
@@ -257,13 +303,12 @@ static struct wkv *new_arr(struct gguf_writer *w, const char *key, uint32_t elem
     return kv;
 }
 
-void gguf_w_arr(struct gguf_writer *w, const char *key, uint32_t elem_type,
-                const void *v, uint64_t n)
+void gguf_w_arr(struct gguf_writer *w, const char *key, uint32_t elem_type, const void *v,
+                uint64_t n)
 {
     int sz = (int)gguf_scalar_size(elem_type);
     if (sz == 0) {
-        fail(w, "GGUF key '%s': gguf_w_arr takes numeric or bool elements, not %u",
-             key, elem_type);
+        fail(w, "GGUF key '%s': gguf_w_arr takes numeric or bool elements, not %u", key, elem_type);
         return;
     }
     if (n > SIZE_MAX / (uint64_t)sz) {
@@ -329,8 +374,8 @@ static void add_tensor(struct gguf_writer *w, const char *name, uint32_t type, u
         return;
     }
     if (ne[0] % be != 0) {
-        fail(w, "tensor '%s': ne0 %llu is not a multiple of the %u-element block",
-             name, (unsigned long long)ne[0], be);
+        fail(w, "tensor '%s': ne0 %llu is not a multiple of the %u-element block", name,
+             (unsigned long long)ne[0], be);
         return;
     }
     /* Element count with overflow checks: a bad shape must not wrap to a
@@ -364,8 +409,8 @@ static void add_tensor(struct gguf_writer *w, const char *name, uint32_t type, u
     t->data = data;
 }
 
-void gguf_w_tensor(struct gguf_writer *w, const char *name, uint32_t ggml_type,
-                   uint32_t n_dims, const uint64_t *ne, gguf_fill_fn fill, void *ctx)
+void gguf_w_tensor(struct gguf_writer *w, const char *name, uint32_t ggml_type, uint32_t n_dims,
+                   const uint64_t *ne, gguf_fill_fn fill, void *ctx)
 {
     add_tensor(w, name, ggml_type, n_dims, ne, fill, ctx, NULL);
 }
@@ -499,7 +544,8 @@ int gguf_writer_write(struct gguf_writer *w, FILE *f, char *err, size_t errlen)
         cap = 64; /* at least one whole block of every type */
     chunk = malloc((size_t)cap);
     if (!chunk) {
-        snprintf(err, errlen, "out of memory for a %llu-byte write buffer", (unsigned long long)cap);
+        snprintf(err, errlen, "out of memory for a %llu-byte write buffer",
+                 (unsigned long long)cap);
         goto done;
     }
 

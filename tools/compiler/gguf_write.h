@@ -39,13 +39,13 @@ void gguf_w_arr_f32(struct gguf_writer *w, const char *key, const float *v, uint
 void gguf_w_arr_i32(struct gguf_writer *w, const char *key, const int32_t *v, uint64_t n);
 /* Array of any fixed-size element type (enum gguf_type other than STRING and
  * ARRAY); v holds n elements in host layout (bool: one byte each). */
-void gguf_w_arr(struct gguf_writer *w, const char *key, uint32_t elem_type,
-                const void *v, uint64_t n);
+void gguf_w_arr(struct gguf_writer *w, const char *key, uint32_t elem_type, const void *v,
+                uint64_t n);
 
 /* ne[0] is the input (fastest) dimension. fill is called with ctx during
  * gguf_writer_write, in tensor order, in chunks. */
-void gguf_w_tensor(struct gguf_writer *w, const char *name, uint32_t ggml_type,
-                   uint32_t n_dims, const uint64_t *ne, gguf_fill_fn fill, void *ctx);
+void gguf_w_tensor(struct gguf_writer *w, const char *name, uint32_t ggml_type, uint32_t n_dims,
+                   const uint64_t *ne, gguf_fill_fn fill, void *ctx);
 
 /* Tensor whose payload is already in memory (copied by pointer; must stay valid
  * until gguf_writer_write returns). */

@@ -27,7 +27,6 @@ static int fail(struct imp *im, const char *fmt, ...)
     return -1;
 }
 
-
 /* "uint32" or "array of string": how a value is typed, for messages. */
 static const char *type_desc(const struct gguf_kv *kv, char out[40])
 {
@@ -52,7 +51,8 @@ static int bad_meta(struct imp *im, const char *key, int rc, const char *expecte
     char t[40];
     if (kv && !strcmp(expected, "integer") && is_int_type(kv->type))
         return fail(im, "metadata '%s' is out of range for a 32-bit unsigned integer", key);
-    return fail(im, "metadata '%s' has type %s, expected %s", key, kv ? type_desc(kv, t) : "?", expected);
+    return fail(im, "metadata '%s' has type %s, expected %s", key, kv ? type_desc(kv, t) : "?",
+                expected);
 }
 
 static int need_u32(struct imp *im, const char *key, uint32_t *out)
@@ -113,7 +113,8 @@ static int check_arch(struct imp *im)
 
 static int read_hparams(struct imp *im, struct nib_hparams *hp)
 {
-    if (need_u32(im, "llama.embedding_length", &hp->dim) || need_u32(im, "llama.block_count", &hp->n_layers) ||
+    if (need_u32(im, "llama.embedding_length", &hp->dim) ||
+        need_u32(im, "llama.block_count", &hp->n_layers) ||
         need_u32(im, "llama.feed_forward_length", &hp->ffn_dim) ||
         need_u32(im, "llama.attention.head_count", &hp->n_heads) ||
         opt_u32(im, "llama.attention.head_count_kv", &hp->n_kv_heads, hp->n_heads) ||
@@ -124,27 +125,33 @@ static int read_hparams(struct imp *im, struct nib_hparams *hp)
     if (hp->dim == 0 || hp->dim > NIB_MAX_DIM)
         return fail(im, "llama.embedding_length %u is out of range [1, %u]", hp->dim, NIB_MAX_DIM);
     if (hp->ffn_dim == 0 || hp->ffn_dim > NIB_MAX_DIM)
-        return fail(im, "llama.feed_forward_length %u is out of range [1, %u]", hp->ffn_dim, NIB_MAX_DIM);
+        return fail(im, "llama.feed_forward_length %u is out of range [1, %u]", hp->ffn_dim,
+                    NIB_MAX_DIM);
     if (hp->n_layers == 0 || hp->n_layers > NIB_MAX_LAYERS)
-        return fail(im, "llama.block_count %u is out of range [1, %u]", hp->n_layers, NIB_MAX_LAYERS);
+        return fail(im, "llama.block_count %u is out of range [1, %u]", hp->n_layers,
+                    NIB_MAX_LAYERS);
     if (hp->n_heads == 0 || hp->dim % hp->n_heads)
-        return fail(im, "llama.embedding_length %u is not a multiple of llama.attention.head_count %u", hp->dim,
-                    hp->n_heads);
+        return fail(im,
+                    "llama.embedding_length %u is not a multiple of llama.attention.head_count %u",
+                    hp->dim, hp->n_heads);
     if (hp->n_kv_heads == 0 || hp->n_heads % hp->n_kv_heads)
-        return fail(im, "llama.attention.head_count %u is not a multiple of llama.attention.head_count_kv %u",
-                    hp->n_heads, hp->n_kv_heads);
+        return fail(
+            im,
+            "llama.attention.head_count %u is not a multiple of llama.attention.head_count_kv %u",
+            hp->n_heads, hp->n_kv_heads);
     hp->head_dim = hp->dim / hp->n_heads;
     if (hp->head_dim % 2)
         return fail(im, "head dimension %u is odd (RoPE rotates pairs)", hp->head_dim);
     if (opt_u32(im, "llama.rope.dimension_count", &hp->rope_dim, hp->head_dim))
         return -1;
     if (hp->rope_dim == 0 || hp->rope_dim % 2 || hp->rope_dim > hp->head_dim)
-        return fail(im, "llama.rope.dimension_count %u must be even and in [2, head dimension %u]", hp->rope_dim,
-                    hp->head_dim);
+        return fail(im, "llama.rope.dimension_count %u must be even and in [2, head dimension %u]",
+                    hp->rope_dim, hp->head_dim);
     if (hp->ctx_len == 0)
         return fail(im, "llama.context_length is 0");
     if (!(hp->norm_eps > 0) || !isfinite(hp->norm_eps))
-        return fail(im, "llama.attention.layer_norm_rms_epsilon %g must be positive and finite", hp->norm_eps);
+        return fail(im, "llama.attention.layer_norm_rms_epsilon %g must be positive and finite",
+                    hp->norm_eps);
     if (!(hp->rope_theta > 0) || !isfinite(hp->rope_theta))
         return fail(im, "llama.rope.freq_base %g must be positive and finite", hp->rope_theta);
     return 0;
@@ -179,10 +186,11 @@ static int read_pieces(struct imp *im, struct llama_vocab *v)
     if (!kv)
         return fail(im, "missing required metadata '%s'", key);
     if (kv->type != GGUF_TYPE_ARRAY || kv->arr_type != GGUF_TYPE_STRING)
-        return fail(im, "metadata '%s' has type %s, expected array of string", key, type_desc(kv, t));
+        return fail(im, "metadata '%s' has type %s, expected array of string", key,
+                    type_desc(kv, t));
     if (kv->arr_n == 0 || kv->arr_n > NIB_MAX_VOCAB)
-        return fail(im, "vocabulary size %llu is out of range [1, %u]", (unsigned long long)kv->arr_n,
-                    NIB_MAX_VOCAB);
+        return fail(im, "vocabulary size %llu is out of range [1, %u]",
+                    (unsigned long long)kv->arr_n, NIB_MAX_VOCAB);
     v->n = (uint32_t)kv->arr_n;
     v->pieces = malloc(v->n * sizeof *v->pieces);
     if (!v->pieces)
@@ -236,12 +244,14 @@ static int read_vocab(struct imp *im, struct llama_model *m)
         opt_u32(im, "tokenizer.ggml.eos_token_id", &hp->eos_id, 2))
         return -1;
     if (n_vocab_key != hp->vocab_size)
-        return fail(im, "llama.vocab_size %u differs from the %u tokens in tokenizer.ggml.tokens", n_vocab_key,
-                    hp->vocab_size);
+        return fail(im, "llama.vocab_size %u differs from the %u tokens in tokenizer.ggml.tokens",
+                    n_vocab_key, hp->vocab_size);
     if (hp->bos_id >= hp->vocab_size)
-        return fail(im, "tokenizer.ggml.bos_token_id %u is out of range (vocab %u)", hp->bos_id, hp->vocab_size);
+        return fail(im, "tokenizer.ggml.bos_token_id %u is out of range (vocab %u)", hp->bos_id,
+                    hp->vocab_size);
     if (hp->eos_id >= hp->vocab_size)
-        return fail(im, "tokenizer.ggml.eos_token_id %u is out of range (vocab %u)", hp->eos_id, hp->vocab_size);
+        return fail(im, "tokenizer.ggml.eos_token_id %u is out of range (vocab %u)", hp->eos_id,
+                    hp->vocab_size);
     rc = gguf_get_bool(im->g, "tokenizer.ggml.add_bos_token", &add_bos);
     if (rc == -2)
         return bad_meta(im, "tokenizer.ggml.add_bos_token", rc, "bool");
@@ -276,8 +286,8 @@ static void fmt_shape(char *out, size_t n, const uint64_t *ne, uint32_t nd)
 
 /* Find `name`, check it is [cols] (rows == 0) or [cols, rows] and of a dtype
  * this kind of weight may have. Absent + optional leaves w->t NULL. */
-static int bind(struct imp *im, struct llama_weight *w, const char *name, enum wkind kind, uint32_t cols,
-                uint32_t rows, int required)
+static int bind(struct imp *im, struct llama_weight *w, const char *name, enum wkind kind,
+                uint32_t cols, uint32_t rows, int required)
 {
     const struct gguf_tensor *t = gguf_find_tensor(im->g, name);
     memset(w, 0, sizeof *w);
@@ -293,14 +303,16 @@ static int bind(struct imp *im, struct llama_weight *w, const char *name, enum w
     if (!dtype_ok(t->type, kind))
         return fail(im, "tensor '%s' has unsupported dtype %s for this importer (%s)", name,
                     ggml_type_name(t->type),
-                    kind == NORM ? "norms must be f32, f16 or bf16" : "matrices must be f32, f16, bf16, q8_0 or q4_0");
+                    kind == NORM ? "norms must be f32, f16 or bf16"
+                                 : "matrices must be f32, f16, bf16, q8_0 or q4_0");
     w->t = t;
     w->cols = cols;
     w->rows = rows ? rows : 1;
     return 0;
 }
 
-static int bind_layer(struct imp *im, const struct nib_hparams *hp, uint32_t l, struct llama_layer *L)
+static int bind_layer(struct imp *im, const struct nib_hparams *hp, uint32_t l,
+                      struct llama_layer *L)
 {
     uint32_t q = hp->n_heads * hp->head_dim, kv = hp->n_kv_heads * hp->head_dim;
     const struct {
@@ -309,9 +321,12 @@ static int bind_layer(struct imp *im, const struct nib_hparams *hp, uint32_t l, 
         enum wkind kind;
         uint32_t cols, rows;
     } parts[] = {
-        {&L->attn_norm, "attn_norm", NORM, hp->dim, 0},   {&L->wq, "attn_q", MATRIX, hp->dim, q},
-        {&L->wk, "attn_k", MATRIX, hp->dim, kv},          {&L->wv, "attn_v", MATRIX, hp->dim, kv},
-        {&L->wo, "attn_output", MATRIX, q, hp->dim},      {&L->ffn_norm, "ffn_norm", NORM, hp->dim, 0},
+        {&L->attn_norm, "attn_norm", NORM, hp->dim, 0},
+        {&L->wq, "attn_q", MATRIX, hp->dim, q},
+        {&L->wk, "attn_k", MATRIX, hp->dim, kv},
+        {&L->wv, "attn_v", MATRIX, hp->dim, kv},
+        {&L->wo, "attn_output", MATRIX, q, hp->dim},
+        {&L->ffn_norm, "ffn_norm", NORM, hp->dim, 0},
         {&L->w_gate, "ffn_gate", MATRIX, hp->dim, hp->ffn_dim},
         {&L->w_up, "ffn_up", MATRIX, hp->dim, hp->ffn_dim},
         {&L->w_down, "ffn_down", MATRIX, hp->ffn_dim, hp->dim},
@@ -351,7 +366,8 @@ int llama_import(struct llama_model *m, const struct gguf_file *g, char *err, si
     memset(m, 0, sizeof *m);
     if (err && errlen)
         err[0] = 0;
-    if (check_arch(&im) || read_hparams(&im, &m->hp) || read_vocab(&im, m) || bind_tensors(&im, m)) {
+    if (check_arch(&im) || read_hparams(&im, &m->hp) || read_vocab(&im, m) ||
+        bind_tensors(&im, m)) {
         llama_model_free(m);
         return -1;
     }
@@ -369,7 +385,10 @@ void llama_model_free(struct llama_model *m)
 
 /* ---- dequantization ---- */
 
-static float f16_at(const uint8_t *p) { return gguf_f16_to_f32((uint16_t)(p[0] | p[1] << 8)); }
+static float f16_at(const uint8_t *p)
+{
+    return gguf_f16_to_f32((uint16_t)(p[0] | p[1] << 8));
+}
 
 static void row_q8_0(const uint8_t *p, uint32_t cols, float *out)
 {

@@ -26,10 +26,10 @@ struct llama_vocab {
 };
 
 struct llama_model {
-    struct nib_hparams hp;     /* ctx_len = the model's context_length */
+    struct nib_hparams hp; /* ctx_len = the model's context_length */
     struct llama_weight tok_embd, output_norm, output;
-    int output_tied;           /* output.weight absent: reuse tok_embd */
-    struct llama_layer *layers;/* hp.n_layers entries (malloc'd) */
+    int output_tied;            /* output.weight absent: reuse tok_embd */
+    struct llama_layer *layers; /* hp.n_layers entries (malloc'd) */
     struct llama_vocab vocab;
 };
 

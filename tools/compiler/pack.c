@@ -342,7 +342,8 @@ int nib_pack_blob(struct nib_plan *p, const struct llama_model *m, FILE *out, ch
     tok_free(&tok);
     if (rc)
         return -1;
-    if (!s.failed && (fseek(out, (long)offsetof(struct nib_blob_header, crc32c), SEEK_SET) != 0 || fwrite(&s.crc, 4, 1, out) != 1 || fflush(out)))
+    if (!s.failed && (fseek(out, (long)offsetof(struct nib_blob_header, crc32c), SEEK_SET) != 0 ||
+                      fwrite(&s.crc, 4, 1, out) != 1 || fflush(out)))
         s.failed = errno ? errno : EIO;
     if (s.failed) {
         snprintf(err, errlen, "write failed: %s", strerror(s.failed));

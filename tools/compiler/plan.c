@@ -24,7 +24,7 @@ struct builder {
     const struct llama_model *m;
     const struct plan_opts *o;
     uint32_t cap_t, cap_o;
-    uint64_t act; /* next free activation byte */
+    uint64_t act;      /* next free activation byte */
     uint64_t wscratch; /* private scratch a worker needs (NIB_OPF_NORM_IN) */
     int oom;
     char *err;
@@ -78,16 +78,11 @@ int nib_plan_opts_quant(struct plan_opts *o, const char *quant, char *err, size_
 static int precision_rank(struct nib_qspec s)
 {
     switch (s.dtype) {
-    case NIB_DT_F32:
-        return 1000;
-    case NIB_DT_Q8C:
-        return 900 - (int)s.group;
-    case NIB_DT_Q4A:
-        return 500 - (int)s.group;
-    case NIB_DT_Q4:
-        return 400 - (int)s.group;
-    default:
-        return 100;
+    case NIB_DT_F32: return 1000;
+    case NIB_DT_Q8C: return 900 - (int)s.group;
+    case NIB_DT_Q4A: return 500 - (int)s.group;
+    case NIB_DT_Q4: return 400 - (int)s.group;
+    default: return 100;
     }
 }
 
@@ -365,7 +360,8 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
     /* Tensors first (their packed row counts size the buffers). */
     uint32_t t_embd = add_tensor(&b, "token_embd", PT_ROWS, 0, dim, f32_spec,
                                  (const struct llama_weight *const[]){&m->tok_embd}, 1);
-    uint32_t t_rope = add_tensor(&b, "rope_cos_sin", PT_ROPE_TABLE, ctx, hp.rope_dim, f32_spec, NULL, 0);
+    uint32_t t_rope =
+        add_tensor(&b, "rope_cos_sin", PT_ROPE_TABLE, ctx, hp.rope_dim, f32_spec, NULL, 0);
     struct layer_tensors *lt = calloc(hp.n_layers ? hp.n_layers : 1, sizeof *lt);
     if (!lt) {
         snprintf(err, errlen, "out of memory while planning");
@@ -501,8 +497,8 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
         blk = block_of(&b, t->down);
         if (!blk && hb == UINT64_MAX)
             hb = rows_alloc(&b, ffn, &h_s);
-        op = norm_matmul(&b, t->ffn_norm, t->gate_up, x, x_s, blk ? qact_buf(&b, ffn, blk) : hb, blk ? 0 : h_s,
-                         dim, hp.norm_eps);
+        op = norm_matmul(&b, t->ffn_norm, t->gate_up, x, x_s, blk ? qact_buf(&b, ffn, blk) : hb,
+                         blk ? 0 : h_s, dim, hp.norm_eps);
         op->flags |= NIB_EPI_SILU_MUL;
         op->aux = gu;
         op->aux_stride = gu_s;

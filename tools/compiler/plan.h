@@ -11,18 +11,18 @@
 #include "tools/compiler/quant.h"
 
 enum plan_tensor_kind {
-    PT_ROWS = 0,    /* rows concatenated from up to 3 source weights */
-    PT_ROPE_TABLE,  /* cos/sin per position, computed */
-    PT_TILE_PAIRS,  /* (only as an argument to the planner's add_tensor) */
+    PT_ROWS = 0,   /* rows concatenated from up to 3 source weights */
+    PT_ROPE_TABLE, /* cos/sin per position, computed */
+    PT_TILE_PAIRS, /* (only as an argument to the planner's add_tensor) */
 };
 
 struct plan_tensor {
-    struct nib_tensor_rec rec;          /* offset/size filled by the packer */
+    struct nib_tensor_rec rec; /* offset/size filled by the packer */
     enum plan_tensor_kind kind;
-    const struct llama_weight *src[3];  /* PT_ROWS: stacked in this order */
-    uint32_t row_off[3];                /* first row of each source in the tensor */
+    const struct llama_weight *src[3]; /* PT_ROWS: stacked in this order */
+    uint32_t row_off[3];               /* first row of each source in the tensor */
     uint32_t n_src;
-    int tile_pairs;                     /* 2 sources interleaved in 8-row tiles:
+    int tile_pairs; /* 2 sources interleaved in 8-row tiles:
                                          * tile 2j = source 0 rows 8j.., 2j+1 = source 1's */
 };
 

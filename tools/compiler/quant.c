@@ -19,8 +19,11 @@
 
 int nib_qspec_parse(const char *s, struct nib_qspec *spec, char *err, size_t errlen)
 {
-    static const struct { const char *name; uint32_t dtype, group; } base[] = {
-        {"f32", NIB_DT_F32, 0}, {"q4", NIB_DT_Q4, 32}, {"q4a", NIB_DT_Q4A, 32},
+    static const struct {
+        const char *name;
+        uint32_t dtype, group;
+    } base[] = {
+        {"f32", NIB_DT_F32, 0}, {"q4", NIB_DT_Q4, 32},  {"q4a", NIB_DT_Q4A, 32},
         {"q4c", NIB_DT_Q4C, 0}, {"q8c", NIB_DT_Q8C, 0},
     };
     const char *slash = strchr(s, '/');
@@ -40,14 +43,17 @@ int nib_qspec_parse(const char *s, struct nib_qspec *spec, char *err, size_t err
             spec->group = (uint32_t)g;
         }
         if (!nib_qformat_valid(spec->dtype, spec->group)) {
-            snprintf(err, errlen,
-                     "format '%s': invalid group (q4 and q4a take 32, 64 or 128; q8c takes none, 32, "
-                     "64 or 128; f32 and q4c take none)", s);
+            snprintf(
+                err, errlen,
+                "format '%s': invalid group (q4 and q4a take 32, 64 or 128; q8c takes none, 32, "
+                "64 or 128; f32 and q4c take none)",
+                s);
             return -1;
         }
         return 0;
     }
-    snprintf(err, errlen, "unknown format '%s' (expected f32, q4, q4a, q4c or q8c, optionally /GROUP)", s);
+    snprintf(err, errlen,
+             "unknown format '%s' (expected f32, q4, q4a, q4c or q8c, optionally /GROUP)", s);
     return -1;
 }
 
@@ -89,7 +95,8 @@ struct qscale {
     uint16_t bits; /* f16 layouts */
 };
 
-static void put_scale(const struct nib_qlayout *l, uint8_t *out, uint32_t r, uint32_t j, struct qscale s)
+static void put_scale(const struct nib_qlayout *l, uint8_t *out, uint32_t r, uint32_t j,
+                      struct qscale s)
 {
     uint64_t off = nib_ql_scale_off(l, r, j);
     if (l->scale_bytes == 2)
@@ -124,7 +131,10 @@ static struct qscale mkscale(float d, int f16)
     return s;
 }
 
-static int clampi(long v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : (int)v; }
+static int clampi(long v, int lo, int hi)
+{
+    return v < lo ? lo : v > hi ? hi : (int)v;
+}
 
 /* Codes of x[0..n) for w = d * (code - zp), code in [lo, hi], and the
  * squared error (see the top of the file for why it is exact enough). */
@@ -308,7 +318,8 @@ int nib_quantize(struct nib_qspec spec, uint32_t rows, uint32_t cols, nib_row_fn
                 }
                 zp = (uint32_t)z;
                 if (!isfinite(s.f)) {
-                    snprintf(err, errlen, "row %u: weights too large for an f16 scale (use q4c or q8c)", r);
+                    snprintf(err, errlen,
+                             "row %u: weights too large for an f16 scale (use q4c or q8c)", r);
                     rc = -1;
                 }
             }
@@ -323,7 +334,10 @@ int nib_quantize(struct nib_qspec spec, uint32_t rows, uint32_t cols, nib_row_fn
     return rc;
 }
 
-struct dense { const float *w; uint32_t cols; };
+struct dense {
+    const float *w;
+    uint32_t cols;
+};
 
 static int dense_row(void *ctx, uint32_t r, float *out)
 {
@@ -332,8 +346,8 @@ static int dense_row(void *ctx, uint32_t r, float *out)
     return 0;
 }
 
-int nib_quantize_f32(struct nib_qspec spec, uint32_t rows, uint32_t cols, const float *w, uint8_t *out,
-                     char *err, size_t errlen)
+int nib_quantize_f32(struct nib_qspec spec, uint32_t rows, uint32_t cols, const float *w,
+                     uint8_t *out, char *err, size_t errlen)
 {
     struct dense d = {w, cols};
     return nib_quantize(spec, rows, cols, dense_row, &d, out, err, errlen);

@@ -39,8 +39,8 @@ typedef int (*nib_row_fn)(void *ctx, uint32_t r, float *out);
 int nib_quantize(struct nib_qspec spec, uint32_t rows, uint32_t cols, nib_row_fn row, void *ctx,
                  uint8_t *out, char *err, size_t errlen);
 /* The same from a dense row-major matrix. */
-int nib_quantize_f32(struct nib_qspec spec, uint32_t rows, uint32_t cols, const float *w, uint8_t *out,
-                     char *err, size_t errlen);
+int nib_quantize_f32(struct nib_qspec spec, uint32_t rows, uint32_t cols, const float *w,
+                     uint8_t *out, char *err, size_t errlen);
 
 /* Row r of a packed tensor as floats, out[0..cols). */
 void nib_dequantize_row(const struct nib_qlayout *l, const uint8_t *packed, uint32_t r, float *out);

@@ -22,13 +22,13 @@
 
 static const struct nib_synth_shape shapes[] = {
     /* name            dim   L    ffn heads kv  vocab   ctx  dtype */
-    {"stories260k",      64,  5,  172,  8,  4,   512,  512, GGML_TYPE_F32},
-    {"stories15m",      288,  6,  768,  6,  6, 32000,  256, GGML_TYPE_F32},
-    {"tinyllama-1.1b", 2048, 22, 5632, 32,  4, 32000, 2048, GGML_TYPE_F16},
-    {"llama-3b",       3200, 26, 8640, 32, 32, 32000, 2048, GGML_TYPE_F16},
+    {"stories260k", 64, 5, 172, 8, 4, 512, 512, GGML_TYPE_F32},
+    {"stories15m", 288, 6, 768, 6, 6, 32000, 256, GGML_TYPE_F32},
+    {"tinyllama-1.1b", 2048, 22, 5632, 32, 4, 32000, 2048, GGML_TYPE_F16},
+    {"llama-3b", 3200, 26, 8640, 32, 32, 32000, 2048, GGML_TYPE_F16},
     /* test shape: heads of 64 (attention quantizes its own heads in q4),
      * grouped-query, an FFN width (344) that ends in a partial block */
-    {"test-hd64",       128,  2,  344,  2,  1,   512,  256, GGML_TYPE_F32},
+    {"test-hd64", 128, 2, 344, 2, 1, 512, 256, GGML_TYPE_F32},
 };
 
 const struct nib_synth_shape *nib_synth_shapes(size_t *n)
@@ -47,8 +47,21 @@ const struct nib_synth_shape *nib_synth_find(const char *name)
 
 /* The tensor list, in file order. Every shape's tensors come from here, so
  * counting, writing and seeding can never disagree. */
-enum { T_EMBD, T_OUT_NORM, T_OUT, T_ATTN_NORM, T_Q, T_K, T_V, T_O,
-       T_FFN_NORM, T_GATE, T_UP, T_DOWN, T_COUNT };
+enum {
+    T_EMBD,
+    T_OUT_NORM,
+    T_OUT,
+    T_ATTN_NORM,
+    T_Q,
+    T_K,
+    T_V,
+    T_O,
+    T_FFN_NORM,
+    T_GATE,
+    T_UP,
+    T_DOWN,
+    T_COUNT
+};
 
 struct tdesc {
     char name[48];
@@ -59,9 +72,9 @@ struct tdesc {
 
 static void describe(const struct nib_synth_shape *s, int layer, int kind, struct tdesc *d)
 {
-    static const char *const names[T_COUNT] = {
-        "token_embd", "output_norm", "output", "attn_norm", "attn_q", "attn_k",
-        "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_down"};
+    static const char *const names[T_COUNT] = {"token_embd", "output_norm", "output", "attn_norm",
+                                               "attn_q",     "attn_k",      "attn_v", "attn_output",
+                                               "ffn_norm",   "ffn_gate",    "ffn_up", "ffn_down"};
     uint64_t dim = s->dim, kvdim = (uint64_t)s->dim / s->n_heads * s->n_kv_heads;
     uint64_t ne[T_COUNT][2] = {
         [T_EMBD] = {dim, s->vocab}, [T_OUT_NORM] = {dim, 1}, [T_OUT] = {dim, s->vocab},
@@ -120,7 +133,6 @@ uint64_t nib_synth_bytes(const struct nib_synth_shape *s, uint32_t dtype)
 
 /* ---- numbers ---- */
 
-
 /* splitmix64's finaliser: a good 64-bit mixer. */
 static uint64_t mix64(uint64_t z)
 {
@@ -146,37 +158,40 @@ static float uniform(uint64_t key, uint64_t i)
 
 /* ---- vocabulary ---- */
 
-#define MAX_PIECE 32        /* bytes per piece, NUL included */
-#define SP "\xe2\x96\x81"   /* U+2581, SentencePiece's space marker */
-#define FIRST_NORMAL 259u   /* after <unk>, <s>, </s> and 256 byte tokens */
+#define MAX_PIECE 32      /* bytes per piece, NUL included */
+#define SP "\xe2\x96\x81" /* U+2581, SentencePiece's space marker */
+#define FIRST_NORMAL 259u /* after <unk>, <s>, </s> and 256 byte tokens */
 
 /* Story words (with a leading space) and syllables: the words make the
  * vocabulary look like the real thing; syllable combinations fill it up. */
 static const char *const words[] = {
-    "the", "and", "once", "upon", "a", "time", "there", "was", "little", "girl",
-    "boy", "named", "Once", "One", "The", "Lily", "Ben", "Tom", "Sue", "Mia", "Max",
-    "She", "He", "They", "she", "he", "they", "to", "of", "in", "it", "with", "her",
-    "his", "had", "said", "big", "play", "park", "dog", "cat", "happy", "sad", "day",
-    "sun", "tree", "ball", "mom", "dad", "friend", "friends", "saw", "went", "wanted",
-    "very", "liked", "loved", "look", "looked", "fun", "toy", "toys", "home", "house",
-    "red", "blue", "help", "helped", "smiled", "asked", "bird", "car", "run", "ran",
-    "jump", "jumped", "good", "new", "best", "so", "not", "but", "you", "we", "can",
-    "see", "go", "up", "on", "at", "for", "is", "that", "all", "one", "then", "when",
-    "what", "from", "out", "be", "do", "did", "like", "too", "get", "got", "made",
-    "make", "take", "took", "came", "come", "back", "each", "other", "learned",
-    "lesson", "sky", "water", "food", "cake", "box", "hug", "sorry", "thank", "nice",
-    "kind", "shiny", "story", "end", "After", "Lily's", "mommy", "daddy", "garden",
-    "flower", "flowers", "fish", "duck", "bear", "tiny", "small", "old", "man", "lady",
+    "the",    "and",    "once",    "upon",   "a",      "time",    "there",  "was",   "little",
+    "girl",   "boy",    "named",   "Once",   "One",    "The",     "Lily",   "Ben",   "Tom",
+    "Sue",    "Mia",    "Max",     "She",    "He",     "They",    "she",    "he",    "they",
+    "to",     "of",     "in",      "it",     "with",   "her",     "his",    "had",   "said",
+    "big",    "play",   "park",    "dog",    "cat",    "happy",   "sad",    "day",   "sun",
+    "tree",   "ball",   "mom",     "dad",    "friend", "friends", "saw",    "went",  "wanted",
+    "very",   "liked",  "loved",   "look",   "looked", "fun",     "toy",    "toys",  "home",
+    "house",  "red",    "blue",    "help",   "helped", "smiled",  "asked",  "bird",  "car",
+    "run",    "ran",    "jump",    "jumped", "good",   "new",     "best",   "so",    "not",
+    "but",    "you",    "we",      "can",    "see",    "go",      "up",     "on",    "at",
+    "for",    "is",     "that",    "all",    "one",    "then",    "when",   "what",  "from",
+    "out",    "be",     "do",      "did",    "like",   "too",     "get",    "got",   "made",
+    "make",   "take",   "took",    "came",   "come",   "back",    "each",   "other", "learned",
+    "lesson", "sky",    "water",   "food",   "cake",   "box",     "hug",    "sorry", "thank",
+    "nice",   "kind",   "shiny",   "story",  "end",    "After",   "Lily's", "mommy", "daddy",
+    "garden", "flower", "flowers", "fish",   "duck",   "bear",    "tiny",   "small", "old",
+    "man",    "lady",
 };
 
 static const char *const syllables[] = {
-    "th", "he", "in", "er", "an", "re", "on", "at", "en", "nd", "ti", "es", "or",
-    "te", "of", "ed", "is", "it", "al", "ar", "st", "to", "nt", "ng", "se", "ha",
-    "as", "ou", "io", "le", "ve", "co", "me", "de", "hi", "ri", "ro", "ic", "ne",
-    "ea", "ra", "ce", "li", "ch", "ll", "be", "ma", "si", "om", "ur", "ing", "ion",
-    "ent", "ly", "ful", "ness", "ter", "der", "ble", "tion", "ment", "ous", "ight",
-    "ay", "ow", "ee", "oo", "ack", "ock", "un", "ta", "pa", "la", "mo", "ba", "da",
-    "ka", "sa", "wa", "pi", "ki", "mi", "ni", "fo", "lo", "no", "po", "bu", "gu",
+    "th",  "he", "in",  "er",   "an",  "re",  "on",  "at",   "en",   "nd",  "ti",   "es",  "or",
+    "te",  "of", "ed",  "is",   "it",  "al",  "ar",  "st",   "to",   "nt",  "ng",   "se",  "ha",
+    "as",  "ou", "io",  "le",   "ve",  "co",  "me",  "de",   "hi",   "ri",  "ro",   "ic",  "ne",
+    "ea",  "ra", "ce",  "li",   "ch",  "ll",  "be",  "ma",   "si",   "om",  "ur",   "ing", "ion",
+    "ent", "ly", "ful", "ness", "ter", "der", "ble", "tion", "ment", "ous", "ight", "ay",  "ow",
+    "ee",  "oo", "ack", "ock",  "un",  "ta",  "pa",  "la",   "mo",   "ba",  "da",   "ka",  "sa",
+    "wa",  "pi", "ki",  "mi",   "ni",  "fo",  "lo",  "no",   "po",   "bu",  "gu",
 };
 
 #define NSYL (sizeof syllables / sizeof syllables[0])
@@ -337,8 +352,8 @@ int nib_synth_vocab_build(struct nib_synth_vocab *v, uint32_t n, char *err, size
 {
     memset(v, 0, sizeof *v);
     if (n < NIB_SYNTH_MIN_VOCAB || n > (1u << 24)) {
-        snprintf(err, errlen, "vocabulary size %u out of range (%u..%u)", n,
-                 NIB_SYNTH_MIN_VOCAB, 1u << 24);
+        snprintf(err, errlen, "vocabulary size %u out of range (%u..%u)", n, NIB_SYNTH_MIN_VOCAB,
+                 1u << 24);
         return -1;
     }
     struct vbuild b = {v, n, NULL, 0};
@@ -373,7 +388,7 @@ struct progress {
     const char *name;
     uint64_t done, total;
     int enabled, tty;
-    int shown;    /* last percentage (tty) or decile (log) printed */
+    int shown; /* last percentage (tty) or decile (log) printed */
 };
 
 static void progress_add(struct progress *p, uint64_t n)
@@ -394,8 +409,8 @@ static void progress_add(struct progress *p, uint64_t n)
 }
 
 struct tgen {
-    uint64_t key;   /* PRNG stream of this tensor */
-    float bound;    /* values uniform in [-bound, bound) */
+    uint64_t key; /* PRNG stream of this tensor */
+    float bound;  /* values uniform in [-bound, bound) */
     int is_norm;
     int f16;
     struct progress *prog;
@@ -469,8 +484,8 @@ static void add_tensors(struct gguf_writer *w, const struct nib_synth_shape *s, 
     }
 }
 
-int nib_synth_write(FILE *out, const struct nib_synth_shape *s, uint32_t dtype,
-                    uint64_t seed, int progress, char *err, size_t errlen)
+int nib_synth_write(FILE *out, const struct nib_synth_shape *s, uint32_t dtype, uint64_t seed,
+                    int progress, char *err, size_t errlen)
 {
     if (dtype != GGML_TYPE_F32 && dtype != GGML_TYPE_F16) {
         snprintf(err, errlen, "dtype must be f32 or f16");
@@ -482,8 +497,8 @@ int nib_synth_write(FILE *out, const struct nib_synth_shape *s, uint32_t dtype,
     uint32_t n_t = 3 + s->n_layers * (T_COUNT - T_ATTN_NORM);
     struct tgen *gens = calloc(n_t, sizeof *gens);
     struct gguf_writer *w = gguf_writer_new(3, GGUF_DEFAULT_ALIGNMENT);
-    struct progress prog = {s->name, 0, nib_synth_bytes(s, dtype), progress,
-                            isatty(STDERR_FILENO), -1};
+    struct progress prog = {s->name, 0, nib_synth_bytes(s, dtype), progress, isatty(STDERR_FILENO),
+                            -1};
     int rc = -1;
     if (gens && w) {
         add_metadata(w, s, dtype);
@@ -535,7 +550,7 @@ enum { O_LIST = NIB_ARGS_OPT, O_OUT, O_SEED, O_DTYPE };
 int nib_synth_main(int argc, char **argv)
 {
     static const struct nib_opt opts[] = {
-        {"--list", O_LIST, 0}, {"-o", O_OUT, 1},       {"--output", O_OUT, 1},
+        {"--list", O_LIST, 0}, {"-o", O_OUT, 1},        {"--output", O_OUT, 1},
         {"--seed", O_SEED, 1}, {"--dtype", O_DTYPE, 1}, {NULL, 0, 0},
     };
     const char *shape = NULL, *out = NULL;

@@ -32,7 +32,7 @@ struct nib_synth_vocab {
     const char **pieces; /* NUL-terminated, point into storage */
     uint32_t *lens;
     float *scores;
-    int32_t *types;      /* enum nib_tok_type */
+    int32_t *types; /* enum nib_tok_type */
     char *storage;
 };
 
@@ -41,11 +41,10 @@ struct nib_synth_vocab {
 int nib_synth_vocab_build(struct nib_synth_vocab *v, uint32_t n, char *err, size_t errlen);
 void nib_synth_vocab_free(struct nib_synth_vocab *v);
 
-
 /* Write the model to out. dtype is GGML_TYPE_F32 or GGML_TYPE_F16; progress
  * non-zero prints progress to stderr. 0, or -1 with a message in err. */
-int nib_synth_write(FILE *out, const struct nib_synth_shape *s, uint32_t dtype,
-                    uint64_t seed, int progress, char *err, size_t errlen);
+int nib_synth_write(FILE *out, const struct nib_synth_shape *s, uint32_t dtype, uint64_t seed,
+                    int progress, char *err, size_t errlen);
 
 /* CLI entry: argv[0] is "synth". Exit status: 0 ok, 1 failure, 2 usage. */
 int nib_synth_main(int argc, char **argv);

@@ -33,26 +33,26 @@ _Static_assert(sizeof(((struct nib_progress *)0)->error) == NIB_ERRMSG_MAX, "err
 #define HEADER_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL | F_SEAL_FUTURE_WRITE)
 #define RING_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
 #define CHECK_NS ((uint64_t)NIB_HOST_CHECK_MS * 1000000ull)
-#define SPINS 200               /* looks before a waiter starts sleeping */
-#define NAP_MIN_NS 50000L       /* streaming backoff: 50 us doubling ... */
-#define NAP_MAX_NS 2000000L     /* ... to 2 ms */
+#define SPINS 200           /* looks before a waiter starts sleeping */
+#define NAP_MIN_NS 50000L   /* streaming backoff: 50 us doubling ... */
+#define NAP_MAX_NS 2000000L /* ... to 2 ms */
 #define SLOT_SIZE_LIMIT (64ull << 20)
 
 struct nib_host {
     char name[NIB_SHM_NAME_MAX];
     struct nib_name_paths paths;
-    int sock;                            /* the connection: our liveness and the appliance's */
-    const struct nib_shm_header *hdr;    /* PROT_READ mapping of the header memfd */
+    int sock;                         /* the connection: our liveness and the appliance's */
+    const struct nib_shm_header *hdr; /* PROT_READ mapping of the header memfd */
     size_t hdr_size;
-    uint8_t *ring;                       /* this host's ring, read-write */
+    uint8_t *ring; /* this host's ring, read-write */
     size_t ring_size;
     struct nib_ring_header *rh;
-    struct nib_shm_header geo;           /* private copy taken at attach: identity, limits,
+    struct nib_shm_header geo; /* private copy taken at attach: identity, limits,
                                             geometry; offsets are never read back */
     uint32_t host_index;
-    pid_t pid;                           /* the process that attached */
-    unsigned fork_gen;                   /* fork_gen then (see own_process) */
-    int timeout_ms;                      /* attach's, for attaching afresh after fork */
+    pid_t pid;         /* the process that attached */
+    unsigned fork_gen; /* fork_gen then (see own_process) */
+    int timeout_ms;    /* attach's, for attaching afresh after fork */
     int gone;
     uint64_t next_check_ns;
     char err[320];
@@ -76,9 +76,9 @@ const char *nib_host_error(const struct nib_host *h)
 
 const char *nib_status_name(uint32_t status)
 {
-    static const char *const names[] = {"pending",   "ok",          "eos",      "cancelled",
-                                        "ctx_full",  "text_full",   "bad_request",
-                                        "shutdown",  "owner_gone",  "host_changed"};
+    static const char *const names[] = {"pending",    "ok",          "eos",         "cancelled",
+                                        "ctx_full",   "text_full",   "bad_request", "shutdown",
+                                        "owner_gone", "host_changed"};
     _Static_assert(sizeof names / sizeof names[0] == NIB_ST_COUNT, "a name per status");
     return status < NIB_ST_COUNT ? names[status] : "unknown";
 }
@@ -142,7 +142,9 @@ static ssize_t recv_msg(int fd, struct nib_ctl_msg *m, int *fds, int *n_fds, uin
         } ctl;
         uint8_t buf[sizeof *m + 1];
         struct iovec iov = {buf, sizeof buf};
-        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+        struct msghdr mh = {.msg_iov = &iov,
+                            .msg_iovlen = 1,
+                            .msg_control = ctl.buf,
                             .msg_controllen = sizeof ctl.buf};
         ssize_t n = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
         if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
@@ -190,17 +192,18 @@ static int reply_ok(const struct nib_ctl_msg *m, ssize_t n)
     for (size_t i = 0; i < sizeof m->reserved; i++)
         if (m->reserved[i])
             return 0;
-    return m->type == NIB_CTL_ATTACHED || m->type == NIB_CTL_REFUSED ||
-           m->type == NIB_CTL_STOPPING;
+    return m->type == NIB_CTL_ATTACHED || m->type == NIB_CTL_REFUSED || m->type == NIB_CTL_STOPPING;
 }
 
 static const char *refusal(uint32_t status)
 {
     switch (status) {
-    case NIB_CTL_NO_RING: return "every host ring is attached (the appliance's --max-hosts): "
-                                 "try again when a host detaches";
-    case NIB_CTL_DENIED: return "this user may not do that (the appliance's uid, root, or with "
-                                "--group-access its group)";
+    case NIB_CTL_NO_RING:
+        return "every host ring is attached (the appliance's --max-hosts): "
+               "try again when a host detaches";
+    case NIB_CTL_DENIED:
+        return "this user may not do that (the appliance's uid, root, or with "
+               "--group-access its group)";
     case NIB_CTL_MALFORMED: return "the appliance found the message malformed";
     case NIB_CTL_NOT_READY: return "the appliance is stopping";
     default: return "unknown reason";
@@ -217,8 +220,10 @@ static int connect_name(const char *name, struct nib_name_paths *paths, uint64_t
     struct stat st;
     if (lstat(paths->sock, &st) != 0) {
         if (errno == EACCES)
-            snprintf(err, errlen, "permission denied: %s (run as the appliance's user, or in "
-                     "its group when it runs with --group-access)", paths->sock);
+            snprintf(err, errlen,
+                     "permission denied: %s (run as the appliance's user, or in "
+                     "its group when it runs with --group-access)",
+                     paths->sock);
         else
             snprintf(err, errlen, "no appliance named %s is running (no socket at %s)", name,
                      paths->sock);
@@ -253,12 +258,13 @@ static int connect_name(const char *name, struct nib_name_paths *paths, uint64_t
             continue;
         }
         if (errno == EACCES || errno == EPERM)
-            snprintf(err, errlen, "permission denied: %s (run as the appliance's user, or in "
-                     "its group when it runs with --group-access)", paths->sock);
+            snprintf(err, errlen,
+                     "permission denied: %s (run as the appliance's user, or in "
+                     "its group when it runs with --group-access)",
+                     paths->sock);
         else if (errno == ENOENT || errno == ECONNREFUSED)
             snprintf(err, errlen, "no appliance named %s is running (%s at %s)", name,
-                     errno == ENOENT ? "no socket" : "nothing listens on the socket",
-                     paths->sock);
+                     errno == ENOENT ? "no socket" : "nothing listens on the socket", paths->sock);
         else
             snprintf(err, errlen, "connect %s: %s", paths->sock, strerror(errno));
         close(fd);
@@ -333,8 +339,8 @@ int nib_host_check_header(const struct nib_shm_header *s, uint32_t host_index, u
     if (s->version != NIB_SHM_VERSION)
         return fail_to(err, errlen,
                        "%s speaks protocol version %u, this host library speaks version %u: use "
-                       "a host built for the appliance's version", sock, s->version,
-                       NIB_SHM_VERSION);
+                       "a host built for the appliance's version",
+                       sock, s->version, NIB_SHM_VERSION);
 #define BAD(...) return fail_to(err, errlen, "inconsistent header from " __VA_ARGS__)
     if (s->header_size != sizeof *s)
         BAD("%s: header_size is %u, version %u has %zu", sock, s->header_size, NIB_SHM_VERSION,
@@ -354,8 +360,8 @@ int nib_host_check_header(const struct nib_shm_header *s, uint32_t host_index, u
     if (s->vocab_size == 0 || s->ctx_len == 0 || s->bos_id >= s->vocab_size ||
         s->eos_id >= s->vocab_size || s->add_bos > 1 || s->errmsg_max != NIB_ERRMSG_MAX)
         BAD("%s: model limits vocab_size %u, ctx_len %u, bos_id %u, eos_id %u, add_bos %u, "
-            "errmsg_max %u", sock, s->vocab_size, s->ctx_len, s->bos_id, s->eos_id, s->add_bos,
-            s->errmsg_max);
+            "errmsg_max %u",
+            sock, s->vocab_size, s->ctx_len, s->bos_id, s->eos_id, s->add_bos, s->errmsg_max);
     /* Geometry: every area inside its slot, every slot inside the ring. */
     uint64_t tok_end = (uint64_t)s->tokens_offset + 4ull * s->slot_tokens;
     const char *why = NULL;
@@ -374,8 +380,8 @@ int nib_host_check_header(const struct nib_shm_header *s, uint32_t host_index, u
              s->prompt_max > NIB_PROMPT_LIMIT)
         why = "prompt area";
     else if (s->tokens_offset % 4 ||
-             s->tokens_offset < (uint64_t)s->prompt_offset + s->prompt_max ||
-             s->slot_tokens == 0 || s->slot_tokens > NIB_PROMPT_LIMIT)
+             s->tokens_offset < (uint64_t)s->prompt_offset + s->prompt_max || s->slot_tokens == 0 ||
+             s->slot_tokens > NIB_PROMPT_LIMIT)
         why = "token area";
     else if (s->text_offset < tok_end || s->slot_text < NIB_TEXT_MIN ||
              s->slot_text > NIB_TEXT_LIMIT ||
@@ -385,10 +391,10 @@ int nib_host_check_header(const struct nib_shm_header *s, uint32_t host_index, u
         why = "slots beyond the ring's end";
     if (why)
         BAD("%s: ring geometry (%s): ring_size %llu, slots_offset %llu, n_slots %u, slot_size "
-            "%llu, prompt %u+%u, tokens %u+4*%u, text %u+%u", sock, why,
-            (unsigned long long)s->ring_size, (unsigned long long)s->slots_offset, s->n_slots,
-            (unsigned long long)s->slot_size, s->prompt_offset, s->prompt_max, s->tokens_offset,
-            s->slot_tokens, s->text_offset, s->slot_text);
+            "%llu, prompt %u+%u, tokens %u+4*%u, text %u+%u",
+            sock, why, (unsigned long long)s->ring_size, (unsigned long long)s->slots_offset,
+            s->n_slots, (unsigned long long)s->slot_size, s->prompt_offset, s->prompt_max,
+            s->tokens_offset, s->slot_tokens, s->text_offset, s->slot_text);
 #undef BAD
     return 0;
 }
@@ -405,9 +411,10 @@ static int check_fd(struct nib_host *h, int fd, uint64_t size, int seals, const 
                          (unsigned long long)size);
     int got = fcntl(fd, F_GET_SEALS);
     if (got < 0 || (got & seals) != seals)
-        return host_fail(h, NIB_HOST_ERR, "%s: the %s memfd is not sealed against resizing "
-                         "(seals 0x%x, want 0x%x)", h->paths.sock, what, got < 0 ? 0 : got,
-                         seals);
+        return host_fail(h, NIB_HOST_ERR,
+                         "%s: the %s memfd is not sealed against resizing "
+                         "(seals 0x%x, want 0x%x)",
+                         h->paths.sock, what, got < 0 ? 0 : got, seals);
     return NIB_HOST_OK;
 }
 
@@ -425,13 +432,14 @@ static int do_attach(struct nib_host *h, int timeout_ms)
     ssize_t n = recv_msg(h->sock, &m, fds, &n_fds, deadline);
     int rc = NIB_HOST_ERR;
     if (n < 0 && errno == ETIMEDOUT)
-        rc = host_fail(h, NIB_HOST_TIMEOUT, "appliance %s did not answer ATTACH in time",
-                       h->name);
+        rc = host_fail(h, NIB_HOST_TIMEOUT, "appliance %s did not answer ATTACH in time", h->name);
     else if (n < 0)
         rc = host_fail(h, NIB_HOST_ERR, "%s: %s", h->paths.sock, strerror(errno));
     else if (n == 0)
-        rc = host_fail(h, NIB_HOST_GONE, "appliance %s closed the connection instead of "
-                       "answering ATTACH", h->name);
+        rc = host_fail(h, NIB_HOST_GONE,
+                       "appliance %s closed the connection instead of "
+                       "answering ATTACH",
+                       h->name);
     else if (!reply_ok(&m, n) || m.type == NIB_CTL_STOPPING)
         rc = host_fail(h, NIB_HOST_ERR, "%s: malformed reply to ATTACH", h->paths.sock);
     else if (m.type == NIB_CTL_REFUSED)
@@ -440,9 +448,11 @@ static int do_attach(struct nib_host *h, int timeout_ms)
     else if (n_fds != 2 || m.status != NIB_CTL_OK || m.epoch == 0 ||
              m.header_size != NIB_SHM_HEADER_MEMFD_SIZE || m.ring_size == 0 ||
              m.ring_size > (uint64_t)NIB_RING_SLOTS * SLOT_SIZE_LIMIT + 4096)
-        rc = host_fail(h, NIB_HOST_ERR, "%s: malformed ATTACHED reply (%d descriptors, status "
-                       "%u, header %llu bytes, ring %llu bytes)", h->paths.sock, n_fds, m.status,
-                       (unsigned long long)m.header_size, (unsigned long long)m.ring_size);
+        rc = host_fail(h, NIB_HOST_ERR,
+                       "%s: malformed ATTACHED reply (%d descriptors, status "
+                       "%u, header %llu bytes, ring %llu bytes)",
+                       h->paths.sock, n_fds, m.status, (unsigned long long)m.header_size,
+                       (unsigned long long)m.ring_size);
     else if ((rc = check_fd(h, fds[0], m.header_size, HEADER_SEALS, "header")) == NIB_HOST_OK &&
              (rc = check_fd(h, fds[1], m.ring_size, RING_SEALS, "ring")) == NIB_HOST_OK) {
         h->hdr_size = (size_t)m.header_size;
@@ -476,14 +486,17 @@ static int do_attach(struct nib_host *h, int timeout_ms)
     h->rh = (struct nib_ring_header *)(void *)h->ring;
     if (h->rh->magic != NIB_RING_MAGIC || h->rh->epoch != h->geo.epoch ||
         h->rh->host_index != m.host_index || h->rh->attach_seq == 0)
-        return host_fail(h, NIB_HOST_ERR, "%s handed over a ring that is not nibble's or not "
-                         "this boot's (magic 0x%llx, epoch %llu, index %u of %u)", h->paths.sock,
-                         (unsigned long long)h->rh->magic, (unsigned long long)h->rh->epoch,
-                         h->rh->host_index, m.host_index);
+        return host_fail(h, NIB_HOST_ERR,
+                         "%s handed over a ring that is not nibble's or not "
+                         "this boot's (magic 0x%llx, epoch %llu, index %u of %u)",
+                         h->paths.sock, (unsigned long long)h->rh->magic,
+                         (unsigned long long)h->rh->epoch, h->rh->host_index, m.host_index);
     uint64_t beat = nib_load_acq(&h->hdr->heartbeat_ns), now = nib_now_ns();
     if (now > beat && now - beat > NIB_HEARTBEAT_STALE_NS)
-        return host_fail(h, NIB_HOST_GONE, "appliance %s is not responding (no heartbeat for "
-                         "%llu ms)", h->name, (unsigned long long)((now - beat) / 1000000));
+        return host_fail(h, NIB_HOST_GONE,
+                         "appliance %s is not responding (no heartbeat for "
+                         "%llu ms)",
+                         h->name, (unsigned long long)((now - beat) / 1000000));
     h->host_index = m.host_index;
     pthread_once(&fork_once, watch_forks);
     h->fork_gen = fork_gen;
@@ -547,15 +560,42 @@ static int own_process(struct nib_host *h)
     return rc;
 }
 
-uint64_t nib_host_epoch(const struct nib_host *h) { return h->geo.epoch; }
-uint32_t nib_host_appliance_pid(const struct nib_host *h) { return h->geo.appliance_pid; }
-uint32_t nib_host_vocab_size(const struct nib_host *h) { return h->geo.vocab_size; }
-uint32_t nib_host_ctx_len(const struct nib_host *h) { return h->geo.ctx_len; }
-uint32_t nib_host_host_index(const struct nib_host *h) { return h->host_index; }
-uint32_t nib_host_slots(const struct nib_host *h) { return h->geo.n_slots; }
-uint32_t nib_host_prompt_max(const struct nib_host *h) { return h->geo.prompt_max; }
-uint32_t nib_host_slot_tokens(const struct nib_host *h) { return h->geo.slot_tokens; }
-uint32_t nib_host_slot_text(const struct nib_host *h) { return h->geo.slot_text; }
+uint64_t nib_host_epoch(const struct nib_host *h)
+{
+    return h->geo.epoch;
+}
+uint32_t nib_host_appliance_pid(const struct nib_host *h)
+{
+    return h->geo.appliance_pid;
+}
+uint32_t nib_host_vocab_size(const struct nib_host *h)
+{
+    return h->geo.vocab_size;
+}
+uint32_t nib_host_ctx_len(const struct nib_host *h)
+{
+    return h->geo.ctx_len;
+}
+uint32_t nib_host_host_index(const struct nib_host *h)
+{
+    return h->host_index;
+}
+uint32_t nib_host_slots(const struct nib_host *h)
+{
+    return h->geo.n_slots;
+}
+uint32_t nib_host_prompt_max(const struct nib_host *h)
+{
+    return h->geo.prompt_max;
+}
+uint32_t nib_host_slot_tokens(const struct nib_host *h)
+{
+    return h->geo.slot_tokens;
+}
+uint32_t nib_host_slot_text(const struct nib_host *h)
+{
+    return h->geo.slot_text;
+}
 
 /* ---- liveness ---- */
 
@@ -635,8 +675,10 @@ static int check_params(struct nib_host *h, size_t len, const struct nib_gen_par
             uint32_t id;
             memcpy(&id, (const uint8_t *)prompt + 4 * i, 4);
             if (id >= h->geo.vocab_size)
-                return host_fail(h, NIB_HOST_ERR, "prompt token id %u at %zu is not below the "
-                                 "vocabulary size %u", id, i, h->geo.vocab_size);
+                return host_fail(h, NIB_HOST_ERR,
+                                 "prompt token id %u at %zu is not below the "
+                                 "vocabulary size %u",
+                                 id, i, h->geo.vocab_size);
         }
     return NIB_HOST_OK;
 }
@@ -712,16 +754,17 @@ int nib_host_submit(struct nib_host *h, const void *prompt, size_t len,
 static struct nib_slot *own_slot(struct nib_host *h, const struct nib_req_handle *r)
 {
     if (r->slot >= h->geo.n_slots) {
-        host_fail(h, NIB_HOST_ERR, "request handle names slot %u of %u", r->slot,
-                  h->geo.n_slots);
+        host_fail(h, NIB_HOST_ERR, "request handle names slot %u of %u", r->slot, h->geo.n_slots);
         return NULL;
     }
     struct nib_slot *slot = slot_at(h, r->slot);
     uint32_t st = nib_load_acq(&slot->state);
     if (nib_load_relaxed(&slot->ticket) != r->ticket || st == NIB_SLOT_FREE ||
         st == NIB_SLOT_CLAIMED) {
-        host_fail(h, NIB_HOST_ERR, "slot %u no longer holds request %llu of this host "
-                  "(released, or this is a forked child)", r->slot, (unsigned long long)r->ticket);
+        host_fail(h, NIB_HOST_ERR,
+                  "slot %u no longer holds request %llu of this host "
+                  "(released, or this is a forked child)",
+                  r->slot, (unsigned long long)r->ticket);
         return NULL;
     }
     return slot;
@@ -792,8 +835,10 @@ int nib_host_wait(struct nib_host *h, const struct nib_req_handle *r, uint32_t s
             return NIB_HOST_OK;
         uint64_t now = nib_now_ns();
         if (now >= deadline)
-            return host_fail(h, NIB_HOST_TIMEOUT, "request %llu not %s after the wait's "
-                             "timeout", (unsigned long long)r->ticket,
+            return host_fail(h, NIB_HOST_TIMEOUT,
+                             "request %llu not %s after the wait's "
+                             "timeout",
+                             (unsigned long long)r->ticket,
                              seen_tokens == NIB_HOST_WAIT_DONE ? "finished" : "further");
         if (spins < SPINS) {
             __asm__ __volatile__("" ::: "memory");

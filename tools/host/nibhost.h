@@ -56,11 +56,11 @@ struct nib_host;
 
 enum nib_host_rc {
     NIB_HOST_OK = 0,
-    NIB_HOST_BUSY = 1,        /* back-pressure, retry later: every slot of this host's ring
+    NIB_HOST_BUSY = 1, /* back-pressure, retry later: every slot of this host's ring
                                  (attach: every ring of the appliance) is in use */
     NIB_HOST_TIMEOUT = 2,
-    NIB_HOST_ERR = -1,        /* message in nib_host_error() */
-    NIB_HOST_GONE = -2,       /* the appliance stopped, exited, died or stopped answering */
+    NIB_HOST_ERR = -1,  /* message in nib_host_error() */
+    NIB_HOST_GONE = -2, /* the appliance stopped, exited, died or stopped answering */
 };
 
 /* The bound on every wait when the caller passes 0 (or less). */
@@ -69,13 +69,13 @@ enum nib_host_rc {
 #define NIB_HOST_CHECK_MS 100
 
 struct nib_gen_params {
-    uint32_t max_tokens;  /* 0: 64 */
-    float temperature;    /* 0: greedy; at most 100 */
+    uint32_t max_tokens; /* 0: 64 */
+    float temperature;   /* 0: greedy; at most 100 */
     uint64_t seed;
-    int no_bos;           /* do not prepend BOS */
-    int prompt_ids;       /* the prompt is uint32_t token ids; len counts ids */
-    uint64_t request_id;  /* echoed in nib_progress, never read by the appliance */
-    int busy_wait_ms;     /* ring full: 0 return BUSY at once, > 0 wait up to this long,
+    int no_bos;          /* do not prepend BOS */
+    int prompt_ids;      /* the prompt is uint32_t token ids; len counts ids */
+    uint64_t request_id; /* echoed in nib_progress, never read by the appliance */
+    int busy_wait_ms;    /* ring full: 0 return BUSY at once, > 0 wait up to this long,
                              < 0 wait up to NIB_HOST_TIMEOUT_DEFAULT_MS; then BUSY */
 };
 
@@ -88,14 +88,14 @@ struct nib_req_handle {
  * host's ring and stay valid until nib_host_release() or detach. text is the
  * model's bytes as they are (not necessarily UTF-8: see <proto/utf8.h>). */
 struct nib_progress {
-    uint32_t done;            /* final status posted */
-    uint32_t status;          /* enum nib_status once done (nib_status_name) */
-    uint32_t n_prompt;        /* prompt token ids (with BOS) */
-    uint32_t n_tokens;        /* prompt + generated ids published so far */
+    uint32_t done;     /* final status posted */
+    uint32_t status;   /* enum nib_status once done (nib_status_name) */
+    uint32_t n_prompt; /* prompt token ids (with BOS) */
+    uint32_t n_tokens; /* prompt + generated ids published so far */
     const uint32_t *tokens;
     uint32_t text_len;
     const char *text;
-    char error[128];          /* for NIB_ST_BAD_REQUEST: "field: why" */
+    char error[128]; /* for NIB_ST_BAD_REQUEST: "field: why" */
     uint64_t request_id;
     uint64_t t_start_ns, t_first_ns, t_done_ns; /* the appliance's clock */
 };

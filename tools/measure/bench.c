@@ -45,7 +45,7 @@
 #define MIB (1024.0 * 1024.0)
 #define MAX_ROUNDS 15
 #define MAX_THREADS 2
-#define PREFILL_M 8 /* tokens per GEMM in the prefill column */
+#define PREFILL_M 8                    /* tokens per GEMM in the prefill column */
 #define PAIR_BYTES ((size_t)256 << 20) /* stream read paired with each GEMV figure */
 
 #define MAX_MODELS 8
@@ -53,13 +53,13 @@
 struct bench_opts {
     const char *models[MAX_MODELS]; /* --model BLOB: whole-model decode */
     int n_models;
-    uint32_t model_tokens;          /* tokens timed per model and worker count */
+    uint32_t model_tokens; /* tokens timed per model and worker count */
     size_t stream_bytes;   /* stream-read buffer */
     size_t rotate_bytes;   /* GEMV copies rotate through this much memory */
     int rounds;
-    double min_seconds;    /* per measurement */
+    double min_seconds; /* per measurement */
     const struct nib_qkernels *kt;
-    const char *only_fmt;  /* NULL = all */
+    const char *only_fmt; /* NULL = all */
 };
 
 static double now(void)
@@ -237,16 +237,18 @@ static void gemv_worker(void *arg, int wk, int nw)
     struct gemv_job *j = arg;
     /* split by N-blocks: worker wk takes a contiguous share */
     uint32_t nblocks = j->l->n_pad / NIB_Q_TILE_N;
-    uint32_t b0 = nblocks * (uint32_t)wk / (uint32_t)nw, b1 = nblocks * (uint32_t)(wk + 1) / (uint32_t)nw;
-    uint32_t n0 = b0 * NIB_Q_TILE_N, n1 = b1 * NIB_Q_TILE_N < j->l->rows ? b1 * NIB_Q_TILE_N : j->l->rows;
+    uint32_t b0 = nblocks * (uint32_t)wk / (uint32_t)nw,
+             b1 = nblocks * (uint32_t)(wk + 1) / (uint32_t)nw;
+    uint32_t n0 = b0 * NIB_Q_TILE_N,
+             n1 = b1 * NIB_Q_TILE_N < j->l->rows ? b1 * NIB_Q_TILE_N : j->l->rows;
     if (n0 < n1)
         j->kt->gemm[j->l->dtype](j->l, j->w, j->a, j->m, j->y, j->l->rows, NULL, 0, n0, n1);
 }
 
 /* Weight GB/s of repeated calls over copies [0, n_copies) (stride apart),
  * counting the weights once per token (m tokens per call). */
-static double gemv_gbs(struct gemv_job *j, const uint8_t *base, size_t stride, size_t n_copies, int threads,
-                       double min_s)
+static double gemv_gbs(struct gemv_job *j, const uint8_t *base, size_t stride, size_t n_copies,
+                       int threads, double min_s)
 {
     size_t calls = 0;
     if (team_begin(threads))
@@ -284,15 +286,21 @@ static void fill_weights(uint8_t *w, const struct nib_qlayout *l, uint64_t seed)
         }
 }
 
-static const struct { uint32_t k, n; const char *what; } shapes[] = {
+static const struct {
+    uint32_t k, n;
+    const char *what;
+} shapes[] = {
     {2048, 2048, "attention q/o"},
     {2048, 5632, "ffn gate/up"},
     {5632, 2048, "ffn down"},
     {2048, 32000, "lm head"},
 };
-static const struct { const char *name; uint32_t dtype, group; } formats[] = {
-    {"q4/32", NIB_DT_Q4, 32},   {"q4/128", NIB_DT_Q4, 128}, {"q4a/32", NIB_DT_Q4A, 32},
-    {"q4c", NIB_DT_Q4C, 0},     {"q8c", NIB_DT_Q8C, 0},     {"q8c/32", NIB_DT_Q8C, 32},
+static const struct {
+    const char *name;
+    uint32_t dtype, group;
+} formats[] = {
+    {"q4/32", NIB_DT_Q4, 32}, {"q4/128", NIB_DT_Q4, 128}, {"q4a/32", NIB_DT_Q4A, 32},
+    {"q4c", NIB_DT_Q4C, 0},   {"q8c", NIB_DT_Q8C, 0},     {"q8c/32", NIB_DT_Q8C, 32},
 };
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
 #define N_FORMATS (sizeof formats / sizeof formats[0])
@@ -334,8 +342,9 @@ static double model_rate(const struct nib_blob_view *v, uint8_t *mem, uint32_t n
                          uint32_t n_tokens, uint32_t batch)
 {
     uint64_t team_size = (nib_team_footprint(n_workers) + 63) & ~63ull;
-    void *tm = aligned_alloc(nib_team_align(), (team_size + nib_exec_team_footprint(n_workers, v) +
-                                                4095) & ~(uint64_t)4095);
+    void *tm =
+        aligned_alloc(nib_team_align(),
+                      (team_size + nib_exec_team_footprint(n_workers, v) + 4095) & ~(uint64_t)4095);
     if (!tm)
         return 0;
     struct nib_team *team = nib_team_new(tm, n_workers, 1000000000ull, 1000000000ull);
@@ -378,15 +387,17 @@ static void bench_models(const struct bench_ctx *ctx)
 {
     const struct bench_opts *o = ctx->o;
     if (!o->n_models) {
-        printf("\nmodels: none given (nib bench --model BLOB ...; tools/measure/bench-models.sh makes them)\n");
+        printf("\nmodels: none given (nib bench --model BLOB ...; tools/measure/bench-models.sh "
+               "makes them)\n");
         return;
     }
     const int rounds = o->rounds < 3 ? o->rounds : 3;
-    printf("\nwhole models (%u tokens each, median of %d rounds; decode: one token per pass,\n"
-           "GB/s = weight bytes streamed per token x tokens/s, (x) = median ratio to a stream read\n"
-           "with the same threads taken just before; prefill: passes of the blob's max_batch\n"
-           "tokens, (x) = median ratio of prefill to decode tokens/s in the same round)\n",
-           o->model_tokens, rounds);
+    printf(
+        "\nwhole models (%u tokens each, median of %d rounds; decode: one token per pass,\n"
+        "GB/s = weight bytes streamed per token x tokens/s, (x) = median ratio to a stream read\n"
+        "with the same threads taken just before; prefill: passes of the blob's max_batch\n"
+        "tokens, (x) = median ratio of prefill to decode tokens/s in the same round)\n",
+        o->model_tokens, rounds);
     printf("%-28s %8s %8s %12s %18s %18s\n", "model", "MB/token", "workers", "decode tok/s",
            "GB/s (x stream)", "prefill tok/s (x)");
     for (int i = 0; i < o->n_models; i++) {
@@ -445,15 +456,19 @@ static void bench_models(const struct bench_ctx *ctx)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: nib bench [--quick] [--rounds N] [--stream-mib N] [--format NAME] [--isa avx2|neon|scalar]\n"
-               "  --quick          small buffers, 1 round: a smoke test, not a measurement\n"
-               "  --rounds N       interleaved rounds, median reported (default 5, at most %d)\n"
-               "  --stream-mib N   stream-read buffer in MiB (default 1024)\n"
-               "  --format NAME    only this GEMV format (q4/32, q4/128, q4a/32, q4c, q8c, q8c/32)\n"
-               "  --isa NAME       kernel variant (default: the best this build and CPU have)\n"
-               "  --model BLOB     also time whole-model decode of BLOB with 1 and 2 workers (repeatable)\n"
-               "  --model-tokens N decode tokens timed per model and worker count (default 128)\n"
-               "       nib bench --latency ...: per-token latency of a blob (nib bench --latency --help)\n",
+    fprintf(f,
+            "usage: nib bench [--quick] [--rounds N] [--stream-mib N] [--format NAME] [--isa "
+            "avx2|neon|scalar]\n"
+            "  --quick          small buffers, 1 round: a smoke test, not a measurement\n"
+            "  --rounds N       interleaved rounds, median reported (default 5, at most %d)\n"
+            "  --stream-mib N   stream-read buffer in MiB (default 1024)\n"
+            "  --format NAME    only this GEMV format (q4/32, q4/128, q4a/32, q4c, q8c, q8c/32)\n"
+            "  --isa NAME       kernel variant (default: the best this build and CPU have)\n"
+            "  --model BLOB     also time whole-model decode of BLOB with 1 and 2 workers "
+            "(repeatable)\n"
+            "  --model-tokens N decode tokens timed per model and worker count (default 128)\n"
+            "       nib bench --latency ...: per-token latency of a blob (nib bench --latency "
+            "--help)\n",
             MAX_ROUNDS);
 }
 
@@ -500,13 +515,20 @@ int nib_bench_main(int argc, char **argv)
         if (!strcmp(argv[i], "--latency"))
             return nib_bench_latency_main(argc, argv);
     static const struct nib_opt opts[] = {
-        {"--quick", O_QUICK, 0},   {"--rounds", O_ROUNDS, 1},
-        {"--stream-mib", O_STREAM_MIB, 1}, {"--model", O_MODEL, 1},
-        {"--model-tokens", O_MODEL_TOKENS, 1}, {"--format", O_FORMAT, 1},
-        {"--isa", O_ISA, 1},       {NULL, 0, 0},
+        {"--quick", O_QUICK, 0},
+        {"--rounds", O_ROUNDS, 1},
+        {"--stream-mib", O_STREAM_MIB, 1},
+        {"--model", O_MODEL, 1},
+        {"--model-tokens", O_MODEL_TOKENS, 1},
+        {"--format", O_FORMAT, 1},
+        {"--isa", O_ISA, 1},
+        {NULL, 0, 0},
     };
-    struct bench_opts o = {.model_tokens = 128, .stream_bytes = (size_t)1 << 30,
-                           .rotate_bytes = (size_t)256 << 20, .rounds = 5, .min_seconds = 0.1};
+    struct bench_opts o = {.model_tokens = 128,
+                           .stream_bytes = (size_t)1 << 30,
+                           .rotate_bytes = (size_t)256 << 20,
+                           .rounds = 5,
+                           .min_seconds = 0.1};
     const char *isa = NULL;
     int quick = 0, rounds_given = 0, stream_given = 0, model_tokens_given = 0;
     struct nib_args a;
@@ -555,7 +577,9 @@ int nib_bench_main(int argc, char **argv)
         while (f < N_FORMATS && strcmp(formats[f].name, o.only_fmt))
             f++;
         if (f == N_FORMATS) {
-            fprintf(stderr, "nib bench: unknown format '%s' (q4/32, q4/128, q4a/32, q4c, q8c, q8c/32)\n", o.only_fmt);
+            fprintf(stderr,
+                    "nib bench: unknown format '%s' (q4/32, q4/128, q4a/32, q4c, q8c, q8c/32)\n",
+                    o.only_fmt);
             return 2;
         }
     }
@@ -566,11 +590,14 @@ int nib_bench_main(int argc, char **argv)
         if (!o.kt)
             o.kt = nib_qkernels_get(NIB_ISA_SCALAR);
     } else {
-        uint32_t bit = !strcmp(isa, "avx2") ? NIB_ISA_AVX2 : !strcmp(isa, "neon") ? NIB_ISA_NEON_DOT
-                     : !strcmp(isa, "scalar") ? NIB_ISA_SCALAR : 0xffffffffu;
+        uint32_t bit = !strcmp(isa, "avx2")     ? NIB_ISA_AVX2
+                       : !strcmp(isa, "neon")   ? NIB_ISA_NEON_DOT
+                       : !strcmp(isa, "scalar") ? NIB_ISA_SCALAR
+                                                : 0xffffffffu;
         o.kt = bit == 0xffffffffu ? NULL : nib_qkernels_get(bit);
         if (!o.kt) {
-            fprintf(stderr, "nib bench: no '%s' kernels in this build (avx2, neon or scalar)\n", isa);
+            fprintf(stderr, "nib bench: no '%s' kernels in this build (avx2, neon or scalar)\n",
+                    isa);
             return 2;
         }
     }
@@ -582,15 +609,16 @@ int nib_bench_main(int argc, char **argv)
     size_t l3 = l3_bytes();
     for (size_t s = 0; s < N_SHAPES; s++) /* room for at least 2 copies of each */
         for (size_t f = 0; f < N_FORMATS; f++) {
-            size_t b = nib_qformat_size(formats[f].dtype, formats[f].group, shapes[s].n, shapes[s].k);
+            size_t b =
+                nib_qformat_size(formats[f].dtype, formats[f].group, shapes[s].n, shapes[s].k);
             b = (b + 4095) & ~(size_t)4095;
             if (o.rotate_bytes < 2 * b)
                 o.rotate_bytes = 2 * b;
         }
     char cpu[128];
     cpu_name(cpu, sizeof cpu);
-    printf("nib bench: %s, %ld CPUs online, L3 %.0f MiB; kernels: %s; %d round(s), median shown\n", cpu,
-           sysconf(_SC_NPROCESSORS_ONLN), l3 / MIB, o.kt->name, o.rounds);
+    printf("nib bench: %s, %ld CPUs online, L3 %.0f MiB; kernels: %s; %d round(s), median shown\n",
+           cpu, sysconf(_SC_NPROCESSORS_ONLN), l3 / MIB, o.kt->name, o.rounds);
 
     uint8_t *sbuf = big_alloc(o.stream_bytes), *rot = big_alloc(o.rotate_bytes);
     struct result *res = calloc(N_SHAPES * N_FORMATS, sizeof *res);
@@ -620,8 +648,8 @@ int nib_bench_main(int argc, char **argv)
                 size_t stride = (l.size + 4095) & ~(size_t)4095;
                 size_t copies = o.rotate_bytes / stride;
                 if (copies < 2) {
-                    fprintf(stderr, "nib bench: rotation buffer too small for %s %ux%u\n", formats[f].name,
-                            shapes[s].k, shapes[s].n);
+                    fprintf(stderr, "nib bench: rotation buffer too small for %s %ux%u\n",
+                            formats[f].name, shapes[s].k, shapes[s].n);
                     rc = 1;
                     break;
                 }
@@ -632,7 +660,8 @@ int nib_bench_main(int argc, char **argv)
                 size_t fp = nib_qact_footprint(PREFILL_M, l.cols, block);
                 void *am = NULL;
                 struct nib_qact a;
-                if (posix_memalign(&am, 64, fp) || nib_qact_init(&a, am, PREFILL_M, l.cols, block)) {
+                if (posix_memalign(&am, 64, fp) ||
+                    nib_qact_init(&a, am, PREFILL_M, l.cols, block)) {
                     fprintf(stderr, "nib bench: out of memory\n");
                     rc = 1;
                     break;
@@ -645,7 +674,8 @@ int nib_bench_main(int argc, char **argv)
                 for (int th = 1; th <= MAX_THREADS; th++) {
                     /* paired with a stream read just before: a ratio of two
                      * figures taken seconds apart on a shared machine is noise */
-                    double sr = stream_gbs(sbuf, o.stream_bytes < PAIR_BYTES ? o.stream_bytes : PAIR_BYTES, th);
+                    double sr = stream_gbs(
+                        sbuf, o.stream_bytes < PAIR_BYTES ? o.stream_bytes : PAIR_BYTES, th);
                     r->mem[th - 1][round] = gemv_gbs(&j, rot, stride, copies, th, o.min_seconds);
                     r->ratio[th - 1][round] = sr > 0 ? r->mem[th - 1][round] / sr : 0;
                 }
@@ -666,19 +696,22 @@ int nib_bench_main(int argc, char **argv)
             ctx.stream_gbs[th] = median(st[th], o.rounds);
         printf("\nstream read, %.0f MiB buffer: 1 thread %.1f GB/s, 2 threads %.1f GB/s\n",
                o.stream_bytes / MIB, ctx.stream_gbs[0], ctx.stream_gbs[1]);
-        printf("\nGEMV weight GB/s (packed bytes / time); (x) = median ratio to a %zu MiB stream read with the\n"
-               "same threads measured just before each figure;\n", PAIR_BYTES >> 20);
-        printf(
-               "prefill = GEMM of %d tokens from memory, 1 thread, weight bytes x tokens / time\n", PREFILL_M);
-        printf("%-26s %-7s %8s %6s  %-14s %-14s %-9s %s\n", "K x N (what)", "format", "MiB", "copies",
-               "memory 1T", "memory 2T", "cache 1T", "prefill 1T");
+        printf("\nGEMV weight GB/s (packed bytes / time); (x) = median ratio to a %zu MiB stream "
+               "read with the\n"
+               "same threads measured just before each figure;\n",
+               PAIR_BYTES >> 20);
+        printf("prefill = GEMM of %d tokens from memory, 1 thread, weight bytes x tokens / time\n",
+               PREFILL_M);
+        printf("%-26s %-7s %8s %6s  %-14s %-14s %-9s %s\n", "K x N (what)", "format", "MiB",
+               "copies", "memory 1T", "memory 2T", "cache 1T", "prefill 1T");
         for (size_t s = 0; s < N_SHAPES; s++)
             for (size_t f = 0; f < N_FORMATS; f++) {
                 if (o.only_fmt && strcmp(o.only_fmt, formats[f].name))
                     continue;
                 struct result *r = &res[s * N_FORMATS + f];
                 char shape[64], m1[32], m2[32], c1[32] = "-";
-                snprintf(shape, sizeof shape, "%ux%u (%s)", shapes[s].k, shapes[s].n, shapes[s].what);
+                snprintf(shape, sizeof shape, "%ux%u (%s)", shapes[s].k, shapes[s].n,
+                         shapes[s].what);
                 double g1 = median(r->mem[0], o.rounds), g2 = median(r->mem[1], o.rounds);
                 snprintf(m1, sizeof m1, "%5.1f (%.2f)", g1, median(r->ratio[0], o.rounds));
                 snprintf(m2, sizeof m2, "%5.1f (%.2f)", g2, median(r->ratio[1], o.rounds));

@@ -51,7 +51,8 @@ struct bench_opts {
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: nib bench --latency MODEL.blob [--tokens N] [--workers N] [--gen N] [--prompt TEXT] [--json]\n"
+            "usage: nib bench --latency MODEL.blob [--tokens N] [--workers N] [--gen N] [--prompt "
+            "TEXT] [--json]\n"
             "       nib bench --latency --name NAME [--tokens N] [--prompt TEXT] [--json]\n"
             "  --tokens N   generated tokens to time (default 1000, at least 1)\n"
             "  --workers N  threads (default: one per physical core of this machine)\n"
@@ -192,8 +193,9 @@ static int bench_blob(const struct bench_opts *o)
     memset(arena, 0, arena_size + team_size);
     struct nib_team *t = nib_team_new(arena + arena_size, n, 1000000000ull, 200000);
     struct nib_exec e = {.v = &v, .mem = arena, .qk = qk};
-    uint32_t n_barriers = t ? nib_exec_set_team(&e, t, arena + arena_size +
-                                                ((nib_team_footprint(n) + 63) & ~63ull)) : 0;
+    uint32_t n_barriers =
+        t ? nib_exec_set_team(&e, t, arena + arena_size + ((nib_team_footprint(n) + 63) & ~63ull))
+          : 0;
     int rc = t ? nib_team_spawn(t, pinned ? cpus : NULL, tids) : -1;
     if (rc) {
         fprintf(stderr, "nib bench: cannot start %u workers\n", n);
@@ -208,9 +210,10 @@ static int bench_blob(const struct bench_opts *o)
         return 2;
     }
     if (o->gen && (uint32_t)n_ids + o->gen > hp->ctx_len)
-        nib_args_note("nib bench", "--gen %u: the context holds %u more positions after the prompt; "
-                      "generating %u per request", o->gen, hp->ctx_len - (uint32_t)n_ids,
-                      hp->ctx_len - (uint32_t)n_ids);
+        nib_args_note("nib bench",
+                      "--gen %u: the context holds %u more positions after the prompt; "
+                      "generating %u per request",
+                      o->gen, hp->ctx_len - (uint32_t)n_ids, hp->ctx_len - (uint32_t)n_ids);
     if (!o->json) {
         printf("nib bench --latency: %s: dim %u, %u layers, vocab %u, ctx %u\n", o->blob, hp->dim,
                hp->n_layers, hp->vocab_size, hp->ctx_len);
@@ -228,7 +231,8 @@ static int bench_blob(const struct bench_opts *o)
         const float *logits = NULL;
         uint32_t pos = 0;
         while (pos < (uint32_t)n_ids) {
-            uint32_t m = (uint32_t)n_ids - pos < v.h->max_batch ? (uint32_t)n_ids - pos : v.h->max_batch;
+            uint32_t m =
+                (uint32_t)n_ids - pos < v.h->max_batch ? (uint32_t)n_ids - pos : v.h->max_batch;
             logits = nib_exec_tokens(&e, ids + pos, m, pos);
             pos += m;
         }
@@ -269,11 +273,14 @@ static int bench_blob(const struct bench_opts *o)
     }
     report(o, "in-process", o->tokens, secs, &l);
     if (o->json)
-        printf("{\"source\": \"jitter\", \"tokens\": %zu, \"p99\": %.4f, \"p99.9\": %.4f, \"max\": %.4f}\n",
+        printf("{\"source\": \"jitter\", \"tokens\": %zu, \"p99\": %.4f, \"p99.9\": %.4f, \"max\": "
+               "%.4f}\n",
                jn, jit.p99, jit.p999, jit.max);
     else if (jn)
-        printf("jitter (latency / median latency at the same position, %zu tokens at positions with >= 3 samples):\n"
-               "  p99 %.4f, p99.9 %.4f, max %.4f\n", jn, jit.p99, jit.p999, jit.max);
+        printf("jitter (latency / median latency at the same position, %zu tokens at positions "
+               "with >= 3 samples):\n"
+               "  p99 %.4f, p99.9 %.4f, max %.4f\n",
+               jn, jit.p99, jit.p999, jit.max);
     else
         printf("jitter: no position has 3 samples (use --gen or more --tokens)\n");
     /* The machine's own noise on the same CPUs, right after. */
@@ -291,7 +298,8 @@ static int bench_blob(const struct bench_opts *o)
                    (unsigned long long)nz.gaps_100us, nz.lost_pct, nz.max_gap_us, nz.floor_p99,
                    nz.floor_p999);
         else
-            printf("machine noise (a spin loop on the same %u CPU(s), %.0f s, per CPU): gaps > 5 us %llu/s, "
+            printf("machine noise (a spin loop on the same %u CPU(s), %.0f s, per CPU): gaps > 5 "
+                   "us %llu/s, "
                    "> 20 us %llu/s, > 100 us %llu/s; %.2f%% of time lost; longest %.1f us\n"
                    "  floor it puts under a %.1f us pass: p99/p50 %.4f, p99.9/p50 %.4f\n",
                    n, nz.seconds, (unsigned long long)nz.gaps_5us, (unsigned long long)nz.gaps_20us,
@@ -349,8 +357,8 @@ static int bench_appliance(const struct bench_opts *o)
     l.max = nib_hist_percentile(&nib_token_hist_shape, delta, 100, after.token_pass_ns_max);
     if (!o->json)
         printf("nib bench --latency: appliance '%s': %u requests, %llu forward passes timed by "
-               "the appliance (%u workers)\n", o->name ? o->name : "nib", requests,
-               (unsigned long long)l.count, after.n_workers);
+               "the appliance (%u workers)\n",
+               o->name ? o->name : "nib", requests, (unsigned long long)l.count, after.n_workers);
     report(o, "appliance", generated, secs, &l);
     return 0;
 }
@@ -360,8 +368,9 @@ enum { O_LATENCY = NIB_ARGS_OPT, O_JSON, O_NAME, O_PROMPT, O_TOKENS, O_WORKERS, 
 int nib_bench_latency_main(int argc, char **argv)
 {
     static const struct nib_opt opts[] = {
-        {"--latency", O_LATENCY, 0}, {"--json", O_JSON, 0},       {"--name", O_NAME, 1},
-        {"--prompt", O_PROMPT, 1},   {"--tokens", O_TOKENS, 1},   {"--workers", O_WORKERS, 1},
+        {"--latency", O_LATENCY, 0}, {"--json", O_JSON, 0},
+        {"--name", O_NAME, 1},       {"--prompt", O_PROMPT, 1},
+        {"--tokens", O_TOKENS, 1},   {"--workers", O_WORKERS, 1},
         {"--gen", O_GEN, 1},         {NULL, 0, 0},
     };
     struct bench_opts o = {.prompt = "Once upon a time", .tokens = 1000};
@@ -379,7 +388,9 @@ int nib_bench_latency_main(int argc, char **argv)
         else if (opt == O_PROMPT)
             o.prompt = a.value;
         else if (nib_args_u32(&a, 1, opt == O_WORKERS ? NIB_TEAM_MAX_WORKERS : 100000000u,
-                              opt == O_TOKENS ? &o.tokens : opt == O_GEN ? &o.gen : &o.workers))
+                              opt == O_TOKENS ? &o.tokens
+                              : opt == O_GEN  ? &o.gen
+                                              : &o.workers))
             return 2;
     }
     if (opt == NIB_ARGS_EXIT)
@@ -391,7 +402,8 @@ int nib_bench_latency_main(int argc, char **argv)
         return nib_args_missing(&a);
     }
     if (o.name && (o.workers || o.gen))
-        nib_args_note(a.cmd, "--workers and --gen are ignored with --name: the appliance has its own");
+        nib_args_note(a.cmd,
+                      "--workers and --gen are ignored with --name: the appliance has its own");
     if (!o.prompt[0]) {
         fprintf(stderr, "nib bench: --prompt must not be empty\n");
         return 2;

@@ -82,8 +82,8 @@ int nib_noise_measure(const uint32_t *cpus, uint32_t n, double seconds, uint64_t
     uint32_t started = 0;
     int rc = 0;
     for (uint32_t i = 0; i < n; i++) {
-        sp[i] = (struct spinner){cpus[i], start, start + span, malloc(MAX_GAPS * sizeof(struct gap)),
-                                 0, &go};
+        sp[i] = (struct spinner){
+            cpus[i], start, start + span, malloc(MAX_GAPS * sizeof(struct gap)), 0, &go};
         if (!sp[i].gaps || pthread_create(&tid[i], NULL, spin, &sp[i])) {
             rc = -1;
             break;

@@ -8,11 +8,11 @@
 #include <stdint.h>
 
 struct nib_noise {
-    double seconds;          /* spun per CPU */
-    uint64_t gaps_5us;       /* per second per CPU, gaps longer than 5 us */
+    double seconds;    /* spun per CPU */
+    uint64_t gaps_5us; /* per second per CPU, gaps longer than 5 us */
     uint64_t gaps_20us;
     uint64_t gaps_100us;
-    double lost_pct;         /* share of time in gaps longer than 2 us */
+    double lost_pct; /* share of time in gaps longer than 2 us */
     double max_gap_us;
     /* The floor the noise alone puts under p99/p50 (and p99.9/p50) for a
      * pass of token_ns that needs every CPU: over random windows of

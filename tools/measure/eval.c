@@ -47,12 +47,15 @@ static char *read_text(const char *path, size_t *len)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: nib eval MODEL.gguf [--quant SPEC] [--precision P=F,...] [--baseline OTHER.gguf]\n"
-               "                [--text FILE] [--tokens N] [--ctx N] [--json]\n"
-               "  compares SPEC (default f32) against the same model in f32 on the text;\n"
-               "  --baseline: compares OTHER.gguf (e.g. a GGUF Q4_0 of the same model, kept\n"
-               "  exactly as stored) instead of a compiled MODEL\n"
-               "  (default: a short built-in story text); --tokens caps the positions scored (default 512)\n");
+    fprintf(
+        f,
+        "usage: nib eval MODEL.gguf [--quant SPEC] [--precision P=F,...] [--baseline OTHER.gguf]\n"
+        "                [--text FILE] [--tokens N] [--ctx N] [--json]\n"
+        "  compares SPEC (default f32) against the same model in f32 on the text;\n"
+        "  --baseline: compares OTHER.gguf (e.g. a GGUF Q4_0 of the same model, kept\n"
+        "  exactly as stored) instead of a compiled MODEL\n"
+        "  (default: a short built-in story text); --tokens caps the positions scored (default "
+        "512)\n");
 }
 
 enum { O_QUANT = NIB_ARGS_OPT, O_PRECISION, O_BASELINE, O_TEXT, O_TOKENS, O_CTX, O_JSON };
@@ -60,9 +63,10 @@ enum { O_QUANT = NIB_ARGS_OPT, O_PRECISION, O_BASELINE, O_TEXT, O_TOKENS, O_CTX,
 int nib_eval_main(int argc, char **argv)
 {
     static const struct nib_opt opts[] = {
-        {"--quant", O_QUANT, 1}, {"--precision", O_PRECISION, 1}, {"--baseline", O_BASELINE, 1},
-        {"--text", O_TEXT, 1},   {"--tokens", O_TOKENS, 1},       {"--ctx", O_CTX, 1},
-        {"--json", O_JSON, 0},   {NULL, 0, 0},
+        {"--quant", O_QUANT, 1},       {"--precision", O_PRECISION, 1},
+        {"--baseline", O_BASELINE, 1}, {"--text", O_TEXT, 1},
+        {"--tokens", O_TOKENS, 1},     {"--ctx", O_CTX, 1},
+        {"--json", O_JSON, 0},         {NULL, 0, 0},
     };
     const char *in = NULL, *quant = "f32", *text_path = NULL, *precision = NULL, *baseline = NULL;
     uint32_t max_tokens = 512, ctx = 0;
@@ -173,7 +177,8 @@ int nib_eval_main(int argc, char **argv)
         goto out;
     }
     if (json)
-        printf("{\"model\": \"%s\", \"quant\": \"%s\", \"baseline\": \"%s\", \"positions\": %u, \"kl_mean\": %.6g, "
+        printf("{\"model\": \"%s\", \"quant\": \"%s\", \"baseline\": \"%s\", \"positions\": %u, "
+               "\"kl_mean\": %.6g, "
                "\"top1_agreement\": %.6f, \"ppl_f32\": %.6g, \"ppl_quant\": %.6g}\n",
                in, quant, baseline ? baseline : "", r.n, r.kl_mean, r.top1, r.ppl_ref, r.ppl_q);
     else
