@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "proto/ctl.h"
+#include "proto/private/ctl_io.h"
 #include "proto/private/sync.h"
 #include "rt/serve.h"
 
@@ -20,36 +21,15 @@
 #define ACCEPTS_PER_PASS 8
 #define MSGS_PER_PASS 8
 
-static int send_msg(int fd, const struct nib_ctl_msg *m, const int *fds, int nfds)
-{
-    struct iovec iov = {.iov_base = (void *)m, .iov_len = sizeof *m};
-    union {
-        struct cmsghdr h;
-        char buf[CMSG_SPACE(2 * sizeof(int))];
-    } u;
-    struct msghdr msg;
-    memset(&msg, 0, sizeof msg);
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    if (nfds > 0) {
-        memset(&u, 0, sizeof u);
-        msg.msg_control = u.buf;
-        msg.msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int));
-        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
-        memcpy(CMSG_DATA(c), fds, (size_t)nfds * sizeof(int));
-    }
-    return sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof *m ? 0 : -1;
-}
+/* Every reply: never blocking the serving thread, never raising SIGPIPE. */
+#define SEND_FLAGS (MSG_DONTWAIT | MSG_NOSIGNAL)
 
 static void reply(struct nib_server *s, int c, uint16_t type, uint32_t status)
 {
     struct nib_ctl_msg m = nib_ctl_make(type);
     m.status = status;
     m.epoch = s->hdr->epoch;
-    send_msg(s->conns[c].fd, &m, NULL, 0);
+    nib_ctl_send(s->conns[c].fd, &m, NULL, 0, SEND_FLAGS);
 }
 
 /* REFUSED, then the connection is closed (whatever the reason). */
@@ -107,7 +87,7 @@ int nib_control_adopt(struct nib_server *s, int fd, uint32_t uid, uint32_t gid, 
     }
     struct nib_ctl_msg m = nib_ctl_make(NIB_CTL_REFUSED);
     m.status = NIB_CTL_NO_RING;
-    send_msg(fd, &m, NULL, 0);
+    nib_ctl_send(fd, &m, NULL, 0, SEND_FLAGS);
     s->stats->attach_refused++;
     close(fd);
     return -1;
@@ -180,7 +160,7 @@ static void attach(struct nib_server *s, int c)
     /* Counted before the reply, so a host that reads the stats page once
      * attached sees its own attach. */
     s->stats->attaches++;
-    if (send_msg(k->fd, &m, fds, nfds)) {
+    if (nib_ctl_send(k->fd, &m, fds, nfds, SEND_FLAGS)) {
         /* A host that cannot take its answer gets nothing: its ring goes
          * back to the pool. */
         nib_control_drop(s, c);
@@ -219,24 +199,18 @@ static void conn_event(struct nib_server *s, int c, short revents)
     if (revents & POLLIN) {
         for (int n = 0; n < MSGS_PER_PASS && k->fd >= 0; n++) {
             uint8_t buf[sizeof(struct nib_ctl_msg) + 1];
-            struct iovec iov = {.iov_base = buf, .iov_len = sizeof buf};
-            struct msghdr msg;
-            memset(&msg, 0, sizeof msg);
-            msg.msg_iov = &iov;
-            msg.msg_iovlen = 1;
-            /* No control buffer: descriptors a peer sends are never
-             * installed here (the kernel drops them, MSG_CTRUNC). */
-            ssize_t got = recvmsg(k->fd, &msg, MSG_DONTWAIT);
+            /* No control buffer (n_fds NULL): descriptors a peer sends are
+             * never installed here (the kernel drops them, MSG_CTRUNC, and
+             * the message is malformed: EMSGSIZE). */
+            ssize_t got = nib_ctl_recv(k->fd, buf, sizeof buf, MSG_DONTWAIT, NULL, 0, NULL);
             if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
                 return;
-            if (got <= 0) {
+            if (got == 0 || (got < 0 && errno != EMSGSIZE)) {
                 nib_control_drop(s, c);
                 return;
             }
             char err[96];
-            int type = (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
-                           ? -1
-                           : nib_ctl_parse(buf, (size_t)got, err, sizeof err);
+            int type = got < 0 ? -1 : nib_ctl_parse(buf, (size_t)got, err, sizeof err);
             if (type < 0) {
                 s->stats->ctl_malformed++;
                 refuse(s, c, NIB_CTL_MALFORMED);
@@ -266,7 +240,7 @@ static void accept_some(struct nib_server *s)
             struct nib_ctl_msg m = nib_ctl_make(NIB_CTL_REFUSED);
             m.status = NIB_CTL_DENIED;
             m.epoch = s->hdr->epoch;
-            send_msg(fd, &m, NULL, 0);
+            nib_ctl_send(fd, &m, NULL, 0, SEND_FLAGS);
             s->stats->attach_refused++;
             close(fd);
             continue;

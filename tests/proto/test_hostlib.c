@@ -31,6 +31,7 @@
 
 #include "model_blob/blob_view.h"
 #include "proto/ctl.h"
+#include "proto/private/ctl_io.h"
 #include "proto/private/sync.h"
 #include "proto/shm_layout.h"
 #include "proto/stats_layout.h"
@@ -96,27 +97,6 @@ static void *map_memfd(const char *what, uint64_t size, int *fd_out)
     ck_assert_ptr_ne(p, MAP_FAILED);
     *fd_out = fd;
     return p;
-}
-
-static void send_reply(int fd, const struct nib_ctl_msg *m, const int *fds, int nfds)
-{
-    union {
-        struct cmsghdr c;
-        char buf[CMSG_SPACE(4 * sizeof(int))];
-    } ctl;
-    struct iovec iov = {(void *)m, sizeof *m};
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-    if (nfds) {
-        memset(&ctl, 0, sizeof ctl);
-        mh.msg_control = ctl.buf;
-        mh.msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int));
-        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
-        memcpy(CMSG_DATA(c), fds, (size_t)nfds * sizeof(int));
-    }
-    sendmsg(fd, &mh, MSG_NOSIGNAL);
 }
 
 /* ======================= the hand-made appliance ======================= */
@@ -215,7 +195,8 @@ static void fake_attach(int c)
     if (i < 0 || F.tamper == T_REFUSE_NO_RING || F.tamper == T_REFUSE_NOT_READY) {
         m = nib_ctl_make(NIB_CTL_REFUSED);
         m.status = F.tamper == T_REFUSE_NOT_READY ? NIB_CTL_NOT_READY : NIB_CTL_NO_RING;
-        return send_reply(F.conn[c], &m, NULL, 0);
+        nib_ctl_send(F.conn[c], &m, NULL, 0, MSG_NOSIGNAL);
+        return;
     }
     fake_reset_ring(i);
     F.ring_conn[i] = c;
@@ -237,7 +218,7 @@ static void fake_attach(int c)
     default: break;
     }
     F.attaches++;
-    send_reply(F.conn[c], &m, fds, nfds);
+    nib_ctl_send(F.conn[c], &m, fds, nfds, MSG_NOSIGNAL);
 }
 
 static void fake_message(int c)
@@ -258,7 +239,7 @@ static void fake_message(int c)
         struct nib_ctl_msg r = nib_ctl_make(deny ? NIB_CTL_REFUSED : NIB_CTL_STOPPING);
         r.status = deny ? NIB_CTL_DENIED : 0;
         r.epoch = F.geo.epoch;
-        send_reply(F.conn[c], &r, NULL, 0);
+        nib_ctl_send(F.conn[c], &r, NULL, 0, MSG_NOSIGNAL);
         if (!deny) {
             F.stops++;
             nib_store_rel(&F.hdr->state, NIB_APP_STOPPING);

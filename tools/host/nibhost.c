@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "proto/ctl.h"
+#include "proto/private/ctl_io.h"
 #include "proto/private/sync.h"
 #include "proto/shm_layout.h"
 #include "proto/shm_name.h"
@@ -133,20 +134,13 @@ static int send_msg(int fd, uint16_t type, uint64_t deadline)
  * are in fds). */
 static ssize_t recv_msg(int fd, struct nib_ctl_msg *m, int *fds, int *n_fds, uint64_t deadline)
 {
-    if (n_fds)
-        *n_fds = 0;
+    int count;
     for (;;) {
-        union {
-            struct cmsghdr c;
-            char buf[CMSG_SPACE(8 * sizeof(int))];
-        } ctl;
         uint8_t buf[sizeof *m + 1];
-        struct iovec iov = {buf, sizeof buf};
-        struct msghdr mh = {.msg_iov = &iov,
-                            .msg_iovlen = 1,
-                            .msg_control = ctl.buf,
-                            .msg_controllen = sizeof ctl.buf};
-        ssize_t n = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        /* Always a control buffer: whatever descriptors come are closed
+         * here, never left open in the caller's process. */
+        ssize_t n = nib_ctl_recv(fd, buf, sizeof buf, MSG_DONTWAIT | MSG_CMSG_CLOEXEC, fds,
+                                 fds && n_fds ? 2 : 0, n_fds ? n_fds : &count);
         if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
             int left = ms_left(deadline);
             if (!left) {
@@ -156,27 +150,6 @@ static ssize_t recv_msg(int fd, struct nib_ctl_msg *m, int *fds, int *n_fds, uin
             struct pollfd p = {fd, POLLIN, 0};
             poll(&p, 1, left);
             continue;
-        }
-        if (n < 0)
-            return -1;
-        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-            if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-                continue;
-            size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-            for (size_t i = 0; i < k; i++) {
-                int got;
-                memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof got);
-                if (fds && n_fds && *n_fds < 2)
-                    fds[*n_fds] = got;
-                else
-                    close(got);
-                if (n_fds)
-                    (*n_fds)++; /* counts them all: more than 2 is malformed */
-            }
-        }
-        if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
-            errno = EMSGSIZE;
-            return -1;
         }
         if (n > 0)
             memcpy(m, buf, (size_t)n < sizeof *m ? (size_t)n : sizeof *m);
