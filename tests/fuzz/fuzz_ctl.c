@@ -9,7 +9,6 @@
  * header's hosts_attached counts the attached rings; every reply is a
  * well-formed appliance message; no descriptor outlives the conversation.
  * No blob is needed. */
-#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +18,7 @@
 
 #include "proto/ctl.h"
 #include "rt/serve.h"
+#include "tests/common/fds.h"
 #include "tests/fuzz/fuzz.h"
 
 #define RINGS 2
@@ -139,18 +139,6 @@ static void check_tables(void)
     FUZZ_ASSERT(srv.stats->hosts_attached == attached);
 }
 
-static int open_fds(void)
-{
-    DIR *d = opendir("/proc/self/fd");
-    int n = 0;
-    if (!d)
-        return -1;
-    while (readdir(d))
-        n++;
-    closedir(d);
-    return n;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static int base_fds = -2;
@@ -190,7 +178,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     server_reset();
     /* Every descriptor of the conversation is gone again. */
     if (base_fds == -2)
-        base_fds = open_fds();
-    FUZZ_ASSERT(open_fds() == base_fds);
+        base_fds = tu_count_fds();
+    FUZZ_ASSERT(tu_count_fds() == base_fds);
     return 0;
 }

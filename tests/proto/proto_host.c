@@ -31,7 +31,6 @@
  *   PROMPT<TAB>PROMPT_IDS<TAB>GENERATED_IDS<TAB>STATUS   (ids comma-separated)
  * as `nib ask --json` gave them for max_tokens = the generated count (or
  * more, when STATUS is eos). */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -50,10 +49,12 @@
 #include <unistd.h>
 
 #include "proto/ctl.h"
+#include "proto/private/ctl_io.h"
 #include "proto/private/sync.h"
 #include "proto/shm_layout.h"
 #include "proto/shm_name.h"
 #include "rt/sample.h"
+#include "tests/common/fds.h"
 #include "tools/host/nibhost.h"
 
 #ifndef F_SEAL_FUTURE_WRITE
@@ -140,18 +141,6 @@ static uint64_t now_us(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-static int count_fds(void)
-{
-    DIR *d = opendir("/proc/self/fd");
-    int n = 0;
-    if (!d)
-        return -1;
-    while (readdir(d))
-        n++;
-    closedir(d);
-    return n;
 }
 
 /* Generated ids of a finished request of max_tokens for reference r: an
@@ -244,7 +233,7 @@ static int mode_many(const char *name, const char *expected, int n)
 static int mode_stress(const char *name, const char *expected, int n, uint64_t seed)
 {
     load_refs(expected);
-    int fds0 = count_fds();
+    int fds0 = tu_count_fds();
     struct nib_host *h = attach(name);
     uint64_t rng = nib_rng_seed(seed);
     enum { WIN = 6 };
@@ -311,7 +300,7 @@ static int mode_stress(const char *name, const char *expected, int n, uint64_t s
             sleep_us(50);
     }
     nib_host_detach(h);
-    int fds1 = count_fds();
+    int fds1 = tu_count_fds();
     if (fds0 != fds1)
         die("%d file descriptors before attach, %d after detach", fds0, fds1);
     printf("{\"accepted\": %" PRIu64 ", \"finals\": %" PRIu64 ", \"cancelled\": %" PRIu64
@@ -353,20 +342,10 @@ static void raw_attach(struct raw *r, const char *name)
     struct pollfd p = {r->sock, POLLIN, 0};
     if (poll(&p, 1, 30000) != 1)
         die("no answer to ATTACH");
-    union {
-        struct cmsghdr c;
-        char buf[CMSG_SPACE(2 * sizeof(int))];
-    } ctl;
-    struct iovec iov = {&m, sizeof m};
-    struct msghdr mh = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf};
-    ssize_t n = recvmsg(r->sock, &mh, MSG_CMSG_CLOEXEC);
-    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-    if (n != (ssize_t)sizeof m || m.type != NIB_CTL_ATTACHED || !c ||
-        c->cmsg_len != CMSG_LEN(2 * sizeof(int)))
+    int fds[2], nfds;
+    ssize_t n = nib_ctl_recv(r->sock, &m, sizeof m, MSG_CMSG_CLOEXEC, fds, 2, &nfds);
+    if (n != (ssize_t)sizeof m || m.type != NIB_CTL_ATTACHED || nfds != 2)
         die("ATTACH: reply type 0x%x status %u", m.type, m.status);
-    int fds[2];
-    memcpy(fds, CMSG_DATA(c), sizeof fds);
     r->hfd = fds[0];
     r->rfd = fds[1];
     r->hsize = (size_t)m.header_size;

@@ -8,7 +8,6 @@
  * nothing more written); hang-ups, detach, stop, malformed messages, ring
  * reuse, sleeping and futex wake-ups behave as docs/ring.md says. */
 #include <check.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -27,11 +26,13 @@
 
 #include "model_blob/blob_view.h"
 #include "proto/ctl.h"
+#include "proto/private/ctl_io.h"
 #include "proto/private/sync.h"
 #include "rt/exec.h"
 #include "rt/sample.h"
 #include "rt/serve.h"
 #include "rt/tokenizer.h"
+#include "tests/common/fds.h"
 #include "tests/common/test_util.h"
 
 #define N_RINGS 3
@@ -117,26 +118,9 @@ static void send_type(int sock, uint16_t type)
 static struct nib_ctl_msg recv_reply(int sock, int fds[2], int *nfds)
 {
     struct nib_ctl_msg m;
-    struct iovec iov = {.iov_base = &m, .iov_len = sizeof m};
-    union {
-        struct cmsghdr h;
-        char buf[CMSG_SPACE(2 * sizeof(int))];
-    } u;
-    struct msghdr msg;
-    memset(&msg, 0, sizeof msg);
     memset(&m, 0, sizeof m);
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = u.buf;
-    msg.msg_controllen = sizeof u.buf;
-    ssize_t n = recvmsg(sock, &msg, MSG_DONTWAIT);
+    ssize_t n = nib_ctl_recv(sock, &m, sizeof m, MSG_DONTWAIT, fds, 2, nfds);
     ck_assert_msg(n == (ssize_t)sizeof m, "reply of %zd bytes (%s)", n, strerror(errno));
-    *nfds = 0;
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-            *nfds = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-            memcpy(fds, CMSG_DATA(c), (size_t)*nfds * sizeof(int));
-        }
     return m;
 }
 
@@ -705,12 +689,8 @@ END_TEST
 
 static int open_fds(void)
 {
-    DIR *d = opendir("/proc/self/fd");
-    ck_assert_ptr_nonnull(d);
-    int n = 0;
-    while (readdir(d))
-        n++;
-    closedir(d);
+    int n = tu_count_fds();
+    ck_assert_int_ge(n, 0);
     return n;
 }
 
@@ -845,25 +825,7 @@ START_TEST(descriptors_sent_to_the_appliance_are_refused)
 {
     int sock = connect_as((uint32_t)getuid());
     struct nib_ctl_msg m = nib_ctl_make(NIB_CTL_ATTACH);
-    struct iovec iov = {.iov_base = &m, .iov_len = sizeof m};
-    union {
-        struct cmsghdr h;
-        char buf[CMSG_SPACE(sizeof(int))];
-    } u;
-    struct msghdr msg;
-    memset(&msg, 0, sizeof msg);
-    memset(&u, 0, sizeof u);
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = u.buf;
-    msg.msg_controllen = sizeof u.buf;
-    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    int fd = header_fd;
-    memcpy(CMSG_DATA(c), &fd, sizeof fd);
-    ck_assert_int_eq(sendmsg(sock, &msg, 0), (ssize_t)sizeof m);
+    ck_assert_int_eq(nib_ctl_send(sock, &m, &header_fd, 1, 0), 0);
     int before = open_fds();
     nib_control_pass(&srv, 0);
     /* The connection was closed, and nothing was installed in its place. */
