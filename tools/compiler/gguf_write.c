@@ -237,46 +237,24 @@ static void add_scalar(struct gguf_writer *w, const char *key, uint32_t type, ui
         put_le(w, &kv->val, bits, (int)gguf_scalar_size(type));
 }
 
-void gguf_w_u8(struct gguf_writer *w, const char *key, uint8_t v)
-{
-    add_scalar(w, key, GGUF_TYPE_UINT8, v);
-}
-void gguf_w_i8(struct gguf_writer *w, const char *key, int8_t v)
-{
-    add_scalar(w, key, GGUF_TYPE_INT8, (uint8_t)v);
-}
-void gguf_w_u16(struct gguf_writer *w, const char *key, uint16_t v)
-{
-    add_scalar(w, key, GGUF_TYPE_UINT16, v);
-}
-void gguf_w_i16(struct gguf_writer *w, const char *key, int16_t v)
-{
-    add_scalar(w, key, GGUF_TYPE_INT16, (uint16_t)v);
-}
-void gguf_w_u32(struct gguf_writer *w, const char *key, uint32_t v)
-{
-    add_scalar(w, key, GGUF_TYPE_UINT32, v);
-}
-void gguf_w_i32(struct gguf_writer *w, const char *key, int32_t v)
-{
-    add_scalar(w, key, GGUF_TYPE_INT32, (uint32_t)v);
-}
-void gguf_w_u64(struct gguf_writer *w, const char *key, uint64_t v)
-{
-    add_scalar(w, key, GGUF_TYPE_UINT64, v);
-}
-void gguf_w_i64(struct gguf_writer *w, const char *key, int64_t v)
-{
-    add_scalar(w, key, GGUF_TYPE_INT64, (uint64_t)v);
-}
-void gguf_w_f32(struct gguf_writer *w, const char *key, float v)
-{
-    add_scalar(w, key, GGUF_TYPE_FLOAT32, f32_bits(v));
-}
-void gguf_w_bool(struct gguf_writer *w, const char *key, int v)
-{
-    add_scalar(w, key, GGUF_TYPE_BOOL, v != 0);
-}
+/* The typed setters of gguf_write.h: each stores its value's bits as a
+ * scalar of its GGUF type. */
+#define GGUF_W_SCALAR(name, ctype, gtype, bits)                                                    \
+    void gguf_w_##name(struct gguf_writer *w, const char *key, ctype v)                            \
+    {                                                                                              \
+        add_scalar(w, key, gtype, bits);                                                           \
+    }
+GGUF_W_SCALAR(u8, uint8_t, GGUF_TYPE_UINT8, v)
+GGUF_W_SCALAR(i8, int8_t, GGUF_TYPE_INT8, (uint8_t)v)
+GGUF_W_SCALAR(u16, uint16_t, GGUF_TYPE_UINT16, v)
+GGUF_W_SCALAR(i16, int16_t, GGUF_TYPE_INT16, (uint16_t)v)
+GGUF_W_SCALAR(u32, uint32_t, GGUF_TYPE_UINT32, v)
+GGUF_W_SCALAR(i32, int32_t, GGUF_TYPE_INT32, (uint32_t)v)
+GGUF_W_SCALAR(u64, uint64_t, GGUF_TYPE_UINT64, v)
+GGUF_W_SCALAR(i64, int64_t, GGUF_TYPE_INT64, (uint64_t)v)
+GGUF_W_SCALAR(f32, float, GGUF_TYPE_FLOAT32, f32_bits(v))
+GGUF_W_SCALAR(bool, int, GGUF_TYPE_BOOL, v != 0)
+#undef GGUF_W_SCALAR
 
 void gguf_w_f64(struct gguf_writer *w, const char *key, double v)
 {
