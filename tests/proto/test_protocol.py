@@ -768,15 +768,22 @@ def sc_host_killed(c):
     c.stop(app)
 
 
-def sc_appliance_killed(c):
-    nh = c.nh
-    app = c.boot()
+def wait_gone_on_stopped(c, app):
+    """proto_host wait-gone, attached, then app SIGSTOPped, then its request
+    submitted: the host is left waiting on an appliance that does not move."""
     w = c.start_host("wait-gone", c.name, stdin=subprocess.PIPE)
     expect_line(w.stdout, "attached", "wait-gone")
     app.send_signal(signal.SIGSTOP)
     w.stdin.write("go\n")
     w.stdin.flush()
     expect_line(w.stdout, "submitted", "wait-gone")
+    return w
+
+
+def sc_appliance_killed(c):
+    nh = c.nh
+    app = c.boot()
+    w = wait_gone_on_stopped(c, app)
     app.kill()
     app.communicate()
     t0 = time.monotonic()
@@ -1720,12 +1727,7 @@ def sc_stop_bounded(c):
            "after %.0f s): %s" % (time.monotonic() - t0, HEARTBEAT_STALE_S, e))
     h.close()
     app.send_signal(signal.SIGCONT)
-    w = c.start_host("wait-gone", c.name, stdin=subprocess.PIPE)
-    expect_line(w.stdout, "attached", "wait-gone")
-    app.send_signal(signal.SIGSTOP)
-    w.stdin.write("go\n")
-    w.stdin.flush()
-    expect_line(w.stdout, "submitted", "wait-gone")
+    w = wait_gone_on_stopped(c, app)
     out, err = w.communicate(timeout=120)
     if w.returncode != 0 or "not responding" not in out:
         fail("wait-gone on a stopped appliance: %r %r" % (out, err))
