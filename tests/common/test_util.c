@@ -77,3 +77,12 @@ TCase *tu_add_case(Suite *s, const char *name, void (*setup)(void), void (*teard
     suite_add_tcase(s, tc);
     return tc;
 }
+
+float tu_random_f32_bits(uint64_t *state)
+{
+    *state = *state * 6364136223846793005ull + 1442695040888963407ull;
+    uint32_t bits = (uint32_t)(*state >> 32);
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}

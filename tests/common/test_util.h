@@ -9,6 +9,10 @@
  * the test with a message when it cannot. */
 uint8_t *tu_read_file(const char *path, size_t *size);
 
+/* A float of random bits (NaNs and infinities included): the next step of a
+ * 64-bit LCG on *state, its high 32 bits taken as the float's. */
+float tu_random_f32_bits(uint64_t *state);
+
 /* Every Check suite defines this; tests/common/test_main.c, linked into
  * each, is the one main() that runs it. */
 typedef struct Suite Suite;

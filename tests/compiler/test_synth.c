@@ -76,6 +76,20 @@ static void open_ok(struct gguf_file *g, struct blob b)
     ck_assert_msg(rc == 0, "gguf_open: %s", err);
 }
 
+/* stories260k's f32 synth (seed 0), opened into g: close with close_blob(). */
+static struct blob stories260k_open(struct gguf_file *g)
+{
+    struct blob b = synth_blob("stories260k", GGML_TYPE_F32, 0);
+    open_ok(g, b);
+    return b;
+}
+
+static void close_blob(struct gguf_file *g, struct blob b)
+{
+    gguf_close(g);
+    free(b.p);
+}
+
 static uint32_t u32_of(const struct gguf_file *g, const char *key)
 {
     uint32_t v = 0;
@@ -214,9 +228,8 @@ static void free_pieces(char **v, uint64_t n)
 
 START_TEST(test_stories260k_metadata)
 {
-    struct blob b = synth_blob("stories260k", GGML_TYPE_F32, 0);
     struct gguf_file g;
-    open_ok(&g, b);
+    struct blob b = stories260k_open(&g);
     ck_assert_uint_eq(g.version, 3);
     ck_assert_uint_eq(g.n_tensors, 3 + 5 * 9);
     ck_assert_uint_eq(g.n_kv, 22);
@@ -258,16 +271,14 @@ START_TEST(test_stories260k_metadata)
     ck_assert_uint_eq(kv->type, GGUF_TYPE_BOOL);
     ck_assert_uint_eq(kv->val[0], 0);
 
-    gguf_close(&g);
-    free(b.p);
+    close_blob(&g, b);
 }
 END_TEST
 
 START_TEST(test_stories260k_tensors)
 {
-    struct blob b = synth_blob("stories260k", GGML_TYPE_F32, 0);
     struct gguf_file g;
-    open_ok(&g, b);
+    struct blob b = stories260k_open(&g);
     const uint32_t F32 = GGML_TYPE_F32;
     check_tensor(&g, "token_embd.weight", F32, 2, 64, 512);
     check_tensor(&g, "output_norm.weight", F32, 1, 64, 1);
@@ -321,16 +332,14 @@ START_TEST(test_stories260k_tensors)
     const struct gguf_tensor *e = gguf_find_tensor(&g, "token_embd.weight");
     const struct gguf_tensor *o = gguf_find_tensor(&g, "output.weight");
     ck_assert(memcmp(e->data, o->data, e->nbytes) != 0);
-    gguf_close(&g);
-    free(b.p);
+    close_blob(&g, b);
 }
 END_TEST
 
 START_TEST(test_stories260k_vocab)
 {
-    struct blob b = synth_blob("stories260k", GGML_TYPE_F32, 0);
     struct gguf_file g;
-    open_ok(&g, b);
+    struct blob b = stories260k_open(&g);
     uint64_t n;
     char **v = read_pieces(&g, &n);
     ck_assert_uint_eq(n, 512);
@@ -357,8 +366,7 @@ START_TEST(test_stories260k_vocab)
     free(scores);
     free(types);
     free_pieces(v, n);
-    gguf_close(&g);
-    free(b.p);
+    close_blob(&g, b);
 }
 END_TEST
 
@@ -578,17 +586,14 @@ START_TEST(test_f16_conversion)
     /* And it agrees with the compiler's own conversion on random floats. */
     uint64_t z = 1;
     for (int i = 0; i < 1000000; i++) {
-        z = z * 6364136223846793005ull + 1442695040888963407ull;
-        uint32_t bits = (uint32_t)(z >> 32);
-        float f;
-        memcpy(&f, &bits, 4);
+        float f = tu_random_f32_bits(&z);
         if (isnan(f))
             continue;
         _Float16 r = (_Float16)f;
         uint16_t want;
         memcpy(&want, &r, 2);
         if (nib_f32_to_f16(f) != want && bad++ == 0)
-            first = bits;
+            memcpy(&first, &f, sizeof first); /* its bits */
     }
     ck_assert_msg(bad == 0, "%u floats differ from _Float16, first %08x", bad, first);
 #endif
@@ -786,8 +791,7 @@ START_TEST(test_writer_roundtrip)
     ck_assert(memcmp(g.tensors[1].data, q8, sizeof q8) == 0);
     ck_assert(memcmp(g.tensors[2].data, q4, sizeof q4) == 0);
     ck_assert(memcmp(g.tensors[3].data, f16, sizeof f16) == 0);
-    gguf_close(&g);
-    free(b.p);
+    close_blob(&g, b);
 }
 END_TEST
 

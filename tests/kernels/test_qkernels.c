@@ -136,10 +136,7 @@ START_TEST(test_f16)
     /* round to nearest even, as the hardware does, on many floats */
     uint64_t s = 42;
     for (int i = 0; i < 200000; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        uint32_t bits = (uint32_t)(s >> 32);
-        float f;
-        memcpy(&f, &bits, 4);
+        float f = tu_random_f32_bits(&s);
         if (isnan(f))
             continue;
         CHECK(nib_f32_to_f16(f) == _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT),
