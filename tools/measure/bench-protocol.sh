@@ -30,7 +30,7 @@ build() { # build NAME SOURCE_TREE
     ninja -C "$b" tools/nib >/dev/null
     nib[$name]=$b/tools/nib
     "${nib[$name]}" synth "$shape" --seed 1 -o "$work/$name.gguf" >/dev/null
-    "${nib[$name]}" compile "$work/$name.gguf" --quant q4 --ctx 512 -o "$work/$name.blob" >/dev/null
+    "${nib[$name]}" compile "$work/$name.gguf" --quant q4 --ctx 256 -o "$work/$name.blob" >/dev/null
     meson configure "$b" -Dblob="$work/$name.blob" >/dev/null
     ninja -C "$b" >/dev/null
     app[$name]=$b/appliance
