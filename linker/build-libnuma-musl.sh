@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build libnuma.a for musl from Debian's numactl source (DESIGN §9).
+# Build libnuma.a for musl from Debian's numactl source.
 #
 #   linker/build-libnuma-musl.sh SRC_DIR OUT_DIR
 #

@@ -82,7 +82,7 @@ static double median(double *v, int n)
 }
 
 /* 2 MiB-aligned and advised into transparent huge pages, as the appliance
- * maps its weights (DESIGN 5): 4 KiB pages cost ~10% of read bandwidth here
+ * maps its weights (docs/runtime.md): 4 KiB pages cost ~10% of read bandwidth here
  * in TLB misses, for the stream read and the kernels alike. */
 static void *big_alloc(size_t n)
 {
