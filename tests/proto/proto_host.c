@@ -641,6 +641,47 @@ static int pause_forever(void)
     return 0;
 }
 
+/* SIGSTOP takes effect asynchronously: wait until every thread of the
+ * appliance is stopped (state T in /proc/PID/task/TID/stat), so the counts
+ * read next stay final until SIGCONT. */
+static int all_threads_stopped(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return 0;
+    int stopped = 1;
+    struct dirent *e;
+    while (stopped && (e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char stat_path[384], buf[512];
+        snprintf(stat_path, sizeof stat_path, "%s/%s/stat", path, e->d_name);
+        FILE *f = fopen(stat_path, "r");
+        if (!f)
+            continue; /* a thread that just exited */
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = 0;
+        const char *r = strrchr(buf, ')');
+        stopped = r && r[1] == ' ' && (r[2] == 'T' || r[2] == 't');
+    }
+    closedir(d);
+    return stopped;
+}
+
+static void stop_appliance(pid_t pid)
+{
+    kill(pid, SIGSTOP);
+    for (int i = 0; i < 10000; i++) {
+        if (all_threads_stopped(pid))
+            return;
+        sleep_us(100);
+    }
+    die("the appliance did not stop within 1 s of SIGSTOP");
+}
+
 static int mode_hog(const char *name)
 {
     struct nib_host *h = attach(name);
@@ -659,7 +700,7 @@ static int mode_hog(const char *name)
         if (pr.n_tokens > pr.n_prompt)
             break;
     }
-    kill((pid_t)nib_host_appliance_pid(h), SIGSTOP);
+    stop_appliance((pid_t)nib_host_appliance_pid(h));
     nib_host_poll(h, &r, &pr);
     printf("stopped %u %u %" PRIu64 "\n", r.slot, pr.n_tokens - pr.n_prompt, r.ticket);
     fflush(stdout);
@@ -686,7 +727,7 @@ static int mode_cancel_mid(const char *name)
         }
     } while (pr.n_tokens <= pr.n_prompt);
     pid_t app = (pid_t)nib_host_appliance_pid(h);
-    kill(app, SIGSTOP);
+    stop_appliance(app);
     nib_host_poll(h, &r, &pr);
     uint32_t at_stop = pr.n_tokens - pr.n_prompt;
     nib_host_cancel(h, &r);

@@ -85,6 +85,27 @@ def ok(msg):
     print("ok: " + msg, flush=True)
 
 
+def sigstop(proc):
+    """SIGSTOP the appliance and wait until every one of its threads is
+    stopped: the signal lands asynchronously, and a test that reads counts
+    right after kill() would race the threads still running."""
+    proc.send_signal(signal.SIGSTOP)
+    task = "/proc/%d/task" % proc.pid
+    end = time.monotonic() + 5
+    while time.monotonic() < end:
+        states = []
+        for tid in os.listdir(task):
+            try:
+                with open("%s/%s/stat" % (task, tid)) as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+            except (FileNotFoundError, ProcessLookupError, IndexError):
+                pass
+        if states and all(st in ("T", "t") for st in states):
+            return
+        time.sleep(0.0002)
+    fail("the appliance did not stop within 5 s of SIGSTOP")
+
+
 def deadline_loop(seconds, what):
     """Yield until the body breaks; fail after `seconds` (a hang guard, not a speed check)."""
     end = time.monotonic() + seconds
@@ -619,7 +640,7 @@ def sc_busy_cancel(c):
     n_slots = probe.n_slots
     probe.close()
     with nh.Host(c.name) as h:  # attached while the appliance runs
-        app.send_signal(signal.SIGSTOP)
+        sigstop(app)
         hs = [h.submit("The little dog", max_tokens=5, request_id=i) for i in range(n_slots)]
         try:
             h.submit("x")
@@ -657,7 +678,7 @@ def sc_busy_cancel(c):
     # lone request second at the latest.
     a, b = c.raw(), c.raw()
     struct.pack_into("Q", b.ring, 72, 1 << 62)
-    app.send_signal(signal.SIGSTOP)
+    sigstop(app)
     for i in range(a.n_slots):
         a.submit(i, "The little dog", 5)
     b.submit(0, "The little dog", 5)
@@ -773,7 +794,7 @@ def wait_gone_on_stopped(c, app):
     submitted: the host is left waiting on an appliance that does not move."""
     w = c.start_host("wait-gone", c.name, stdin=subprocess.PIPE)
     expect_line(w.stdout, "attached", "wait-gone")
-    app.send_signal(signal.SIGSTOP)
+    sigstop(app)
     w.stdin.write("go\n")
     w.stdin.flush()
     expect_line(w.stdout, "submitted", "wait-gone")
@@ -1129,7 +1150,7 @@ def catch_running(r, i, app, prompt="Once upon a time"):
             if st == DONE or (st == RUNNING and n_tokens > n_prompt + 1):
                 break
         if r.state(i) == RUNNING:
-            app.send_signal(signal.SIGSTOP)
+            sigstop(app)
             if r.state(i) == RUNNING:
                 return
             app.send_signal(signal.SIGCONT)
@@ -1235,7 +1256,7 @@ def sc_punch_hole(c):
         ok("%s hole over the whole ring mid-request: that request ended host_changed, the other "
            "hosts and the punched slot itself then served exactly" % how)
     # Punched while queued: the request is simply gone; the slot works after.
-    app.send_signal(signal.SIGSTOP)
+    sigstop(app)
     a.submit(2, "The little dog", 5)
     punch(a.rfd, 0, a.rsize)
     app.send_signal(signal.SIGCONT)
@@ -1415,7 +1436,7 @@ def sc_pid_fork(c):
     # A forked child of an attached host attaches afresh; the parent's request
     # (queued before the fork) and the parent itself are unaffected.
     h = nh.Host(c.name)
-    app.send_signal(signal.SIGSTOP)
+    sigstop(app)
     hd = h.submit("Lily and Ben", max_tokens=8)
 
     def child(out):
@@ -1716,7 +1737,7 @@ def sc_stop_bounded(c):
     # Waits are bounded when the appliance is stopped.
     app = c.boot()
     h = nh.Host(c.name)
-    app.send_signal(signal.SIGSTOP)
+    sigstop(app)
     hd = h.submit("Once upon a time", max_tokens=8)
     t0 = time.monotonic()
     try:
