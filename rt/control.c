@@ -268,16 +268,20 @@ int nib_control_pass(struct nib_server *s, int timeout_ms)
             who[n++] = c;
         }
     int ready = poll(pf, n, timeout_ms);
-    int events = 0;
+    int events = 0, listen_ready = 0;
+    /* Connections first, new ones last: a host that hung up frees its ring
+     * before an ATTACH accepted in the same pass looks for one. */
     for (nfds_t i = 0; ready > 0 && i < n; i++) {
         if (!pf[i].revents)
             continue;
         events++;
         if (who[i] < 0)
-            accept_some(s);
+            listen_ready = 1;
         else if (s->conns[who[i]].fd == pf[i].fd)
             conn_event(s, who[i], pf[i].revents);
     }
+    if (listen_ready)
+        accept_some(s);
     /* Connections that never attached nor asked anything are closed. */
     uint64_t now = nib_now_ns();
     uint32_t waiting = 0;
