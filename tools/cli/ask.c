@@ -77,6 +77,14 @@ static uint64_t mono_ms(void)
     return nib_now_ns() / 1000000u;
 }
 
+/* Milliseconds left before deadline, at least 1 (the library takes 0 or
+ * less as its default timeout, never as "none left"). */
+static int ms_left(uint64_t deadline)
+{
+    uint64_t now = mono_ms();
+    return now + 1 < deadline ? (int)(deadline - now) : 1;
+}
+
 static void json_ids(FILE *f, const uint32_t *ids, uint32_t n)
 {
     fputc('[', f);
@@ -159,8 +167,8 @@ int nib_ask_main(int argc, char **argv)
     struct nib_host *h;
     int rc;
     /* Every ring attached (--max-hosts) is back-pressure too: try again
-     * until the timeout. */
-    while ((rc = nib_host_attach(&h, name, timeout_ms)) == NIB_HOST_BUSY &&
+     * until the timeout, each try bounded by the time left. */
+    while ((rc = nib_host_attach(&h, name, ms_left(deadline))) == NIB_HOST_BUSY &&
            mono_ms() + 50 < deadline) {
         nib_host_detach(h);
         struct timespec ts = {0, 50000000L};
