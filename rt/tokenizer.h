@@ -35,4 +35,40 @@ int32_t nib_tok_lookup(const struct nib_blob_view *v, const char *s, size_t len)
 size_t nib_tok_decode(const struct nib_blob_view *v, uint32_t prev, uint32_t id, char *out,
                       size_t cap);
 
+/* ---- Every tokenizer model (blob format 4; rt/tokenizer.c dispatches on
+ * the section's model: SentencePiece scores as above, or BPE by merge rank
+ * with normalizers, pre-tokenizer, byte-level mapping and added tokens;
+ * docs/tokenizers.md). ---- */
+
+struct nib_tok_request {
+    int add_bos; /* prepend BOS (the model's post-processor rule applies on top) */
+    int special; /* control tokens written as text (<|im_start|>) map to their ids */
+    /* NULL, or one byte per text byte: nonzero marks bytes that came from a
+     * chat message; a control token is matched only where every byte is
+     * zero, unless special. */
+    const uint8_t *taint;
+};
+
+/* Ids a text of len bytes can need at most. */
+size_t nib_tok_max_ids(const struct nib_blob_view *v, size_t len);
+
+/* Scratch bytes nib_tok_encode_req needs for a text of up to len bytes. */
+size_t nib_tok_req_scratch_footprint(const struct nib_blob_view *v, size_t len);
+
+/* Encode text[0..len) into ids (capacity max_ids >= nib_tok_max_ids).
+ * Returns the count; -1 when the capacity is too small; -2 when the text
+ * exceeded a pre-tokenizer's step bound (a hostile prompt: refused). */
+int nib_tok_encode_req(const struct nib_blob_view *v, const char *text, size_t len,
+                       const struct nib_tok_request *rq, uint32_t *ids, size_t max_ids,
+                       void *scratch);
+
+/* 1 when id ends generation (the model's end-of-generation set). */
+int nib_tok_is_eog(const struct nib_blob_view *v, uint32_t id);
+
+/* The stored bytes of token id (for templates: bos_token, eos_token). */
+const uint8_t *nib_tok_piece(const struct nib_blob_view *v, uint32_t id, uint32_t *len);
+
+/* The blob's compiled chat template (rt/chat/chat.h), or NULL. */
+const uint8_t *nib_tok_chat_program(const struct nib_blob_view *v, size_t *len);
+
 #endif
