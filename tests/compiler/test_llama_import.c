@@ -369,8 +369,10 @@ START_TEST(test_unsupported)
     fx_set_str(&fm, "general.architecture", "gpt2");
     expect_import_fail(&fm, "unsupported architecture 'gpt2'");
     fx_set_str(&fm, "general.architecture", "llama");
-    fx_set_str(&fm, "tokenizer.ggml.model", "gpt2");
-    expect_import_fail(&fm, "unsupported tokenizer model 'gpt2'");
+    fx_set_str(&fm, "tokenizer.ggml.model", "bert");
+    expect_import_fail(&fm, "unsupported tokenizer model 'bert'");
+    fx_set_str(&fm, "tokenizer.ggml.model", "gpt2"); /* its pieces are not byte-level */
+    expect_import_fail(&fm, "is not in the byte-level alphabet");
     fx_set_str(&fm, "tokenizer.ggml.model", "llama");
     fx_set_u32(&fm, "llama.expert_count", 8);
     expect_import_fail(&fm, "mixture of experts");

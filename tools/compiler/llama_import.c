@@ -3,6 +3,7 @@
  * LLaMA model. gguf_open guaranteed every byte we touch lies in the file;
  * this file checks meaning: required keys, types, shapes and limits. */
 #include "tools/compiler/llama_import.h"
+#include "tools/compiler/gguf_tok.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -159,103 +160,45 @@ static int read_hparams(struct imp *im, struct nib_hparams *hp)
 
 /* ---- vocabulary ---- */
 
-/* An optional per-token array: absent is fine; otherwise it must be of one
- * of the element types given and have exactly n entries. */
-static int opt_token_array(struct imp *im, const char *key, uint32_t n, uint32_t t1, uint32_t t2,
-                           const char *expected, const struct gguf_kv **out)
+/* The GGUF's own pieces, scores and types for pack.c's SentencePiece
+ * section (until the packer reads m->tok); gguf_tok_load has checked them. */
+static int legacy_vocab(struct imp *im, struct llama_vocab *v)
 {
-    const struct gguf_kv *kv = gguf_find_kv(im->g, key);
-    char t[40];
-    *out = NULL;
-    if (!kv)
-        return 0;
-    if (kv->type != GGUF_TYPE_ARRAY || (kv->arr_type != t1 && kv->arr_type != t2))
-        return fail(im, "metadata '%s' has type %s, expected %s", key, type_desc(kv, t), expected);
-    if (kv->arr_n != n)
-        return fail(im, "metadata '%s' has %llu entries, expected %u (one per token)", key,
-                    (unsigned long long)kv->arr_n, n);
-    *out = kv;
-    return 0;
-}
-
-static int read_pieces(struct imp *im, struct llama_vocab *v)
-{
-    const char *key = "tokenizer.ggml.tokens";
-    const struct gguf_kv *kv = gguf_find_kv(im->g, key);
-    char t[40];
-    if (!kv)
-        return fail(im, "missing required metadata '%s'", key);
-    if (kv->type != GGUF_TYPE_ARRAY || kv->arr_type != GGUF_TYPE_STRING)
-        return fail(im, "metadata '%s' has type %s, expected array of string", key,
-                    type_desc(kv, t));
-    if (kv->arr_n == 0 || kv->arr_n > NIB_MAX_VOCAB)
-        return fail(im, "vocabulary size %llu is out of range [1, %u]",
-                    (unsigned long long)kv->arr_n, NIB_MAX_VOCAB);
+    const struct gguf_kv *kv = gguf_find_kv(im->g, "tokenizer.ggml.tokens");
+    const struct gguf_kv *sk = gguf_find_kv(im->g, "tokenizer.ggml.scores");
+    const struct gguf_kv *tk = gguf_find_kv(im->g, "tokenizer.ggml.token_type");
     v->n = (uint32_t)kv->arr_n;
     v->pieces = malloc(v->n * sizeof *v->pieces);
-    if (!v->pieces)
+    v->scores = calloc(v->n, sizeof *v->scores);
+    v->types = malloc(v->n * sizeof *v->types);
+    if (!v->pieces || !v->scores || !v->types)
         return fail(im, "out of memory");
     const uint8_t *p = kv->val;
     for (uint32_t i = 0; i < v->n; i++) {
         v->pieces[i] = gguf_next_str(&p);
-        if (v->pieces[i].len > NIB_MAX_PIECE)
-            return fail(im, "token %u piece is %llu bytes, longer than the limit %u", i,
-                        (unsigned long long)v->pieces[i].len, NIB_MAX_PIECE);
-    }
-    return 0;
-}
-
-static int read_scores_types(struct imp *im, struct llama_vocab *v)
-{
-    const struct gguf_kv *sk, *tk;
-    if (opt_token_array(im, "tokenizer.ggml.scores", v->n, GGUF_TYPE_FLOAT32, GGUF_TYPE_FLOAT32,
-                        "array of float32", &sk) ||
-        opt_token_array(im, "tokenizer.ggml.token_type", v->n, GGUF_TYPE_INT32, GGUF_TYPE_UINT32,
-                        "array of int32", &tk))
-        return -1;
-    v->scores = calloc(v->n, sizeof *v->scores);
-    v->types = malloc(v->n * sizeof *v->types);
-    if (!v->scores || !v->types)
-        return fail(im, "out of memory");
-    for (uint32_t i = 0; i < v->n; i++) {
         v->scores[i] = sk ? gguf_arr_f32(sk, i) : 0.0f;
-        if (isnan(v->scores[i]))
-            return fail(im, "token %u has a NaN score", i);
         int32_t ty = tk ? gguf_arr_i32(tk, i) : NIB_TOK_NORMAL;
-        if (ty < 0 || ty > NIB_TOK_BYTE)
-            return fail(im, "token %u has unknown token type %d", i, ty);
-        v->types[i] = ty == 0 ? NIB_TOK_NORMAL : (uint32_t)ty; /* 0 = "undefined" in llama.cpp */
+        v->types[i] = ty == 0 ? NIB_TOK_NORMAL : (uint32_t)ty;
     }
     return 0;
 }
 
 static int read_vocab(struct imp *im, struct llama_model *m)
 {
-    if (need_str_is(im, "tokenizer.ggml.model", "llama", "tokenizer model") /* SentencePiece */)
-        return -1;
-    if (read_pieces(im, &m->vocab) || read_scores_types(im, &m->vocab))
+    if (gguf_tok_load(im->g, &m->tok, im->err, im->errlen) || legacy_vocab(im, &m->vocab))
         return -1;
     struct nib_hparams *hp = &m->hp;
     uint32_t n_vocab_key;
-    int add_bos = 1, rc;
-    hp->vocab_size = m->vocab.n;
-    if (opt_u32(im, "llama.vocab_size", &n_vocab_key, hp->vocab_size) ||
-        opt_u32(im, "tokenizer.ggml.bos_token_id", &hp->bos_id, 1) ||
-        opt_u32(im, "tokenizer.ggml.eos_token_id", &hp->eos_id, 2))
+    hp->vocab_size = m->tok.n_vocab;
+    if (opt_u32(im, "llama.vocab_size", &n_vocab_key, hp->vocab_size))
         return -1;
     if (n_vocab_key != hp->vocab_size)
         return fail(im, "llama.vocab_size %u differs from the %u tokens in tokenizer.ggml.tokens",
                     n_vocab_key, hp->vocab_size);
-    if (hp->bos_id >= hp->vocab_size)
-        return fail(im, "tokenizer.ggml.bos_token_id %u is out of range (vocab %u)", hp->bos_id,
-                    hp->vocab_size);
-    if (hp->eos_id >= hp->vocab_size)
-        return fail(im, "tokenizer.ggml.eos_token_id %u is out of range (vocab %u)", hp->eos_id,
-                    hp->vocab_size);
-    rc = gguf_get_bool(im->g, "tokenizer.ggml.add_bos_token", &add_bos);
-    if (rc == -2)
-        return bad_meta(im, "tokenizer.ggml.add_bos_token", rc, "bool");
-    hp->add_bos = (uint32_t)add_bos;
+    /* hparams keep ids for the header; -1 (none) is stored as 0 with add_bos off. */
+    hp->bos_id = m->tok.bos_id >= 0 ? (uint32_t)m->tok.bos_id : 0;
+    hp->eos_id = m->tok.eos_id >= 0 ? (uint32_t)m->tok.eos_id : 0;
+    hp->add_bos = (uint32_t)m->tok.add_bos;
     return 0;
 }
 
@@ -380,6 +323,7 @@ void llama_model_free(struct llama_model *m)
     free(m->vocab.pieces);
     free(m->vocab.scores);
     free(m->vocab.types);
+    tok_spec_free(&m->tok);
     memset(m, 0, sizeof *m);
 }
 

@@ -6,6 +6,7 @@
 
 #include "model_blob/blob_format.h"
 #include "tools/compiler/gguf.h"
+#include "tools/compiler/tok_spec.h"
 
 struct llama_weight {
     const struct gguf_tensor *t; /* NULL when absent */
@@ -18,6 +19,8 @@ struct llama_layer {
     struct llama_weight ffn_norm, w_gate, w_up, w_down;
 };
 
+/* The GGUF's pieces as they are (SentencePiece form), kept beside tok for
+ * the packer until it reads tok. */
 struct llama_vocab {
     uint32_t n;
     struct gguf_str *pieces; /* malloc'd; strings point into the GGUF */
@@ -31,6 +34,7 @@ struct llama_model {
     int output_tied;            /* output.weight absent: reuse tok_embd */
     struct llama_layer *layers; /* hp.n_layers entries (malloc'd) */
     struct llama_vocab vocab;
+    struct tok_spec tok; /* the tokenizer (tools/compiler/gguf_tok.h) */
 };
 
 /* 0 on success; -1 with a message naming the problem in err. */

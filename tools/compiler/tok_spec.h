@@ -120,4 +120,52 @@ struct tok_spec {
 
 void tok_spec_free(struct tok_spec *s);
 
+/* ---- Helpers shared by the importers (tools/compiler/tok_spec.c) ---- */
+
+/* An empty spec: everything 0, unk/bos/eos -1, byte_id[] UINT32_MAX (no
+ * token for that byte). */
+void tok_spec_init(struct tok_spec *s);
+
+/* Sort the end-of-generation set (so two specs compare field by field). */
+void tok_spec_sort_eog(struct tok_spec *s);
+
+/* A map from byte strings (owned by the caller) to ids: open addressing. */
+struct tok_strmap_ent {
+    const uint8_t *s;
+    uint32_t len, id;
+};
+struct tok_strmap {
+    struct tok_strmap_ent *e;
+    uint32_t mask;
+};
+/* Room for cap keys; -1 when out of memory. */
+int tok_strmap_init(struct tok_strmap *m, uint32_t cap);
+void tok_strmap_free(struct tok_strmap *m);
+/* Insert s -> id unless s is present; returns the id s maps to afterwards. */
+uint32_t tok_strmap_put(struct tok_strmap *m, const uint8_t *s, uint32_t len, uint32_t id);
+/* The id of s, or -1. */
+int64_t tok_strmap_get(const struct tok_strmap *m, const uint8_t *s, uint32_t len);
+
+/* Add id to the end-of-generation set unless present; -1 when it is full. */
+int tok_spec_add_eog(struct tok_spec *s, uint32_t id);
+
+/* 1 when a control token's text is one of the well-known end-of-turn
+ * markers (<|eot_id|>, <|im_end|>, <end_of_turn>, ...; the list is in
+ * tok_spec.c), which join the end-of-generation set. */
+int tok_is_end_of_turn_text(const uint8_t *s, size_t n);
+
+/* GPT-2's byte-level alphabet: each byte is shown as one printable code
+ * point (printable Latin-1 stands for itself, every other byte is U+0100 +
+ * k in byte order). */
+uint32_t tok_bytelevel_cp(uint8_t byte);
+/* The byte a code point of that alphabet stands for, or -1. */
+int tok_bytelevel_byte(uint32_t cp);
+/* Map a printable piece (UTF-8, n bytes) back to raw bytes in out (room for
+ * n bytes: a piece never grows); returns the raw length, or -1 when a
+ * character is not in the alphabet or the UTF-8 is ill-formed. */
+long tok_bytelevel_decode(const uint8_t *s, size_t n, uint8_t *out);
+/* Raw bytes to the printable form (out: room for 2 * n bytes); returns its
+ * length. */
+size_t tok_bytelevel_encode(const uint8_t *s, size_t n, uint8_t *out);
+
 #endif
