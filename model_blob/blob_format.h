@@ -8,8 +8,9 @@
  *   [header]      struct nib_blob_header
  *   [tensors]     n_tensors x struct nib_tensor_rec
  *   [plan]        n_ops x struct nib_op          (executed top to bottom per token)
- *   [tokenizer]   struct nib_tok_header, n_vocab x struct nib_tok_entry,
- *                 n_vocab x u32 sorted ids (by piece bytes), piece bytes
+ *   [tokenizer]   struct nib_tok_header, then the tables its ranges name
+ *                 (entries, sorted ids, piece bytes, merges, added-token
+ *                 trie, normalizer and pre-tokenizer steps, chat program)
  *   [weights]     tensor payloads in the order the plan streams them
  *
  * The CRC32C in the header covers bytes [NIB_CRC_START, blob_size).
@@ -23,7 +24,7 @@
 #include "kernels/dtype.h" /* enum nib_isa, enum nib_dtype: what the kernels consume */
 
 #define NIB_BLOB_MAGIC "NIBBLOB1"
-#define NIB_BLOB_VERSION 3u                   /* 3: named op parameters (struct nib_op) */
+#define NIB_BLOB_VERSION 4u /* 4: the tokenizer section holds any tokenizer model */
 #define NIB_WEIGHT_ALIGN (2u * 1024u * 1024u) /* huge page */
 #define NIB_SECTION_ALIGN 64u
 #define NIB_CRC_START 12u /* magic[8] + crc32c[4] */
@@ -227,13 +228,66 @@ struct nib_op {
     };
 };
 
+/* ---- Tokenizer section (format 4; docs/blob-format.md, docs/tokenizers.md).
+ * The section starts with struct nib_tok_header; every table is a range of
+ * the section (offset from the section's start, element count), 8-byte
+ * aligned, and the validator checks each one as hostile input. */
+
+#define NIB_TOK_NONE 0xFFFFFFFFu /* "no token" in any id field */
+#define NIB_TOK_MAX_EOG 16
+#define NIB_TOK_MAX_STEPS 8           /* normalizer steps; pre-tokenizer steps */
+#define NIB_TOK_MAX_ARG 64            /* bytes of a normalizer/decoder string */
+#define NIB_TOK_MAX_MERGES (1u << 22) /* merge table slots */
+#define NIB_TOK_MAX_TRIE (1u << 22)   /* added-token trie nodes */
+#define NIB_TOK_MAX_DATA (1u << 22)   /* step data: patterns, regex programs */
+#define NIB_TOK_MAX_CHAT (1u << 22)   /* chat program bytes */
+
+enum nib_tok_model {
+    NIB_TOKM_SPM = 1, /* SentencePiece BPE by piece score (the blob format 3 tokenizer) */
+    NIB_TOKM_BPE = 2, /* BPE by merge rank, with the pre-tokenizer pipeline */
+};
+
+/* nib_tok_header.flags */
+#define NIB_TOKF_BYTE_LEVEL 0x1u    /* BPE: words start as byte tokens (byte_ids) */
+#define NIB_TOKF_BYTE_FALLBACK 0x2u /* unknown characters become byte tokens (byte_ids) */
+#define NIB_TOKF_FUSE_UNK 0x4u      /* consecutive unknowns of a text piece: one unk */
+#define NIB_TOKF_IGNORE_MERGES 0x8u /* a word that is a token is that token */
+#define NIB_TOKF_ADD_BOS 0x10u      /* the model's rule: BOS starts every sequence */
+#define NIB_TOKF_ADD_EOS 0x20u      /* the model's rule: EOS ends every sequence */
+#define NIB_TOKF_ALL 0x3Fu
+
+struct nib_tok_range {
+    uint32_t offset; /* bytes from the start of the tokenizer section, 8-aligned */
+    uint32_t count;  /* elements (bytes for byte ranges) */
+};
+
 struct nib_tok_header {
     uint32_t n_vocab;
     uint32_t max_piece_len;
-    uint32_t byte_fallback; /* ids of <0x00>..<0xFF> are byte_base + b */
-    uint32_t byte_base;
-    uint32_t unk_id;
-    uint32_t reserved[3];
+    uint32_t model;  /* enum nib_tok_model */
+    uint32_t flags;  /* NIB_TOKF_* */
+    uint32_t unk_id; /* NIB_TOK_NONE: none */
+    uint32_t bos_id; /* NIB_TOK_NONE: none */
+    uint32_t eos_id; /* NIB_TOK_NONE: none */
+    uint32_t n_eog;  /* end-of-generation set: eog[0..n_eog) */
+    uint32_t eog[NIB_TOK_MAX_EOG];
+    uint32_t merge_max_probe;            /* longest probe any merge key needs (validated) */
+    uint32_t strip_leading;              /* decoding: spaces dropped at the start of a text */
+    struct nib_tok_range entries;        /* n_vocab x struct nib_tok_entry */
+    struct nib_tok_range sorted;         /* n_vocab x u32: ids sorted by piece bytes */
+    struct nib_tok_range bytes;          /* piece bytes */
+    struct nib_tok_range byte_ids;       /* 256 x u32: token of byte b (NIB_TOK_NONE: none) */
+    struct nib_tok_range merges;         /* 0 or a power of two x struct nib_tok_merge */
+    struct nib_tok_range trie_nodes;     /* struct nib_tok_trie_node; node 0 is the root */
+    struct nib_tok_range trie_edges;     /* struct nib_tok_trie_edge */
+    struct nib_tok_range norm;           /* struct nib_tok_norm_step, applied in order */
+    struct nib_tok_range pre;            /* struct nib_tok_pre_step, applied in order */
+    struct nib_tok_range data;           /* bytes the steps and the decoder point into */
+    struct nib_tok_range chat;           /* compiled chat template (rt/chat/chat.h); 0: none */
+    uint32_t dec_from_off, dec_from_len; /* decoding: in data, replaced by ... */
+    uint32_t dec_to_off, dec_to_len;     /* ... this (U+2581 -> ' ') */
+    char pre_name[32];                   /* pre-tokenizer name (GGUF), NUL-terminated */
+    uint32_t reserved[4];
 };
 
 enum nib_tok_type {
@@ -246,10 +300,86 @@ enum nib_tok_type {
 };
 
 struct nib_tok_entry {
-    float score;
+    float score;     /* SPM: the piece's score */
     uint32_t offset; /* into the piece bytes */
     uint16_t len;
     uint16_t type; /* enum nib_tok_type */
+};
+
+/* One merge, in an open-addressing hash table keyed by (left, right):
+ * home slot nib_tok_merge_hash(left, right) & (slots - 1), linear probing;
+ * an empty slot has left = NIB_TOK_NONE. */
+struct nib_tok_merge {
+    uint32_t left, right;
+    uint32_t rank; /* lower merges first */
+    uint32_t result;
+};
+
+static inline uint32_t nib_tok_merge_hash(uint32_t left, uint32_t right)
+{
+    uint64_t k = ((uint64_t)left << 32 | right) * 0x9E3779B97F4A7C15ull;
+    return (uint32_t)(k >> 32);
+}
+
+/* Added-token trie over raw bytes, nodes in breadth-first order: the edges
+ * of all nodes, taken in node order, lead to nodes 1, 2, 3, ... exactly
+ * once each (so every node has one parent, which comes first). */
+#define NIB_TOKA_TERMINAL 0x1u /* a token ends here: id */
+#define NIB_TOKA_SPECIAL 0x2u  /* matched only when the request allows it */
+#define NIB_TOKA_LSTRIP 0x4u   /* swallows whitespace before it */
+#define NIB_TOKA_RSTRIP 0x8u   /* swallows whitespace after it */
+
+struct nib_tok_trie_node {
+    uint32_t edge_start; /* its edges: [edge_start, +n_edges), sorted by byte */
+    uint16_t n_edges;
+    uint16_t flags; /* NIB_TOKA_* */
+    uint32_t id;    /* TERMINAL: the token */
+};
+
+struct nib_tok_trie_edge {
+    uint32_t child;
+    uint32_t byte; /* 0..255 */
+};
+
+/* Normalizer steps (kinds as in tools/compiler/tok_spec.h). */
+enum nib_tok_norm_kind { NIB_TOKN_NFC = 1, NIB_TOKN_PREPEND = 2, NIB_TOKN_REPLACE = 3 };
+
+struct nib_tok_norm_step {
+    uint32_t kind;
+    uint32_t pat_off, pat_len; /* REPLACE: the literal pattern, in data */
+    uint32_t arg_off, arg_len; /* PREPEND: the prefix; REPLACE: the replacement */
+    uint32_t reserved;
+};
+
+/* Pre-tokenizer steps: each splits every word of the step before. */
+enum nib_tok_pre_kind {
+    NIB_TOKP_SPLIT_REGEX = 1,     /* pat: a regex program (rt/text/regex.h) */
+    NIB_TOKP_SPLIT_STRING = 2,    /* pat: a literal string */
+    NIB_TOKP_DIGITS = 3,          /* runs of ASCII digits (each alone: INDIVIDUAL) */
+    NIB_TOKP_METASPACE = 4,       /* ' ' -> replacement, prefix by prepend scheme */
+    NIB_TOKP_BYTELEVEL_REGEX = 5, /* pat: the GPT-2 split regex program */
+};
+
+/* What a split keeps (struct nib_tok_pre_step.behavior). */
+enum nib_tok_split {
+    NIB_TOKS_ISOLATED = 1, /* gaps and matches, each a word */
+    NIB_TOKS_REMOVED = 2,  /* gaps only */
+    NIB_TOKS_MATCHES = 3,  /* matches only (invert) */
+};
+
+#define NIB_TOKP_INDIVIDUAL 0x1u     /* DIGITS */
+#define NIB_TOKP_PREPEND_FIRST 0x2u  /* METASPACE: prefix only the text's first piece */
+#define NIB_TOKP_PREPEND_ALWAYS 0x4u /* METASPACE: prefix every word */
+#define NIB_TOKP_PREFIX_SPACE 0x8u   /* BYTELEVEL_REGEX: ' ' before a word without one */
+#define NIB_TOKP_ALL 0xFu
+
+struct nib_tok_pre_step {
+    uint32_t kind;
+    uint32_t behavior;         /* SPLIT_*: enum nib_tok_split */
+    uint32_t flags;            /* NIB_TOKP_* */
+    uint32_t replacement;      /* METASPACE: the code point */
+    uint32_t pat_off, pat_len; /* in data */
+    uint32_t reserved[2];
 };
 
 _Static_assert(sizeof(struct nib_hparams) == 64, "hparams layout");
@@ -264,5 +394,10 @@ _Static_assert(sizeof(struct nib_matmul_params) <= sizeof(((struct nib_op *)0)->
                    sizeof(struct nib_quant_params) <= sizeof(((struct nib_op *)0)->params),
                "op parameters fit the op");
 _Static_assert(sizeof(struct nib_tok_entry) == 12, "token entry layout");
+_Static_assert(sizeof(struct nib_tok_header) % 8 == 0, "tokenizer header keeps tables aligned");
+_Static_assert(sizeof(struct nib_tok_merge) == 16 && sizeof(struct nib_tok_trie_node) == 12 &&
+                   sizeof(struct nib_tok_trie_edge) == 8 &&
+                   sizeof(struct nib_tok_norm_step) == 24 && sizeof(struct nib_tok_pre_step) == 32,
+               "tokenizer table layouts");
 
 #endif

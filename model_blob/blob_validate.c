@@ -130,36 +130,21 @@ static int check_tensors(struct nib_blob_view *v, char *err, size_t errlen)
     return 0;
 }
 
-static int check_tokenizer(struct nib_blob_view *v, char *err, size_t errlen)
+/* A table of the tokenizer section: 8-aligned, inside the section. */
+static const void *tok_table(const uint8_t *sec, uint64_t size, const struct nib_tok_range *r,
+                             uint64_t elem, const char *name, char *err, size_t errlen)
 {
-    const struct nib_blob_header *h = v->h;
-    const uint8_t *sec = v->base + h->tokenizer.offset;
-    uint64_t size = h->tokenizer.size;
-    if (size < sizeof(struct nib_tok_header))
-        return fail(err, errlen, "tokenizer section too small");
-    v->tok = (const struct nib_tok_header *)(const void *)sec;
+    if (r->offset % 8 || !range_ok(r->offset, (uint64_t)r->count * elem, size)) {
+        fail(err, errlen, "tokenizer %s [%u, +%u x %llu) misaligned or outside the section", name,
+             r->offset, r->count, (unsigned long long)elem);
+        return NULL;
+    }
+    return sec + r->offset;
+}
+
+static int check_tok_entries(struct nib_blob_view *v, char *err, size_t errlen)
+{
     uint32_t n = v->tok->n_vocab;
-    if (n != h->hp.vocab_size)
-        return fail(err, errlen, "tokenizer has %u entries, model vocab is %u", n,
-                    h->hp.vocab_size);
-    uint64_t tables = sizeof(struct nib_tok_header) + (uint64_t)n * sizeof(struct nib_tok_entry);
-    tables = (tables + 3) & ~3ull;
-    tables += (uint64_t)n * 4u;
-    if (tables > size)
-        return fail(err, errlen, "tokenizer tables exceed the section");
-    v->tok_entries =
-        (const struct nib_tok_entry *)(const void *)(sec + sizeof(struct nib_tok_header));
-    v->tok_sorted = (const uint32_t *)(const void *)(sec + tables - (uint64_t)n * 4u);
-    v->tok_bytes = sec + tables;
-    v->tok_bytes_size = size - tables;
-    if (v->tok->max_piece_len > NIB_MAX_PIECE)
-        return fail(err, errlen, "tokenizer max piece length %u > %u", v->tok->max_piece_len,
-                    NIB_MAX_PIECE);
-    if (v->tok->unk_id >= n)
-        return fail(err, errlen, "tokenizer unk id %u outside the vocabulary", v->tok->unk_id);
-    if (v->tok->byte_fallback && (v->tok->byte_base > n || n - v->tok->byte_base < 256))
-        return fail(err, errlen, "tokenizer byte tokens [%u, +256) outside the vocabulary",
-                    v->tok->byte_base);
     for (uint32_t i = 0; i < n; i++) {
         const struct nib_tok_entry *e = &v->tok_entries[i];
         if (e->len > v->tok->max_piece_len || !range_ok(e->offset, e->len, v->tok_bytes_size))
@@ -182,6 +167,220 @@ static int check_tokenizer(struct nib_blob_view *v, char *err, size_t errlen)
         if (c > 0 || (c == 0 && a->len > b->len))
             return fail(err, errlen, "tokenizer sorted index is not sorted at %u", i);
     }
+    return 0;
+}
+
+/* Every merge must be found where the runtime looks: from its home slot,
+ * within merge_max_probe steps, with no other slot of the same key first. */
+static int check_tok_merges(const struct nib_blob_view *v, char *err, size_t errlen)
+{
+    uint32_t slots = v->tok_merge_slots, n = v->tok->n_vocab, probe = v->tok->merge_max_probe;
+    if (slots & (slots - 1) || slots > NIB_TOK_MAX_MERGES)
+        return fail(err, errlen, "tokenizer merge table has %u slots, not a power of two <= %u",
+                    slots, NIB_TOK_MAX_MERGES);
+    if (probe > 1024 || (slots && probe >= slots))
+        return fail(err, errlen, "tokenizer merge probe bound %u is too large", probe);
+    for (uint32_t i = 0; i < slots; i++) {
+        const struct nib_tok_merge *m = &v->tok_merges[i];
+        if (m->left == NIB_TOK_NONE)
+            continue;
+        if (m->left >= n || m->right >= n || m->result >= n)
+            return fail(err, errlen, "tokenizer merge slot %u: id outside the vocabulary", i);
+        if (m->rank >= (1u << 24))
+            return fail(err, errlen, "tokenizer merge slot %u: rank %u too large", i, m->rank);
+        uint32_t mask = slots - 1, s = nib_tok_merge_hash(m->left, m->right) & mask;
+        for (uint32_t d = 0;; d++, s = (s + 1) & mask) {
+            if (d > probe)
+                return fail(err, errlen, "tokenizer merge slot %u lies beyond the probe bound", i);
+            const struct nib_tok_merge *o = &v->tok_merges[s];
+            if (s == i)
+                break;
+            if (o->left == NIB_TOK_NONE)
+                return fail(err, errlen, "tokenizer merge slot %u is not reachable", i);
+            if (o->left == m->left && o->right == m->right)
+                return fail(err, errlen, "tokenizer merge slot %u repeats a key", i);
+        }
+    }
+    return 0;
+}
+
+/* The added-token trie: breadth-first order, every node reached once,
+ * edges sorted, terminals inside the vocabulary, depth bounded. */
+static int check_tok_trie(const struct nib_blob_view *v, uint32_t n_edges, char *err, size_t errlen)
+{
+    uint32_t nn = v->tok_n_nodes, next = 1, edge = 0;
+    if (nn == 0)
+        return n_edges ? fail(err, errlen, "tokenizer trie has edges but no nodes") : 0;
+    for (uint32_t i = 0; i < nn; i++) {
+        const struct nib_tok_trie_node *t = &v->tok_nodes[i];
+        if (t->edge_start != edge || t->n_edges > 256 || t->n_edges > n_edges - edge)
+            return fail(err, errlen, "tokenizer trie node %u: edges out of order", i);
+        if (t->flags & ~0xFu || (!(t->flags & NIB_TOKA_TERMINAL) && t->flags) ||
+            ((t->flags & NIB_TOKA_TERMINAL) && (i == 0 || t->id >= v->tok->n_vocab)))
+            return fail(err, errlen, "tokenizer trie node %u: bad token or flags", i);
+        for (uint32_t k = 0; k < t->n_edges; k++, edge++) {
+            const struct nib_tok_trie_edge *e = &v->tok_edges[edge];
+            if (e->byte > 255 || (k && e->byte <= v->tok_edges[edge - 1].byte))
+                return fail(err, errlen, "tokenizer trie node %u: edges not sorted", i);
+            if (e->child != next++)
+                return fail(err, errlen, "tokenizer trie node %u: edge to %u breaks the order", i,
+                            e->child);
+        }
+    }
+    if (next != nn || edge != n_edges)
+        return fail(err, errlen, "tokenizer trie: %u nodes reached of %u", next, nn);
+    uint32_t lo = 0, hi = 1, depth = 0;
+    while (lo < hi) {
+        uint32_t kids = 0;
+        for (uint32_t i = lo; i < hi; i++)
+            kids += v->tok_nodes[i].n_edges;
+        lo = hi;
+        hi += kids;
+        if (++depth > NIB_MAX_PIECE + 1)
+            return fail(err, errlen, "tokenizer trie deeper than %u", NIB_MAX_PIECE);
+    }
+    return 0;
+}
+
+static int data_ok(const struct nib_blob_view *v, uint32_t off, uint32_t len, uint32_t max)
+{
+    return len <= max && range_ok(off, len, v->tok_data_size);
+}
+
+static int check_tok_steps(const struct nib_blob_view *v, char *err, size_t errlen)
+{
+    for (uint32_t i = 0; i < v->tok_n_norm; i++) {
+        const struct nib_tok_norm_step *s = &v->tok_norm[i];
+        int ok = 0;
+        if (s->kind == NIB_TOKN_NFC)
+            ok = s->pat_len == 0 && s->arg_len == 0;
+        else if (s->kind == NIB_TOKN_PREPEND)
+            ok = s->pat_len == 0 && s->arg_len > 0 &&
+                 data_ok(v, s->arg_off, s->arg_len, NIB_TOK_MAX_ARG);
+        else if (s->kind == NIB_TOKN_REPLACE)
+            ok = s->pat_len > 0 && data_ok(v, s->pat_off, s->pat_len, NIB_TOK_MAX_ARG) &&
+                 data_ok(v, s->arg_off, s->arg_len, NIB_TOK_MAX_ARG);
+        if (!ok)
+            return fail(err, errlen, "tokenizer normalizer step %u: bad kind %u or strings", i,
+                        s->kind);
+    }
+    for (uint32_t i = 0; i < v->tok_n_pre; i++) {
+        const struct nib_tok_pre_step *s = &v->tok_pre[i];
+        int ok = s->flags <= NIB_TOKP_ALL;
+        switch (s->kind) {
+        case NIB_TOKP_SPLIT_REGEX:
+        case NIB_TOKP_SPLIT_STRING:
+        case NIB_TOKP_BYTELEVEL_REGEX:
+            ok = ok && s->behavior >= NIB_TOKS_ISOLATED && s->behavior <= NIB_TOKS_MATCHES &&
+                 s->pat_len > 0 &&
+                 data_ok(v, s->pat_off, s->pat_len,
+                         s->kind == NIB_TOKP_SPLIT_STRING ? NIB_TOK_MAX_ARG : NIB_TOK_MAX_DATA);
+            break;
+        case NIB_TOKP_DIGITS: break;
+        case NIB_TOKP_METASPACE:
+            ok = ok && s->replacement > 0 && s->replacement <= 0x10FFFF &&
+                 (s->replacement < 0xD800 || s->replacement > 0xDFFF);
+            break;
+        default: ok = 0;
+        }
+        if (!ok)
+            return fail(err, errlen, "tokenizer pre-tokenizer step %u: bad kind %u or fields", i,
+                        s->kind);
+    }
+    return 0;
+}
+
+/* The tokenizer section at sec (size bytes, 8-aligned); vocab: the
+ * model's vocabulary size, or 0 for a section on its own. */
+static int check_tokenizer(struct nib_blob_view *v, const uint8_t *sec, uint64_t size,
+                           uint32_t vocab, char *err, size_t errlen)
+{
+    if (size < sizeof(struct nib_tok_header))
+        return fail(err, errlen, "tokenizer section too small");
+    if (size > UINT32_MAX)
+        return fail(err, errlen, "tokenizer section larger than 4 GiB");
+    if ((uintptr_t)sec % 8)
+        return fail(err, errlen, "tokenizer section is not 8-byte aligned");
+    const struct nib_tok_header *t = (const struct nib_tok_header *)(const void *)sec;
+    v->tok = t;
+    uint32_t n = t->n_vocab;
+    if (vocab && n != vocab)
+        return fail(err, errlen, "tokenizer has %u entries, model vocab is %u", n, vocab);
+    if (n == 0 || n > NIB_MAX_VOCAB)
+        return fail(err, errlen, "tokenizer has %u entries (1..%u)", n, NIB_MAX_VOCAB);
+    if (t->model != NIB_TOKM_SPM && t->model != NIB_TOKM_BPE)
+        return fail(err, errlen, "tokenizer model %u is unknown", t->model);
+    if (t->flags & ~NIB_TOKF_ALL ||
+        (t->model == NIB_TOKM_SPM &&
+         (t->flags & (NIB_TOKF_BYTE_LEVEL | NIB_TOKF_FUSE_UNK | NIB_TOKF_IGNORE_MERGES))))
+        return fail(err, errlen, "tokenizer flags 0x%x unknown for its model", t->flags);
+    if (t->max_piece_len > NIB_MAX_PIECE)
+        return fail(err, errlen, "tokenizer max piece length %u > %u", t->max_piece_len,
+                    NIB_MAX_PIECE);
+    if ((t->unk_id != NIB_TOK_NONE && t->unk_id >= n) ||
+        (t->model == NIB_TOKM_SPM && t->unk_id >= n))
+        return fail(err, errlen, "tokenizer unk id %u outside the vocabulary", t->unk_id);
+    if ((t->bos_id != NIB_TOK_NONE && t->bos_id >= n) ||
+        (t->eos_id != NIB_TOK_NONE && t->eos_id >= n) ||
+        ((t->flags & NIB_TOKF_ADD_BOS) && t->bos_id == NIB_TOK_NONE) ||
+        ((t->flags & NIB_TOKF_ADD_EOS) && t->eos_id == NIB_TOK_NONE))
+        return fail(err, errlen, "tokenizer bos/eos id outside the vocabulary");
+    if (t->n_eog > NIB_TOK_MAX_EOG)
+        return fail(err, errlen, "tokenizer end-of-generation set of %u ids > %u", t->n_eog,
+                    NIB_TOK_MAX_EOG);
+    for (uint32_t i = 0; i < t->n_eog; i++)
+        if (t->eog[i] >= n)
+            return fail(err, errlen, "tokenizer end-of-generation id %u outside the vocabulary",
+                        t->eog[i]);
+    if (t->strip_leading > NIB_TOK_MAX_ARG || memchr(t->pre_name, 0, sizeof t->pre_name) == NULL)
+        return fail(err, errlen, "tokenizer decoder strip or pre-tokenizer name is bad");
+    if (t->entries.count != n || t->sorted.count != n || t->byte_ids.count != 256)
+        return fail(err, errlen, "tokenizer tables do not hold %u tokens and 256 bytes", n);
+    if (t->norm.count > NIB_TOK_MAX_STEPS || t->pre.count > NIB_TOK_MAX_STEPS ||
+        t->trie_nodes.count > NIB_TOK_MAX_TRIE || t->trie_edges.count > NIB_TOK_MAX_TRIE ||
+        t->data.count > NIB_TOK_MAX_DATA || t->chat.count > NIB_TOK_MAX_CHAT)
+        return fail(err, errlen, "tokenizer step, trie, data or chat table is too large");
+    if (t->model == NIB_TOKM_SPM && (t->merges.count || t->norm.count || t->pre.count))
+        return fail(err, errlen, "SentencePiece tokenizer with merges or pipeline steps");
+    if (!(v->tok_entries = tok_table(sec, size, &t->entries, sizeof(struct nib_tok_entry),
+                                     "entries", err, errlen)) ||
+        !(v->tok_sorted = tok_table(sec, size, &t->sorted, 4, "sorted index", err, errlen)) ||
+        !(v->tok_bytes = tok_table(sec, size, &t->bytes, 1, "bytes", err, errlen)) ||
+        !(v->tok_byte_ids = tok_table(sec, size, &t->byte_ids, 4, "byte ids", err, errlen)) ||
+        !(v->tok_merges = tok_table(sec, size, &t->merges, sizeof(struct nib_tok_merge), "merges",
+                                    err, errlen)) ||
+        !(v->tok_nodes = tok_table(sec, size, &t->trie_nodes, sizeof(struct nib_tok_trie_node),
+                                   "trie nodes", err, errlen)) ||
+        !(v->tok_edges = tok_table(sec, size, &t->trie_edges, sizeof(struct nib_tok_trie_edge),
+                                   "trie edges", err, errlen)) ||
+        !(v->tok_norm = tok_table(sec, size, &t->norm, sizeof(struct nib_tok_norm_step),
+                                  "normalizer", err, errlen)) ||
+        !(v->tok_pre = tok_table(sec, size, &t->pre, sizeof(struct nib_tok_pre_step),
+                                 "pre-tokenizer", err, errlen)) ||
+        !(v->tok_data = tok_table(sec, size, &t->data, 1, "data", err, errlen)) ||
+        !(v->tok_chat = tok_table(sec, size, &t->chat, 1, "chat program", err, errlen)))
+        return -1;
+    v->tok_bytes_size = t->bytes.count;
+    v->tok_merge_slots = t->merges.count;
+    v->tok_n_nodes = t->trie_nodes.count;
+    v->tok_n_norm = t->norm.count;
+    v->tok_n_pre = t->pre.count;
+    v->tok_data_size = t->data.count;
+    v->tok_chat_size = t->chat.count;
+    if (!t->chat.count)
+        v->tok_chat = NULL;
+    int need_bytes = (t->flags & (NIB_TOKF_BYTE_LEVEL | NIB_TOKF_BYTE_FALLBACK)) &&
+                     (t->model == NIB_TOKM_SPM || (t->flags & NIB_TOKF_BYTE_LEVEL));
+    for (uint32_t b = 0; b < 256; b++)
+        if (v->tok_byte_ids[b] == NIB_TOK_NONE ? need_bytes : v->tok_byte_ids[b] >= n)
+            return fail(err, errlen, "tokenizer byte %u: token %u outside the vocabulary", b,
+                        v->tok_byte_ids[b]);
+    if (!data_ok(v, t->dec_from_off, t->dec_from_len, NIB_TOK_MAX_ARG) ||
+        !data_ok(v, t->dec_to_off, t->dec_to_len, NIB_TOK_MAX_ARG))
+        return fail(err, errlen, "tokenizer decoder strings outside the data");
+    if (check_tok_entries(v, err, errlen) || check_tok_merges(v, err, errlen) ||
+        check_tok_trie(v, t->trie_edges.count, err, errlen) || check_tok_steps(v, err, errlen))
+        return -1;
     return 0;
 }
 
@@ -460,10 +659,24 @@ int nib_blob_open(struct nib_blob_view *v, const void *blob, uint64_t size, int 
                   h->act_size) ||
         h->logits_off % 4 || h->token_slot_off % 4 || h->pos_slot_off % 4 || h->argmax_off % 4)
         return fail(err, errlen, "logits/token/position/argmax slots outside the arena");
-    if (check_tensors(v, err, errlen) || check_tokenizer(v, err, errlen))
+    if (check_tensors(v, err, errlen) ||
+        check_tokenizer(v, b + h->tokenizer.offset, h->tokenizer.size, h->hp.vocab_size, err,
+                        errlen))
         return -1;
+    if ((v->tok->bos_id != NIB_TOK_NONE && v->tok->bos_id != h->hp.bos_id) ||
+        (v->tok->eos_id != NIB_TOK_NONE && v->tok->eos_id != h->hp.eos_id))
+        return fail(err, errlen, "tokenizer bos/eos differ from the model's");
     for (uint32_t i = 0; i < h->n_ops; i++)
         if (check_op(v, i, err, errlen))
             return -1;
     return 0;
+}
+
+int nib_tok_section_open(struct nib_blob_view *v, const void *sec, uint64_t size, char *err,
+                         size_t errlen)
+{
+    memset(v, 0, sizeof *v);
+    v->base = sec;
+    v->size = size;
+    return check_tokenizer(v, sec, size, 0, err, errlen);
 }

@@ -21,6 +21,20 @@ struct nib_blob_view {
     const uint32_t *tok_sorted; /* ids sorted by piece bytes */
     const uint8_t *tok_bytes;
     uint64_t tok_bytes_size;
+    const uint32_t *tok_byte_ids; /* 256 entries */
+    const struct nib_tok_merge *tok_merges;
+    uint32_t tok_merge_slots; /* 0 or a power of two */
+    const struct nib_tok_trie_node *tok_nodes;
+    uint32_t tok_n_nodes;
+    const struct nib_tok_trie_edge *tok_edges;
+    const struct nib_tok_norm_step *tok_norm;
+    uint32_t tok_n_norm;
+    const struct nib_tok_pre_step *tok_pre;
+    uint32_t tok_n_pre;
+    const uint8_t *tok_data;
+    uint32_t tok_data_size;
+    const uint8_t *tok_chat; /* NULL: none */
+    uint32_t tok_chat_size;
     const uint8_t *weights;
     uint64_t mem_size; /* act_size + kv_size */
 };
@@ -30,6 +44,12 @@ struct nib_blob_view {
  * checksum (used by tools that report it separately). */
 int nib_blob_open(struct nib_blob_view *v, const void *blob, uint64_t size, int check_crc,
                   char *err, size_t errlen);
+
+/* Validate a tokenizer section on its own (8-byte aligned; nib tokenize on a
+ * GGUF or tokenizer.json, tests) and fill v's tokenizer fields; v->h is
+ * NULL. 0, or -1 with the problem in err. */
+int nib_tok_section_open(struct nib_blob_view *v, const void *sec, uint64_t size, char *err,
+                         size_t errlen);
 
 /* Checksum of the blob as stored (bytes NIB_CRC_START..size). */
 uint32_t nib_blob_crc(const void *blob, uint64_t size);

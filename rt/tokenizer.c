@@ -1,12 +1,15 @@
 #include "rt/tokenizer.h"
 
+#include <stdio.h>
 #include <string.h>
+
+#include "rt/chat/chat.h"
+#include "rt/text/regex.h"
+#include "rt/tok/tok_internal.h"
 
 static const uint8_t *piece(const struct nib_blob_view *v, uint32_t id, uint32_t *len)
 {
-    const struct nib_tok_entry *e = &v->tok_entries[id];
-    *len = e->len;
-    return v->tok_bytes + e->offset;
+    return nib_tok_piece_at(v, id, len);
 }
 
 static int cmp_piece(const uint8_t *a, uint32_t alen, const uint8_t *b, uint32_t blen)
@@ -81,7 +84,8 @@ static size_t push_char(const struct nib_blob_view *v, const char *s, size_t n, 
         return 1;
     }
     for (size_t i = 0; i < n; i++)
-        ids[i] = v->tok->byte_fallback ? v->tok->byte_base + (uint8_t)s[i] : v->tok->unk_id;
+        ids[i] = (v->tok->flags & NIB_TOKF_BYTE_FALLBACK) ? v->tok_byte_ids[(uint8_t)s[i]]
+                                                          : v->tok->unk_id;
     return n;
 }
 
@@ -104,151 +108,9 @@ static size_t split_chars(const struct nib_blob_view *v, const char *text, size_
     return n;
 }
 
-/* The piece two adjacent symbols merge into, or -1. Byte tokens never
- * merge; a pair scoring at or below -1e30 never wins. */
-static int32_t pair_piece(const struct nib_blob_view *v, uint32_t a, uint32_t b)
-{
-    if (v->tok_entries[a].type == NIB_TOK_BYTE || v->tok_entries[b].type == NIB_TOK_BYTE)
-        return -1;
-    char buf[2 * NIB_MAX_PIECE];
-    uint32_t la, lb;
-    const uint8_t *pa = piece(v, a, &la), *pb = piece(v, b, &lb);
-    memcpy(buf, pa, la);
-    memcpy(buf + la, pb, lb);
-    int32_t id = nib_tok_lookup(v, buf, la + lb);
-    return id >= 0 && v->tok_entries[id].score > -1e30f ? id : -1;
-}
-
-/* Reference merge: rescan every pair for the best score, leftmost first,
- * until no pair is a piece. O(n^2) per merge. */
-static size_t merge_scan(const struct nib_blob_view *v, uint32_t *ids, size_t first, size_t n)
-{
-    for (;;) {
-        float best = -1e30f;
-        int32_t best_id = -1;
-        size_t best_i = 0;
-        for (size_t i = first; i + 1 < n; i++) {
-            int32_t id = pair_piece(v, ids[i], ids[i + 1]);
-            if (id >= 0 && v->tok_entries[id].score > best) {
-                best = v->tok_entries[id].score;
-                best_id = id;
-                best_i = i;
-            }
-        }
-        if (best_id < 0)
-            return n;
-        ids[best_i] = (uint32_t)best_id;
-        memmove(ids + best_i + 1, ids + best_i + 2, (n - best_i - 2) * sizeof ids[0]);
-        n--;
-    }
-}
-
-/* The same merges in O(n log n): candidate pairs in a max-heap ordered by
- * (score, then leftmost), symbols in a linked list; an entry whose symbols
- * changed since it was pushed is skipped when it surfaces. */
-struct tok_cand {
-    float score;
-    uint32_t l, r;   /* symbol indices */
-    uint32_t lv, rv; /* their versions when pushed */
-    int32_t id;
-};
-
-struct tok_work {
-    int32_t *next, *prev;
-    uint32_t *ver; /* bumped when a symbol changes; UINT32_MAX once merged away */
-    struct tok_cand *heap;
-    size_t n_heap;
-};
-
-static int cand_before(const struct tok_cand *a, const struct tok_cand *b)
-{
-    return a->score > b->score || (a->score == b->score && a->l < b->l);
-}
-
-static void heap_push(struct tok_work *w, struct tok_cand c)
-{
-    size_t i = w->n_heap++;
-    while (i > 0 && cand_before(&c, &w->heap[(i - 1) / 2])) {
-        w->heap[i] = w->heap[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    w->heap[i] = c;
-}
-
-static struct tok_cand heap_pop(struct tok_work *w)
-{
-    struct tok_cand top = w->heap[0], last = w->heap[--w->n_heap];
-    size_t i = 0, n = w->n_heap;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= n)
-            break;
-        if (c + 1 < n && cand_before(&w->heap[c + 1], &w->heap[c]))
-            c++;
-        if (!cand_before(&w->heap[c], &last))
-            break;
-        w->heap[i] = w->heap[c];
-        i = c;
-    }
-    if (n)
-        w->heap[i] = last;
-    return top;
-}
-
-static void push_pair(const struct nib_blob_view *v, struct tok_work *w, const uint32_t *ids,
-                      int32_t l, int32_t r)
-{
-    if (l < 0 || r < 0)
-        return;
-    int32_t id = pair_piece(v, ids[l], ids[r]);
-    if (id < 0)
-        return;
-    struct tok_cand c = {
-        v->tok_entries[id].score, (uint32_t)l, (uint32_t)r, w->ver[l], w->ver[r], id};
-    heap_push(w, c);
-}
-
 size_t nib_tok_scratch_footprint(size_t len)
 {
-    size_t n = len + 2;
-    /* each merge pushes at most 2 candidates: n - 1 + 2n entries bound the heap */
-    return n * (2 * sizeof(int32_t) + sizeof(uint32_t)) + 3 * n * sizeof(struct tok_cand) + 64;
-}
-
-static size_t merge_heap(const struct nib_blob_view *v, uint32_t *ids, size_t first, size_t n,
-                         void *scratch)
-{
-    struct tok_work w;
-    uint8_t *p = scratch;
-    w.next = (int32_t *)(void *)p;
-    w.prev = w.next + n;
-    w.ver = (uint32_t *)(w.prev + n);
-    w.heap = (struct tok_cand *)(void *)(((uintptr_t)(w.ver + n) + 7) & ~(uintptr_t)7);
-    w.n_heap = 0;
-    for (size_t i = first; i < n; i++) {
-        w.next[i] = i + 1 < n ? (int32_t)(i + 1) : -1;
-        w.prev[i] = i > first ? (int32_t)(i - 1) : -1;
-        w.ver[i] = 0;
-    }
-    for (size_t i = first; i + 1 < n; i++)
-        push_pair(v, &w, ids, (int32_t)i, (int32_t)(i + 1));
-    while (w.n_heap) {
-        struct tok_cand c = heap_pop(&w);
-        if (w.ver[c.l] != c.lv || w.ver[c.r] != c.rv || w.next[c.l] != (int32_t)c.r)
-            continue; /* stale: a neighbour merged since */
-        ids[c.l] = (uint32_t)c.id;
-        w.ver[c.l]++;
-        w.ver[c.r] = UINT32_MAX;
-        w.next[c.l] = w.next[c.r];
-        if (w.next[c.r] >= 0)
-            w.prev[w.next[c.r]] = (int32_t)c.l;
-        push_pair(v, &w, ids, w.prev[c.l], (int32_t)c.l);
-        push_pair(v, &w, ids, (int32_t)c.l, w.next[c.l]);
-    }
-    size_t out = first;
-    for (int32_t i = n > first ? (int32_t)first : -1; i >= 0; i = w.next[i])
-        ids[out++] = ids[i];
-    return out;
+    return nib_tok_merge_footprint(len + 2);
 }
 
 int nib_tok_encode_with(const struct nib_blob_view *v, const char *text, size_t len, int add_bos,
@@ -263,7 +125,8 @@ int nib_tok_encode_with(const struct nib_blob_view *v, const char *text, size_t 
         return (int)n;
     size_t first = n;
     n = split_chars(v, text, len, ids, n);
-    n = scratch ? merge_heap(v, ids, first, n, scratch) : merge_scan(v, ids, first, n);
+    n = scratch ? nib_tok_merge_heap(v, ids, first, n, scratch)
+                : nib_tok_merge_scan(v, ids, first, n);
     return (int)n;
 }
 
@@ -271,6 +134,68 @@ int nib_tok_encode(const struct nib_blob_view *v, const char *text, size_t len, 
                    uint32_t *ids, size_t max_ids)
 {
     return nib_tok_encode_with(v, text, len, add_bos, ids, max_ids, NULL);
+}
+
+uint32_t nib_bpe_lookup(const struct nib_blob_view *v, const uint8_t *s, size_t n)
+{
+    /* the first index whose piece is >= s */
+    uint32_t lo = 0, hi = v->tok->n_vocab, plen, best = NIB_TOK_NONE;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        const uint8_t *p = piece(v, v->tok_sorted[mid], &plen);
+        if (cmp_piece(p, plen, s, (uint32_t)n) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (; lo < v->tok->n_vocab; lo++) {
+        uint32_t id = v->tok_sorted[lo];
+        const uint8_t *p = piece(v, id, &plen);
+        if (cmp_piece(p, plen, s, (uint32_t)n) != 0)
+            break;
+        if (!from_text(v, id))
+            continue;
+        /* an added (user) token wins, as tokenizers.js lets added tokens
+         * overwrite the vocabulary; else the lowest id */
+        if (best == NIB_TOK_NONE ||
+            (v->tok_entries[id].type == NIB_TOK_USER) >
+                (v->tok_entries[best].type == NIB_TOK_USER) ||
+            ((v->tok_entries[id].type == NIB_TOK_USER) ==
+                 (v->tok_entries[best].type == NIB_TOK_USER) &&
+             id < best))
+            best = id;
+    }
+    return best;
+}
+
+uint32_t nib_bpe_merge_find(const struct nib_blob_view *v, uint32_t left, uint32_t right,
+                            uint32_t *rank)
+{
+    uint32_t slots = v->tok_merge_slots;
+    if (slots == 0)
+        return NIB_TOK_NONE;
+    uint32_t mask = slots - 1, s = nib_tok_merge_hash(left, right) & mask;
+    for (uint32_t d = 0; d <= v->tok->merge_max_probe; d++, s = (s + 1) & mask) {
+        const struct nib_tok_merge *m = &v->tok_merges[s];
+        if (m->left == NIB_TOK_NONE)
+            break;
+        if (m->left == left && m->right == right) {
+            *rank = m->rank;
+            return m->result;
+        }
+    }
+    return NIB_TOK_NONE;
+}
+
+/* "<0xXX>" (SentencePiece and tokenizers' byte fallback pieces): the byte,
+ * or -1. */
+static int byte_piece(const uint8_t *p, uint32_t len)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    if (len != 6 || memcmp(p, "<0x", 3) != 0 || p[5] != '>' || !p[3] || !p[4])
+        return -1;
+    const char *hi = memchr(hex, p[3], 16), *lo = memchr(hex, p[4], 16);
+    return hi && lo ? (int)((hi - hex) * 16 + (lo - hex)) : -1;
 }
 
 size_t nib_tok_decode(const struct nib_blob_view *v, uint32_t prev, uint32_t id, char *out,
@@ -281,19 +206,159 @@ size_t nib_tok_decode(const struct nib_blob_view *v, uint32_t prev, uint32_t id,
     const struct nib_tok_entry *e = &v->tok_entries[id];
     if (e->type == NIB_TOK_CONTROL || e->type == NIB_TOK_UNKNOWN)
         return 0;
-    if (e->type == NIB_TOK_BYTE && v->tok->byte_fallback && id >= v->tok->byte_base &&
-        id - v->tok->byte_base < 256) {
-        out[0] = (char)(id - v->tok->byte_base);
-        return 1;
-    }
     uint32_t len;
     const uint8_t *p = piece(v, id, &len);
-    if (prev == v->h->hp.bos_id && len > 0 && p[0] == ' ') {
-        p++;
-        len--;
+    int b = byte_piece(p, len);
+    /* byte tokens: SentencePiece's typed ones; any "<0xXX>" piece for BPE
+     * (tokenizers' ByteFallback decoder goes by the text) */
+    if (b >= 0 && (v->tok->flags & NIB_TOKF_BYTE_FALLBACK) &&
+        (e->type == NIB_TOK_BYTE || v->tok->model == NIB_TOKM_BPE)) {
+        out[0] = (char)b;
+        return 1;
     }
-    if (len > cap)
-        len = cap;
-    memcpy(out, p, len);
-    return len;
+    if (v->tok->model == NIB_TOKM_SPM) {
+        if (prev == v->tok->bos_id && len > 0 && p[0] == ' ') {
+            p++;
+            len--;
+        }
+        if (len > cap)
+            len = cap;
+        memcpy(out, p, len);
+        return len;
+    }
+    /* BPE: the piece with the decoder's replacement (U+2581 -> ' '); at the
+     * start of a text, strip_leading spaces dropped */
+    const struct nib_tok_header *t = v->tok;
+    const uint8_t *from = v->tok_data + t->dec_from_off, *to = v->tok_data + t->dec_to_off;
+    size_t o = 0;
+    uint32_t strip = (prev == NIB_TOK_NONE || (t->bos_id != NIB_TOK_NONE && prev == t->bos_id))
+                         ? t->strip_leading
+                         : 0;
+    for (uint32_t i = 0; i < len;) {
+        const uint8_t *q = p + i;
+        size_t ql = 1;
+        if (t->dec_from_len && i + t->dec_from_len <= len &&
+            memcmp(p + i, from, t->dec_from_len) == 0) {
+            q = to;
+            ql = t->dec_to_len;
+            i += t->dec_from_len;
+        } else {
+            i++;
+        }
+        for (size_t j = 0; j < ql; j++) {
+            if (strip && o == 0 && q[j] == ' ') {
+                strip--;
+                continue;
+            }
+            strip = 0;
+            if (o < cap)
+                out[o++] = (char)q[j];
+        }
+    }
+    return o;
+}
+
+size_t nib_tok_max_ids(const struct nib_blob_view *v, size_t len)
+{
+    if (v->tok->model == NIB_TOKM_SPM)
+        return 2 * len + 3;
+    return nib_bpe_max_ids(v, len);
+}
+
+size_t nib_tok_req_scratch_footprint(const struct nib_blob_view *v, size_t len)
+{
+    if (v->tok->model == NIB_TOKM_SPM)
+        return nib_tok_scratch_footprint(len);
+    return nib_bpe_footprint(v, len);
+}
+
+int nib_tok_encode_req(const struct nib_blob_view *v, const char *text, size_t len,
+                       const struct nib_tok_request *rq, uint32_t *ids, size_t max_ids,
+                       void *scratch)
+{
+    const struct nib_tok_header *t = v->tok;
+    const uint8_t *s = (const uint8_t *)text;
+    if (max_ids < nib_tok_max_ids(v, len))
+        return -1;
+    struct nib_bpe_run r = {.v = v, .ids = ids, .max_ids = max_ids, .scratch = scratch, .len = len};
+    if (rq->add_bos && (t->flags & NIB_TOKF_ADD_BOS))
+        ids[r.n_ids++] = t->bos_id;
+    size_t pos = 0;
+    for (;;) {
+        size_t ms = len, me = len;
+        uint32_t id = 0, flags = 0;
+        int found =
+            nib_tok_added_find(v, s, len, pos, rq->special, rq->taint, &ms, &me, &id, &flags);
+        size_t end = ms;
+        if (found && (flags & NIB_TOKA_LSTRIP))
+            for (size_t k; end > pos && (k = nib_tok_ws_before(s, end)) > 0;)
+                end -= k;
+        if (end > pos) {
+            if (t->model == NIB_TOKM_SPM) {
+                size_t first = r.n_ids;
+                r.n_ids = split_chars(v, text + pos, end - pos, ids, r.n_ids);
+                r.n_ids = nib_tok_merge_heap(v, ids, first, r.n_ids, scratch);
+            } else {
+                nib_bpe_piece(&r, s + pos, end - pos, pos == 0);
+                if (r.failed)
+                    return r.failed;
+            }
+        }
+        if (!found)
+            break;
+        if (r.n_ids >= max_ids)
+            return -1;
+        ids[r.n_ids++] = id;
+        pos = me;
+        if (flags & NIB_TOKA_RSTRIP)
+            for (size_t k; pos < len && (k = nib_tok_ws_at(s, len, pos)) > 0;)
+                pos += k;
+    }
+    if (rq->add_bos && (t->flags & NIB_TOKF_ADD_EOS)) {
+        if (r.n_ids >= max_ids)
+            return -1;
+        ids[r.n_ids++] = t->eos_id;
+    }
+    return (int)r.n_ids;
+}
+
+int nib_tok_is_eog(const struct nib_blob_view *v, uint32_t id)
+{
+    for (uint32_t i = 0; i < v->tok->n_eog; i++)
+        if (v->tok->eog[i] == id)
+            return 1;
+    return 0;
+}
+
+const uint8_t *nib_tok_piece(const struct nib_blob_view *v, uint32_t id, uint32_t *len)
+{
+    if (id >= v->tok->n_vocab) {
+        *len = 0;
+        return NULL;
+    }
+    return piece(v, id, len);
+}
+
+const uint8_t *nib_tok_chat_program(const struct nib_blob_view *v, size_t *len)
+{
+    *len = v->tok_chat ? v->tok_chat_size : 0;
+    return v->tok_chat;
+}
+
+int nib_tok_check(const struct nib_blob_view *v, char *err, size_t errlen)
+{
+    char why[200];
+    for (uint32_t i = 0; i < v->tok_n_pre; i++) {
+        const struct nib_tok_pre_step *s = &v->tok_pre[i];
+        if ((s->kind == NIB_TOKP_SPLIT_REGEX || s->kind == NIB_TOKP_BYTELEVEL_REGEX) &&
+            nib_re_check(v->tok_data + s->pat_off, s->pat_len, why, sizeof why)) {
+            snprintf(err, errlen, "tokenizer pre-tokenizer step %u: bad regex program: %s", i, why);
+            return -1;
+        }
+    }
+    if (v->tok_chat && nib_chat_check(v->tok_chat, v->tok_chat_size, why, sizeof why)) {
+        snprintf(err, errlen, "chat template program: %s", why);
+        return -1;
+    }
+    return 0;
 }

@@ -30,8 +30,10 @@ int nib_tok_encode_with(const struct nib_blob_view *v, const char *text, size_t 
 int32_t nib_tok_lookup(const struct nib_blob_view *v, const char *s, size_t len);
 
 /* Text of `id` following `prev` (for the SentencePiece rule that the
- * leading space after BOS is dropped). Byte tokens give their byte; control
- * tokens give nothing. Writes at most cap bytes to out, returns the length. */
+ * leading space after BOS is dropped; BPE: the decoder's strip_leading
+ * spaces are dropped after BOS or when prev is NIB_TOK_NONE, the start of
+ * a text). Byte tokens give their byte; control tokens give nothing.
+ * Writes at most cap bytes to out, returns the length. */
 size_t nib_tok_decode(const struct nib_blob_view *v, uint32_t prev, uint32_t id, char *out,
                       size_t cap);
 
@@ -70,5 +72,11 @@ const uint8_t *nib_tok_piece(const struct nib_blob_view *v, uint32_t id, uint32_
 
 /* The blob's compiled chat template (rt/chat/chat.h), or NULL. */
 const uint8_t *nib_tok_chat_program(const struct nib_blob_view *v, size_t *len);
+
+/* The checks of the tokenizer section that need the runtime (regex
+ * programs with nib_re_check, the chat program with nib_chat_check), after
+ * nib_blob_open: boot and every tool that opens a blob call it. 0, or -1
+ * with the problem in err. */
+int nib_tok_check(const struct nib_blob_view *v, char *err, size_t errlen);
 
 #endif

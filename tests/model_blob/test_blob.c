@@ -298,10 +298,10 @@ START_TEST(tokenizer_lies_refused)
 {
     uint8_t *tok = work + H()->tokenizer.offset;
     struct nib_tok_header *th = (void *)tok;
-    struct nib_tok_entry *e = (void *)(tok + sizeof *th);
+    struct nib_tok_entry *e = (void *)(tok + th->entries.offset);
     uint32_t n = th->n_vocab;
-    uint64_t tables = (sizeof *th + (uint64_t)n * sizeof *e + 3) & ~3ull;
-    uint32_t *sorted = (void *)(tok + tables);
+    uint32_t *sorted = (void *)(tok + th->sorted.offset);
+    uint32_t *byte_ids = (void *)(tok + th->byte_ids.offset);
 
     th->n_vocab += 1;
     EXPECT_REFUSED("tokenizer has");
@@ -315,11 +315,19 @@ START_TEST(tokenizer_lies_refused)
     EXPECT_REFUSED("not sorted");
     sorted[3] = n;
     EXPECT_REFUSED("sorted index");
-    th->byte_base = n - 10;
-    th->byte_fallback = 1;
-    EXPECT_REFUSED("byte tokens");
+    th->flags |= NIB_TOKF_BYTE_FALLBACK;
+    byte_ids[7] = n;
+    EXPECT_REFUSED("byte 7");
     th->max_piece_len = 100000;
     EXPECT_REFUSED("max piece");
+    th->entries.offset += 4;
+    EXPECT_REFUSED("entries");
+    th->bytes.count = 0xFFFFFFF0u;
+    EXPECT_REFUSED("bytes");
+    th->model = 7;
+    EXPECT_REFUSED("model 7");
+    th->bos_id = n;
+    EXPECT_REFUSED("bos/eos");
 }
 END_TEST
 

@@ -11,5 +11,6 @@ int nib_ask_main(int argc, char **argv);
 int nib_stop_main(int argc, char **argv);
 int nib_stats_main(int argc, char **argv);
 int nib_topo_main(int argc, char **argv);
+int nib_tokenize_main(int argc, char **argv);
 
 #endif

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "model_blob/blob_view.h"
+#include "rt/tokenizer.h"
 #include "tools/cli/cli.h"
 #include "tools/util/args.h"
 #include "tools/util/tool_util.h"
@@ -35,6 +36,55 @@ static void print_params(const struct nib_op *op)
     }
 }
 
+/* The id and text of a token, for the tokenizer lines. */
+static void print_token(const struct nib_blob_view *v, uint32_t id)
+{
+    uint32_t len;
+    const uint8_t *p = nib_tok_piece(v, id, &len);
+    printf(" %u '", id);
+    for (uint32_t i = 0; p && i < len; i++)
+        printf(p[i] >= 0x20 && p[i] < 0x7f && p[i] != '\\' ? "%c" : "\\x%02x", p[i]);
+    printf("'");
+}
+
+static void print_tokenizer(const struct nib_blob_view *v)
+{
+    const struct nib_tok_header *t = v->tok;
+    uint32_t merges = 0;
+    for (uint32_t i = 0; i < v->tok_merge_slots; i++)
+        merges += v->tok_merges[i].left != NIB_TOK_NONE;
+    static const char *const flag_names[] = {"byte-level",    "byte-fallback", "fuse-unk",
+                                             "ignore-merges", "add-bos",       "add-eos"};
+    printf("tokenizer: %s, %u pieces, pre-tokenizer %s, %u merges, %u added-token trie nodes, "
+           "%u normalizer and %u pre-tokenizer steps, chat template %s\n",
+           t->model == NIB_TOKM_SPM ? "SentencePiece (scores)" : "BPE (merge ranks)", t->n_vocab,
+           t->pre_name[0] ? t->pre_name : "-", merges, v->tok_n_nodes, v->tok_n_norm, v->tok_n_pre,
+           v->tok_chat ? "yes" : "no");
+    printf("           flags:");
+    for (unsigned b = 0; b < 6; b++)
+        if (t->flags & (1u << b))
+            printf(" %s", flag_names[b]);
+    printf("\n           unk");
+    if (t->unk_id == NIB_TOK_NONE)
+        printf(" none");
+    else
+        print_token(v, t->unk_id);
+    printf(", bos");
+    if (t->bos_id == NIB_TOK_NONE)
+        printf(" none");
+    else
+        print_token(v, t->bos_id);
+    printf(", eos");
+    if (t->eos_id == NIB_TOK_NONE)
+        printf(" none");
+    else
+        print_token(v, t->eos_id);
+    printf("\n           end of generation:");
+    for (uint32_t i = 0; i < t->n_eog; i++)
+        print_token(v, t->eog[i]);
+    printf("\n");
+}
+
 static void print_blob(const struct nib_blob_view *v, int show_plan)
 {
     const struct nib_blob_header *h = v->h;
@@ -54,8 +104,7 @@ static void print_blob(const struct nib_blob_view *v, int show_plan)
            (unsigned long long)h->weights.offset, (unsigned long long)h->weights.size);
     printf("runtime memory: activations %llu + kv cache %llu bytes\n",
            (unsigned long long)h->act_size, (unsigned long long)h->kv_size);
-    printf("tokenizer: %u pieces, byte fallback %s, unk %u\n", v->tok->n_vocab,
-           v->tok->byte_fallback ? "yes" : "no", v->tok->unk_id);
+    print_tokenizer(v);
     printf("\ntensors (%u):\n", h->n_tensors);
     for (uint32_t i = 0; i < h->n_tensors; i++) {
         const struct nib_tensor_rec *t = &v->tensors[i];
@@ -120,7 +169,7 @@ int nib_inspect_main(int argc, char **argv)
     }
     struct nib_blob_view v;
     int rc = 0;
-    if (nib_blob_open(&v, data, size, 1, err, sizeof err)) {
+    if (nib_blob_open(&v, data, size, 1, err, sizeof err) || nib_tok_check(&v, err, sizeof err)) {
         fprintf(stderr, "nib inspect: %s: invalid blob: %s\n", path, err);
         rc = 1;
     } else {

@@ -31,6 +31,8 @@ static const struct {
     {"synth", nib_synth_main, "write a random-weight LLaMA GGUF of a named shape"},
     {"compile", nib_compile_main, "import a GGUF, plan and pack it into a blob"},
     {"inspect", nib_inspect_main, "print and verify a blob"},
+    {"tokenize", nib_tokenize_main,
+     "token ids of texts (hex lines on stdin) by a model's tokenizer"},
     {"eval", nib_eval_main, "accuracy of a weight format against f32 on a text"},
     {"ask", nib_ask_main, "send a prompt to a running appliance"},
     {"stop", nib_stop_main, "shut a running appliance down"},

@@ -9,7 +9,9 @@
 #include "kernels/qformat.h"
 #include "model_blob/blob_view.h"
 #include "model_blob/crc32c.h"
+#include "tools/compiler/chat_compile.h"
 #include "tools/compiler/quant.h"
+#include "tools/compiler/tok_pack.h"
 
 struct sink {
     FILE *f;
@@ -44,127 +46,6 @@ static void pad_to(struct sink *s, uint64_t off)
 static uint64_t align_up(uint64_t v, uint64_t a)
 {
     return (v + a - 1) / a * a;
-}
-
-/* The vocabulary as the runtime reads it: pieces with SentencePiece's
- * U+2581 turned back into ' ', and an index sorted by piece bytes. */
-struct tok_image {
-    struct nib_tok_header h;
-    struct nib_tok_entry *e;
-    uint32_t *sorted;
-    uint8_t *bytes;
-    uint64_t n_bytes;
-};
-
-static const struct tok_image *sort_ctx;
-
-static int cmp_ids(const void *a, const void *b)
-{
-    const struct nib_tok_entry *x = &sort_ctx->e[*(const uint32_t *)a];
-    const struct nib_tok_entry *y = &sort_ctx->e[*(const uint32_t *)b];
-    uint32_t m = x->len < y->len ? x->len : y->len;
-    int c = memcmp(sort_ctx->bytes + x->offset, sort_ctx->bytes + y->offset, m);
-    if (c)
-        return c;
-    if (x->len != y->len)
-        return x->len < y->len ? -1 : 1;
-    uint32_t ia = *(const uint32_t *)a, ib = *(const uint32_t *)b;
-    return ia < ib ? -1 : ia > ib;
-}
-
-static int is_byte_piece(struct gguf_str s, unsigned *value)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    if (s.len != 6 || memcmp(s.ptr, "<0x", 3) != 0 || s.ptr[5] != '>')
-        return 0;
-    const char *hi = memchr(hex, s.ptr[3], 16), *lo = memchr(hex, s.ptr[4], 16);
-    if (!hi || !lo || !s.ptr[3] || !s.ptr[4])
-        return 0;
-    *value = (unsigned)((hi - hex) * 16 + (lo - hex));
-    return 1;
-}
-
-static int tok_build(struct tok_image *t, const struct llama_vocab *v, char *err, size_t errlen)
-{
-    memset(t, 0, sizeof *t);
-    uint32_t n = v->n;
-    t->e = calloc(n ? n : 1, sizeof *t->e);
-    t->sorted = calloc(n ? n : 1, sizeof *t->sorted);
-    uint64_t total = 0;
-    for (uint32_t i = 0; i < n; i++)
-        total += v->pieces[i].len;
-    t->bytes = malloc(total ? total : 1);
-    if (!t->e || !t->sorted || !t->bytes) {
-        snprintf(err, errlen, "out of memory building the vocabulary");
-        return -1;
-    }
-    t->h.n_vocab = n;
-    t->h.unk_id = 0;
-    int byte_base = -1, bytes_ok = 1;
-    for (uint32_t i = 0; i < n; i++) {
-        struct gguf_str s = v->pieces[i];
-        struct nib_tok_entry *e = &t->e[i];
-        e->offset = (uint32_t)t->n_bytes;
-        e->score = v->scores ? v->scores[i] : 0.0f;
-        e->type = (uint16_t)(v->types ? v->types[i] : NIB_TOK_NORMAL);
-        if (e->type < NIB_TOK_NORMAL || e->type > NIB_TOK_BYTE)
-            e->type = NIB_TOK_NORMAL;
-        if (e->type == NIB_TOK_UNKNOWN)
-            t->h.unk_id = i;
-        unsigned bv;
-        if (e->type == NIB_TOK_BYTE && is_byte_piece(s, &bv)) {
-            if (byte_base < 0)
-                byte_base = (int)i - (int)bv;
-            if ((int)i - (int)bv != byte_base)
-                bytes_ok = 0;
-        }
-        for (uint64_t j = 0; j < s.len; j++) {
-            /* U+2581 (e2 96 81) is SentencePiece's visible space. */
-            if (j + 2 < s.len && (uint8_t)s.ptr[j] == 0xE2 && (uint8_t)s.ptr[j + 1] == 0x96 &&
-                (uint8_t)s.ptr[j + 2] == 0x81) {
-                t->bytes[t->n_bytes++] = ' ';
-                j += 2;
-            } else {
-                t->bytes[t->n_bytes++] = (uint8_t)s.ptr[j];
-            }
-        }
-        e->len = (uint16_t)(t->n_bytes - e->offset);
-        if (e->len > t->h.max_piece_len)
-            t->h.max_piece_len = e->len;
-        t->sorted[i] = i;
-    }
-    if (byte_base >= 0 && bytes_ok && (uint64_t)byte_base + 256 <= n) {
-        t->h.byte_fallback = 1;
-        t->h.byte_base = (uint32_t)byte_base;
-    }
-    sort_ctx = t;
-    qsort(t->sorted, n, sizeof *t->sorted, cmp_ids);
-    sort_ctx = NULL;
-    return 0;
-}
-
-static void tok_free(struct tok_image *t)
-{
-    free(t->e);
-    free(t->sorted);
-    free(t->bytes);
-}
-
-static uint64_t tok_section_size(const struct tok_image *t)
-{
-    uint64_t s = sizeof t->h + (uint64_t)t->h.n_vocab * sizeof *t->e;
-    s = (s + 3) & ~3ull;
-    return s + (uint64_t)t->h.n_vocab * 4 + t->n_bytes;
-}
-
-static void tok_write(struct sink *s, const struct tok_image *t)
-{
-    uint64_t start = s->pos;
-    put(s, &t->h, sizeof t->h);
-    put(s, t->e, (uint64_t)t->h.n_vocab * sizeof *t->e);
-    pad_to(s, start + ((s->pos - start + 3) & ~3ull));
-    put(s, t->sorted, (uint64_t)t->h.n_vocab * 4);
-    put(s, t->bytes, t->n_bytes);
 }
 
 static int weight_row(void *ctx, uint32_t r, float *out)
@@ -282,9 +163,22 @@ bad:
 int nib_pack_blob(struct nib_plan *p, const struct llama_model *m, FILE *out, char *err,
                   size_t errlen)
 {
-    struct tok_image tok;
-    if (tok_build(&tok, &m->vocab, err, errlen)) {
-        tok_free(&tok);
+    /* the tokenizer section, with the model's chat template compiled into it */
+    uint8_t *chat = NULL, *tok = NULL;
+    size_t chat_len = 0, tok_len = 0;
+    char why[512];
+    const char *tmpl = m->tok.chat_template;
+    if (tmpl && nib_chat_compile(tmpl, strlen(tmpl), &chat, &chat_len, why, sizeof why)) {
+        snprintf(err, errlen,
+                 "the model's chat template cannot be compiled: %s (nib compile "
+                 "--chat-template FAMILY uses a built-in one, --no-chat-template none)",
+                 why);
+        return -1;
+    }
+    int trc = tok_pack(&m->tok, chat, chat_len, &tok, &tok_len, why, sizeof why);
+    free(chat);
+    if (trc) {
+        snprintf(err, errlen, "tokenizer: %s", why);
         return -1;
     }
     /* Layout: everything is known before the first byte goes out, so the
@@ -292,6 +186,12 @@ int nib_pack_blob(struct nib_plan *p, const struct llama_model *m, FILE *out, ch
     struct nib_blob_header h = p->h;
     memcpy(h.magic, NIB_BLOB_MAGIC, 8);
     h.version = NIB_BLOB_VERSION;
+    /* the tokenizer's specials are the model's */
+    if (m->tok.bos_id >= 0)
+        h.hp.bos_id = (uint32_t)m->tok.bos_id;
+    if (m->tok.eos_id >= 0)
+        h.hp.eos_id = (uint32_t)m->tok.eos_id;
+    h.hp.add_bos = m->tok.add_bos ? 1 : 0;
     h.header_size = sizeof h;
     h.isa_required = NIB_ISA_SCALAR;
     h.n_tensors = p->n_tensors;
@@ -301,7 +201,7 @@ int nib_pack_blob(struct nib_plan *p, const struct llama_model *m, FILE *out, ch
     h.plan.offset = align_up(h.tensors.offset + h.tensors.size, NIB_SECTION_ALIGN);
     h.plan.size = (uint64_t)p->n_ops * sizeof(struct nib_op);
     h.tokenizer.offset = align_up(h.plan.offset + h.plan.size, NIB_SECTION_ALIGN);
-    h.tokenizer.size = tok_section_size(&tok);
+    h.tokenizer.size = tok_len;
     h.weights.offset = align_up(h.tokenizer.offset + h.tokenizer.size, NIB_WEIGHT_ALIGN);
     uint64_t w = 0;
     uint32_t max_cols = 1;
@@ -318,7 +218,7 @@ int nib_pack_blob(struct nib_plan *p, const struct llama_model *m, FILE *out, ch
 
     float *row = malloc(max_cols * 4ull);
     if (!row) {
-        tok_free(&tok);
+        free(tok);
         snprintf(err, errlen, "out of memory");
         return -1;
     }
@@ -331,7 +231,7 @@ int nib_pack_blob(struct nib_plan *p, const struct llama_model *m, FILE *out, ch
     pad_to(&s, h.plan.offset);
     put(&s, p->ops, h.plan.size);
     pad_to(&s, h.tokenizer.offset);
-    tok_write(&s, &tok);
+    put(&s, tok, tok_len);
     pad_to(&s, h.weights.offset);
     for (uint32_t i = 0; i < p->n_tensors && rc == 0 && !s.failed; i++) {
         pad_to(&s, h.weights.offset + p->tensors[i].rec.offset);
@@ -339,7 +239,7 @@ int nib_pack_blob(struct nib_plan *p, const struct llama_model *m, FILE *out, ch
     }
     pad_to(&s, h.blob_size);
     free(row);
-    tok_free(&tok);
+    free(tok);
     if (rc)
         return -1;
     if (!s.failed && (fseek(out, (long)offsetof(struct nib_blob_header, crc32c), SEEK_SET) != 0 ||
