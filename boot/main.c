@@ -44,6 +44,7 @@
 #include "rt/exec.h"
 #include "rt/serve.h"
 #include "rt/team.h"
+#include "rt/tokenizer.h"
 
 extern const unsigned char nib_blob_start[], nib_blob_end[];
 
@@ -207,7 +208,8 @@ int main(int argc, char **argv)
     /* 1. the blob, as embedded */
     struct nib_blob_view v;
     uint64_t blob_size = (uint64_t)(nib_blob_end - nib_blob_start);
-    if (nib_blob_open(&v, nib_blob_start, blob_size, 1, err, sizeof err))
+    if (nib_blob_open(&v, nib_blob_start, blob_size, 1, err, sizeof err) ||
+        nib_tok_check(&v, err, sizeof err))
         return refuse("blob", err);
     if (nib_cpu_check(v.h->isa_required, err, sizeof err))
         return refuse("cpu", err);

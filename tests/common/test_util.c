@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "model_blob/blob_view.h"
+#include "rt/tokenizer.h"
 
 uint8_t *tu_read_file(const char *path, size_t *size)
 {
@@ -33,6 +34,7 @@ uint8_t *tu_open_test_blob(struct nib_blob_view *v)
     size_t size;
     uint8_t *blob = tu_read_file(tu_env_path("NIB_TEST_BLOB"), &size);
     ck_assert_msg(nib_blob_open(v, blob, size, 1, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(nib_tok_check(v, err, sizeof err) == 0, "%s", err);
     return blob;
 }
 

@@ -12,6 +12,7 @@
 #include "tools/util/args.h"
 #include "tools/util/tool_util.h"
 #include "tools/compiler/autoprec.h"
+#include "tools/compiler/chat_compile.h"
 #include "tools/compiler/model_load.h"
 
 static void usage(FILE *f)
@@ -19,7 +20,7 @@ static void usage(FILE *f)
     fprintf(
         f,
         "usage: nib compile MODEL.gguf -o OUT.blob [--quant SPEC] [--precision P=F,...] [--ctx N] "
-        "[--batch N]\n"
+        "[--batch N] [--chat-template FAMILY | --no-chat-template]\n"
         "  --quant SPEC  f32 (exact reference), q4 (q4/32 layers, q8c LM head), source\n"
         "                (keep GGUF Q4_0/Q8_0 tensors exactly), or one format for every\n"
         "                matrix: q4[/G] q4a[/G] (G = 32, 64, 128), q4c, q8c[/G]\n"
@@ -32,7 +33,10 @@ static void usage(FILE *f)
         "  --ctx N       context positions the appliance holds (default: the model's, at most "
         "2048)\n"
         "  --batch N     prompt tokens per prefill pass, 1..64 (default 16): each weight is read\n"
-        "                once per pass; every activation buffer holds N rows\n");
+        "                once per pass; every activation buffer holds N rows\n"
+        "  --chat-template FAMILY  nibble's own chat template for a model family (llama2,\n"
+        "                llama3, chatml, phi3, gemma, mistral, zephyr) instead of the model's\n"
+        "  --no-chat-template      no chat template in the blob\n");
 }
 
 static int write_blob(const struct llama_model *m, const struct plan_opts *po, const char *out,
@@ -81,7 +85,40 @@ static int write_blob(const struct llama_model *m, const struct plan_opts *po, c
     return 0;
 }
 
-enum { O_OUT = NIB_ARGS_OPT, O_QUANT, O_PRECISION, O_AUTO, O_MAX_BYTES, O_MAX_KL, O_BATCH, O_CTX };
+enum {
+    O_OUT = NIB_ARGS_OPT,
+    O_QUANT,
+    O_PRECISION,
+    O_AUTO,
+    O_MAX_BYTES,
+    O_MAX_KL,
+    O_BATCH,
+    O_CTX,
+    O_CHAT,
+    O_NO_CHAT
+};
+
+/* --chat-template FAMILY / --no-chat-template replace the model's own
+ * template before packing (a template nib cannot compile is refused by the
+ * packer, naming these two options). */
+static int choose_template(struct tok_spec *t, const char *family, int none)
+{
+    if (!family && !none)
+        return 0;
+    const char *text = family ? nib_chat_builtin(family) : NULL;
+    if (family && !text) {
+        fprintf(stderr, "nib compile: --chat-template: unknown family '%s'; known:", family);
+        for (size_t i = 0; nib_chat_families[i]; i++)
+            fprintf(stderr, " %s", nib_chat_families[i]);
+        fprintf(stderr, "\n");
+        return 2;
+    }
+    free(t->chat_template);
+    t->chat_template = text ? strdup(text) : NULL;
+    if (text && !t->chat_template)
+        return 1;
+    return 0;
+}
 
 int nib_compile_main(int argc, char **argv)
 {
@@ -94,10 +131,12 @@ int nib_compile_main(int argc, char **argv)
         {"--max-kl", O_MAX_KL, 1},
         {"--batch", O_BATCH, 1},
         {"--ctx", O_CTX, 1},
+        {"--chat-template", O_CHAT, 1},
+        {"--no-chat-template", O_NO_CHAT, 0},
         {NULL, 0, 0},
     };
-    const char *in = NULL, *out = NULL, *quant = "f32", *precision = NULL;
-    int auto_prec = 0;
+    const char *in = NULL, *out = NULL, *quant = "f32", *precision = NULL, *family = NULL;
+    int auto_prec = 0, no_chat = 0;
     struct autoprec_opts ao = {.max_bytes = 0, .max_kl = 0, .positions = 256, .report = stdout};
     struct plan_opts po = {.max_ctx = 0};
     struct nib_args a;
@@ -127,6 +166,10 @@ int nib_compile_main(int argc, char **argv)
         } else if (o == O_CTX) {
             if (nib_args_u32(&a, 1, NIB_MAX_CTX, &po.max_ctx))
                 return 2;
+        } else if (o == O_CHAT) {
+            family = a.value;
+        } else if (o == O_NO_CHAT) {
+            no_chat = 1;
         }
     }
     if (o == NIB_ARGS_EXIT)
@@ -134,6 +177,8 @@ int nib_compile_main(int argc, char **argv)
     if (!in || !out) {
         return nib_args_missing(&a);
     }
+    if (family && no_chat)
+        return nib_args_fail(&a, "--chat-template and --no-chat-template exclude each other");
     char err[512];
     if (nib_plan_opts_quant(&po, quant, err, sizeof err)) {
         fprintf(stderr, "nib compile: --quant: %s\n", err);
@@ -144,6 +189,11 @@ int nib_compile_main(int argc, char **argv)
     if (nib_model_load(&lm, in, err, sizeof err)) {
         fprintf(stderr, "nib compile: %s\n", err);
         return 1;
+    }
+    int crc = choose_template(&lm.m.tok, family, no_chat);
+    if (crc) {
+        nib_model_unload(&lm);
+        return crc;
     }
     if (po.max_ctx > lm.m.hp.ctx_len) /* the planner never holds more than the model knows */
         fprintf(stderr, "nib compile: --ctx %u clamped to %u, the model's context length\n",

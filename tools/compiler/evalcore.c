@@ -5,13 +5,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rt/tokenizer.h"
+
 int runner_open(struct runner *r, const struct llama_model *m, const struct plan_opts *po,
                 char *err, size_t errlen)
 {
     memset(r, 0, sizeof *r);
     if (nib_blob_build_mem(m, po, &r->blob, &r->size, err, errlen))
         return -1;
-    if (nib_blob_open(&r->v, r->blob, r->size, 1, err, errlen))
+    if (nib_blob_open(&r->v, r->blob, r->size, 1, err, errlen) || nib_tok_check(&r->v, err, errlen))
         return -1;
     r->mem = aligned_alloc(64, (r->v.mem_size + 63) & ~63ull);
     if (!r->mem) {
