@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #define NIB_CTL_MAGIC 0x4342494Eu /* "NIBC" */
-#define NIB_CTL_VERSION 3u        /* = NIB_SHM_VERSION */
+#define NIB_CTL_VERSION 3u        /* unchanged in shared-memory version 4 (docs/ring.md §15) */
 
 enum nib_ctl_type {
     NIB_CTL_ATTACH = 1, /* give me a ring */

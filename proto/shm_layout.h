@@ -1,4 +1,4 @@
-/* Shared memory between the appliance and its hosts, protocol version 3.
+/* Shared memory between the appliance and its hosts, protocol version 4.
  * This header is the single definition of the layout; docs/ring.md
  * specifies the protocol and its threat model for hosts written in any
  * language (tools/host/nibhost.py is one). Every field is little-endian,
@@ -43,9 +43,11 @@
 
 #include "proto/stats_layout.h"
 
+/* The magics name the memfd family (unchanged since version 3, so that a
+ * host of another version reads `version` and says which it speaks). */
 #define NIB_SHM_MAGIC 0x334D48534C42494Eull  /* "NIBLSHM3": header memfd */
 #define NIB_RING_MAGIC 0x33474E524C42494Eull /* "NIBLRNG3": ring memfd */
-#define NIB_SHM_VERSION 3u
+#define NIB_SHM_VERSION 4u
 #define NIB_SHM_DEFAULT_NAME "nib"
 #define NIB_SHM_NAME_MAX 64
 #define NIB_CACHELINE 64
@@ -57,7 +59,7 @@
 #define NIB_TEMPERATURE_MAX 100.0f
 
 /* Geometry bounds: the appliance sizes slots from the blob within these. */
-#define NIB_PROMPT_MIN 8192u        /* prompt bytes at least ... */
+#define NIB_PROMPT_MIN 65536u       /* prompt bytes at least ... */
 #define NIB_PROMPT_PER_CTX 16u      /* ... or 16 bytes per context position */
 #define NIB_PROMPT_LIMIT (1u << 20) /* never more than 1 MiB */
 #define NIB_TEXT_MIN 32768u
@@ -109,12 +111,12 @@ enum nib_status {
     NIB_ST_COUNT
 };
 
-/* Request kinds (request.kind). Only TEXT exists in version 3; the others
- * are reserved so the next protocol revisions slot in without a layout
- * break (docs/ring.md, "Room for what comes next"). */
+/* Request kinds (request.kind). TEXT and CHAT exist in version 4; the
+ * others are reserved so the next protocol revisions slot in without a
+ * layout break (docs/ring.md, "Room for what comes next"). */
 enum nib_req_kind {
     NIB_REQ_KIND_TEXT = 0,    /* prompt bytes or token ids -> tokens and text */
-    NIB_REQ_KIND_CHAT = 1,    /* reserved: chat messages rendered by the model's template */
+    NIB_REQ_KIND_CHAT = 1,    /* messages (proto/chat_msg.h) rendered by the model's template */
     NIB_REQ_KIND_MEASURE = 2, /* reserved: reference-loop latency measurement */
     NIB_REQ_KIND_TENSOR = 3,  /* reserved: input tensors -> output tensors (vision) */
 };
@@ -122,8 +124,11 @@ enum nib_req_kind {
 /* Request flags. */
 #define NIB_REQ_NO_BOS 1u     /* do not prepend BOS even if the model wants it */
 #define NIB_REQ_PROMPT_IDS 2u /* the prompt area holds prompt_len/4 u32 token ids, used as is */
-#define NIB_REQ_SPECIAL 4u    /* reserved: special tokens in text allowed (tokenizer issue) */
-#define NIB_REQ_FLAGS_KNOWN (NIB_REQ_NO_BOS | NIB_REQ_PROMPT_IDS)
+#define NIB_REQ_SPECIAL 4u    /* control tokens written as text (<|im_end|>) map to their ids */
+#define NIB_REQ_FLAGS_KNOWN (NIB_REQ_NO_BOS | NIB_REQ_PROMPT_IDS | NIB_REQ_SPECIAL)
+
+/* What the served model offers (header.features). */
+#define NIB_FEAT_CHAT 1u /* it has a chat template: kind CHAT is served */
 
 struct nib_request {
     uint32_t prompt_len;  /* bytes in the slot's prompt area */
@@ -131,7 +136,7 @@ struct nib_request {
     float temperature;    /* 0: greedy; else 0..NIB_TEMPERATURE_MAX */
     uint32_t flags;       /* NIB_REQ_* */
     uint64_t seed;        /* sampling seed */
-    uint32_t kind;        /* enum nib_req_kind; 0 in version 3 */
+    uint32_t kind;        /* enum nib_req_kind */
     uint8_t reserved[36]; /* must be zero */
 };
 
@@ -154,7 +159,8 @@ struct nib_shm_header {
     uint32_t eos_id;
     uint32_t add_bos; /* the model prepends BOS unless NIB_REQ_NO_BOS */
     uint32_t errmsg_max;
-    uint32_t reserved1[11];
+    uint32_t features; /* NIB_FEAT_* */
+    uint32_t reserved1[10];
     /* line 2: ring geometry (the same for every host's ring) */
     alignas(NIB_CACHELINE) uint64_t ring_size; /* bytes of each ring memfd */
     uint32_t ring_header_size;                 /* sizeof(struct nib_ring_header) */
@@ -220,6 +226,7 @@ _Static_assert(offsetof(struct nib_request, kind) == 24, "request kind");
 _Static_assert(offsetof(struct nib_shm_header, epoch) == 24, "header epoch");
 _Static_assert(offsetof(struct nib_shm_header, appliance_pid) == 44, "header pid");
 _Static_assert(offsetof(struct nib_shm_header, ctx_len) == 64, "header line 1");
+_Static_assert(offsetof(struct nib_shm_header, features) == 84, "header features");
 _Static_assert(offsetof(struct nib_shm_header, ring_size) == 128, "header line 2");
 _Static_assert(offsetof(struct nib_shm_header, slot_text) == 180, "header geometry");
 _Static_assert(offsetof(struct nib_shm_header, state) == 192, "header line 3");

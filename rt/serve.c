@@ -8,10 +8,13 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "proto/private/sync.h"
 #include "proto/stats.h"
+#include "proto/utf8.h"
+#include "rt/chat/chat.h"
 #include "rt/sample.h"
 #include "rt/tokenizer.h"
 
@@ -20,24 +23,55 @@ void nib_server_geometry(const struct nib_blob_view *v, struct nib_shm_header *h
     nib_ring_geometry(h, v->h->hp.ctx_len, v->tok->max_piece_len);
 }
 
-/* Scratch: the prompt copy, ids (a text prompt of n bytes encodes to at
- * most n + 2 ids), the tokenizer's merge work. */
-static void scratch_sizes(const struct nib_blob_view *v, uint64_t *prompt, uint64_t *ids,
-                          uint64_t *work)
+/* The private scratch, all sized at boot from the geometry: the prompt
+ * copy, ids, the tokenizer's work for the longest text it is given (a
+ * prompt, or a rendered conversation), and for a blob with a chat template
+ * the decoded messages, the rendered text with its taint bytes and the
+ * renderer's work. */
+struct scratch_plan {
+    uint64_t prompt_max, text_max; /* longest prompt; longest text tokenized */
+    uint32_t ids_cap, messages;
+    uint64_t off_ids, off_tok, off_parts, off_msgs, off_render, off_taint, off_chat, chat_size,
+        total;
+};
+
+static uint64_t up64(uint64_t x)
+{
+    return (x + 63) & ~63ull;
+}
+
+static void scratch_plan(const struct nib_blob_view *v, struct scratch_plan *p)
 {
     struct nib_shm_header h;
     memset(&h, 0, sizeof h);
+    memset(p, 0, sizeof *p);
     nib_server_geometry(v, &h);
-    *prompt = (h.prompt_max + 63ull) & ~63ull;
-    *ids = (uint64_t)h.prompt_max + 2;
-    *work = (nib_tok_scratch_footprint(h.prompt_max) + 63) & ~63ull;
+    size_t prog_len = 0;
+    int chat = nib_tok_chat_program(v, &prog_len) != NULL;
+    p->prompt_max = h.prompt_max;
+    p->text_max = chat ? (uint64_t)NIB_CHAT_RENDER_FACTOR * h.prompt_max : h.prompt_max;
+    p->messages = chat ? nib_chat_max_messages(h.prompt_max) : 0;
+    /* + 1: a conversation's BOS goes in front of what the tokenizer gives */
+    uint64_t ids = nib_tok_max_ids(v, p->text_max) + 1;
+    if (ids < h.prompt_max / 4 + 1)
+        ids = h.prompt_max / 4 + 1; /* PROMPT_IDS requests */
+    p->ids_cap = (uint32_t)ids;
+    p->off_ids = up64(p->prompt_max);
+    p->off_tok = p->off_ids + up64(ids * 4);
+    p->off_parts = p->off_tok + up64(nib_tok_req_scratch_footprint(v, p->text_max));
+    p->off_msgs = p->off_parts + up64((uint64_t)p->messages * sizeof(struct nib_chat_part));
+    p->off_render = p->off_msgs + up64((uint64_t)p->messages * sizeof(struct nib_chat_message));
+    p->off_taint = p->off_render + (chat ? up64(p->text_max) : 0);
+    p->off_chat = p->off_taint + (chat ? up64(p->text_max) : 0);
+    p->chat_size = chat ? up64(nib_chat_scratch_footprint(p->prompt_max, p->text_max)) : 0;
+    p->total = p->off_chat + p->chat_size;
 }
 
 uint64_t nib_server_scratch_footprint(const struct nib_blob_view *v)
 {
-    uint64_t p, i, w;
-    scratch_sizes(v, &p, &i, &w);
-    return p + ((i * 4 + 63) & ~63ull) + w;
+    struct scratch_plan p;
+    scratch_plan(v, &p);
+    return p.total;
 }
 
 static int fail(char *err, size_t errlen, const char *field, const char *why, uint64_t a,
@@ -51,7 +85,7 @@ static int fail(char *err, size_t errlen, const char *field, const char *why, ui
 
 int nib_req_decode(const struct nib_request *raw, const uint8_t *prompt, size_t prompt_avail,
                    const struct nib_req_limits *lim, struct nib_req_decoded *out, uint32_t *ids,
-                   size_t ids_cap, char *err, size_t errlen)
+                   size_t ids_cap, struct nib_chat_part *parts, char *err, size_t errlen)
 {
     /* Read every field once into a local: the caller's copy came from
      * shared memory and is checked here, nowhere else. */
@@ -70,12 +104,24 @@ int nib_req_decode(const struct nib_request *raw, const uint8_t *prompt, size_t 
     if (r.flags & ~NIB_REQ_FLAGS_KNOWN)
         return fail(err, errlen, "flags", "unknown bits 0x%llx set", r.flags & ~NIB_REQ_FLAGS_KNOWN,
                     0);
-    if (r.kind != NIB_REQ_KIND_TEXT)
-        return fail(err, errlen, "kind", "%llu is not a kind this appliance serves (0: text)",
-                    r.kind, 0);
+    if (r.kind != NIB_REQ_KIND_TEXT && r.kind != NIB_REQ_KIND_CHAT)
+        return fail(err, errlen, "kind",
+                    "%llu is not a kind this appliance serves (0: text, 1: chat)", r.kind, 0);
+    if (r.kind == NIB_REQ_KIND_CHAT && !lim->chat_messages)
+        return fail(err, errlen, "kind", "this model has no chat template", 0, 0);
+    if (r.kind == NIB_REQ_KIND_CHAT && (r.flags & NIB_REQ_PROMPT_IDS))
+        return fail(err, errlen, "flags", "PROMPT_IDS does not apply to a chat request", 0, 0);
     for (size_t i = 0; i < sizeof r.reserved; i++)
         if (r.reserved[i])
             return fail(err, errlen, "reserved", "byte %llu is not zero", i, 0);
+    if (r.kind == NIB_REQ_KIND_CHAT) {
+        if (r.prompt_len > prompt_avail)
+            return fail(err, errlen, "prompt_len", "%llu bytes of messages were not provided",
+                        r.prompt_len, 0);
+        if (nib_chat_decode(prompt, r.prompt_len, &out->chat, parts, lim->chat_messages, err,
+                            errlen))
+            return -1;
+    }
     if (r.flags & NIB_REQ_PROMPT_IDS) {
         uint32_t n = r.prompt_len / 4;
         if (r.prompt_len % 4)
@@ -105,6 +151,7 @@ int nib_req_decode(const struct nib_request *raw, const uint8_t *prompt, size_t 
     out->temperature = r.temperature;
     out->flags = r.flags;
     out->seed = r.seed;
+    out->kind = r.kind;
     return 0;
 }
 
@@ -130,12 +177,23 @@ void nib_server_init(struct nib_server *s, const struct nib_blob_view *v, void *
         s->conns[i].fd = -1;
         s->conns[i].ring = -1;
     }
-    uint64_t ps, is, ws;
-    scratch_sizes(v, &ps, &is, &ws);
-    s->prompt = scratch;
-    s->ids = (uint32_t *)(void *)((uint8_t *)scratch + ps);
-    s->ids_cap = (uint32_t)is;
-    s->tok_work = (uint8_t *)scratch + ps + ((is * 4 + 63) & ~63ull);
+    struct scratch_plan sp;
+    scratch_plan(v, &sp);
+    uint8_t *base = scratch;
+    s->prompt = base;
+    s->ids = (uint32_t *)(void *)(base + sp.off_ids);
+    s->ids_cap = sp.ids_cap;
+    s->tok_work = base + sp.off_tok;
+    s->chat_prog = nib_tok_chat_program(v, &s->chat_prog_len);
+    if (s->chat_prog) {
+        s->parts = (struct nib_chat_part *)(void *)(base + sp.off_parts);
+        s->messages = base + sp.off_msgs;
+        s->render = base + sp.off_render;
+        s->taint = base + sp.off_taint;
+        s->render_cap = sp.text_max;
+        s->chat_work = base + sp.off_chat;
+        s->chat_work_size = sp.chat_size;
+    }
 
     const struct nib_hparams *hp = &v->h->hp;
     struct nib_shm_header *h = s->hdr;
@@ -154,8 +212,10 @@ void nib_server_init(struct nib_server *s, const struct nib_blob_view *v, void *
     h->eos_id = hp->eos_id;
     h->add_bos = hp->add_bos ? 1 : 0;
     h->errmsg_max = NIB_ERRMSG_MAX;
+    h->features = s->chat_prog ? NIB_FEAT_CHAT : 0;
     nib_server_geometry(v, h);
-    s->lim = (struct nib_req_limits){h->prompt_max, h->slot_tokens, hp->ctx_len, hp->vocab_size};
+    s->lim = (struct nib_req_limits){h->prompt_max, h->slot_tokens, hp->ctx_len, hp->vocab_size,
+                                     sp.messages};
     s->stats->version = NIB_STATS_VERSION;
     /* release: pairs with the acquire of heartbeat_ns in nibhost.c alive() */
     nib_store_rel(&h->heartbeat_ns, nib_now_ns());
@@ -223,6 +283,10 @@ static void finish(struct nib_server *s, struct nib_run *r, uint32_t status, con
     }
     struct nib_slot *slot = slot_at(s, r->ring, r->slot);
     if (status != NIB_ST_HOST_CHANGED && own(s, r)) {
+        /* The whole text now, a trailing partial character included (it
+         * will never be completed). release: pairs with the acquire of
+         * text_len in nibhost.c nib_host_poll() */
+        nib_store_rel(&slot->text_len, r->text_len);
         if (why)
             snprintf(slot->error, sizeof slot->error, "%s", why);
         slot->status = status;
@@ -310,20 +374,121 @@ void nib_server_housekeeping(struct nib_server *s, uint64_t now)
             s->sock_path);
 }
 
-/* Append the text of `id`; 0 when it does not fit. *len is the appliance's
- * own count. */
-static int emit_text(struct nib_server *s, struct nib_slot *slot, uint32_t *len, uint32_t prev,
+/* Append the text of `id`; 0 when it does not fit. r->text_len is the
+ * appliance's own count; text_len in the slot is published only up to the
+ * last whole UTF-8 character (nib_utf8_ready looks at the last three bytes
+ * at most, kept privately in r->tail), so a streaming host never sees half
+ * a character; finish() publishes the rest. */
+static int emit_text(struct nib_server *s, struct nib_slot *slot, struct nib_run *r, uint32_t prev,
                      uint32_t id)
 {
     char piece[NIB_MAX_PIECE];
     size_t n = nib_tok_decode(s->v, prev, id, piece, sizeof piece);
-    if (n > s->hdr->slot_text - *len)
+    if (n > s->hdr->slot_text - r->text_len)
         return 0;
-    memcpy(nib_slot_text(slot, s->hdr) + *len, piece, n);
-    *len += (uint32_t)n;
+    memcpy(nib_slot_text(slot, s->hdr) + r->text_len, piece, n);
+    r->text_len += (uint32_t)n;
+    uint8_t last[3 + NIB_MAX_PIECE];
+    memcpy(last, r->tail, r->tail_n);
+    memcpy(last + r->tail_n, piece, n);
+    size_t all = r->tail_n + n, keep = all < 3 ? all : 3;
+    memcpy(r->tail, last + all - keep, keep);
+    r->tail_n = (uint32_t)keep;
+    uint32_t held = (uint32_t)(keep - nib_utf8_ready(r->tail, keep));
     /* release: pairs with the acquire of text_len in nibhost.c nib_host_poll() */
-    nib_store_rel(&slot->text_len, *len);
+    nib_store_rel(&slot->text_len, r->text_len - held);
     return 1;
+}
+
+/* A chat request's prompt text: the messages (in the private prompt copy)
+ * rendered by the model's template, with a taint byte per output byte.
+ * Returns the text's length, or -1 with "messages: why" in err. */
+static int render_chat(struct nib_server *s, const struct nib_req_decoded *d, char *err,
+                       size_t errlen)
+{
+    const struct nib_hparams *hp = &s->v->h->hp;
+    struct nib_chat_message *m = s->messages;
+    for (uint32_t i = 0; i < d->chat.n_messages; i++)
+        m[i] = (struct nib_chat_message){s->parts[i].role, s->parts[i].content,
+                                         s->parts[i].role_len, s->parts[i].content_len};
+    struct nib_chat_args a = {.messages = m,
+                              .n_messages = d->chat.n_messages,
+                              .add_generation_prompt =
+                                  !!(d->chat.flags & NIB_CHAT_ADD_GENERATION_PROMPT),
+                              .now_s = d->chat.now_s};
+    a.bos_token = nib_tok_piece(s->v, hp->bos_id, &a.bos_len);
+    a.eos_token = nib_tok_piece(s->v, hp->eos_id, &a.eos_len);
+    if (!a.now_s) {
+        /* Once per request: the vDSO's clock (no system call; seccomp
+         * allows clock_gettime on this thread in any case). */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        a.now_s = ts.tv_sec;
+    }
+    size_t len = 0;
+    char why[NIB_ERRMSG_MAX - 16];
+    if (nib_chat_render(s->chat_prog, s->chat_prog_len, &a, s->chat_work, s->chat_work_size,
+                        s->render, s->taint, s->render_cap, &len, why, sizeof why)) {
+        snprintf(err, errlen, "messages: %s", why);
+        return -1;
+    }
+    return (int)len;
+}
+
+/* The prompt's ids into s->ids: as given (PROMPT_IDS), a text prompt
+ * tokenized, or a conversation rendered then tokenized. BOS for a
+ * conversation only when the model adds one and the rendered text did not
+ * already begin with it (templates that write bos_token get no second).
+ * Returns the count (> 0), or 0 with "field: why" in err. */
+static int prompt_ids(struct nib_server *s, const struct nib_req_decoded *d, char *err,
+                      size_t errlen)
+{
+    const struct nib_hparams *hp = &s->v->h->hp;
+    if (d->flags & NIB_REQ_PROMPT_IDS)
+        return (int)d->n_ids;
+    int want_bos = hp->add_bos && !(d->flags & NIB_REQ_NO_BOS);
+    struct nib_tok_request rq = {.add_bos = want_bos, .special = !!(d->flags & NIB_REQ_SPECIAL)};
+    const char *text = (const char *)s->prompt;
+    size_t len = d->prompt_len;
+    const char *field = "prompt";
+    if (d->kind == NIB_REQ_KIND_CHAT) {
+        int rl = render_chat(s, d, err, errlen);
+        if (rl < 0)
+            return 0;
+        text = (const char *)s->render;
+        len = (size_t)rl;
+        rq.add_bos = 0;
+        rq.taint = s->taint;
+        field = "messages";
+    }
+    /* One id is kept free in front for a conversation's BOS. */
+    int n = nib_tok_encode_req(s->v, text, len, &rq, s->ids + 1, s->ids_cap - 1, s->tok_work);
+    if (n == -2) {
+        snprintf(err, errlen, "%s: the text exceeds the tokenizer's work bound", field);
+        return 0;
+    }
+    if (n < 0) {
+        snprintf(err, errlen, "%s: more tokens than the id scratch holds", field);
+        return 0;
+    }
+    if (d->kind == NIB_REQ_KIND_CHAT && want_bos && (n == 0 || s->ids[1] != hp->bos_id)) {
+        s->ids[0] = hp->bos_id;
+        n++;
+    } else {
+        memmove(s->ids, s->ids + 1, (size_t)n * sizeof *s->ids);
+    }
+    if (n == 0) {
+        snprintf(err, errlen, "%s: empty prompt and no BOS to start from",
+                 d->kind == NIB_REQ_KIND_CHAT ? "messages" : "prompt_len");
+        return 0;
+    }
+    if ((uint32_t)n > hp->ctx_len || (uint32_t)n > s->hdr->slot_tokens) {
+        snprintf(err, errlen, "%s: %d prompt tokens, more than the context holds (%u)",
+                 d->kind == NIB_REQ_KIND_CHAT ? "messages" : "prompt_len", n,
+                 hp->ctx_len < s->hdr->slot_tokens ? hp->ctx_len : s->hdr->slot_tokens);
+        return 0;
+    }
+    return n;
 }
 
 struct check {
@@ -401,26 +566,15 @@ static void serve(struct nib_server *s, uint32_t ring, uint32_t slot_i)
     const struct nib_hparams *hp = &s->v->h->hp;
     struct nib_req_decoded d;
     char why[NIB_ERRMSG_MAX];
-    if (nib_req_decode(&req, s->prompt, plen, &s->lim, &d, s->ids, s->ids_cap, why, sizeof why)) {
+    if (nib_req_decode(&req, s->prompt, plen, &s->lim, &d, s->ids, s->ids_cap, s->parts, why,
+                       sizeof why)) {
         finish(s, &r, NIB_ST_BAD_REQUEST, why);
         return;
     }
-    int n;
-    if (d.flags & NIB_REQ_PROMPT_IDS) {
-        n = (int)d.n_ids;
-    } else {
-        int add_bos = hp->add_bos && !(d.flags & NIB_REQ_NO_BOS);
-        n = nib_tok_encode_with(s->v, (const char *)s->prompt, d.prompt_len, add_bos, s->ids,
-                                s->ids_cap, s->tok_work);
-        if (n <= 0) {
-            finish(s, &r, NIB_ST_BAD_REQUEST, "prompt_len: empty prompt and no BOS to start from");
-            return;
-        }
-        if ((uint32_t)n > hp->ctx_len || (uint32_t)n > h->slot_tokens) {
-            finish(s, &r, NIB_ST_BAD_REQUEST,
-                   "prompt_len: prompt has more tokens than the context holds");
-            return;
-        }
+    int n = prompt_ids(s, &d, why, sizeof why);
+    if (n <= 0) {
+        finish(s, &r, NIB_ST_BAD_REQUEST, why);
+        return;
     }
     if (!own(s, &r)) {
         finish(s, &r, NIB_ST_HOST_CHANGED, NULL);
@@ -429,7 +583,7 @@ static void serve(struct nib_server *s, uint32_t ring, uint32_t slot_i)
     uint32_t *tokens = nib_slot_tokens(slot, h);
     memcpy(tokens, s->ids, (size_t)n * 4);
     slot->n_prompt = (uint32_t)n;
-    uint32_t n_tok = (uint32_t)n, text_len = 0;
+    uint32_t n_tok = (uint32_t)n;
     /* release: pairs with the acquire of n_tokens in nibhost.c nib_host_poll(),
      * which then reads tokens[0, n_tokens) and n_prompt */
     nib_store_rel(&slot->n_tokens, n_tok);
@@ -460,7 +614,7 @@ static void serve(struct nib_server *s, uint32_t ring, uint32_t slot_i)
         }
         if (produced == 0)
             slot->t_first_ns = t;
-        if (next == hp->eos_id) {
+        if (nib_tok_is_eog(s->v, next)) {
             status = NIB_ST_EOS;
             break;
         }
@@ -468,7 +622,7 @@ static void serve(struct nib_server *s, uint32_t ring, uint32_t slot_i)
             status = NIB_ST_CTX_FULL;
             break;
         }
-        if (!emit_text(s, slot, &text_len, prev, next)) {
+        if (!emit_text(s, slot, &r, prev, next)) {
             status = NIB_ST_TEXT_FULL;
             break;
         }

@@ -1,7 +1,9 @@
-/* The serving thread's work (protocol version 3, docs/ring.md): pick the
+/* The serving thread's work (protocol version 4, docs/ring.md): pick the
  * next submitted request round-robin across the attached hosts' rings,
- * check it as hostile input, tokenize, run prefill and decode, stream
- * tokens and text back into the slot while it is still the request's own,
+ * check it as hostile input, render chat messages with the model's
+ * template (rt/chat/chat.h), tokenize, run prefill and decode until an
+ * end-of-generation token or a limit, stream tokens and text (whole UTF-8
+ * characters only) back into the slot while it is still the request's own,
  * and post the final status. Between passes of the model (never inside
  * one) it also runs the control channel (rt/control.c): attach, detach,
  * hang-ups, stop, kicks.
@@ -16,6 +18,7 @@
 #include <stdint.h>
 
 #include "model_blob/blob_view.h"
+#include "proto/chat_msg.h"
 #include "proto/shm_layout.h"
 #include "rt/exec.h"
 
@@ -25,6 +28,7 @@ struct nib_req_limits {
     uint32_t slot_tokens;
     uint32_t ctx_len;
     uint32_t vocab_size;
+    uint32_t chat_messages; /* messages a chat request may hold; 0: no chat template */
 };
 
 /* A request that passed every check. */
@@ -34,18 +38,26 @@ struct nib_req_decoded {
     float temperature;   /* 0..NIB_TEMPERATURE_MAX, not NaN */
     uint32_t flags;      /* known bits only */
     uint64_t seed;
-    uint32_t n_ids; /* NIB_REQ_PROMPT_IDS: ids copied to ids[] */
+    uint32_t n_ids;            /* NIB_REQ_PROMPT_IDS: ids copied to ids[] */
+    uint32_t kind;             /* NIB_REQ_KIND_TEXT or NIB_REQ_KIND_CHAT */
+    struct nib_chat_head chat; /* CHAT: the conversation's header */
 };
 
 /* Decode and check a request that was copied out of shared memory: every
- * field against the limits, kind TEXT, reserved bytes zero; with
+ * field against the limits, kind TEXT or CHAT, reserved bytes zero; with
  * NIB_REQ_PROMPT_IDS, prompt (prompt_avail bytes) holds the ids, each <
- * vocab_size, copied to ids (ids_cap >= prompt_max / 4). Pure: reads only
- * its arguments. Returns 0, or -1 with "field: why" in err (the field named
- * as in docs/ring.md). */
+ * vocab_size, copied to ids (ids_cap >= prompt_max / 4); with kind CHAT,
+ * the prompt holds messages (proto/chat_msg.h), decoded into parts (room
+ * for lim->chat_messages; they point into prompt). Pure: reads only its
+ * arguments. Returns 0, or -1 with "field: why" in err (the field named as
+ * in docs/ring.md). */
 int nib_req_decode(const struct nib_request *raw, const uint8_t *prompt, size_t prompt_avail,
                    const struct nib_req_limits *lim, struct nib_req_decoded *out, uint32_t *ids,
-                   size_t ids_cap, char *err, size_t errlen);
+                   size_t ids_cap, struct nib_chat_part *parts, char *err, size_t errlen);
+
+/* Bytes a chat request's rendered text may take (the template's text
+ * around the messages included): NIB_CHAT_RENDER_FACTOR x prompt_max. */
+#define NIB_CHAT_RENDER_FACTOR 2u
 
 /* The appliance's own record of one ring (never read back from the ring). */
 struct nib_host_ring {
@@ -80,7 +92,10 @@ struct nib_run {
     uint32_t ring, slot;
     uint64_t ticket;
     uint64_t t_start;
-    int gone; /* its host hung up or detached */
+    int gone;          /* its host hung up or detached */
+    uint32_t text_len; /* text bytes written into the slot ... */
+    uint8_t tail[3];   /* ... the last of them (private: never read back) ... */
+    uint32_t tail_n;   /* ... and how many (<= 3), to publish whole characters */
 };
 
 struct nib_server {
@@ -98,6 +113,15 @@ struct nib_server {
     uint32_t *ids;   /* ids_cap ids */
     uint32_t ids_cap;
     void *tok_work;
+    /* chat (only when the blob has a template; else NULL / 0) */
+    const uint8_t *chat_prog;
+    size_t chat_prog_len;
+    struct nib_chat_part *parts; /* lim.chat_messages */
+    void *messages;              /* lim.chat_messages struct nib_chat_message */
+    uint8_t *render, *taint;     /* render_cap bytes each */
+    size_t render_cap;
+    void *chat_work;
+    size_t chat_work_size;
     /* control channel (rt/control.c) */
     int listen_fd;     /* -1: none (tests attach with nib_control_adopt) */
     uint32_t uid, gid; /* the appliance's */

@@ -1,8 +1,10 @@
 /* Fuzz target: what the appliance reads from a host's ring (protocol
- * version 3). Input: 64 request bytes, then prompt bytes.
+ * version 4). Input: 64 request bytes, then prompt bytes.
  *
- *   1. the request check (nib_req_decode), with large and tiny limits;
- *   2. for accepted text prompts, the tokenizer on the prompt bytes;
+ *   1. the request check (nib_req_decode), with large and tiny limits,
+ *      chat messages included (every decoded message inside the area);
+ *   2. for accepted text prompts, the tokenizer on the prompt bytes (the
+ *      request's SPECIAL flag as given);
  *   3. with a blob ($NIB_TEST_BLOB): the serve loop over a ring whose slots
  *      hold the input (slot 0 as given, the others with the input's bytes
  *      as their state, ticket, cancel and request words), so pick-up,
@@ -25,6 +27,8 @@
 static struct nib_blob_view view;
 static int have_view;
 static uint32_t *ids;
+static struct nib_chat_part *parts;
+static void *tok_work;
 static struct nib_server srv;
 static struct nib_shm_header *hdr;
 static uint8_t *ring;
@@ -32,6 +36,7 @@ static uint8_t *ring;
 static void load_blob(void)
 {
     ids = malloc(IDS_CAP * sizeof *ids);
+    parts = malloc(NIB_CHAT_MESSAGES_MAX * sizeof *parts);
     const char *path = getenv("NIB_TEST_BLOB");
     if (!path || !*path)
         return;
@@ -43,6 +48,8 @@ static void load_blob(void)
         return;
     }
     have_view = 1;
+    tok_work = aligned_alloc(64, (nib_tok_req_scratch_footprint(&view, NIB_PROMPT_LIMIT) + 64) &
+                                     ~(size_t)63);
     uint8_t *mem = aligned_alloc(64, (view.mem_size + 63) & ~63ull);
     uint8_t *scratch = aligned_alloc(64, nib_server_scratch_footprint(&view));
     hdr = aligned_alloc(4096, NIB_SHM_HEADER_MEMFD_SIZE);
@@ -65,11 +72,23 @@ static void check(const uint8_t *data, size_t size, const struct nib_req_limits 
         avail = lim->prompt_max;
     struct nib_req_decoded d;
     char err[NIB_ERRMSG_MAX];
-    if (nib_req_decode(&r, prompt, avail, lim, &d, ids, IDS_CAP, err, sizeof err) != 0) {
+    if (nib_req_decode(&r, prompt, avail, lim, &d, ids, IDS_CAP, parts, err, sizeof err) != 0) {
         FUZZ_ASSERT(strchr(err, ':') != NULL);
         return;
     }
-    FUZZ_ASSERT(r.kind == NIB_REQ_KIND_TEXT);
+    FUZZ_ASSERT(r.kind == d.kind);
+    FUZZ_ASSERT(d.kind == NIB_REQ_KIND_TEXT || (d.kind == NIB_REQ_KIND_CHAT && lim->chat_messages));
+    if (d.kind == NIB_REQ_KIND_CHAT) {
+        FUZZ_ASSERT(d.prompt_len <= avail && !(d.flags & NIB_REQ_PROMPT_IDS));
+        FUZZ_ASSERT(d.chat.n_messages <= lim->chat_messages);
+        for (uint32_t i = 0; i < d.chat.n_messages; i++) {
+            FUZZ_ASSERT(parts[i].role >= prompt && parts[i].role_len >= 1 &&
+                        parts[i].role + parts[i].role_len <= prompt + d.prompt_len);
+            FUZZ_ASSERT(parts[i].content >= prompt &&
+                        parts[i].content + parts[i].content_len <= prompt + d.prompt_len);
+        }
+        return; /* rendering: the serve loop below, with a template blob */
+    }
     FUZZ_ASSERT(d.prompt_len <= lim->prompt_max);
     FUZZ_ASSERT(d.max_tokens >= 1 && d.max_tokens <= lim->slot_tokens);
     FUZZ_ASSERT(d.temperature >= 0.0f && d.temperature <= NIB_TEMPERATURE_MAX);
@@ -80,9 +99,12 @@ static void check(const uint8_t *data, size_t size, const struct nib_req_limits 
     if (!have_view || (d.flags & NIB_REQ_PROMPT_IDS) || d.prompt_len > avail)
         return;
     /* The serve loop's next step: tokenize the (hostile) prompt bytes. */
-    int n = nib_tok_encode(&view, (const char *)prompt, d.prompt_len, !(d.flags & NIB_REQ_NO_BOS),
-                           ids, d.prompt_len + 2);
-    FUZZ_ASSERT(n >= 0 && (size_t)n <= d.prompt_len + 2);
+    struct nib_tok_request rq = {.add_bos = !(d.flags & NIB_REQ_NO_BOS),
+                                 .special = !!(d.flags & NIB_REQ_SPECIAL)};
+    size_t cap = nib_tok_max_ids(&view, d.prompt_len);
+    FUZZ_ASSERT(cap <= IDS_CAP);
+    int n = nib_tok_encode_req(&view, (const char *)prompt, d.prompt_len, &rq, ids, cap, tok_work);
+    FUZZ_ASSERT(n == -2 || (n >= 0 && (size_t)n <= cap));
     char piece[NIB_MAX_PIECE];
     for (int i = 0; i < n; i++) {
         FUZZ_ASSERT(ids[i] < view.h->hp.vocab_size);
@@ -143,10 +165,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         load_blob();
         init = 1;
     }
-    struct nib_req_limits big = {NIB_PROMPT_LIMIT, 1u << 17, 1u << 17, 512};
+    struct nib_req_limits big = {NIB_PROMPT_LIMIT, 1u << 17, 1u << 17, 512,
+                                 nib_chat_max_messages(NIB_PROMPT_LIMIT)};
     if (have_view)
         big = srv.lim;
-    const struct nib_req_limits tiny = {16, 8, 4, 3};
+    const struct nib_req_limits tiny = {16, 8, 4, 3, 1};
     check(data, size, &big);
     check(data, size, &tiny);
     if (have_view)

@@ -1,7 +1,9 @@
-/* The pure checks of hostile input (protocol version 3): nib_req_decode,
+/* The pure checks of hostile input (protocol version 4): nib_req_decode,
  * which every request copied out of a ring goes through (each bad field is
  * named, good requests come out intact, random bytes never get past it with
- * an out-of-range value); nib_ctl_parse, which every control message goes
+ * an out-of-range value), with the chat messages of kind CHAT
+ * (proto/chat_msg.h: encode and decode round-trip, each malformed field
+ * named, lengths never past the area); nib_ctl_parse, which every control message goes
  * through; and the runtime directory / name rules of proto/shm_name.c. */
 #include <check.h>
 #include <math.h>
@@ -11,18 +13,23 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "proto/chat_msg.h"
 #include "proto/ctl.h"
 #include "proto/shm_name.h"
 #include "rt/sample.h"
 #include "rt/serve.h"
 #include "tests/common/test_util.h"
 
-/* Limits as the geometry gives them for a small model. */
-#define NIB_PROMPT_MAX 8192u
+/* Limits as the geometry gives them for a small model with a chat
+ * template (nochat: the same model without one). */
+#define NIB_PROMPT_MAX 65536u
 #define NIB_SLOT_TOKENS 4096u
-static const struct nib_req_limits lim = {NIB_PROMPT_MAX, NIB_SLOT_TOKENS, 256, 512};
+#define MSGS_MAX (NIB_PROMPT_MAX / 9)
+static const struct nib_req_limits lim = {NIB_PROMPT_MAX, NIB_SLOT_TOKENS, 256, 512, MSGS_MAX};
+static const struct nib_req_limits nochat = {NIB_PROMPT_MAX, NIB_SLOT_TOKENS, 256, 512, 0};
 static uint8_t prompt[NIB_PROMPT_MAX];
 static uint32_t ids[NIB_PROMPT_MAX / 4];
+static struct nib_chat_part parts[MSGS_MAX];
 
 static struct nib_request good(void)
 {
@@ -40,7 +47,8 @@ static void expect(const struct nib_request *r, size_t avail, const char *field)
 {
     struct nib_req_decoded d;
     char err[NIB_ERRMSG_MAX];
-    int rc = nib_req_decode(r, prompt, avail, &lim, &d, ids, NIB_PROMPT_MAX / 4, err, sizeof err);
+    int rc =
+        nib_req_decode(r, prompt, avail, &lim, &d, ids, NIB_PROMPT_MAX / 4, parts, err, sizeof err);
     if (!field) {
         ck_assert_msg(rc == 0, "rejected a good request: %s", err);
         return;
@@ -56,7 +64,7 @@ START_TEST(good_request_passes_intact)
     struct nib_request r = good();
     struct nib_req_decoded d;
     char err[NIB_ERRMSG_MAX];
-    ck_assert_int_eq(nib_req_decode(&r, prompt, 5, &lim, &d, ids, 16, err, sizeof err), 0);
+    ck_assert_int_eq(nib_req_decode(&r, prompt, 5, &lim, &d, ids, 16, parts, err, sizeof err), 0);
     ck_assert_uint_eq(d.prompt_len, 5);
     ck_assert_uint_eq(d.max_tokens, 8);
     ck_assert(d.temperature == 0.5f);
@@ -101,16 +109,17 @@ START_TEST(each_bad_field_is_named)
         r.reserved[i] = 1;
         expect(&r, 5, "reserved");
     }
-    /* Kinds reserved for later revisions are refused by version 3. */
-    const uint32_t kinds[] = {NIB_REQ_KIND_CHAT, NIB_REQ_KIND_MEASURE, NIB_REQ_KIND_TENSOR, 99,
-                              UINT32_MAX};
+    /* Kinds reserved for later revisions are refused by version 4. */
+    const uint32_t kinds[] = {NIB_REQ_KIND_MEASURE, NIB_REQ_KIND_TENSOR, 99, UINT32_MAX};
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
         r = good();
         r.kind = kinds[i];
         expect(&r, 5, "kind");
     }
     r = good();
-    r.flags = NIB_REQ_SPECIAL; /* reserved flag: not known yet */
+    r.flags = NIB_REQ_SPECIAL | NIB_REQ_NO_BOS; /* known since version 4 */
+    expect(&r, 5, NULL);
+    r.flags = 8;
     expect(&r, 5, "flags");
 }
 END_TEST
@@ -132,7 +141,7 @@ START_TEST(prompt_ids_checked_and_copied)
     r.prompt_len = 16;
     struct nib_req_decoded d;
     char err[NIB_ERRMSG_MAX];
-    ck_assert_int_eq(nib_req_decode(&r, prompt, 16, &lim, &d, ids, 4, err, sizeof err), 0);
+    ck_assert_int_eq(nib_req_decode(&r, prompt, 16, &lim, &d, ids, 4, parts, err, sizeof err), 0);
     ck_assert_uint_eq(d.n_ids, 4);
     for (uint32_t i = 0; i < 4; i++)
         ck_assert_uint_eq(ids[i], 1 + i * 100);
@@ -167,8 +176,11 @@ START_TEST(random_bytes_never_pass_out_of_range)
 {
     static const char *const fields[] = {"prompt_len", "max_tokens", "temperature", "flags",
                                          "kind",       "reserved",   "prompt"};
+    static const char *const chat_fields[] = {"chat.magic",    "chat.n_messages", "chat.flags",
+                                              "chat.reserved", "chat.now_s",      "chat.length",
+                                              "chat.message["};
     uint64_t rng = 12345;
-    unsigned passed = 0;
+    unsigned passed = 0, chats = 0;
     for (int it = 0; it < 200000; it++) {
         struct nib_request r;
         random_bytes(&r, sizeof r, &rng);
@@ -176,7 +188,7 @@ START_TEST(random_bytes_never_pass_out_of_range)
          * shrink lengths, sometimes ask for ids. */
         if (it & 1) {
             memset(r.reserved, 0, sizeof r.reserved);
-            r.kind = 0;
+            r.kind = (it & 16) ? NIB_REQ_KIND_CHAT : 0;
         }
         if (it & 2)
             r.prompt_len %= 64;
@@ -186,9 +198,26 @@ START_TEST(random_bytes_never_pass_out_of_range)
             r.flags &= 3;
         for (int i = 0; i < 64; i++)
             prompt[i] = (uint8_t)(nib_rng_f32(&rng) * 256.0f);
+        if (it & 32) { /* a valid conversation of random messages, sometimes one byte off */
+            static const char *const roles[] = {"user", "system", "a", "assistant"};
+            struct nib_chat_part m[3];
+            uint32_t n = (uint32_t)(nib_rng_f32(&rng) * 4.0f) % 4;
+            uint8_t body[16];
+            random_bytes(body, sizeof body, &rng);
+            for (uint32_t i = 0; i < n; i++)
+                m[i] =
+                    (struct nib_chat_part){(const uint8_t *)roles[body[i] % 4], body,
+                                           (uint32_t)strlen(roles[body[i] % 4]), body[i + 4] % 8u};
+            size_t len = nib_chat_encode(m, n, body[8] & 1, body[9], prompt, 64);
+            if (it & 64)
+                r.prompt_len = (uint32_t)len;
+            if (it & 128)
+                prompt[body[10] % 64] ^= (uint8_t)(1u << (body[11] % 8));
+        }
         struct nib_req_decoded d;
         char err[NIB_ERRMSG_MAX];
-        int rc = nib_req_decode(&r, prompt, 64, &lim, &d, ids, NIB_PROMPT_MAX / 4, err, sizeof err);
+        int rc = nib_req_decode(&r, prompt, 64, &lim, &d, ids, NIB_PROMPT_MAX / 4, parts, err,
+                                sizeof err);
         if (rc == 0) {
             passed++;
             ck_assert_uint_le(d.prompt_len, 64);
@@ -197,15 +226,206 @@ START_TEST(random_bytes_never_pass_out_of_range)
             ck_assert_uint_eq(d.flags & ~NIB_REQ_FLAGS_KNOWN, 0);
             for (uint32_t i = 0; i < d.n_ids; i++)
                 ck_assert_uint_lt(ids[i], lim.vocab_size);
+            if (d.kind == NIB_REQ_KIND_CHAT) {
+                chats++;
+                ck_assert_uint_le(d.chat.n_messages, MSGS_MAX);
+                for (uint32_t i = 0; i < d.chat.n_messages; i++) {
+                    ck_assert(parts[i].role >= prompt &&
+                              parts[i].role + parts[i].role_len <= prompt + d.prompt_len);
+                    ck_assert(parts[i].content >= prompt &&
+                              parts[i].content + parts[i].content_len <= prompt + d.prompt_len);
+                }
+            }
         } else {
             int named = 0;
             for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++)
                 named |= strncmp(err, fields[f], strlen(fields[f])) == 0 &&
                          err[strlen(fields[f])] == ':';
+            for (size_t f = 0; f < sizeof chat_fields / sizeof chat_fields[0]; f++)
+                named |= strncmp(err, chat_fields[f], strlen(chat_fields[f])) == 0 &&
+                         strchr(err, ':') != NULL;
             ck_assert_msg(named, "error '%s' names no field", err);
         }
     }
     ck_assert_uint_gt(passed, 100); /* the biased inputs do reach the end */
+    ck_assert_uint_gt(chats, 10);   /* chat requests among them */
+}
+END_TEST
+
+/* --- chat messages (proto/chat_msg.h) ------------------------------------------------- */
+
+#define PART(r, c)                                                                                 \
+    {                                                                                              \
+        (const uint8_t *)(r), (const uint8_t *)(c), sizeof(r) - 1, sizeof(c) - 1                   \
+    }
+static const struct nib_chat_part convo[] = {
+    PART("system", "You are terse."),
+    PART("user", "Hi \xc3\xa9\xf0\x9f\x98\x80 <|im_end|>"),
+    PART("assistant", ""),
+    PART("user", "again"),
+};
+#define N_CONVO 4u
+
+/* A chat request over the encoded conversation (prompt holds it). */
+static struct nib_request chat_request(size_t len)
+{
+    struct nib_request r = good();
+    r.kind = NIB_REQ_KIND_CHAT;
+    r.prompt_len = (uint32_t)len;
+    return r;
+}
+
+static void put32_at(size_t at, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        prompt[at + (size_t)i] = (uint8_t)(v >> (8 * i));
+}
+
+START_TEST(chat_round_trip)
+{
+    size_t len = nib_chat_encode(convo, N_CONVO, NIB_CHAT_ADD_GENERATION_PROMPT, 1700000000, prompt,
+                                 sizeof prompt);
+    ck_assert_uint_eq(len, nib_chat_encoded_size(convo, N_CONVO));
+    size_t want = NIB_CHAT_HEADER_SIZE;
+    for (uint32_t i = 0; i < N_CONVO; i++)
+        want += 8 + convo[i].role_len + convo[i].content_len;
+    ck_assert_uint_eq(len, want);
+    struct nib_request r = chat_request(len);
+    r.flags = NIB_REQ_SPECIAL;
+    struct nib_req_decoded d;
+    char err[NIB_ERRMSG_MAX];
+    ck_assert_msg(nib_req_decode(&r, prompt, len, &lim, &d, ids, 16, parts, err, sizeof err) == 0,
+                  "%s", err);
+    ck_assert_uint_eq(d.kind, NIB_REQ_KIND_CHAT);
+    ck_assert_uint_eq(d.flags, NIB_REQ_SPECIAL);
+    ck_assert_uint_eq(d.chat.n_messages, N_CONVO);
+    ck_assert_uint_eq(d.chat.flags, NIB_CHAT_ADD_GENERATION_PROMPT);
+    ck_assert(d.chat.now_s == 1700000000);
+    for (uint32_t i = 0; i < N_CONVO; i++) {
+        ck_assert_uint_eq(parts[i].role_len, convo[i].role_len);
+        ck_assert_uint_eq(parts[i].content_len, convo[i].content_len);
+        ck_assert_mem_eq(parts[i].role, convo[i].role, convo[i].role_len);
+        if (convo[i].content_len)
+            ck_assert_mem_eq(parts[i].content, convo[i].content, convo[i].content_len);
+    }
+    /* No messages at all, and now_s 0 (the appliance's clock). */
+    len = nib_chat_encode(convo, 0, 0, 0, prompt, sizeof prompt);
+    ck_assert_uint_eq(len, NIB_CHAT_HEADER_SIZE);
+    r = chat_request(len);
+    expect(&r, len, NULL);
+    /* Does not fit, bad flags, bad time, bad role: nothing encoded. */
+    ck_assert_uint_eq(nib_chat_encode(convo, N_CONVO, 0, 0, prompt, want - 1), 0);
+    ck_assert_uint_eq(nib_chat_encode(convo, N_CONVO, 2, 0, prompt, sizeof prompt), 0);
+    ck_assert_uint_eq(nib_chat_encode(convo, N_CONVO, 0, -1, prompt, sizeof prompt), 0);
+    ck_assert_uint_eq(
+        nib_chat_encode(convo, N_CONVO, 0, NIB_CHAT_NOW_MAX + 1, prompt, sizeof prompt), 0);
+    const struct nib_chat_part bad_role[] = {PART("us er", "x")};
+    ck_assert_uint_eq(nib_chat_encoded_size(bad_role, 1), 0);
+}
+END_TEST
+
+START_TEST(chat_each_bad_field_is_named)
+{
+    size_t len = nib_chat_encode(convo, N_CONVO, 1, 5, prompt, sizeof prompt);
+    struct nib_request r = chat_request(len);
+    expect(&r, len, NULL);
+    /* The model has no chat template. */
+    struct nib_req_decoded d;
+    char err[NIB_ERRMSG_MAX];
+    ck_assert_int_eq(nib_req_decode(&r, prompt, len, &nochat, &d, ids, 16, parts, err, sizeof err),
+                     -1);
+    ck_assert_str_eq(err, "kind: this model has no chat template");
+    r.flags = NIB_REQ_PROMPT_IDS;
+    expect(&r, len, "flags");
+    r = chat_request(len);
+    expect(&r, len - 1, "prompt_len"); /* fewer bytes than prompt_len were copied */
+    r.prompt_len = NIB_CHAT_HEADER_SIZE - 1;
+    expect(&r, len, "chat.length");
+    r.prompt_len = (uint32_t)len - 1; /* the last content cut short */
+    expect(&r, len, "chat.message[3].content_len");
+    r = chat_request(len + 3);
+    expect(&r, len + 3, "chat.length"); /* trailing bytes */
+    r = chat_request(len);
+    /* Each header field. */
+    struct {
+        size_t at;
+        uint32_t value;
+        const char *field;
+    } hdr[] = {
+        {0, 0x4D42494Fu, "chat.magic"},
+        {4, N_CONVO + 1, "chat.message[4].role_len"}, /* a message more than there is */
+        {4, UINT32_MAX, "chat.n_messages"},
+        {4, MSGS_MAX + 1, "chat.n_messages"},
+        {8, 2, "chat.flags"},
+        {8, 0x80000001u, "chat.flags"},
+        {12, 1, "chat.reserved"},
+        {20, 0x80000000u, "chat.now_s"}, /* negative */
+        {20, 0x7fffffffu, "chat.now_s"}, /* past year 9999 */
+    };
+    for (size_t i = 0; i < sizeof hdr / sizeof hdr[0]; i++) {
+        nib_chat_encode(convo, N_CONVO, 1, 5, prompt, sizeof prompt);
+        put32_at(hdr[i].at, hdr[i].value);
+        expect(&r, len, hdr[i].field);
+    }
+    /* The first message's lengths and role bytes (it starts at 24). */
+    struct {
+        size_t at;
+        uint32_t value;
+        const char *field;
+    } msg[] = {
+        {24, 0, "chat.message[0].role_len"},
+        {24, NIB_CHAT_ROLE_MAX + 1, "chat.message[0].role_len"},
+        {24, UINT32_MAX, "chat.message[0].role_len"},
+        {28, UINT32_MAX, "chat.message[0].content_len"},
+        {28, (uint32_t)len, "chat.message[0].content_len"},
+        {32, ' ', "chat.message[0].role"},
+        {32, 0x7f, "chat.message[0].role"},
+        {32, 0xc3, "chat.message[0].role"},
+    };
+    for (size_t i = 0; i < sizeof msg / sizeof msg[0]; i++) {
+        nib_chat_encode(convo, N_CONVO, 1, 5, prompt, sizeof prompt);
+        if (msg[i].at == 32)
+            prompt[32] = (uint8_t)msg[i].value;
+        else
+            put32_at(msg[i].at, msg[i].value);
+        expect(&r, len, msg[i].field);
+    }
+    /* A shorter content moves the rest: trailing bytes or a cut header. */
+    nib_chat_encode(convo, N_CONVO, 1, 5, prompt, sizeof prompt);
+    put32_at(28, convo[0].content_len - 1);
+    expect(&r, len, "chat.message[1].role_len");
+}
+END_TEST
+
+/* Hostile conversations at the limit: as many empty messages as fit, one
+ * giant message, and counts that claim more than the area holds. */
+START_TEST(chat_at_the_prompt_limit)
+{
+    static struct nib_chat_part many[MSGS_MAX + 1];
+    for (uint32_t i = 0; i <= MSGS_MAX; i++)
+        many[i] = (struct nib_chat_part){(const uint8_t *)"u", (const uint8_t *)"", 1, 0};
+    uint32_t fit = (NIB_PROMPT_MAX - NIB_CHAT_HEADER_SIZE) / 9;
+    size_t len = nib_chat_encode(many, fit, 1, 0, prompt, sizeof prompt);
+    ck_assert_uint_gt(len, 0);
+    ck_assert_uint_le(len, NIB_PROMPT_MAX);
+    struct nib_request r = chat_request(len);
+    expect(&r, len, NULL);
+    ck_assert_uint_eq(nib_chat_encode(many, fit + 1, 1, 0, prompt, sizeof prompt), 0);
+    put32_at(4, fit + 1);
+    expect(&r, len, "chat.n_messages");
+    /* One message as large as the area allows. */
+    static uint8_t big[NIB_PROMPT_MAX];
+    memset(big, 'a', sizeof big);
+    struct nib_chat_part one = {(const uint8_t *)"user", big, 4,
+                                NIB_PROMPT_MAX - NIB_CHAT_HEADER_SIZE - 12};
+    len = nib_chat_encode(&one, 1, 1, 0, prompt, sizeof prompt);
+    ck_assert_uint_eq(len, NIB_PROMPT_MAX);
+    r = chat_request(len);
+    expect(&r, len, NULL);
+    one.content_len++;
+    ck_assert_uint_eq(nib_chat_encode(&one, 1, 1, 0, prompt, sizeof prompt), 0);
+    ck_assert_uint_eq(nib_chat_max_messages(0), 0);
+    ck_assert_uint_eq(nib_chat_max_messages(SIZE_MAX), NIB_CHAT_MESSAGES_MAX);
 }
 END_TEST
 
@@ -391,6 +611,6 @@ START_TEST(runtime_dir_rules)
 END_TEST
 
 TU_SUITE("decode", "decode", NULL, NULL, 0, good_request_passes_intact, each_bad_field_is_named,
-         prompt_ids_checked_and_copied, random_bytes_never_pass_out_of_range,
-         ctl_host_messages_pass, ctl_every_bad_field_refused, ctl_random_bytes, names_and_paths,
-         runtime_dir_rules)
+         prompt_ids_checked_and_copied, random_bytes_never_pass_out_of_range, chat_round_trip,
+         chat_each_bad_field_is_named, chat_at_the_prompt_limit, ctl_host_messages_pass,
+         ctl_every_bad_field_refused, ctl_random_bytes, names_and_paths, runtime_dir_rules)

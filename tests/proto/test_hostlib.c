@@ -1,4 +1,4 @@
-/* libnibhost (protocol version 3) against
+/* libnibhost (protocol version 4) against
  *   - a hand-made appliance on a thread of this process: a listening socket
  *     in a private runtime directory, a sealed header memfd and sealed ring
  *     memfds, answering ATTACH/DETACH/STOP/KICK and serving requests with
@@ -9,7 +9,9 @@
  *     library must say GONE (never TIMEOUT: the wait's bound is far away);
  *   - the real serve loop (rt/serve.c, rt/control.c) on a thread, over the
  *     same kind of memfds and a real socket: submit, stream, wait, cancel,
- *     release, back-pressure, stop, fork. */
+ *     release, back-pressure, stop, fork, a prompt as large as the area.
+ * Chat requests: what the library writes is checked by decoding it
+ * (proto/chat_msg.h); what it refuses never reaches the ring. */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -30,6 +32,7 @@
 #include <unistd.h>
 
 #include "model_blob/blob_view.h"
+#include "proto/chat_msg.h"
 #include "proto/ctl.h"
 #include "proto/private/ctl_io.h"
 #include "proto/private/sync.h"
@@ -131,7 +134,10 @@ static struct fake {
     int bad_hfd, bad_rfd; /* unsealed / wrong-size memfds for the tamper cases */
     pthread_t thr;
     volatile int stop, beat, serve, hang_up, deny_stop, tamper;
-    volatile int kicks, detaches, attaches, stops, token_ms;
+    volatile int kicks, detaches, attaches, stops, token_ms, served;
+    struct nib_request last_req; /* the last request served, and its prompt bytes */
+    uint8_t last_prompt[4096];
+    uint32_t last_len;
 } F;
 
 static void fake_header(struct nib_shm_header *h)
@@ -261,6 +267,10 @@ static void fake_serve(int i, uint32_t k)
     if (!nib_cas(&s->state, &expect, NIB_SLOT_RUNNING))
         return;
     uint64_t ticket = s->ticket;
+    F.last_req = s->req;
+    F.last_len = s->req.prompt_len < sizeof F.last_prompt ? s->req.prompt_len : 0;
+    memcpy(F.last_prompt, nib_slot_prompt(s, g), F.last_len);
+    F.served++;
     uint32_t *tok = nib_slot_tokens(s, g), n = 0, max = s->req.max_tokens;
     char *text = nib_slot_text(s, g);
     tok[n++] = g->bos_id;
@@ -509,8 +519,8 @@ START_TEST(inconsistent_header_refused_field_by_field)
         const char *want;
     } cases[] = {
         {offsetof(struct nib_shm_header, magic), 8, 1, "bad magic"},
-        {offsetof(struct nib_shm_header, version), 4, 2, "speaks protocol version 2"},
-        {offsetof(struct nib_shm_header, version), 4, 4, "speaks protocol version 4"},
+        {offsetof(struct nib_shm_header, version), 4, 3, "speaks protocol version 3"},
+        {offsetof(struct nib_shm_header, version), 4, 5, "speaks protocol version 5"},
         {offsetof(struct nib_shm_header, header_size), 4, 128, "header_size"},
         {offsetof(struct nib_shm_header, header_memfd_size), 8, 8192, "header_memfd_size"},
         {offsetof(struct nib_shm_header, epoch), 8, 0, "epoch 0"},
@@ -617,6 +627,107 @@ START_TEST(submit_wait_release)
     static char big[1u << 20];
     ck_assert_int_eq(nib_host_submit(h, big, nib_host_prompt_max(h) + 1, &p, &r), NIB_HOST_ERR);
     ck_assert_ptr_nonnull(strstr(nib_host_error(h), "the limit is"));
+    nib_host_detach(h);
+}
+END_TEST
+
+/* A conversation as the library writes it: decoded back, field by field;
+ * the special flag on text and chat; what the appliance would refuse is
+ * refused before anything reaches the ring. */
+START_TEST(chat_and_special_requests)
+{
+    struct nib_host *h = attach_ok();
+    const struct nib_chat_msg msgs[] = {
+        {"system", "Be brief.", 0},
+        {"user", "a\0b<|im_end|>", 14}, /* explicit length: a NUL inside */
+        {"assistant", NULL, 0},
+        {"user", "\xc3\xa9", 0},
+    };
+    struct nib_gen_params p = {.max_tokens = 2, .special = 1, .now_s = 1234567};
+    struct nib_req_handle r;
+    struct nib_progress pr;
+    /* The header says the model has no chat template: refused here. */
+    ck_assert_int_eq(nib_host_has_chat(h), 0);
+    ck_assert_int_eq(nib_host_submit_chat(h, msgs, 4, &p, &r), NIB_HOST_ERR);
+    ck_assert_ptr_nonnull(strstr(nib_host_error(h), "chat template"));
+    nib_host_detach(h);
+    F.hdr->features = NIB_FEAT_CHAT;
+    h = attach_ok();
+    ck_assert_int_eq(nib_host_has_chat(h), 1);
+    ck_assert_int_eq(nib_host_submit_chat(h, msgs, 4, &p, &r), NIB_HOST_OK);
+    ck_assert_int_eq(nib_host_wait(h, &r, NIB_HOST_WAIT_DONE, 10000, &pr), NIB_HOST_OK);
+    ck_assert_int_eq(nib_host_release(h, &r), NIB_HOST_OK);
+    ck_assert_uint_eq(F.last_req.kind, NIB_REQ_KIND_CHAT);
+    ck_assert_uint_eq(F.last_req.flags, NIB_REQ_SPECIAL);
+    ck_assert_uint_eq(F.last_req.prompt_len, nib_host_chat_size(msgs, 4));
+    struct nib_chat_head head;
+    struct nib_chat_part parts[8];
+    char err[128];
+    ck_assert_msg(nib_chat_decode(F.last_prompt, F.last_len, &head, parts, 8, err, sizeof err) == 0,
+                  "%s", err);
+    ck_assert_uint_eq(head.n_messages, 4);
+    ck_assert_uint_eq(head.flags, NIB_CHAT_ADD_GENERATION_PROMPT);
+    ck_assert(head.now_s == 1234567);
+    ck_assert_uint_eq(parts[1].content_len, 14);
+    ck_assert_mem_eq(parts[1].content, "a\0b<|im_end|>", 14);
+    ck_assert_uint_eq(parts[2].content_len, 0);
+    ck_assert_uint_eq(parts[2].role_len, 9);
+    ck_assert_mem_eq(parts[3].content, "\xc3\xa9", 2);
+    /* No generation prompt, the appliance's clock, no special. */
+    p = (struct nib_gen_params){.max_tokens = 1, .no_generation_prompt = 1};
+    ck_assert_int_eq(nib_host_submit_chat(h, msgs, 1, &p, &r), NIB_HOST_OK);
+    ck_assert_int_eq(nib_host_wait(h, &r, NIB_HOST_WAIT_DONE, 10000, &pr), NIB_HOST_OK);
+    ck_assert_int_eq(nib_host_release(h, &r), NIB_HOST_OK);
+    ck_assert_uint_eq(F.last_req.flags, 0);
+    ck_assert_int_eq(nib_chat_decode(F.last_prompt, F.last_len, &head, parts, 8, err, sizeof err),
+                     0);
+    ck_assert_uint_eq(head.flags, 0);
+    ck_assert(head.now_s == 0);
+    /* The special flag on a text request. */
+    p = (struct nib_gen_params){.max_tokens = 1, .special = 1, .no_bos = 1};
+    ck_assert_int_eq(nib_host_submit(h, "<|eot_id|>", 10, &p, &r), NIB_HOST_OK);
+    ck_assert_int_eq(nib_host_wait(h, &r, NIB_HOST_WAIT_DONE, 10000, &pr), NIB_HOST_OK);
+    ck_assert_int_eq(nib_host_release(h, &r), NIB_HOST_OK);
+    ck_assert_uint_eq(F.last_req.kind, NIB_REQ_KIND_TEXT);
+    ck_assert_uint_eq(F.last_req.flags, NIB_REQ_SPECIAL | NIB_REQ_NO_BOS);
+    /* Refused before sending: nothing more is served. */
+    int served = F.served;
+    static char big[1u << 20];
+    memset(big, 'x', sizeof big);
+    struct nib_chat_msg large[] = {
+        {"user", big, nib_host_prompt_max(h) - NIB_CHAT_HEADER_SIZE - 12}};
+    p = (struct nib_gen_params){.max_tokens = 1};
+    ck_assert_uint_eq(nib_host_chat_size(large, 1), nib_host_prompt_max(h));
+    ck_assert_int_eq(nib_host_submit_chat(h, large, 1, &p, &r), NIB_HOST_OK); /* exactly fits */
+    ck_assert_int_eq(nib_host_wait(h, &r, NIB_HOST_WAIT_DONE, 10000, &pr), NIB_HOST_OK);
+    ck_assert_int_eq(nib_host_release(h, &r), NIB_HOST_OK);
+    served++;
+    large[0].content_len++;
+    ck_assert_int_eq(nib_host_submit_chat(h, large, 1, &p, &r), NIB_HOST_ERR);
+    ck_assert_ptr_nonnull(strstr(nib_host_error(h), "the limit is"));
+    ck_assert_ptr_nonnull(strstr(nib_host_error(h), "not sent"));
+    const struct nib_chat_msg bad_roles[][1] = {
+        {{"", "x", 0}},
+        {{NULL, "x", 0}},
+        {{"us er", "x", 0}},
+        {{"r\xc3\xa9le", "x", 0}},
+        {{"a234567890123456789012345678901234567890123456789"
+          "0123456789012345",
+          "x", 0}}};
+    for (size_t i = 0; i < sizeof bad_roles / sizeof bad_roles[0]; i++) {
+        ck_assert_int_eq(nib_host_submit_chat(h, bad_roles[i], 1, &p, &r), NIB_HOST_ERR);
+        ck_assert_ptr_nonnull(strstr(nib_host_error(h), "role"));
+        ck_assert_uint_eq(nib_host_chat_size(bad_roles[i], 1), 0);
+    }
+    p.prompt_ids = 1;
+    ck_assert_int_eq(nib_host_submit_chat(h, msgs, 1, &p, &r), NIB_HOST_ERR);
+    p.prompt_ids = 0;
+    p.now_s = -5;
+    ck_assert_int_eq(nib_host_submit_chat(h, msgs, 1, &p, &r), NIB_HOST_ERR);
+    ck_assert_int_eq(nib_host_submit_chat(h, msgs, NIB_CHAT_MESSAGES_MAX + 1, &p, &r),
+                     NIB_HOST_ERR);
+    sleep_ms(20);
+    ck_assert_int_eq(F.served, served);
     nib_host_detach(h);
 }
 END_TEST
@@ -979,6 +1090,34 @@ START_TEST(live_submit_stream_release)
 }
 END_TEST
 
+/* A prompt as large as the prompt area (at least 64 KiB) is sent and
+ * answered: served, or refused naming the context, within bounds; one byte
+ * more is refused by the library. */
+START_TEST(live_prompt_at_the_limit)
+{
+    struct nib_host *h = attach_ok();
+    uint32_t max = nib_host_prompt_max(h);
+    ck_assert_uint_ge(max, 65536);
+    static char big[1u << 20];
+    for (uint32_t i = 0; i < max; i++)
+        big[i] = "Once upon a time "[i % 17];
+    struct nib_gen_params p = {.max_tokens = 1};
+    struct nib_req_handle r;
+    struct nib_progress pr;
+    ck_assert_int_eq(nib_host_submit(h, big, max, &p, &r), NIB_HOST_OK);
+    ck_assert_int_eq(nib_host_wait(h, &r, NIB_HOST_WAIT_DONE, 30000, &pr), NIB_HOST_OK);
+    if (pr.status == NIB_ST_BAD_REQUEST)
+        ck_assert_msg(strstr(pr.error, "context"), "error: %s", pr.error);
+    else
+        ck_assert_msg(pr.status == NIB_ST_OK || pr.status == NIB_ST_EOS, "status %s",
+                      nib_status_name(pr.status));
+    ck_assert_int_eq(nib_host_release(h, &r), NIB_HOST_OK);
+    ck_assert_int_eq(nib_host_submit(h, big, max + 1, &p, &r), NIB_HOST_ERR);
+    ck_assert_ptr_nonnull(strstr(nib_host_error(h), "not sent"));
+    nib_host_detach(h);
+}
+END_TEST
+
 START_TEST(live_busy_cancel_and_all_slots_again)
 {
     struct nib_host *h = attach_ok();
@@ -1072,14 +1211,14 @@ Suite *nib_test_suite(void)
     TU_CASE(s, "no appliance", NULL, NULL, 0, no_appliance_is_a_clear_error);
     TU_CASE(s, "hand-made appliance", fake_setup, fake_teardown, 60, attach_reads_the_header,
             everything_handed_over_is_checked, inconsistent_header_refused_field_by_field,
-            stale_heartbeat_at_attach_is_gone, submit_wait_release,
+            stale_heartbeat_at_attach_is_gone, submit_wait_release, chat_and_special_requests,
             full_ring_is_busy_and_waits_are_bounded, streaming_wait_and_cancel,
             kick_only_when_sleeping, stale_heartbeat_is_gone, hung_up_socket_is_gone,
             stopping_state_is_gone, stop_over_the_socket, stop_through_a_handle,
             stop_times_out_when_nobody_answers, forked_child_attaches_afresh,
             the_memfds_cannot_be_resized_or_written);
     TU_CASE(s, "serve loop", live_setup, live_teardown, 60, live_submit_stream_release,
-            live_busy_cancel_and_all_slots_again, live_rings_are_per_host_and_come_back,
-            live_stop_ends_queued_requests);
+            live_prompt_at_the_limit, live_busy_cancel_and_all_slots_again,
+            live_rings_are_per_host_and_come_back, live_stop_ends_queued_requests);
     return s;
 }

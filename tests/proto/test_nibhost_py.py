@@ -5,8 +5,10 @@ SCM_RIGHTS), like tests/proto/test_hostlib.c does for libnibhost: everything
 handed over is checked (each tampered hand-over refused with a message naming
 it), the liveness rules hold (a stale heartbeat, a hung-up socket and a
 stopping appliance end waits with Gone, long before their bounds), a forked
-child attaches afresh, back-pressure and wait timeouts, and stop() over the
-socket.
+child attaches afresh, back-pressure and wait timeouts, stop() over the
+socket, and chat requests (the encoding decoded back field by field, the
+special flag, conversations larger than the prompt area refused before they
+are sent).
 
     test_nibhost_py.py NIBHOST_PY
 """
@@ -40,7 +42,7 @@ def check(cond, what):
 
 def geometry(ctx, piece):
     """nib_ring_geometry of proto/shm_layout.h."""
-    prompt = min(max(ctx * 16, 8192), 1 << 20)
+    prompt = min(max(ctx * 16, 65536), 1 << 20)
     text = min(max(ctx * max(piece, 1), 32768), 4 << 20)
     g = {"ring_header_size": 128, "n_slots": 4, "slots_offset": 128, "prompt_offset": 320,
          "prompt_max": (prompt + 63) & ~63, "slot_tokens": ctx}
@@ -82,7 +84,8 @@ class Fake:
         self.serve = True
         self.hang_up = False
         self.deny_stop = False
-        self.attaches = self.kicks = self.stops = 0
+        self.attaches = self.kicks = self.stops = self.served = 0
+        self.last = None           # (kind, flags, prompt bytes) of the last request served
         self.stop_flag = False
         self.lsock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.lsock.bind(os.path.join(os.environ["NIB_RUNTIME_DIR"], NAME + ".sock"))
@@ -92,7 +95,7 @@ class Fake:
 
     def write_header(self):
         h = self.h
-        struct.pack_into("<QIIQQQII", h, 0, nh.MAGIC, 3, 256, 4096, 4242, 256, nh.STATS_SIZE,
+        struct.pack_into("<QIIQQQII", h, 0, nh.MAGIC, 4, 256, 4096, 4242, 256, nh.STATS_SIZE,
                          os.getpid())
         struct.pack_into("<II", h, 48, RINGS, 512)
         struct.pack_into("<IIIII", h, 64, 256, 1, 2, 1, 128)
@@ -187,7 +190,11 @@ class Fake:
             struct.pack_into("<I", ring, so, 3)
             ticket = struct.unpack_from("<Q", ring, so + 8)[0]
             plen, max_tokens = struct.unpack_from("<II", ring, so + 64)
+            flags, kind = struct.unpack_from("<I", ring, so + 76)[0], \
+                struct.unpack_from("<I", ring, so + 88)[0]
             po = so + G["prompt_offset"]
+            self.last = (kind, flags, bytes(ring[po:po + min(plen, G["prompt_max"])]))
+            self.served += 1
             ids = [1] + list(ring[po:po + min(plen, 64)])
             text = b""
             for j in range(max_tokens):
@@ -293,9 +300,9 @@ def case_handovers(fake):
     check(len(os.listdir("/proc/self/fd")) == fds0, "descriptors left open")
     # Header fields, one at a time (through the appliance's own mapping).
     good = bytes(fake.h[:256])
-    fields = [(0, "<Q", 1, "bad magic"), (8, "<I", 4, "protocol version 3, this host speaks "
+    fields = [(0, "<Q", 1, "bad magic"), (8, "<I", 3, "protocol version 3, this host speaks "
                                                    "version 4"),
-              (8, "<I", 2, "version 2"), (12, "<I", 128, "header_size"),
+              (8, "<I", 5, "version 5"), (12, "<I", 128, "header_size"),
               (16, "<Q", 8192, "header_memfd_size"), (40, "<I", 1 << 20, "stats_size"),
               (48, "<I", 0, "max_hosts"), (52, "<I", 0, "vocab_size"), (64, "<I", 0, "ctx_len"),
               (68, "<I", 512, "bos_id"), (76, "<I", 7, "add_bos"), (80, "<I", 4096, "errmsg_max"),
@@ -307,15 +314,7 @@ def case_handovers(fake):
               (176, "<I", 0xFFFFFFF0, "text area"), (180, "<I", 0, "text area"),
               (192, "<I", 3, "not ready (it is stopped)")]
     for off, fmt, value, want in fields:
-        v = value
-        if want.startswith("protocol version 3"):
-            # the host's own version changed instead (as test_protocol.py does)
-            saved, nh.VERSION = nh.VERSION, 4
-            expect_error(nh.NibError, "version 3", lambda: nh.Host(NAME, timeout=2))
-            nh.VERSION = saved
-            settle(fake)
-            continue
-        struct.pack_into(fmt, fake.h, off, v)
+        struct.pack_into(fmt, fake.h, off, value)
         expect_error(nh.NibError, want, lambda: nh.Host(NAME, timeout=2))
         fake.h[:256] = good
         settle(fake)
@@ -406,6 +405,63 @@ def case_stop(fake):
         h.close()
 
 
+def decode_chat(b):
+    """proto/chat_msg.h, read independently of nibhost.encode_chat."""
+    magic, n, flags, reserved, now = struct.unpack_from("<IIIIq", b, 0)
+    at, msgs = 24, []
+    for _ in range(n):
+        rl, cl = struct.unpack_from("<II", b, at)
+        at += 8
+        msgs.append((b[at:at + rl], b[at + rl:at + rl + cl]))
+        at += rl + cl
+    return magic, flags, reserved, now, msgs, at == len(b)
+
+
+def case_chat(fake):
+    conv = [{"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Hi \u00e9\U0001F600 <|im_end|>"},
+            {"role": "assistant", "content": ""},
+            ("user", b"raw \xff bytes")]
+    with nh.Host(NAME, timeout=5) as h:
+        check(not h.has_chat, "features: no chat template")
+        expect_error(nh.NibError, "chat template", lambda: h.chat(conv))
+    struct.pack_into("<I", fake.h, 84, 1)  # features: CHAT
+    settle(fake)
+    with nh.Host(NAME, timeout=5) as h:
+        check(h.has_chat, "features: chat")
+        r = h.chat(conv, max_tokens=2, special=True, now=1234567, timeout=10)
+        check(r.status_name == "ok", "chat status %s" % r.status_name)
+        kind, flags, data = fake.last
+        check(kind == 1 and flags == 4, "chat kind %d flags %d" % (kind, flags))
+        magic, cflags, reserved, now, msgs, exact = decode_chat(data)
+        check(magic == 0x4D42494E and cflags == 1 and reserved == 0 and now == 1234567 and exact,
+              "chat header %x %d %d %d %s" % (magic, cflags, reserved, now, exact))
+        want = [(b"system", b"Be brief."),
+                (b"user", "Hi \u00e9\U0001F600 <|im_end|>".encode()),
+                (b"assistant", b""), (b"user", b"raw \xff bytes")]
+        check(msgs == want, "messages %r" % msgs)
+        check(data == nh.encode_chat(conv, True, 1234567), "encode_chat")
+        h.chat(conv[:1], max_tokens=1, add_generation_prompt=False, timeout=10)
+        _, cflags, _, now, msgs, _ = decode_chat(fake.last[2])
+        check(cflags == 0 and now == 0 and len(msgs) == 1, "no generation prompt, no time")
+        h.ask("<|eot_id|>", max_tokens=1, special=True, no_bos=True, timeout=10)
+        check(fake.last[:2] == (0, 5), "text special flags %r" % (fake.last[:2],))
+        served = fake.served
+        room = h.prompt_max - 24 - 12
+        h.chat([{"role": "user", "content": "x" * room}], max_tokens=1, timeout=10)  # fits
+        expect_error(nh.NibError, "not sent",
+                     lambda: h.chat([{"role": "user", "content": "x" * (room + 1)}]))
+        expect_error(nh.NibError, "the limit is",
+                     lambda: h.chat([{"role": "u", "content": ""}] * (h.prompt_max // 9)))
+        for bad in ("", "us er", "r\u00f4le", "a" * 65, None):
+            expect_error(nh.NibError, "role", lambda: h.chat([{"role": bad, "content": "x"}]))
+        expect_error(nh.NibError, "content", lambda: h.chat([{"role": "user", "content": [1]}]))
+        expect_error(nh.NibError, "now", lambda: h.chat(conv, now=-1))
+        time.sleep(0.02)
+        check(fake.served == served + 1, "refused requests reached the ring")
+    struct.pack_into("<I", fake.h, 84, 0)
+
+
 def main():
     global nh
     spec = importlib.util.spec_from_file_location("nibhost", sys.argv[1])
@@ -417,7 +473,8 @@ def main():
     try:
         expect_error(nh.NibError, "no appliance named py is running (no socket at",
                      lambda: nh.Host(NAME, timeout=1))
-        for case in (case_attach_and_ask, case_handovers, case_liveness, case_fork, case_stop):
+        for case in (case_attach_and_ask, case_handovers, case_liveness, case_fork, case_stop,
+                     case_chat):
             fake = Fake()
             try:
                 case(fake)

@@ -1,15 +1,21 @@
-/* Host-side commands over libnibhost: nib ask, nib stop, nib stats. */
+/* Host-side commands over libnibhost: nib ask (text, or a conversation
+ * the appliance renders with the model's chat template), nib stop, nib
+ * stats. */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "proto/chat_msg.h"
 #include "proto/shm_layout.h"
 #include "proto/stats.h"
 #include "proto/utf8.h"
 #include "tools/cli/cli.h"
 #include "proto/private/sync.h"
 #include "tools/util/args.h"
+#include "tools/util/json.h"
 #include "tools/host/nibhost.h"
 
 /* Every wait of nib ask, stop and stats ends after this long (--timeout). */
@@ -104,9 +110,20 @@ static void ask_usage(FILE *f)
 {
     fprintf(f,
             "usage: nib ask [--name NAME] [--max-tokens N] [--temperature T] [--seed S] "
-            "[--no-bos] [--json]\n"
+            "[--no-bos] [--special] [--json]\n"
             "               [--timeout SECONDS] [--] PROMPT\n"
+            "       nib ask --chat [--system TEXT] [--now SECONDS] [options] [--] MESSAGE\n"
+            "       nib ask --messages conversation.json [--system TEXT] [options] [MESSAGE]\n"
             "  a PROMPT that starts with '-' goes after --\n"
+            "  --special  control tokens written as text (<|eot_id|>) map to their ids\n"
+            "             (in a conversation: in the messages too)\n"
+            "  --chat     MESSAGE is a user message; the appliance renders the conversation\n"
+            "             with the model's own chat template and prints the answer\n"
+            "  --system   a system message first (with --chat or --messages)\n"
+            "  --messages an OpenAI-style JSON array [{\"role\": ..., \"content\": ...}];\n"
+            "             a MESSAGE after it is one more user message\n"
+            "  --now      what the template's strftime_now() shows (UTC seconds since 1970;\n"
+            "             default: the appliance's clock)\n"
             "  --timeout  give up (the request is cancelled) after this long; default %d s.\n"
             "             Every wait is bounded by it: attaching, a full ring, the answer.\n"
             "  Text is printed as UTF-8: bytes of the model that are not well-formed\n"
@@ -114,7 +131,115 @@ static void ask_usage(FILE *f)
             ASK_TIMEOUT_DEFAULT_S);
 }
 
-enum { O_NAME = NIB_ARGS_OPT, O_MAX_TOKENS, O_TEMPERATURE, O_SEED, O_NO_BOS, O_JSON, O_TIMEOUT };
+enum {
+    O_NAME = NIB_ARGS_OPT,
+    O_MAX_TOKENS,
+    O_TEMPERATURE,
+    O_SEED,
+    O_NO_BOS,
+    O_JSON,
+    O_TIMEOUT,
+    O_SPECIAL,
+    O_CHAT,
+    O_SYSTEM,
+    O_MESSAGES,
+    O_NOW,
+};
+
+/* A conversation: the messages and the JSON document their strings live
+ * in (NULL for --chat alone). */
+struct convo {
+    struct nib_chat_msg *m;
+    size_t n;
+    struct json_doc *doc;
+};
+
+static void convo_free(struct convo *c)
+{
+    free(c->m);
+    json_free(c->doc);
+}
+
+/* --messages FILE: an array of {"role": string, "content": string or null}
+ * objects (other members, such as "name", are not sent). 0, or 1 after a
+ * message. */
+static int read_messages(const char *path, struct convo *c)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "nib ask: %s: cannot open: %s\n", path, strerror(errno));
+        return 1;
+    }
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    for (size_t k; buf && (k = fread(buf + len, 1, cap - len, f)) > 0;) {
+        len += k;
+        if (len == cap && cap < JSON_DEFAULT_MAX_BYTES) {
+            char *nb = realloc(buf, cap *= 2);
+            if (!nb)
+                free(buf);
+            buf = nb;
+        }
+    }
+    int rd_err = ferror(f);
+    fclose(f);
+    if (!buf || rd_err) {
+        fprintf(stderr, "nib ask: %s: %s\n", path, buf ? "read error" : "out of memory");
+        free(buf);
+        return 1;
+    }
+    char err[256];
+    int rc = json_parse(buf, len, NULL, &c->doc, err, sizeof err);
+    free(buf);
+    if (rc) {
+        fprintf(stderr, "nib ask: %s: %s\n", path, err);
+        return 1;
+    }
+    const struct json_value *root = json_root(c->doc);
+    if (!json_is(root, JSON_ARRAY)) {
+        fprintf(stderr,
+                "nib ask: %s: want a JSON array of {\"role\", \"content\"} objects, not %s\n", path,
+                json_type_name(root));
+        return 1;
+    }
+    c->m = calloc(root->n + 2, sizeof *c->m); /* + --system and a MESSAGE */
+    if (!c->m) {
+        fprintf(stderr, "nib ask: out of memory for %u messages\n", root->n);
+        return 1;
+    }
+    for (uint32_t i = 0; i < root->n; i++) {
+        const struct json_value *e = json_at(root, i), *role = json_get(e, "role"),
+                                *content = json_get(e, "content");
+        if (!json_is(e, JSON_OBJECT) || !json_is(role, JSON_STRING) ||
+            !(json_is(content, JSON_STRING) || json_is(content, JSON_NULL))) {
+            fprintf(stderr,
+                    "nib ask: %s: message %u: want {\"role\": string, \"content\": string}, "
+                    "got %s with role %s and content %s\n",
+                    path, i, json_type_name(e), json_type_name(role), json_type_name(content));
+            return 1;
+        }
+        c->m[c->n++] =
+            (struct nib_chat_msg){role->str, json_is(content, JSON_STRING) ? content->str : "",
+                                  json_is(content, JSON_STRING) ? content->n : 0};
+    }
+    return 0;
+}
+
+/* The JSON of a conversation, as nibhost.py writes it. */
+static void json_messages(FILE *f, const struct convo *c)
+{
+    fputc('[', f);
+    for (size_t i = 0; i < c->n; i++) {
+        const char *content = c->m[i].content ? c->m[i].content : "";
+        size_t n = c->m[i].content_len ? c->m[i].content_len : strlen(content);
+        fprintf(f, "%s{\"role\": ", i ? ", " : "");
+        json_string(f, c->m[i].role, strlen(c->m[i].role));
+        fputs(", \"content\": ", f);
+        json_string(f, content, n);
+        fputc('}', f);
+    }
+    fputc(']', f);
+}
 
 int nib_ask_main(int argc, char **argv)
 {
@@ -128,9 +253,15 @@ int nib_ask_main(int argc, char **argv)
         {"--no-bos", O_NO_BOS, 0},
         {"--json", O_JSON, 0},
         {"--timeout", O_TIMEOUT, 1},
+        {"--special", O_SPECIAL, 0},
+        {"--chat", O_CHAT, 0},
+        {"--system", O_SYSTEM, 1},
+        {"--messages", O_MESSAGES, 1},
+        {"--now", O_NOW, 1},
         {NULL, 0, 0},
     };
-    int json = 0, seed_given = 0, timeout_ms = ASK_TIMEOUT_DEFAULT_S * 1000;
+    int json = 0, seed_given = 0, timeout_ms = ASK_TIMEOUT_DEFAULT_S * 1000, chat = 0;
+    const char *system = NULL, *messages_file = NULL;
     struct nib_args a;
     nib_args_init(&a, "nib ask", argc, argv, opts, ask_usage, &prompt);
     int o;
@@ -155,12 +286,50 @@ int nib_ask_main(int argc, char **argv)
         else if (o == O_TIMEOUT) {
             if (args_timeout(&a, &timeout_ms))
                 return 2;
+        } else if (o == O_SPECIAL)
+            p.special = 1;
+        else if (o == O_CHAT)
+            chat = 1;
+        else if (o == O_SYSTEM)
+            system = a.value;
+        else if (o == O_MESSAGES)
+            messages_file = a.value;
+        else if (o == O_NOW) {
+            uint64_t now;
+            if (nib_args_u64(&a, &now))
+                return 2;
+            if (now > (uint64_t)NIB_CHAT_NOW_MAX)
+                return nib_args_fail(&a, "--now %llu is past year 9999", (unsigned long long)now);
+            p.now_s = (int64_t)now;
         }
     }
     if (o == NIB_ARGS_EXIT)
         return a.status;
-    if (!prompt)
+    if (!prompt && !messages_file)
         return nib_args_missing(&a);
+    if (system && !chat && !messages_file)
+        return nib_args_fail(&a, "--system goes with --chat or --messages");
+    if (p.now_s && !chat && !messages_file)
+        return nib_args_fail(&a, "--now goes with --chat or --messages");
+    struct convo conv = {0};
+    int is_chat = chat || messages_file;
+    if (messages_file && read_messages(messages_file, &conv)) {
+        convo_free(&conv);
+        return 1;
+    }
+    if (chat && !conv.m && !(conv.m = calloc(2, sizeof *conv.m))) {
+        fprintf(stderr, "nib ask: out of memory\n");
+        return 1;
+    }
+    if (system) { /* first */
+        memmove(conv.m + 1, conv.m, conv.n * sizeof *conv.m);
+        conv.m[0] = (struct nib_chat_msg){"system", system, 0};
+        conv.n++;
+    }
+    if (is_chat && prompt)
+        conv.m[conv.n++] = (struct nib_chat_msg){"user", prompt, 0};
+    if (!prompt)
+        prompt = "";
     if (seed_given && p.temperature == 0.0f)
         nib_args_note("nib ask", "--seed is ignored: temperature 0 decodes greedily");
     uint64_t deadline = mono_ms() + (uint64_t)timeout_ms;
@@ -177,6 +346,7 @@ int nib_ask_main(int argc, char **argv)
     if (rc != NIB_HOST_OK) {
         fprintf(stderr, "nib ask: %s\n", nib_host_error(h));
         nib_host_detach(h);
+        convo_free(&conv);
         return 1;
     }
     struct sigaction sa;
@@ -188,12 +358,14 @@ int nib_ask_main(int argc, char **argv)
     /* A full ring is back-pressure: wait for a slot (in short steps, so
      * Ctrl-C still works), up to the timeout. */
     p.busy_wait_ms = 100;
-    while ((rc = nib_host_submit(h, prompt, strlen(prompt), &p, &r)) == NIB_HOST_BUSY &&
+    while ((rc = is_chat ? nib_host_submit_chat(h, conv.m, conv.n, &p, &r)
+                         : nib_host_submit(h, prompt, strlen(prompt), &p, &r)) == NIB_HOST_BUSY &&
            !interrupted && mono_ms() < deadline)
         ;
     if (rc != NIB_HOST_OK) {
         fprintf(stderr, "nib ask: %s\n", interrupted ? "interrupted" : nib_host_error(h));
         nib_host_detach(h);
+        convo_free(&conv);
         return 1;
     }
     struct nib_progress pr;
@@ -204,6 +376,7 @@ int nib_ask_main(int argc, char **argv)
         if (rc != NIB_HOST_OK && rc != NIB_HOST_TIMEOUT) {
             fprintf(stderr, "\nnib ask: %s\n", nib_host_error(h));
             nib_host_detach(h);
+            convo_free(&conv);
             return 1;
         }
         if (!pr.done && mono_ms() >= deadline) {
@@ -215,6 +388,7 @@ int nib_ask_main(int argc, char **argv)
                     "cancelled\n",
                     json || !shown ? "" : "\n", timeout_ms / 1000.0);
             nib_host_detach(h);
+            convo_free(&conv);
             return 1;
         }
         if (interrupted && !cancelled) {
@@ -227,7 +401,7 @@ int nib_ask_main(int argc, char **argv)
             uint32_t k = pr.done ? pr.text_len - shown
                                  : (uint32_t)nib_utf8_ready((const uint8_t *)pr.text + shown,
                                                             pr.text_len - shown);
-            if (shown == 0 && k)
+            if (shown == 0 && k && !is_chat)
                 text_out(stdout, prompt, strlen(prompt));
             text_out(stdout, pr.text + shown, k);
             fflush(stdout);
@@ -247,8 +421,13 @@ int nib_ask_main(int argc, char **argv)
     double decode_s =
         pr.t_done_ns > pr.t_first_ns ? (double)(pr.t_done_ns - pr.t_first_ns) / 1e9 : 0;
     if (json) {
-        printf("{\"prompt\": ");
-        json_string(stdout, prompt, strlen(prompt));
+        if (is_chat) {
+            printf("{\"messages\": ");
+            json_messages(stdout, &conv);
+        } else {
+            printf("{\"prompt\": ");
+            json_string(stdout, prompt, strlen(prompt));
+        }
         printf(", \"prompt_token_ids\": ");
         json_ids(stdout, pr.tokens, pr.n_prompt);
         printf(", \"generated_token_ids\": ");
@@ -264,7 +443,7 @@ int nib_ask_main(int argc, char **argv)
                "%.1f}}\n",
                prefill_ms, decode_s, n_gen > 1 && decode_s > 0 ? (n_gen - 1) / decode_s : 0.0);
     } else {
-        if (shown == 0)
+        if (shown == 0 && !is_chat)
             text_out(stdout, prompt, strlen(prompt));
         fputc('\n', stdout);
         fflush(stdout);
@@ -278,6 +457,7 @@ int nib_ask_main(int argc, char **argv)
     }
     nib_host_release(h, &r);
     nib_host_detach(h);
+    convo_free(&conv);
     return exit_rc;
 }
 

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "proto/chat_msg.h"
 #include "proto/ctl.h"
 #include "proto/private/ctl_io.h"
 #include "proto/private/sync.h"
@@ -630,19 +631,33 @@ static struct nib_slot *slot_at(struct nib_host *h, uint32_t i)
     return nib_ring_slot(h->ring, &h->geo, i);
 }
 
-static int check_params(struct nib_host *h, size_t len, const struct nib_gen_params *p,
-                        const void *prompt)
+/* What every request shares: max_tokens, temperature, now_s. */
+static int check_gen(struct nib_host *h, const struct nib_gen_params *p)
 {
-    size_t bytes = p->prompt_ids ? len * 4 : len;
-    if (p->prompt_ids ? (len == 0 || len > h->geo.prompt_max / 4) : len > h->geo.prompt_max)
-        return host_fail(h, NIB_HOST_ERR, "prompt is %zu %s (%zu bytes), the limit is %u bytes",
-                         len, p->prompt_ids ? "ids" : "bytes", bytes, h->geo.prompt_max);
     if (p->max_tokens > h->geo.slot_tokens)
         return host_fail(h, NIB_HOST_ERR, "max_tokens %u is above the limit %u", p->max_tokens,
                          h->geo.slot_tokens);
     if (!(p->temperature >= 0.0f && p->temperature <= NIB_TEMPERATURE_MAX))
         return host_fail(h, NIB_HOST_ERR, "temperature must be a number in 0..%g",
                          (double)NIB_TEMPERATURE_MAX);
+    if (p->now_s < 0 || p->now_s > NIB_CHAT_NOW_MAX)
+        return host_fail(h, NIB_HOST_ERR, "now_s %lld is outside 0..%lld", (long long)p->now_s,
+                         (long long)NIB_CHAT_NOW_MAX);
+    return NIB_HOST_OK;
+}
+
+static int check_params(struct nib_host *h, size_t len, const struct nib_gen_params *p,
+                        const void *prompt)
+{
+    size_t bytes = p->prompt_ids ? len * 4 : len;
+    if (p->prompt_ids ? (len == 0 || len > h->geo.prompt_max / 4) : len > h->geo.prompt_max)
+        return host_fail(h, NIB_HOST_ERR,
+                         "prompt is %zu %s (%zu bytes), the limit is %u bytes (the appliance's "
+                         "prompt area, prompt_max): not sent",
+                         len, p->prompt_ids ? "ids" : "bytes", bytes, h->geo.prompt_max);
+    int rc = check_gen(h, p);
+    if (rc != NIB_HOST_OK)
+        return rc;
     if (p->prompt_ids)
         for (size_t i = 0; i < len; i++) {
             uint32_t id;
@@ -668,6 +683,18 @@ static int claim(struct nib_host *h)
     return -1;
 }
 
+/* What goes into the prompt area: bytes as they are, or a conversation
+ * encoded there (proto/chat_msg.h). */
+struct payload {
+    const void *bytes;
+    size_t len;
+    const struct nib_chat_part *parts; /* chat: n_parts messages */
+    uint32_t n_parts;
+};
+
+static int submit(struct nib_host *h, const struct nib_gen_params *params, const struct payload *pl,
+                  uint32_t kind, struct nib_req_handle *out);
+
 int nib_host_submit(struct nib_host *h, const void *prompt, size_t len,
                     const struct nib_gen_params *params, struct nib_req_handle *out)
 {
@@ -679,6 +706,104 @@ int nib_host_submit(struct nib_host *h, const void *prompt, size_t len,
         p = *params;
     if ((rc = check_params(h, len, &p, prompt)) != NIB_HOST_OK)
         return rc;
+    struct payload pl = {prompt, p.prompt_ids ? len * 4 : len, NULL, 0};
+    return submit(h, &p, &pl, NIB_REQ_KIND_TEXT, out);
+}
+
+/* The messages as encoder parts (malloc'd; NULL with the error set). */
+static struct nib_chat_part *chat_parts(struct nib_host *h, const struct nib_chat_msg *msgs,
+                                        size_t n)
+{
+    if (n > NIB_CHAT_MESSAGES_MAX) {
+        host_fail(h, NIB_HOST_ERR, "%zu messages, a conversation holds at most %u", n,
+                  NIB_CHAT_MESSAGES_MAX);
+        return NULL;
+    }
+    struct nib_chat_part *m = calloc(n ? n : 1, sizeof *m);
+    if (!m) {
+        host_fail(h, NIB_HOST_ERR, "out of memory for %zu messages", n);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *role = msgs[i].role ? msgs[i].role : "";
+        size_t rl = strnlen(role, NIB_CHAT_ROLE_MAX + 1);
+        size_t cl = msgs[i].content_len ? msgs[i].content_len
+                    : msgs[i].content   ? strlen(msgs[i].content)
+                                        : 0;
+        char why[96];
+        if (nib_chat_check_role((const uint8_t *)role, rl, why, sizeof why)) {
+            host_fail(h, NIB_HOST_ERR, "message %zu: role: %s", i, why);
+            free(m);
+            return NULL;
+        }
+        if (cl > UINT32_MAX) {
+            host_fail(h, NIB_HOST_ERR, "message %zu: content of %zu bytes is too large", i, cl);
+            free(m);
+            return NULL;
+        }
+        m[i] = (struct nib_chat_part){(const uint8_t *)role, (const uint8_t *)msgs[i].content,
+                                      (uint32_t)rl, (uint32_t)cl};
+    }
+    return m;
+}
+
+size_t nib_host_chat_size(const struct nib_chat_msg *msgs, size_t n)
+{
+    struct nib_host tmp;
+    struct nib_chat_part *m = chat_parts(&tmp, msgs, n);
+    if (!m)
+        return 0;
+    size_t size = nib_chat_encoded_size(m, (uint32_t)n);
+    free(m);
+    return size;
+}
+
+int nib_host_has_chat(const struct nib_host *h)
+{
+    return (h->geo.features & NIB_FEAT_CHAT) != 0;
+}
+
+int nib_host_submit_chat(struct nib_host *h, const struct nib_chat_msg *msgs, size_t n,
+                         const struct nib_gen_params *params, struct nib_req_handle *out)
+{
+    int rc = own_process(h);
+    if (rc != NIB_HOST_OK || (rc = alive(h, 1)) != NIB_HOST_OK)
+        return rc;
+    struct nib_gen_params p = {0};
+    if (params)
+        p = *params;
+    if (p.prompt_ids)
+        return host_fail(h, NIB_HOST_ERR, "prompt_ids does not apply to a chat request");
+    if (!nib_host_has_chat(h))
+        return host_fail(h, NIB_HOST_ERR,
+                         "appliance %s serves a model without a chat template: send text", h->name);
+    if ((rc = check_gen(h, &p)) != NIB_HOST_OK)
+        return rc;
+    struct nib_chat_part *m = chat_parts(h, msgs, n);
+    if (!m)
+        return NIB_HOST_ERR;
+    struct payload pl = {NULL, nib_chat_encoded_size(m, (uint32_t)n), m, (uint32_t)n};
+    if (pl.len == 0 || pl.len > h->geo.prompt_max) {
+        free(m);
+        if (pl.len == 0)
+            return host_fail(h, NIB_HOST_ERR, "the conversation is larger than 4 GiB: not sent");
+        return host_fail(h, NIB_HOST_ERR,
+                         "the conversation is %zu bytes encoded (%zu messages), the limit is %u "
+                         "bytes (the appliance's prompt area, prompt_max): not sent",
+                         pl.len, n, h->geo.prompt_max);
+    }
+    rc = submit(h, &p, &pl, NIB_REQ_KIND_CHAT, out);
+    free(m);
+    return rc;
+}
+
+/* Claim a slot (waiting up to busy_wait_ms), write the request and its
+ * payload, publish it. */
+static int submit(struct nib_host *h, const struct nib_gen_params *params, const struct payload *pl,
+                  uint32_t kind, struct nib_req_handle *out)
+{
+    struct nib_gen_params p = *params;
+    int rc;
     uint64_t deadline = p.busy_wait_ms == 0 ? 0 : deadline_after(p.busy_wait_ms);
     uint64_t nap = NAP_MIN_NS;
     int i;
@@ -692,18 +817,23 @@ int nib_host_submit(struct nib_host *h, const void *prompt, size_t len,
         nap = nap < NAP_MAX_NS ? nap * 2 : NAP_MAX_NS;
     }
     struct nib_slot *slot = slot_at(h, (uint32_t)i);
-    size_t bytes = p.prompt_ids ? len * 4 : len;
     slot->cancel = 0;
     slot->request_id = p.request_id;
     memset(&slot->req, 0, sizeof slot->req);
-    slot->req.prompt_len = (uint32_t)bytes;
+    slot->req.prompt_len = (uint32_t)pl->len;
     slot->req.max_tokens = p.max_tokens ? p.max_tokens : 64;
     slot->req.temperature = p.temperature;
     slot->req.seed = p.seed;
-    slot->req.flags = (p.no_bos ? NIB_REQ_NO_BOS : 0) | (p.prompt_ids ? NIB_REQ_PROMPT_IDS : 0);
-    slot->req.kind = NIB_REQ_KIND_TEXT;
-    if (bytes)
-        memcpy(nib_slot_prompt(slot, &h->geo), prompt, bytes);
+    slot->req.flags = (p.no_bos ? NIB_REQ_NO_BOS : 0) | (p.prompt_ids ? NIB_REQ_PROMPT_IDS : 0) |
+                      (p.special ? NIB_REQ_SPECIAL : 0);
+    slot->req.kind = kind;
+    uint8_t *area = nib_slot_prompt(slot, &h->geo);
+    if (kind == NIB_REQ_KIND_CHAT)
+        nib_chat_encode(pl->parts, pl->n_parts,
+                        p.no_generation_prompt ? 0 : NIB_CHAT_ADD_GENERATION_PROMPT, p.now_s, area,
+                        pl->len);
+    else if (pl->len)
+        memcpy(area, pl->bytes, pl->len);
     slot->n_tokens = slot->n_prompt = slot->text_len = 0;
     slot->status = NIB_ST_PENDING;
     slot->t_start_ns = slot->t_first_ns = slot->t_done_ns = 0;

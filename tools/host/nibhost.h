@@ -1,6 +1,7 @@
-/* libnibhost: the host side of the appliance's protocol, version 3.
+/* libnibhost: the host side of the appliance's protocol, version 4.
  * Attach to a running appliance by name over its Unix socket, submit
- * prompts (text or token ids) into this host's own ring, read tokens and
+ * prompts (text, token ids, or a chat conversation the appliance renders
+ * with the model's own template) into this host's own ring, read tokens and
  * text as they stream, wait with a timeout, cancel, read statistics, stop
  * the appliance. docs/ring.md is the protocol this library implements;
  * <proto/shm_layout.h> and <proto/ctl.h> (installed beside this header)
@@ -41,7 +42,18 @@
  *     socket); nib_host_host_index names this host's ring.
  *   - limits (prompt bytes, tokens, text) come from the appliance's header:
  *     nib_host_prompt_max, nib_host_slot_tokens, nib_host_slot_text,
- *     nib_host_slots. */
+ *     nib_host_slots.
+ *
+ * Changes for protocol version 4:
+ *   - nib_host_submit_chat sends a conversation (struct nib_chat_msg);
+ *     nib_host_has_chat says whether the model has a chat template.
+ *   - nib_gen_params gains special (control tokens written as text map to
+ *     their ids), no_generation_prompt and now_s (chat), at its end.
+ *   - a prompt or conversation larger than the appliance's prompt area is
+ *     refused here, before anything is written (ERR, with both sizes).
+ *   - text streams in whole UTF-8 characters (the appliance publishes
+ *     text_len only up to one); status "eos" means any end-of-generation
+ *     token of the model. */
 #ifndef NIBHOST_H
 #define NIBHOST_H
 
@@ -72,11 +84,25 @@ struct nib_gen_params {
     uint32_t max_tokens; /* 0: 64 */
     float temperature;   /* 0: greedy; at most 100 */
     uint64_t seed;
-    int no_bos;          /* do not prepend BOS */
-    int prompt_ids;      /* the prompt is uint32_t token ids; len counts ids */
-    uint64_t request_id; /* echoed in nib_progress, never read by the appliance */
-    int busy_wait_ms;    /* ring full: 0 return BUSY at once, > 0 wait up to this long,
+    int no_bos;               /* do not prepend BOS */
+    int prompt_ids;           /* the prompt is uint32_t token ids; len counts ids */
+    uint64_t request_id;      /* echoed in nib_progress, never read by the appliance */
+    int busy_wait_ms;         /* ring full: 0 return BUSY at once, > 0 wait up to this long,
                              < 0 wait up to NIB_HOST_TIMEOUT_DEFAULT_MS; then BUSY */
+    int special;              /* control tokens written as text (<|im_end|>) map to their ids;
+                             in a chat request, in the messages too */
+    int no_generation_prompt; /* chat: do not end with the assistant's turn opening */
+    int64_t now_s;            /* chat: what the template's strftime_now() formats (UTC
+                                 seconds since 1970); 0: the appliance's clock */
+};
+
+/* One chat message. role: printable ASCII, 1..64 bytes ("system", "user",
+ * "assistant", ...). content: content_len bytes, or when content_len is 0
+ * a NUL-terminated string (NULL: empty). */
+struct nib_chat_msg {
+    const char *role;
+    const char *content;
+    size_t content_len;
 };
 
 struct nib_req_handle {
@@ -135,6 +161,24 @@ int nib_host_check(struct nib_host *h);
  * KICK when the header says the appliance sleeps. */
 int nib_host_submit(struct nib_host *h, const void *prompt, size_t len,
                     const struct nib_gen_params *p, struct nib_req_handle *out);
+
+/* Claim a slot and submit a conversation of n messages, rendered by the
+ * appliance with the model's chat template, then generated from (p as for
+ * nib_host_submit; prompt_ids must be 0). ERR, before anything is sent:
+ * the model has no chat template, a role is invalid, or the encoded
+ * conversation is larger than nib_host_prompt_max() (the message says
+ * both sizes). The template's own refusals (roles that do not alternate,
+ * ...) come back as status bad_request, error "messages: ...". */
+int nib_host_submit_chat(struct nib_host *h, const struct nib_chat_msg *msgs, size_t n,
+                         const struct nib_gen_params *p, struct nib_req_handle *out);
+
+/* Bytes the conversation takes in the prompt area (compare with
+ * nib_host_prompt_max), or 0 when it cannot be encoded (a bad role, more
+ * than 16384 messages). */
+size_t nib_host_chat_size(const struct nib_chat_msg *msgs, size_t n);
+
+/* 1 when the served model has a chat template (nib_host_submit_chat). */
+int nib_host_has_chat(const struct nib_host *h);
 
 /* Non-blocking snapshot. Returns OK, GONE (only while the request is not
  * done), or ERR (the slot no longer holds this request). */

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """nibhost: a host for the nibble appliance in pure Python (standard library only).
 
-It implements docs/ring.md (protocol version 3) from that document alone:
+It implements docs/ring.md (protocol version 4) from that document alone:
 connect to the appliance's Unix socket <runtime dir>/<name>.sock, send ATTACH,
 receive two memory file descriptors (the appliance's header, mapped read-only,
 and this host's own ring, mapped read-write), check everything received, write
@@ -11,11 +11,14 @@ requests into the ring, read tokens and text as they stream, cancel, release.
     with Host("nib") as h:
         r = h.ask("Once upon a time", max_tokens=32)
         print(sanitize(r.text).decode(), r.generated_ids, r.status_name)
+        r = h.chat([{"role": "user", "content": "Hi"}], max_tokens=32)  # the model's template
 
 As a command (same output as `nib ask --json`, minus the timings):
 
     nibhost.py ask [--name N] [--max-tokens N] [--temperature T] [--seed S]
-                   [--no-bos] [--ids 1,2,3] [--json] [--timeout S] PROMPT
+                   [--no-bos] [--special] [--ids 1,2,3] [--json] [--timeout S] PROMPT
+    nibhost.py ask --chat [--system TEXT] [...] MESSAGE
+    nibhost.py ask --messages conversation.json [...]   (OpenAI-style [{"role", "content"}])
     nibhost.py stats [--name N] [--json] [--timeout S]
     nibhost.py stop [--name N] [--timeout S]
 
@@ -53,10 +56,10 @@ import sys
 import threading
 import time
 
-# ---- protocol version 3 (proto/shm_layout.h, proto/ctl.h; docs/ring.md) ----
-MAGIC = 0x334D48534C42494E       # "NIBLSHM3": header memfd
+# ---- protocol version 4 (proto/shm_layout.h, proto/ctl.h, proto/chat_msg.h; docs/ring.md) ----
+MAGIC = 0x334D48534C42494E       # "NIBLSHM3": header memfd (the magics did not change in 4)
 RING_MAGIC = 0x33474E524C42494E  # "NIBLRNG3": ring memfd
-VERSION = 3
+VERSION = 4
 HEADER_SIZE = 256
 HEADER_MEMFD_SIZE = 4096
 STATS_OFFSET = 256
@@ -67,7 +70,7 @@ HOSTS_MAX = 64
 RING_SLOTS = 4
 ERRMSG_MAX = 128
 TEMPERATURE_MAX = 100.0
-PROMPT_MIN, PROMPT_LIMIT = 8192, 1 << 20
+PROMPT_MIN, PROMPT_LIMIT = 65536, 1 << 20
 TEXT_MIN, TEXT_LIMIT = 32768, 4 << 20
 HEARTBEAT_STALE_NS = 3_000_000_000
 CHECK_NS = 100_000_000
@@ -77,7 +80,8 @@ NAME_MAX = 56
 # header fields: offset
 H_MAGIC, H_VERSION, H_HEADER_SIZE, H_MEMFD_SIZE, H_EPOCH = 0, 8, 12, 16, 24
 H_STATS_OFFSET, H_STATS_SIZE, H_APP_PID, H_MAX_HOSTS, H_VOCAB = 32, 40, 44, 48, 52
-H_CTX, H_BOS, H_EOS, H_ADD_BOS, H_ERRMSG_MAX = 64, 68, 72, 76, 80
+H_CTX, H_BOS, H_EOS, H_ADD_BOS, H_ERRMSG_MAX, H_FEATURES = 64, 68, 72, 76, 80, 84
+FEAT_CHAT = 1
 H_RING_SIZE, H_RING_HEADER_SIZE, H_N_SLOTS, H_SLOTS_OFFSET, H_SLOT_SIZE = 128, 136, 140, 144, 152
 H_PROMPT_OFFSET, H_PROMPT_MAX, H_TOKENS_OFFSET, H_SLOT_TOKENS = 160, 164, 168, 172
 H_TEXT_OFFSET, H_SLOT_TEXT = 176, 180
@@ -100,7 +104,16 @@ APP_BOOTING, APP_READY, APP_STOPPING, APP_STOPPED = 0, 1, 2, 3
 SLOT_FREE, SLOT_CLAIMED, SLOT_SUBMITTED, SLOT_RUNNING, SLOT_DONE = 0, 1, 2, 3, 4
 STATUS_NAMES = ["pending", "ok", "eos", "cancelled", "ctx_full", "text_full", "bad_request",
                 "shutdown", "owner_gone", "host_changed"]
-REQ_NO_BOS, REQ_PROMPT_IDS = 1, 2
+REQ_NO_BOS, REQ_PROMPT_IDS, REQ_SPECIAL = 1, 2, 4
+KIND_TEXT, KIND_CHAT = 0, 1
+# chat messages in the prompt area (proto/chat_msg.h): header, then per message
+# role_len u32, content_len u32, role, content
+CHAT_MAGIC = 0x4D42494E  # "NIBM"
+CHAT_HEADER = "<IIIIq"
+CHAT_ADD_GENERATION_PROMPT = 1
+CHAT_ROLE_MAX = 64
+CHAT_MESSAGES_MAX = 16384
+CHAT_NOW_MAX = 253402300799  # 9999-12-31T23:59:59Z
 STATS_COUNTERS = ["requests_accepted", "requests_done", "requests_rejected", "requests_cancelled",
                   "slots_reclaimed", "tokens_prompt", "tokens_generated", "tokens_run"]
 # stats line 3 (protocol 3): u64 counters, then two u32
@@ -223,6 +236,44 @@ def json_string(b):
         else:
             out.append(cp)
     return bytes(out + b'"')
+
+
+# ---- chat messages (proto/chat_msg.h) ----
+
+def _message(m, i):
+    """(role bytes, content bytes) of a {"role", "content"} dict or a (role, content) pair."""
+    role, content = (m.get("role"), m.get("content")) if isinstance(m, dict) else m
+    if isinstance(role, str):
+        role = role.encode("utf-8", "surrogateescape")
+    if not isinstance(role, (bytes, bytearray)) or not 1 <= len(role) <= CHAT_ROLE_MAX or \
+            any(not 0x21 <= c <= 0x7E for c in role):
+        raise NibError("message %d: role %r must be 1..%d bytes of printable ASCII" %
+                       (i, role, CHAT_ROLE_MAX))
+    if content is None:
+        content = b""
+    if isinstance(content, str):
+        content = content.encode("utf-8", "surrogateescape")
+    if not isinstance(content, (bytes, bytearray)):
+        raise NibError("message %d: content must be a string (OpenAI-style parts are not "
+                       "supported)" % i)
+    return bytes(role), bytes(content)
+
+
+def encode_chat(messages, add_generation_prompt=True, now=0):
+    """The prompt-area bytes of a conversation (kind CHAT): docs/ring.md §6.2."""
+    messages = list(messages)
+    if len(messages) > CHAT_MESSAGES_MAX:
+        raise NibError("%d messages, a conversation holds at most %d" %
+                       (len(messages), CHAT_MESSAGES_MAX))
+    now = int(now or 0)
+    if not 0 <= now <= CHAT_NOW_MAX:
+        raise NibError("now %d is outside 0..%d" % (now, CHAT_NOW_MAX))
+    out = [struct.pack(CHAT_HEADER, CHAT_MAGIC, len(messages),
+                       CHAT_ADD_GENERATION_PROMPT if add_generation_prompt else 0, 0, now)]
+    for i, m in enumerate(messages):
+        role, content = _message(m, i)
+        out += [struct.pack("<II", len(role), len(content)), role, content]
+    return b"".join(out)
 
 
 # ---- names (proto/shm_name.h) ----
@@ -596,6 +647,12 @@ class Host:
         self.app_pid = h32(H_APP_PID)
         self.vocab_size, self.ctx_len, self.bos_id, self.eos_id = vocab, ctx, bos, eos
         self.add_bos = add_bos
+        self.features = h32(H_FEATURES)
+
+    @property
+    def has_chat(self):
+        """The served model has a chat template (chat() and submit_chat() work)."""
+        return bool(self.features & FEAT_CHAT)
 
     def _drop(self, say_detach):
         if self.sock is not None:
@@ -719,19 +776,20 @@ class Host:
 
     # ---- the API ----
     def submit(self, prompt, max_tokens=64, temperature=0.0, seed=0, no_bos=False, request_id=0,
-               busy_wait=0.0):
+               busy_wait=0.0, special=False):
         """Submit a prompt (str, bytes, or a list of token ids). busy_wait: seconds to wait
-        for a free slot (None: up to DEFAULT_TIMEOUT) before raising Busy."""
+        for a free slot (None: up to DEFAULT_TIMEOUT) before raising Busy. special: control
+        tokens written as text (<|im_end|>) map to their ids."""
         self._own()
         self._alive(True)
-        flags = REQ_NO_BOS if no_bos else 0
+        flags = (REQ_NO_BOS if no_bos else 0) | (REQ_SPECIAL if special else 0)
         if isinstance(prompt, str):
             prompt = prompt.encode("utf-8")
         if isinstance(prompt, (bytes, bytearray)):
             data = bytes(prompt)
             if len(data) > self.prompt_max:
-                raise NibError("prompt is %d bytes, the limit is %d bytes" %
-                               (len(data), self.prompt_max))
+                raise NibError("prompt is %d bytes, the limit is %d bytes (the appliance's "
+                               "prompt area, prompt_max): not sent" % (len(data), self.prompt_max))
         else:
             ids = list(prompt)
             if not ids or len(ids) > self.prompt_max // 4:
@@ -742,6 +800,30 @@ class Host:
                                    % (t, k, self.vocab_size))
             data = struct.pack("<%dI" % len(ids), *ids)
             flags |= REQ_PROMPT_IDS
+        return self._submit(data, KIND_TEXT, flags, max_tokens, temperature, seed, request_id,
+                            busy_wait)
+
+    def submit_chat(self, messages, max_tokens=64, temperature=0.0, seed=0, no_bos=False,
+                    request_id=0, busy_wait=0.0, special=False, add_generation_prompt=True,
+                    now=None):
+        """Submit a conversation ([{"role": .., "content": ..}, ...]) that the appliance renders
+        with the model's chat template. now: what strftime_now() formats (UTC seconds; None:
+        the appliance's clock). A conversation larger than the prompt area is refused here."""
+        self._own()
+        self._alive(True)
+        if not self.has_chat:
+            raise NibError("appliance %s serves a model without a chat template: send text" %
+                           self.name)
+        data = encode_chat(messages, add_generation_prompt, now or 0)
+        if len(data) > self.prompt_max:
+            raise NibError("the conversation is %d bytes encoded (%d messages), the limit is %d "
+                           "bytes (the appliance's prompt area, prompt_max): not sent" %
+                           (len(data), len(messages), self.prompt_max))
+        flags = (REQ_NO_BOS if no_bos else 0) | (REQ_SPECIAL if special else 0)
+        return self._submit(data, KIND_CHAT, flags, max_tokens, temperature, seed, request_id,
+                            busy_wait)
+
+    def _submit(self, data, kind, flags, max_tokens, temperature, seed, request_id, busy_wait):
         if not 1 <= max_tokens <= self.slot_tokens:
             raise NibError("max_tokens must be 1..%d" % self.slot_tokens)
         if not 0.0 <= temperature <= TEMPERATURE_MAX:
@@ -761,7 +843,7 @@ class Host:
         self._put32(base + S_CANCEL, 0)
         self._put64(base + S_REQUEST_ID, request_id)
         self.mm[base + S_REQ:base + S_REQ + 64] = struct.pack(
-            "<IIfIQI36x", len(data), max_tokens, temperature, flags, seed, 0)
+            "<IIfIQI36x", len(data), max_tokens, temperature, flags, seed, kind)
         p = base + self.prompt_offset
         self.mm[p:p + len(data)] = data
         for off in (S_N_TOKENS, S_N_PROMPT, S_TEXT_LEN, S_STATUS):
@@ -866,6 +948,14 @@ class Host:
         self.release(h)
         return p
 
+    def chat(self, messages, timeout=None, **kw):
+        """submit_chat, wait until done, release: the final Progress."""
+        kw.setdefault("busy_wait", timeout)
+        h = self.submit_chat(messages, **kw)
+        p = self.wait(h, timeout=timeout)
+        self.release(h)
+        return p
+
     def stats(self):
         self._own()
         vals = struct.unpack_from("<8Q", self.hm, STATS_OFFSET)
@@ -884,9 +974,17 @@ class Host:
         self.gone = "appliance %s was stopped" % self.name
 
 
-def ask_json(prompt_bytes, p):
+def ask_json(prompt_bytes, p, messages=None):
+    """`nib ask --json` byte for byte (minus the timings); a conversation is written as
+    "messages" in place of "prompt"."""
     ids = lambda v: ("[" + ", ".join(str(t) for t in v) + "]").encode()
-    s = b'{"prompt": ' + json_string(prompt_bytes) + b', "prompt_token_ids": ' + ids(p.prompt_ids)
+    if messages is None:
+        s = b'{"prompt": ' + json_string(prompt_bytes)
+    else:
+        s = b'{"messages": [' + b", ".join(
+            b'{"role": ' + json_string(r) + b', "content": ' + json_string(c) + b"}"
+            for r, c in (_message(m, i) for i, m in enumerate(messages))) + b"]"
+    s += b', "prompt_token_ids": ' + ids(p.prompt_ids)
     s += b', "generated_token_ids": ' + ids(p.generated_ids) + b', "text": ' + json_string(p.text)
     s += b', "status": "' + p.status_name.encode() + b'"'
     if p.status_name == "bad_request":
@@ -913,6 +1011,16 @@ def main(argv=None):
     a.add_argument("--seed", type=int, default=0)
     a.add_argument("--no-bos", action="store_true")
     a.add_argument("--ids", help="comma-separated prompt token ids instead of text")
+    a.add_argument("--special", action="store_true",
+                   help="control tokens written as text (<|im_end|>) map to their ids")
+    a.add_argument("--chat", action="store_true",
+                   help="PROMPT is a user message, rendered by the model's chat template")
+    a.add_argument("--system", help="with --chat: a system message first")
+    a.add_argument("--messages", metavar="FILE",
+                   help="a conversation, OpenAI-style JSON [{\"role\": .., \"content\": ..}]")
+    a.add_argument("--now", type=int, default=0,
+                   help="chat: the time strftime_now() shows (UTC seconds; default: the "
+                        "appliance's clock)")
     a.add_argument("--json", action="store_true")
     a.add_argument("--timeout", type=_positive, default=DEFAULT_TIMEOUT, help=tmo)
     a.add_argument("prompt", nargs="?", default="")
@@ -939,13 +1047,29 @@ def main(argv=None):
                         out.write(("%s: %d\n" % (k, v)).encode())
                 return 0
             prompt = args.prompt.encode("utf-8", "surrogateescape")
+            messages = None
+            if args.messages is not None:
+                with open(args.messages, "rb") as f:
+                    messages = json.loads(f.read().decode("utf-8"))
+                if not isinstance(messages, list) or \
+                        any(not isinstance(m, dict) for m in messages):
+                    raise NibError("%s: want a JSON array of {\"role\", \"content\"} objects" %
+                                   args.messages)
+            elif args.chat:
+                messages = ([{"role": "system", "content": args.system}] if args.system else [])
+                messages.append({"role": "user", "content": args.prompt})
             if args.ids is not None:
                 prompt_arg = [int(x) for x in args.ids.split(",") if x.strip()]
             else:
                 prompt_arg = prompt
             deadline = time.monotonic() + args.timeout
-            hd = h.submit(prompt_arg, max_tokens=args.max_tokens, temperature=args.temperature,
-                          seed=args.seed, no_bos=args.no_bos, busy_wait=args.timeout)
+            common = dict(max_tokens=args.max_tokens, temperature=args.temperature,
+                          seed=args.seed, no_bos=args.no_bos, busy_wait=args.timeout,
+                          special=args.special)
+            if messages is not None:
+                hd = h.submit_chat(messages, now=args.now, **common)
+            else:
+                hd = h.submit(prompt_arg, **common)
             shown = seen = 0
             while True:
                 try:
@@ -956,7 +1080,7 @@ def main(argv=None):
                 if not args.json and len(p.text) > shown:
                     # Never half a character: hold back an incomplete tail.
                     k = len(p.text) - shown if p.done else ready(p.text[shown:])
-                    if shown == 0 and k:
+                    if shown == 0 and k and messages is None:
                         out.write(sanitize(prompt))
                     out.write(sanitize(p.text[shown:shown + k]))
                     out.flush()
@@ -971,9 +1095,9 @@ def main(argv=None):
                                   "cancelled" % args.timeout)
             h.release(hd)
             if args.json:
-                out.write(ask_json(prompt, p))
+                out.write(ask_json(prompt, p, messages))
             else:
-                if shown == 0:
+                if shown == 0 and messages is None:
                     out.write(sanitize(prompt))
                 out.write(b"\n")
                 if p.status_name == "bad_request":
