@@ -170,7 +170,9 @@ static void emit_unknown(struct run *c, const uint8_t *s, size_t n)
         emit(c, v->tok->unk_id);
 }
 
-static void model(struct run *c, const uint8_t *w, size_t n)
+/* One word without ill-formed UTF-8: ignore_merges, initial symbols,
+ * merges, output. */
+static void model_word(struct run *c, const uint8_t *w, size_t n)
 {
     const struct nib_blob_view *v = c->v;
     uint32_t flags = v->tok->flags;
@@ -205,6 +207,30 @@ static void model(struct run *c, const uint8_t *w, size_t n)
             emit_unknown(c, w + at, nib_tok_utf8(w + at, n - at, &cp));
         }
     }
+}
+
+/* The ill-formed UTF-8 rule (docs/tokenizers.md): each byte of an
+ * ill-formed sequence is its own byte token (or <0xXX>, or unk) and never
+ * merges; the well-formed runs between them are words of their own. */
+static void model(struct run *c, const uint8_t *w, size_t n)
+{
+    size_t run = 0;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        size_t k = nib_tok_utf8(w + i, n - i, &cp);
+        if (k == 1 && cp >= 0x80) {
+            if (i > run)
+                model_word(c, w + run, i - run);
+            if (c->v->tok->flags & NIB_TOKF_BYTE_LEVEL)
+                emit(c, c->v->tok_byte_ids[w[i]]);
+            else
+                emit_unknown(c, w + i, 1);
+            run = i + 1;
+        }
+        i += k;
+    }
+    if (n > run)
+        model_word(c, w + run, n - run);
 }
 
 static void pre(struct run *c, uint32_t k, const uint8_t *w, size_t n);

@@ -217,14 +217,21 @@ START_TEST(byte_level_words)
     struct tok_spec s;
     spec_init(&s);
     all_bytes(&s);
-    tok(&s, "\xc3\xa9"), tok(&s, "h\xc3\xa9");
+    tok(&s, "\xc3\xa9"), tok(&s, "h\xc3\xa9"), tok(&s, " \xed"), tok(&s, "\xed\x9f");
     merge(&s, "\xc3", "\xa9");
     merge(&s, "h", "\xc3\xa9");
+    merge(&s, " ", "\xed");
+    merge(&s, "\xed", "\x9f");
+    s.ignore_merges = 1;
     struct packed *p = pack(&s);
     EXPECT(p, &s, "h\xc3\xa9", "h\xc3\xa9");
     /* ill-formed UTF-8: each byte through its byte token */
     EXPECT(p, &s, "\xff\xc3", "\xff|\xc3");
     EXPECT(p, &s, "\xc3\xc3\xa9", "\xc3|\xc3\xa9");
+    /* ...and never merges, nor makes a whole-word match */
+    EXPECT(p, &s, " \xed", " |\xed");
+    EXPECT(p, &s, " \xed\x9f\x80", " \xed|\x9f|\x80"); /* U+D7C0 is well-formed */
+    EXPECT(p, &s, "\xed\xa0\x80", "\xed|\xa0|\x80");   /* a surrogate is ill-formed */
     unpack(p, &s);
 }
 END_TEST

@@ -154,8 +154,7 @@ static int encode_line(const struct nib_blob_view *v, const char *line, size_t n
 
 static int decode_line(const struct nib_blob_view *v, char *line)
 {
-    uint32_t prev = NIB_TOK_NONE;
-    size_t out = 0;
+    uint32_t prev = NIB_TOK_NONE; /* the start of the text */
     char *p = line, *end;
     char buf[4 * NIB_MAX_PIECE + 64];
     for (;;) {
@@ -170,13 +169,9 @@ static int decode_line(const struct nib_blob_view *v, char *line)
             return -1;
         }
         p = end;
-        /* BPE: the start of the text lasts until something is written
-         * (control tokens write nothing); SentencePiece: after BOS */
-        uint32_t after = v->tok->model == NIB_TOKM_BPE && out == 0 ? NIB_TOK_NONE : prev;
-        size_t n = nib_tok_decode(v, after, (uint32_t)id, buf, sizeof buf);
+        size_t n = nib_tok_decode(v, prev, (uint32_t)id, buf, sizeof buf);
         for (size_t i = 0; i < n; i++)
             printf("%02x", (uint8_t)buf[i]);
-        out += n;
         prev = (uint32_t)id;
     }
     printf("\n");
