@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Protocol scenarios against a real static appliance (docs/ring.md, version 3).
+"""Protocol scenarios against a real static appliance (docs/ring.md, version 4).
 
   test_protocol.py --nib NIB --appliance APP --host PROTO_HOST --nibhost PY SCENARIO
 
@@ -42,7 +42,8 @@ PROMPTS = ["Once upon a time", "The little dog", "Lily and Ben", "hello", "A",
 # ---- the protocol, from docs/ring.md (independent of nibhost.py and libnibhost) ----
 SHM_MAGIC = 0x334D48534C42494E
 RING_MAGIC = 0x33474E524C42494E
-VERSION = 3
+VERSION = 4      # the shared memory's (header.version)
+CTL_VERSION = 3  # the control messages' (unchanged in protocol 4: docs/ring.md §15)
 CTL_MAGIC = 0x4342494E
 CTL = struct.Struct("<IHHIIQQQ24s")
 ATTACH, DETACH, STOP, KICK = 1, 2, 3, 4
@@ -116,7 +117,7 @@ def deadline_loop(seconds, what):
 
 
 def ctl_msg(typ, status=0, host_index=0, epoch=0, hsize=0, rsize=0, reserved=b"", magic=CTL_MAGIC,
-            version=VERSION):
+            version=CTL_VERSION):
     return CTL.pack(magic, version, typ, status, host_index, epoch, hsize, rsize,
                     reserved.ljust(24, b"\0"))
 
@@ -164,7 +165,7 @@ class Raw:
         if m is None:
             fail("the appliance closed the connection instead of answering ATTACH")
         magic, version, typ, status, index, epoch, hsize, rsize, _ = m
-        if magic != CTL_MAGIC or version != VERSION:
+        if magic != CTL_MAGIC or version != CTL_VERSION:
             fail("reply magic %x version %d" % (magic, version))
         if typ == REFUSED:
             for fd in fds:
@@ -527,14 +528,19 @@ def sc_python_host(c):
         fail("bad request: %r / %r" % (a.stdout, b.stdout))
     ok("bad request named by both: %s" % ja["error"])
 
-    # Reserved kinds and flags are refused naming the field (docs/ring.md §14).
+    # Reserved kinds and flags are refused naming the field (docs/ring.md §15); chat on a
+    # model without a template says so.
     raw = c.raw()
-    for kw, field in (({"kind": 1}, "kind"), ({"kind": 3}, "kind"), ({"flags": 4}, "flags")):
+    for kw, field in (({"kind": 1}, "kind: this model has no chat template"),
+                      ({"kind": 3}, "kind:"), ({"flags": 8}, "flags:")):
         r = raw.ask(0, "hello", 2, **kw)
-        if r["status"] != ST_BAD or not r["error"].startswith(field + ":"):
+        if r["status"] != ST_BAD or not r["error"].startswith(field):
             fail("reserved %s: status %s, error %r" % (kw, ST_NAMES[r["status"]], r["error"]))
-    ok("reserved request kinds (chat, tensor) and the special-tokens flag are refused for now, "
-       "naming the field")
+    r = raw.ask(0, "hello", 2, flags=4)  # SPECIAL: known since version 4
+    if r["status"] not in (ST_OK, ST_EOS):
+        fail("special flag: status %s, error %r" % (ST_NAMES[r["status"]], r["error"]))
+    ok("reserved request kinds (tensor) and flags are refused naming the field; chat on a model "
+       "without a template is refused saying so; the special-tokens flag is served")
     raw.close()
 
     with nh.Host(c.name) as h:
