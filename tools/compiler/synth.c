@@ -8,6 +8,8 @@
 #include "model_blob/blob_format.h"
 #include "tools/compiler/gguf.h"
 #include "tools/compiler/gguf_write.h"
+#include "tools/compiler/hf_tokenizer.h"
+#include "tools/compiler/tok_spec.h"
 #include "tools/util/args.h"
 
 #include <errno.h>
@@ -22,14 +24,17 @@
 
 static const struct nib_synth_shape shapes[] = {
     /* name            dim   L    ffn heads kv  vocab   ctx  dtype */
-    {"stories260k", 64, 5, 172, 8, 4, 512, 512, GGML_TYPE_F32},
-    {"stories15m", 288, 6, 768, 6, 6, 32000, 256, GGML_TYPE_F32},
-    {"tinyllama-1.1b", 2048, 22, 5632, 32, 4, 32000, 2048, GGML_TYPE_F16},
-    {"llama-3b", 3200, 26, 8640, 32, 32, 32000, 2048, GGML_TYPE_F16},
+    {"stories260k", 64, 5, 172, 8, 4, 512, 512, GGML_TYPE_F32, 0},
+    {"stories15m", 288, 6, 768, 6, 6, 32000, 256, GGML_TYPE_F32, 0},
+    {"tinyllama-1.1b", 2048, 22, 5632, 32, 4, 32000, 2048, GGML_TYPE_F16, 0},
+    {"llama-3b", 3200, 26, 8640, 32, 32, 32000, 2048, GGML_TYPE_F16, 0},
     /* test shape: heads of 64 (attention quantizes its own heads in q4),
      * grouped-query, an FFN width (344) that ends in a partial block */
-    {"test-hd64", 128, 2, 344, 2, 1, 512, 256, GGML_TYPE_F32},
+    {"test-hd64", 128, 2, 344, 2, 1, 512, 256, GGML_TYPE_F32, 0},
 };
+
+const struct nib_synth_shape nib_synth_vocab_shape = {"synth-vocab", 64, 2, 128, 4, 2, 0, 1024,
+                                                      GGML_TYPE_F16, 1};
 
 const struct nib_synth_shape *nib_synth_shapes(size_t *n)
 {
@@ -95,11 +100,12 @@ static void describe(const struct nib_synth_shape *s, int layer, int kind, struc
 /* Tensor number i (0-based, file order) of a shape; -1 past the end. */
 static int tensor_at(const struct nib_synth_shape *s, uint32_t i, struct tdesc *d)
 {
-    if (i < 3) {
+    uint32_t top = s->tied ? 2 : 3; /* token_embd, output_norm[, output] */
+    if (i < top) {
         describe(s, -1, T_EMBD + (int)i, d);
         return 0;
     }
-    i -= 3;
+    i -= top;
     uint32_t per = T_COUNT - T_ATTN_NORM;
     if (i >= s->n_layers * per)
         return -1;
@@ -484,15 +490,16 @@ static void add_tensors(struct gguf_writer *w, const struct nib_synth_shape *s, 
     }
 }
 
-int nib_synth_write(FILE *out, const struct nib_synth_shape *s, uint32_t dtype, uint64_t seed,
-                    int progress, char *err, size_t errlen)
+/* Both writers: tok NULL writes the built-in SentencePiece vocabulary. */
+static int synth_write(FILE *out, const struct nib_synth_shape *s, uint32_t dtype, uint64_t seed,
+                       const struct tok_spec *tok, int progress, char *err, size_t errlen)
 {
     if (dtype != GGML_TYPE_F32 && dtype != GGML_TYPE_F16) {
         snprintf(err, errlen, "dtype must be f32 or f16");
         return -1;
     }
-    struct nib_synth_vocab v;
-    if (nib_synth_vocab_build(&v, s->vocab, err, errlen) != 0)
+    struct nib_synth_vocab v = {0};
+    if (!tok && nib_synth_vocab_build(&v, s->vocab, err, errlen) != 0)
         return -1;
     uint32_t n_t = 3 + s->n_layers * (T_COUNT - T_ATTN_NORM);
     struct tgen *gens = calloc(n_t, sizeof *gens);
@@ -502,25 +509,54 @@ int nib_synth_write(FILE *out, const struct nib_synth_shape *s, uint32_t dtype, 
     int rc = -1;
     if (gens && w) {
         add_metadata(w, s, dtype);
-        add_tokenizer(w, &v);
-        add_tensors(w, s, dtype, seed, gens, &prog);
-        rc = gguf_writer_write(w, out, err, errlen);
+        if (tok) {
+            rc = nib_synth_tok_metadata(w, tok, err, errlen);
+        } else {
+            add_tokenizer(w, &v);
+            rc = 0;
+        }
+        if (rc == 0) {
+            add_tensors(w, s, dtype, seed, gens, &prog);
+            rc = gguf_writer_write(w, out, err, errlen);
+        }
     } else {
         snprintf(err, errlen, "out of memory");
     }
     gguf_writer_free(w);
     free(gens);
-    nib_synth_vocab_free(&v);
+    if (!tok)
+        nib_synth_vocab_free(&v);
     return rc;
+}
+
+int nib_synth_write(FILE *out, const struct nib_synth_shape *s, uint32_t dtype, uint64_t seed,
+                    int progress, char *err, size_t errlen)
+{
+    return synth_write(out, s, dtype, seed, NULL, progress, err, errlen);
+}
+
+int nib_synth_write_vocab(FILE *out, const struct nib_synth_shape *s, uint32_t dtype, uint64_t seed,
+                          const struct tok_spec *tok, int progress, char *err, size_t errlen)
+{
+    struct nib_synth_shape shape = *s;
+    shape.vocab = tok->n_vocab;
+    shape.tied = 1;
+    return synth_write(out, &shape, dtype, seed, tok, progress, err, errlen);
 }
 
 /* ---- CLI ---- */
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: nib synth SHAPE -o FILE.gguf [--seed N] [--dtype f16|f32]\n"
-               "       nib synth --list\n"
-               "Writes a LLaMA model of a real shape with random weights (seed 0 by default).\n");
+    fprintf(f,
+            "usage: nib synth SHAPE -o FILE.gguf [--seed N] [--dtype f16|f32]\n"
+            "       nib synth [SHAPE] --vocab TOKENIZER -o FILE.gguf [--seed N] [--dtype f16|f32]\n"
+            "       nib synth --list\n"
+            "Writes a LLaMA model of a real shape with random weights (seed 0 by default).\n"
+            "--vocab: the tokenizer of a tokenizer.json (or a Hugging Face directory) with\n"
+            "its real vocabulary, merges, special tokens and chat template; SHAPE defaults\n"
+            "to a small one (%s), and the output matrix is tied to the embeddings.\n",
+            nib_synth_vocab_shape.name);
 }
 
 static void list_shapes(void)
@@ -545,15 +581,16 @@ static void remove_partial(const char *path)
         unlink(path);
 }
 
-enum { O_LIST = NIB_ARGS_OPT, O_OUT, O_SEED, O_DTYPE };
+enum { O_LIST = NIB_ARGS_OPT, O_OUT, O_SEED, O_DTYPE, O_VOCAB };
 
 int nib_synth_main(int argc, char **argv)
 {
     static const struct nib_opt opts[] = {
         {"--list", O_LIST, 0}, {"-o", O_OUT, 1},        {"--output", O_OUT, 1},
-        {"--seed", O_SEED, 1}, {"--dtype", O_DTYPE, 1}, {NULL, 0, 0},
+        {"--seed", O_SEED, 1}, {"--dtype", O_DTYPE, 1}, {"--vocab", O_VOCAB, 1},
+        {NULL, 0, 0},
     };
-    const char *shape = NULL, *out = NULL;
+    const char *shape = NULL, *out = NULL, *vocab = NULL;
     uint64_t seed = 0;
     uint32_t dtype = UINT32_MAX;
     struct nib_args a;
@@ -567,6 +604,10 @@ int nib_synth_main(int argc, char **argv)
             if (!a.value[0])
                 return nib_args_fail(&a, "-o needs a file name");
             out = a.value;
+        } else if (o == O_VOCAB) {
+            if (!a.value[0])
+                return nib_args_fail(&a, "--vocab needs a tokenizer.json or a directory");
+            vocab = a.value;
         } else if (o == O_SEED) {
             if (nib_args_u64(&a, &seed))
                 return 2;
@@ -581,27 +622,36 @@ int nib_synth_main(int argc, char **argv)
     }
     if (o == NIB_ARGS_EXIT)
         return a.status;
-    if (!shape || !out)
+    if ((!shape && !vocab) || !out)
         return nib_args_missing(&a);
-    const struct nib_synth_shape *s = nib_synth_find(shape);
+    const struct nib_synth_shape *s = shape ? nib_synth_find(shape) : &nib_synth_vocab_shape;
     if (!s) {
         fprintf(stderr, "nib synth: unknown shape '%s' (try --list)\n", shape);
         return 2;
     }
     if (dtype == UINT32_MAX)
         dtype = s->dtype;
+    char err[512];
+    struct tok_spec tok;
+    tok_spec_init(&tok);
+    if (vocab && hf_tokenizer_load(vocab, &tok, err, sizeof err)) {
+        fprintf(stderr, "nib synth: --vocab %s\n", err);
+        return 1;
+    }
 
     FILE *f = fopen(out, "wb");
     if (!f) {
         fprintf(stderr, "nib synth: cannot open '%s' for writing: %s\n", out, strerror(errno));
+        tok_spec_free(&tok);
         return 1;
     }
     /* Progress only where it helps: the small shapes finish at once. */
     int progress = nib_synth_bytes(s, dtype) >= (256ull << 20);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    char err[512];
-    int rc = nib_synth_write(f, s, dtype, seed, progress, err, sizeof err);
+    int rc = vocab ? nib_synth_write_vocab(f, s, dtype, seed, &tok, progress, err, sizeof err)
+                   : nib_synth_write(f, s, dtype, seed, progress, err, sizeof err);
+    tok_spec_free(&tok);
     if (fclose(f) != 0 && rc == 0) {
         snprintf(err, sizeof err, "closing the file failed: %s", strerror(errno));
         rc = -1;

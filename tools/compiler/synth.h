@@ -14,6 +14,7 @@ struct nib_synth_shape {
     const char *name;
     uint32_t dim, n_layers, ffn, n_heads, n_kv_heads, vocab, ctx;
     uint32_t dtype; /* default ggml type of the matrices: F32 or F16 */
+    int tied;       /* no output.weight: the classifier reuses token_embd */
 };
 
 /* The built-in shapes; *n receives their count. */
@@ -45,6 +46,25 @@ void nib_synth_vocab_free(struct nib_synth_vocab *v);
  * non-zero prints progress to stderr. 0, or -1 with a message in err. */
 int nib_synth_write(FILE *out, const struct nib_synth_shape *s, uint32_t dtype, uint64_t seed,
                     int progress, char *err, size_t errlen);
+
+/* The same with a real tokenizer (nib synth --vocab): s's vocabulary size
+ * is replaced by tok's, the output matrix is tied to the embeddings (a
+ * 128k-token vocabulary stays small), and the tokenizer is written by
+ * nib_synth_tok_metadata. */
+struct tok_spec;
+int nib_synth_write_vocab(FILE *out, const struct nib_synth_shape *s, uint32_t dtype, uint64_t seed,
+                          const struct tok_spec *tok, int progress, char *err, size_t errlen);
+
+/* The shape --vocab uses when none is named: small, f16, tied. */
+extern const struct nib_synth_shape nib_synth_vocab_shape;
+
+/* tok as GGUF tokenizer.ggml.* metadata (tools/compiler/synth_vocab.c):
+ * model "gpt2" for byte-level vocabularies (with the tokenizer.ggml.pre
+ * name of its pre-tokenizer), "llama" for SentencePiece-style ones.
+ * 0, or -1 with a message when the tokenizer has no such form. */
+struct gguf_writer;
+int nib_synth_tok_metadata(struct gguf_writer *w, const struct tok_spec *tok, char *err,
+                           size_t errlen);
 
 /* CLI entry: argv[0] is "synth". Exit status: 0 ok, 1 failure, 2 usage. */
 int nib_synth_main(int argc, char **argv);
