@@ -12,7 +12,7 @@
 size_t nib_nfc_bound(size_t n);
 
 /* Write the NFC form of s[0..n) to out (cap >= nib_nfc_bound(n)); returns
- * its length. */
+ * its length, or 0 (nothing written) when cap is below the bound. */
 size_t nib_nfc(const uint8_t *s, size_t n, uint8_t *out, size_t cap);
 
 #endif
