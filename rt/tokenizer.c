@@ -116,7 +116,7 @@ size_t nib_tok_scratch_footprint(size_t len)
 int nib_tok_encode_with(const struct nib_blob_view *v, const char *text, size_t len, int add_bos,
                         uint32_t *ids, size_t max_ids, void *scratch)
 {
-    if (max_ids < len + 2)
+    if (max_ids < len + 2 || v->tok->model != NIB_TOKM_SPM)
         return -1;
     size_t n = 0;
     if (add_bos)

@@ -14,7 +14,8 @@
 
 /* Encode text (len bytes) into ids (capacity max_ids); prepends BOS when
  * add_bos. Needs max_ids >= len + 2. Returns the token count, or -1 when the
- * capacity is too small. */
+ * capacity is too small or the blob's tokenizer is not SentencePiece (every
+ * model: nib_tok_encode_req below). */
 int nib_tok_encode(const struct nib_blob_view *v, const char *text, size_t len, int add_bos,
                    uint32_t *ids, size_t max_ids);
 

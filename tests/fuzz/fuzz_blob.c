@@ -29,17 +29,49 @@ static void exercise(const struct nib_blob_view *v)
             sink ^= p[0] ^ p[v->tensors[t].size - 1];
     }
     (void)sink;
-    static const char text[] = "Once upon a time, \xe2\x96\x81 \xff caf\xc3\xa9!";
+    static const char text[] = "Once upon a time, \xe2\x96\x81 \xff caf\xc3\xa9! <|im_start|>12345 "
+                               "<s>\xed\xa0\x80 \xf0\x9f\x98\x81  \n\n";
     uint32_t ids[sizeof text + 2];
     int n = nib_tok_encode(v, text, sizeof text - 1, 1, ids, sizeof ids / sizeof ids[0]);
-    FUZZ_ASSERT(n >= 0 && (size_t)n <= sizeof ids / sizeof ids[0]);
-    char piece[NIB_MAX_PIECE];
+    FUZZ_ASSERT(v->tok->model == NIB_TOKM_SPM ? n >= 0 : n == -1);
+    FUZZ_ASSERT(n <= (int)(sizeof ids / sizeof ids[0]));
+    char piece[4 * NIB_MAX_PIECE];
     for (int i = 0; i < n; i++) {
         FUZZ_ASSERT(ids[i] < h->hp.vocab_size);
         nib_tok_decode(v, i ? ids[i - 1] : 0, ids[i], piece, sizeof piece);
     }
     for (uint32_t id = 0; id < h->hp.vocab_size && id < 64; id++)
         FUZZ_ASSERT(nib_tok_decode(v, 0, id, piece, sizeof piece) <= sizeof piece);
+    /* every model through the request API, once the runtime checks passed
+     * (regex and chat programs): special on and off, with taint */
+    char err[256];
+    if (nib_tok_check(v, err, sizeof err) == 0) {
+        size_t len = sizeof text - 1, max = nib_tok_max_ids(v, len);
+        size_t fp = (nib_tok_req_scratch_footprint(v, len) + 63) & ~(size_t)63;
+        uint32_t *rid = malloc(max * sizeof *rid);
+        void *scratch = aligned_alloc(64, fp);
+        uint8_t taint[sizeof text];
+        for (size_t i = 0; i < sizeof taint; i++)
+            taint[i] = (uint8_t)(i % 7 == 0);
+        FUZZ_ASSERT(rid && scratch);
+        for (int mode = 0; mode < 3; mode++) {
+            struct nib_tok_request rq = {
+                .add_bos = 1, .special = mode == 1, .taint = mode == 2 ? taint : NULL};
+            int k = nib_tok_encode_req(v, text, len, &rq, rid, max, scratch);
+            FUZZ_ASSERT(k >= -2 && k != -1 && (size_t)(k < 0 ? 0 : k) <= max);
+            uint32_t prev = NIB_TOK_NONE;
+            for (int i = 0; i < k; i++) {
+                FUZZ_ASSERT(rid[i] < h->hp.vocab_size);
+                FUZZ_ASSERT(nib_tok_decode(v, prev, rid[i], piece, sizeof piece) <= sizeof piece);
+                (void)nib_tok_is_eog(v, rid[i]);
+                prev = rid[i];
+            }
+        }
+        free(rid);
+        free(scratch);
+        size_t chat_len;
+        (void)nib_tok_chat_program(v, &chat_len);
+    }
     if (v->mem_size > EXEC_MEM_MAX || h->hp.ctx_len == 0)
         return;
     uint8_t *mem = calloc(1, v->mem_size + 64);
