@@ -513,7 +513,7 @@ static int parse_object(struct parser *ps, struct json_value *v, uint32_t depth)
     size_t n = ps->n_mems - base;
     if (n > UINT32_MAX)
         return FAIL("object too long");
-    if (check_dups(ps, ps->mems + base, n, open))
+    if (n && check_dups(ps, ps->mems + base, n, open))
         return -1;
     struct json_member *mem = NULL;
     if (n) {
