@@ -62,7 +62,7 @@ enum {
     OP_STR,    /* a: data offset, b: length; FL_FOLD */
     OP_CLASS,  /* a: class offset */
     OP_ANY,    /* any character but \n */
-    OP_SPLIT,  /* try a, then b */
+    OP_SPLIT,  /* try a, then b; c: 1 + offset of a's first bytes, or 0 */
     OP_JMP,    /* a */
     OP_LOOP,   /* a: class, b: min | loop index << 16, c: max; FL_LAZY */
     OP_ASSERT, /* fl: AS_* */
@@ -73,6 +73,8 @@ enum { AS_BOL = 1, AS_EOL, AS_BEGIN, AS_END, AS_END_NL, AS_WORDB, AS_NWORDB, AS_
 #define FL_FOLD 1
 #define FL_LAZY 1
 #define FL_NEG 1
+#define FL_TABLE 1 /* SPLIT: its first-byte record is followed by a jump table */
+#define TABLE_BYTES (32 + 2 * 257)
 
 /* Class record: size, flags, ASCII bitmap (4 words, final membership),
  * item count, items. Items are only consulted for characters >= 0x80. */
@@ -1123,6 +1125,17 @@ static void restore(struct rc *c, struct mark m)
     c->dtop = m.dtop;
 }
 
+/* A split whose first branch cannot match here is skipped without a push:
+ * give it that branch's first bytes (when the branch cannot match empty). */
+static void guard(struct rc *c, uint32_t split, const struct info *first_branch)
+{
+    if (c->bad || first_branch->nullable)
+        return;
+    struct ins in = get_ins(c, split);
+    in.c = add_data(c, first_branch->first, 32);
+    put_ins(c, split, in);
+}
+
 static int emit_piece(struct rc *c, size_t beg, size_t end, const struct quant *q, unsigned nq,
                       int fold, unsigned depth, struct info *inf)
 {
@@ -1187,6 +1200,8 @@ static int emit_piece(struct rc *c, size_t beg, size_t end, const struct quant *
             in.b = Q.lazy ? split + 1 : c->ninst;
             put_ins(c, split, in);
             mark(c, split + 1);
+            if (!Q.lazy)
+                guard(c, split, &body);
         } else {
             top = c->ninst;
             mark(c, top);
@@ -1197,6 +1212,8 @@ static int emit_piece(struct rc *c, size_t beg, size_t end, const struct quant *
             in.a = Q.lazy ? split + 1 : top;
             in.b = Q.lazy ? top : split + 1;
             put_ins(c, split, in);
+            if (!Q.lazy)
+                guard(c, split, &body);
         }
         mark(c, c->ninst);
         c->pushes++;
@@ -1239,6 +1256,8 @@ static int emit_piece(struct rc *c, size_t beg, size_t end, const struct quant *
             in.b = join;
         }
         put_ins(c, chain, in);
+        if (!Q.lazy)
+            guard(c, chain, &body);
         chain = next;
     }
     inf->nullable = Q.min == 0 || (have_body && body.nullable);
@@ -1329,9 +1348,37 @@ static int find_bar(struct rc *c, size_t i, size_t end, unsigned depth, size_t *
     return 0;
 }
 
+/* For a chain of guarded alternatives: per next byte (256: end of text), the
+ * first instruction of the chain that is not a guarded split refusing it,
+ * so that the matcher jumps there at once. */
+static void jump_table(struct rc *c, uint32_t split)
+{
+    struct ins in = get_ins(c, split);
+    if (!in.c)
+        return;
+    uint8_t rec[TABLE_BYTES];
+    memcpy(rec, c->prog + c->cap - in.c, 32);
+    for (unsigned b = 0; b <= 256; b++) {
+        uint32_t t = split;
+        for (uint32_t steps = 0; steps < c->ninst && t < c->ninst; steps++) {
+            struct ins x = get_ins(c, t); /* (t == ninst: the join, not emitted yet) */
+            if (x.op != OP_SPLIT || !x.c || x.b <= t)
+                break;
+            const uint8_t *f = c->prog + c->cap - x.c;
+            if (b < 256 && ((f[b >> 3] >> (b & 7)) & 1))
+                break;
+            t = x.b;
+        }
+        wr16(rec + 32 + 2 * b, (uint16_t)t);
+    }
+    in.c = add_data(c, rec, sizeof rec);
+    in.fl = FL_TABLE;
+    put_ins(c, split, in);
+}
+
 static int c_alt(struct rc *c, size_t beg, size_t end, int fold, unsigned depth, struct info *inf)
 {
-    uint32_t chain = RE_NONE;
+    uint32_t chain = RE_NONE, first_split = RE_NONE;
     size_t cur = beg;
     memset(inf, 0, sizeof *inf);
     for (;;) {
@@ -1341,12 +1388,16 @@ static int c_alt(struct rc *c, size_t beg, size_t end, int fold, unsigned depth,
         uint32_t split = RE_NONE;
         if (bar < end) {
             split = emit(c, OP_SPLIT, 0, c->ninst + 1, 0, 0);
+            if (first_split == RE_NONE)
+                first_split = split;
             mark(c, split + 1);
             c->pushes++;
         }
         struct info ai;
         if (c_seq(c, cur, bar, fold, depth, &ai) < 0)
             return -1;
+        if (split != RE_NONE)
+            guard(c, split, &ai);
         first_or(inf->first, ai.first);
         inf->nullable |= ai.nullable;
         if (bar >= end)
@@ -1368,6 +1419,8 @@ static int c_alt(struct rc *c, size_t beg, size_t end, int fold, unsigned depth,
         put_ins(c, chain, in);
         chain = next;
     }
+    if (first_split != RE_NONE && !c->bad)
+        jump_table(c, first_split);
     return c->bad ? -1 : 0;
 }
 
@@ -1411,6 +1464,10 @@ int nib_re_compile(const char *pat, size_t len, uint8_t *prog, size_t cap, size_
         struct ins in = get_ins(&c, pc);
         if (in.op == OP_STR || in.op == OP_CLASS || in.op == OP_LOOP) {
             in.a = (uint32_t)dlen - in.a;
+            put_ins(&c, pc, in);
+        }
+        if (in.op == OP_SPLIT && in.c) {
+            in.c = (uint32_t)dlen - in.c + 1;
             put_ins(&c, pc, in);
         }
     }
@@ -1523,6 +1580,15 @@ int nib_re_check(const uint8_t *prog, size_t len, char *err, size_t errlen)
         case OP_SPLIT:
             if (in.a >= ninst || in.b >= ninst)
                 return bad_prog(err, errlen, "instruction %u: jump out of range", pc);
+            if (in.c && ((in.c - 1) % 4 || in.c - 1 > dlen ||
+                         dlen - (in.c - 1) < (in.fl & FL_TABLE ? TABLE_BYTES : 32)))
+                return bad_prog(err, errlen, "instruction %u: first-byte set out of range", pc);
+            if (in.fl > FL_TABLE || ((in.fl & FL_TABLE) && !in.c))
+                return bad_prog(err, errlen, "instruction %u: bad split flags", pc);
+            if (in.fl & FL_TABLE)
+                for (unsigned b = 0; b <= 256; b++)
+                    if (rd16(data + in.c - 1 + 32 + 2 * b) >= ninst)
+                        return bad_prog(err, errlen, "instruction %u: jump table out of range", pc);
             break;
         case OP_JMP:
             if (in.a >= ninst)
@@ -1613,15 +1679,19 @@ struct m {
     struct bt *st;
     size_t cap, sp;
     int64_t budget;
+    int memo; /* the memo is in use (the second, bounded attempt) */
 };
 
 static inline uint8_t *row(struct m *m, size_t pos)
 {
-    if (pos >= m->cleared) {
-        memset(m->rows + m->cleared * m->rowb, 0, (pos + 1 - m->cleared) * m->rowb);
-        m->cleared = pos + 1;
+    /* rows count from the search's start, so that the successive searches
+     * of a split reuse the same (cached) memory */
+    size_t r = pos - m->from;
+    if (r >= m->cleared) {
+        memset(m->rows + m->cleared * m->rowb, 0, (r + 1 - m->cleared) * m->rowb);
+        m->cleared = r + 1;
     }
-    return m->rows + pos * m->rowb;
+    return m->rows + r * m->rowb;
 }
 
 /* Test-and-set a memo bit: 1 when it was set already. */
@@ -1644,6 +1714,13 @@ static inline struct ins load(const struct m *m, uint32_t pc)
     struct ins in;
     memcpy(&in, m->code + (size_t)RE_INS * pc, sizeof in);
     return in;
+}
+
+/* Whether the byte at pos is in the first-byte set at data offset c - 1. */
+static inline int first_ok(const struct m *m, uint32_t c, size_t pos)
+{
+    const uint8_t *f = m->data + c - 1;
+    return pos < m->n && ((f[m->s[pos] >> 3] >> (m->s[pos] & 7)) & 1);
 }
 
 static int push(struct m *m, uint32_t kind, uint32_t pc, size_t pos, uint32_t x)
@@ -1693,25 +1770,33 @@ static inline size_t prev_char(const uint8_t *s, size_t lo, size_t end)
 }
 
 /* Backtracking run from (pc 0, start): 1 with *end, 0, or -1 (bounds). */
+#define RETURN(x)                                                                                  \
+    do {                                                                                           \
+        m->budget = budget;                                                                        \
+        return x;                                                                                  \
+    } while (0)
+
 static int run(struct m *m, size_t start, size_t *end)
 {
     const uint8_t *s = m->s;
     size_t n = m->n, pos = start;
     uint32_t pc = 0, barrier = RE_NONE;
     unsigned la = 0;
+    int64_t budget = m->budget; /* locals: byte stores could alias them */
+    const int memo = m->memo;
     m->sp = 0;
     for (;;) {
-        if (--m->budget < 0)
-            return -1;
+        if (--budget < 0)
+            RETURN(-1);
         struct ins in = load(m, pc);
-        if (in.memo != RE_NO_MEMO && la == 0 && seen(m, in.memo, pos))
+        if (memo && in.memo != RE_NO_MEMO && la == 0 && seen(m, in.memo, pos))
             goto fail;
         switch (in.op) {
         case OP_MATCH:
             if (la)
                 goto fail;
             *end = pos;
-            return 1;
+            RETURN(1);
         case OP_LMATCH: {
             if (!la)
                 goto fail;
@@ -1722,10 +1807,12 @@ static int run(struct m *m, size_t start, size_t *end)
             barrier = b->x;
             la--;
             struct ins L = load(m, lpc);
-            uint32_t bit = m->nmemo + 2 * L.c;
-            uint8_t *r = row(m, spos);
-            r[bit >> 3] |= (uint8_t)(1u << (bit & 7));
-            r[(bit + 1) >> 3] |= (uint8_t)(1u << ((bit + 1) & 7));
+            if (m->memo) {
+                uint32_t bit = m->nmemo + 2 * L.c;
+                uint8_t *r = row(m, spos);
+                r[bit >> 3] |= (uint8_t)(1u << (bit & 7));
+                r[(bit + 1) >> 3] |= (uint8_t)(1u << ((bit + 1) & 7));
+            }
             if (L.fl & FL_NEG)
                 goto fail;
             pc = L.b;
@@ -1776,10 +1863,27 @@ static int run(struct m *m, size_t start, size_t *end)
             continue;
         }
         case OP_SPLIT: {
+            if ((in.fl & FL_TABLE) && !memo) {
+                uint32_t t = rd16(m->data + in.c - 1 + 32 + 2 * (pos < n ? s[pos] : 256u));
+                if (t != pc) {
+                    pc = t;
+                    continue;
+                }
+            }
+            if (in.c && !first_ok(m, in.c, pos)) {
+                /* the first branch cannot start here: on to the second, and
+                 * past the chain of alternatives that cannot either */
+                do {
+                    pc = in.b;
+                    in = load(m, pc);
+                } while (!memo && in.op == OP_SPLIT && in.c && --budget > 0 &&
+                         !first_ok(m, in.c, pos));
+                continue;
+            }
             struct ins t = load(m, in.b);
-            if (!(t.memo != RE_NO_MEMO && la == 0 && peek_seen(m, t.memo, pos)))
+            if (!(memo && t.memo != RE_NO_MEMO && la == 0 && peek_seen(m, t.memo, pos)))
                 if (push(m, BT_ALT, in.b, pos, 0) < 0)
-                    return -1;
+                    RETURN(-1);
             pc = in.a;
             continue;
         }
@@ -1808,19 +1912,19 @@ static int run(struct m *m, size_t start, size_t *end)
                 if (++count == min)
                     pmin = p;
             }
-            m->budget -= count;
+            budget -= count;
             if (count < min)
                 goto fail;
             if (lazy) {
                 if (max > min && push(m, BT_LAZY, pc, p, count) < 0)
-                    return -1;
+                    RETURN(-1);
             } else {
                 if (ivok) {
                     m->iv[2 * idx] = (uint32_t)pos;
                     m->iv[2 * idx + 1] = (uint32_t)p;
                 }
                 if (count > min && push(m, BT_GIVE, pc + 1, p, (uint32_t)pmin) < 0)
-                    return -1;
+                    RETURN(-1);
             }
             pc++;
             pos = p;
@@ -1833,8 +1937,8 @@ static int run(struct m *m, size_t start, size_t *end)
             continue;
         case OP_LOOK: {
             uint32_t bit = m->nmemo + 2 * in.c;
-            uint8_t *r = row(m, pos);
-            if ((r[bit >> 3] >> (bit & 7)) & 1) {
+            uint8_t *r = m->memo ? row(m, pos) : NULL;
+            if (r && ((r[bit >> 3] >> (bit & 7)) & 1)) {
                 int v = (r[(bit + 1) >> 3] >> ((bit + 1) & 7)) & 1;
                 if (v == (in.fl & FL_NEG))
                     goto fail;
@@ -1842,18 +1946,18 @@ static int run(struct m *m, size_t start, size_t *end)
                 continue;
             }
             if (push(m, BT_BARRIER, pc, pos, barrier) < 0)
-                return -1;
+                RETURN(-1);
             barrier = (uint32_t)(m->sp - 1);
             la++;
             pc = in.a;
             continue;
         }
-        default: return -1;
+        default: RETURN(-1);
         }
     fail:
         for (;;) {
             if (m->sp == 0)
-                return 0;
+                RETURN(0);
             struct bt *b = &m->st[m->sp - 1];
             if (b->kind == BT_ALT) {
                 pc = b->pc;
@@ -1899,15 +2003,55 @@ static int run(struct m *m, size_t start, size_t *end)
             m->sp--;
             la--;
             struct ins L = load(m, lpc);
-            uint32_t bit = m->nmemo + 2 * L.c;
-            uint8_t *r = row(m, spos);
-            r[bit >> 3] |= (uint8_t)(1u << (bit & 7));
+            if (m->memo) {
+                uint32_t bit = m->nmemo + 2 * L.c;
+                uint8_t *r = row(m, spos);
+                r[bit >> 3] |= (uint8_t)(1u << (bit & 7));
+            }
             if (L.fl & FL_NEG) {
                 pc = L.b;
                 pos = spos;
                 break;
             }
         }
+    }
+}
+
+#undef RETURN
+
+/* Leftmost non-empty match from m->from: the start positions in order. */
+static int search(struct m *m, const uint8_t *first, int nullable, size_t *ms, size_t *me,
+                  uint32_t nloop)
+{
+    const uint8_t *s = m->s;
+    size_t n = m->n, p = m->from;
+    for (uint32_t i = 0; i < nloop; i++) {
+        m->iv[2 * i] = 1;
+        m->iv[2 * i + 1] = 0;
+    }
+    m->cleared = 0;
+    for (;;) {
+        if (!nullable) {
+            while (p < n && !((first[s[p] >> 3] >> (s[p] & 7)) & 1)) {
+                uint32_t cp;
+                p += nib_utf8_decode(s + p, n - p, &cp);
+            }
+            if (p >= n)
+                return 0;
+        }
+        size_t e = p;
+        int r = run(m, p, &e);
+        if (r < 0)
+            return -1;
+        if (r == 1 && e > p) {
+            *ms = p;
+            *me = e;
+            return 1;
+        }
+        if (p >= n)
+            return 0;
+        uint32_t cp;
+        p += nib_utf8_decode(s + p, n - p, &cp);
     }
 }
 
@@ -1928,44 +2072,24 @@ int nib_re_find(const uint8_t *prog, size_t len, const uint8_t *s, size_t n, siz
     m.from = from;
     m.rows = scratch;
     m.rowb = h.rowb;
-    m.cleared = from;
     m.nmemo = h.nmemo;
     m.iv = (uint32_t *)((uint8_t *)scratch + align8((n + 1) * h.rowb));
     m.st = (struct bt *)((uint8_t *)m.iv + align8((size_t)h.nloop * 8));
     m.cap = stack_cap(&h, n);
+    const uint8_t *first = prog + H_FIRST;
+    int nullable = h.flags & HF_NULLABLE;
+    /* First a plain backtracking attempt (no memo: the common case, cheaper),
+     * allowed 16 steps per byte; if that runs out, the memoized search. */
+    m.memo = 0;
+    m.budget = (int64_t)(n - from + 1) * 16 + 256;
+    int r = search(&m, first, nullable, ms, me, h.nloop);
+    if (r >= 0)
+        return r;
     /* The step bound: (4 * instructions + 64) steps per byte from `from`.
      * With the memo a search runs each (branch target, position) once, so
      * only lookahead bodies that loop (no real pattern has one) or a
      * hostile program come near it. */
+    m.memo = 1;
     m.budget = (int64_t)(n - from + 1) * (4 * (int64_t)h.ninst + 64) + 1024;
-    for (uint32_t i = 0; i < h.nloop; i++) {
-        m.iv[2 * i] = 1;
-        m.iv[2 * i + 1] = 0;
-    }
-    const uint8_t *first = prog + H_FIRST;
-    int nullable = h.flags & HF_NULLABLE;
-    size_t p = from;
-    for (;;) {
-        if (!nullable) {
-            while (p < n && !((first[s[p] >> 3] >> (s[p] & 7)) & 1)) {
-                uint32_t cp;
-                p += nib_utf8_decode(s + p, n - p, &cp);
-            }
-            if (p >= n)
-                return 0;
-        }
-        size_t e = p;
-        int r = run(&m, p, &e);
-        if (r < 0)
-            return -1;
-        if (r == 1 && e > p) {
-            *ms = p;
-            *me = e;
-            return 1;
-        }
-        if (p >= n)
-            return 0;
-        uint32_t cp;
-        p += nib_utf8_decode(s + p, n - p, &cp);
-    }
+    return search(&m, first, nullable, ms, me, h.nloop);
 }

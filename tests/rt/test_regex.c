@@ -217,13 +217,26 @@ START_TEST(real_patterns)
     char small[16];
     nib_pretok_names(small, sizeof small);
     ck_assert_uint_eq(strlen(small), 15);
-    /* every table pattern compiles and passes the checker */
+    /* every table pattern compiles and passes the checker, whatever the
+     * program buffer held before (the compiler reads only what it wrote) */
     unsigned count;
     const struct nib_pretok *all = nib_pretok_all(&count);
     ck_assert_uint_ge(count, 11);
-    for (unsigned i = 0; i < count; i++)
-        for (unsigned k = 0; k < all[i].npatterns; k++)
-            compile_ok(all[i].patterns[k]);
+    for (int fill = 0; fill < 3; fill++)
+        for (unsigned i = 0; i < count; i++)
+            for (unsigned k = 0; k < all[i].npatterns; k++) {
+                memset(prog, fill == 0 ? 0 : fill == 1 ? 0xFF : 0x5A, sizeof prog);
+                compile_ok(all[i].patterns[k]);
+            }
+    const char *odd[] = {"a|", "(?:a|)b", "x(?:|y|z)", "(?:a|b|)?c", "|", "(?:|a){2}"};
+    for (int fill = 0; fill < 3; fill++)
+        for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++) {
+            if (fill < 2)
+                memset(prog, fill ? 0xFF : 0x5A, sizeof prog);
+            else /* stale instructions of a larger program */
+                compile_ok("(?:x|yy|zzz|w)(?:x|yy|zzz|w)(?:x|yy|zzz|w)(?:x|yy|zzz|w)");
+            compile_ok(odd[i]);
+        }
 }
 END_TEST
 
