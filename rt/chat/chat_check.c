@@ -16,9 +16,15 @@ static int is_stmt(int op)
            op == CO_FILTER_BLOCK;
 }
 
-static int is_expr(int op) { return op >= CO_STR && op < CO_OP_END && op != CO_ABSENT && op != CO_KWARG; }
+static int is_expr(int op)
+{
+    return op >= CO_STR && op < CO_OP_END && op != CO_ABSENT && op != CO_KWARG;
+}
 
-static int op_of(const uint8_t *prog, uint32_t i) { return nib_chat_node_at(prog, i).op; }
+static int op_of(const uint8_t *prog, uint32_t i)
+{
+    return nib_chat_node_at(prog, i).op;
+}
 
 static int is_target(const uint8_t *prog, uint32_t i, int attr_ok)
 {
@@ -51,21 +57,18 @@ static const char *check_kids(const uint8_t *prog, uint32_t i, struct nib_chat_n
     case CO_INT:
     case CO_FLOAT:
     case CO_NAME:
-    case CO_ABSENT:
-        return n.nk == 0 ? "" : "a leaf with kids";
-    case CO_PRINT:
-        return n.nk == 1 && is_expr(KID(0)) ? "" : "bad print";
+    case CO_ABSENT: return n.nk == 0 ? "" : "a leaf with kids";
+    case CO_PRINT: return n.nk == 1 && is_expr(KID(0)) ? "" : "bad print";
     case CO_IF:
         return n.nk == 3 && is_expr(KID(0)) && KID(1) == CO_BLOCK && KID(2) == CO_BLOCK ? ""
-                                                                                      : "bad if";
+                                                                                        : "bad if";
     case CO_FOR:
         return n.nk == 5 && is_target(prog, k, 0) && is_expr(KID(1)) &&
                        (is_expr(KID(2)) || KID(2) == CO_ABSENT) && KID(3) == CO_BLOCK &&
                        KID(4) == CO_BLOCK
                    ? ""
                    : "bad for";
-    case CO_SET:
-        return n.nk == 2 && is_target(prog, k, 1) && is_expr(KID(1)) ? "" : "bad set";
+    case CO_SET: return n.nk == 2 && is_target(prog, k, 1) && is_expr(KID(1)) ? "" : "bad set";
     case CO_SET_BLOCK:
         return n.nk == 2 && is_target(prog, k, 1) && KID(1) == CO_BLOCK ? "" : "bad set block";
     case CO_MACRO:
@@ -95,10 +98,8 @@ static const char *check_kids(const uint8_t *prog, uint32_t i, struct nib_chat_n
                 return "bad item";
         return "";
     case CO_ATTR:
-    case CO_KWARG:
-        return n.nk == 1 && is_expr(KID(0)) ? "" : "bad attribute";
-    case CO_INDEX:
-        return n.nk == 2 && is_expr(KID(0)) && is_expr(KID(1)) ? "" : "bad subscript";
+    case CO_KWARG: return n.nk == 1 && is_expr(KID(0)) ? "" : "bad attribute";
+    case CO_INDEX: return n.nk == 2 && is_expr(KID(0)) && is_expr(KID(1)) ? "" : "bad subscript";
     case CO_SLICE:
         if (n.nk != 4 || !is_expr(KID(0)))
             return "bad slice";
@@ -115,19 +116,15 @@ static const char *check_kids(const uint8_t *prog, uint32_t i, struct nib_chat_n
         return "";
     case CO_BIN:
         return n.nk == 2 && n.sub < CB_END && is_expr(KID(0)) && is_expr(KID(1)) ? ""
-                                                                                  : "bad operator";
+                                                                                 : "bad operator";
     case CO_UNARY:
         return n.nk == 1 && n.sub < CU_END && is_expr(KID(0)) ? "" : "bad unary operator";
-    case CO_TEST:
-        return n.nk == 1 && (n.sub & 0x7F) < CT_END && is_expr(KID(0)) ? "" : "bad test";
+    case CO_TEST: return n.nk == 1 && (n.sub & 0x7F) < CT_END && is_expr(KID(0)) ? "" : "bad test";
     case CO_TERNARY:
         return n.nk == 3 && is_expr(KID(0)) && is_expr(KID(1)) && is_expr(KID(2)) ? ""
-                                                                                 : "bad ternary";
-    case CO_SELECT:
-        return n.nk == 2 && is_expr(KID(0)) && is_expr(KID(1)) ? "" : "bad select";
-    default:
-        (void)i;
-        return "unknown node kind";
+                                                                                  : "bad ternary";
+    case CO_SELECT: return n.nk == 2 && is_expr(KID(0)) && is_expr(KID(1)) ? "" : "bad select";
+    default: (void)i; return "unknown node kind";
     }
 #undef KID
 }

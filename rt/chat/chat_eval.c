@@ -73,8 +73,9 @@ static void bind(struct ctx *c, struct scope *sc, uint32_t target, struct val v,
     }
     /* a tuple of names */
     if (in_set ? !(v.k == V_ARRAY || v.k == V_TUPLE) : v.k != V_ARRAY)
-        chat_fail(c, in_set ? "Cannot unpack non-iterable type in set: %s"
-                            : "Cannot unpack non-iterable type: %s",
+        chat_fail(c,
+                  in_set ? "Cannot unpack non-iterable type in set: %s"
+                         : "Cannot unpack non-iterable type: %s",
                   chat_type_name(&v));
     if (v.n != t.nk)
         chat_fail(c, "Too %s items to unpack%s", t.nk > v.n ? "few" : "many",
@@ -177,9 +178,7 @@ static int exec(struct ctx *c, uint32_t idx, struct scope *sc)
         for (uint32_t i = 0; i < n.nk && r == FLOW_NEXT; i++)
             r = exec(c, n.k0 + i, sc);
         break;
-    case CO_TEXT:
-        sink_put(c, c->pool + n.a, NULL, 0, n.b);
-        break;
+    case CO_TEXT: sink_put(c, c->pool + n.a, NULL, 0, n.b); break;
     case CO_PRINT: {
         struct val v = chat_eval(c, n.k0, sc);
         print(c, &v);
@@ -190,9 +189,7 @@ static int exec(struct ctx *c, uint32_t idx, struct scope *sc)
         r = exec(c, n.k0 + (truthy(&t) ? 1 : 2), sc);
         break;
     }
-    case CO_FOR:
-        r = exec_for(c, n, sc);
-        break;
+    case CO_FOR: r = exec_for(c, n, sc); break;
     case CO_SET: {
         struct val v = chat_eval(c, n.k0 + 1, sc);
         bind(c, sc, n.k0, v, 1);
@@ -214,12 +211,8 @@ static int exec(struct ctx *c, uint32_t idx, struct scope *sc)
         scope_set(c, sc, c->pool + n.a, n.b, f);
         break;
     }
-    case CO_BREAK:
-        r = FLOW_BREAK;
-        break;
-    case CO_CONTINUE:
-        r = FLOW_CONTINUE;
-        break;
+    case CO_BREAK: r = FLOW_BREAK; break;
+    case CO_CONTINUE: r = FLOW_CONTINUE; break;
     case CO_FILTER_BLOCK: {
         size_t mark = c->olen;
         r = exec(c, n.k0, sc);
@@ -232,8 +225,7 @@ static int exec(struct ctx *c, uint32_t idx, struct scope *sc)
         print(c, &v);
         break;
     }
-    default:
-        chat_fail(c, "chat program: statement %u is not one", (unsigned)idx);
+    default: chat_fail(c, "chat program: statement %u is not one", (unsigned)idx);
     }
     chat_leave(c);
     return r;
@@ -241,7 +233,10 @@ static int exec(struct ctx *c, uint32_t idx, struct scope *sc)
 
 /* ---- member access (evaluateMemberExpression) ---- */
 
-static double to_index(double d) { return isnan(d) ? 0 : trunc(d); }
+static double to_index(double d)
+{
+    return isnan(d) ? 0 : trunc(d);
+}
 
 static struct val string_at(const struct val *s, double want)
 {
@@ -304,8 +299,14 @@ static struct val member(struct ctx *c, const struct val *obj, const struct val 
 
 /* ---- slices (utils.ts slice()) ---- */
 
-static double js_min(double a, double b) { return isnan(a) || isnan(b) ? NAN : a < b ? a : b; }
-static double js_max(double a, double b) { return isnan(a) || isnan(b) ? NAN : a > b ? a : b; }
+static double js_min(double a, double b)
+{
+    return isnan(a) || isnan(b) ? NAN : a < b ? a : b;
+}
+static double js_max(double a, double b)
+{
+    return isnan(a) || isnan(b) ? NAN : a > b ? a : b;
+}
 
 static void slice_bounds(double len, const struct val *s0, const struct val *s1, double step,
                          double *start, double *stop)
@@ -385,13 +386,22 @@ static struct val eval_slice(struct ctx *c, struct nib_chat_node n, struct scope
 
 /* ---- binary operators (evaluateBinaryExpression, in its order) ---- */
 
-static int is_num(const struct val *v) { return v->k == V_INT || v->k == V_FLOAT; }
-static int is_numlike(const struct val *v) { return is_num(v) || v->k == V_BOOL; }
-static int is_arr(const struct val *v) { return v->k == V_ARRAY || v->k == V_TUPLE; }
+static int is_num(const struct val *v)
+{
+    return v->k == V_INT || v->k == V_FLOAT;
+}
+static int is_numlike(const struct val *v)
+{
+    return is_num(v) || v->k == V_BOOL;
+}
+static int is_arr(const struct val *v)
+{
+    return v->k == V_ARRAY || v->k == V_TUPLE;
+}
 
-static const char *const bin_names[CB_END] = {
-    "+", "-", "*", "/", "//", "%", "**", "~", "==", "!=", "<", ">", "<=", ">=", "in", "not in",
-    "and", "or"};
+static const char *const bin_names[CB_END] = {"+",  "-",  "*",  "/",      "//",  "%",
+                                              "**", "~",  "==", "!=",     "<",   ">",
+                                              "<=", ">=", "in", "not in", "and", "or"};
 
 static struct val concat(struct ctx *c, const struct val *l, const struct val *r)
 {
@@ -442,26 +452,16 @@ static struct val binop(struct ctx *c, int op, uint32_t right, struct val l, str
         double a = l.u.num, b = r.u.num;
         int kind = l.k == V_FLOAT || r.k == V_FLOAT ? V_FLOAT : V_INT;
         switch (op) {
-        case CB_ADD:
-            return v_num(kind, a + b);
-        case CB_SUB:
-            return v_num(kind, a - b);
-        case CB_MUL:
-            return v_num(kind, a * b);
-        case CB_DIV:
-            return v_num(V_FLOAT, a / b);
-        case CB_FLOORDIV:
-            return v_num(kind, floor(a / b));
-        case CB_MOD:
-            return v_num(kind, fmod(a, b));
-        case CB_LT:
-            return v_bool(a < b);
-        case CB_GT:
-            return v_bool(a > b);
-        case CB_LE:
-            return v_bool(a <= b);
-        case CB_GE:
-            return v_bool(a >= b);
+        case CB_ADD: return v_num(kind, a + b);
+        case CB_SUB: return v_num(kind, a - b);
+        case CB_MUL: return v_num(kind, a * b);
+        case CB_DIV: return v_num(V_FLOAT, a / b);
+        case CB_FLOORDIV: return v_num(kind, floor(a / b));
+        case CB_MOD: return v_num(kind, fmod(a, b));
+        case CB_LT: return v_bool(a < b);
+        case CB_GT: return v_bool(a > b);
+        case CB_LE: return v_bool(a <= b);
+        case CB_GE: return v_bool(a >= b);
         }
     } else if (is_arr(&l) && is_arr(&r)) {
         if (op == CB_ADD) {
@@ -548,8 +548,7 @@ static struct val call_macro(struct ctx *c, uint32_t node, struct args *a, struc
             }
             if (!taken)
                 chat_fail(c, "macro '%.*s' takes no keyword argument '%.*s'", (int)m.b,
-                          (const char *)c->pool + m.a, (int)e->key.n,
-                          (const char *)e->key.u.s.p);
+                          (const char *)c->pool + m.a, (int)e->key.n, (const char *)e->key.u.s.p);
         }
     if (npos > nparams)
         chat_fail(c, "macro '%.*s' takes not more than %u argument(s)", (int)m.b,
@@ -613,7 +612,8 @@ static struct val fn_namespace(struct ctx *c, struct args *a)
             for (uint32_t i = 0; i < src->n; i++) {
                 const struct val *p = &src->u.a[i];
                 if (!is_arr(p) || p->n != 2)
-                    chat_fail(c, "namespace expected an object or an iterable of [key, value] pairs");
+                    chat_fail(c,
+                              "namespace expected an object or an iterable of [key, value] pairs");
                 if (p->u.a[0].k != V_STR)
                     chat_fail(c, "namespace keys must be strings");
                 map_set(c, ns.u.m, p->u.a[0], p->u.a[1]);
@@ -632,8 +632,7 @@ struct val chat_call(struct ctx *c, const struct val *fn, struct args *a, struct
 {
     chat_step(c, 1);
     switch (fn->n) {
-    case FN_MACRO:
-        return call_macro(c, fn->u.f.node, a, sc);
+    case FN_MACRO: return call_macro(c, fn->u.f.node, a, sc);
     case FN_RAISE: {
         /* new Error(value): the template's own message, verbatim */
         struct val m = a->n ? a->v[0] : v_undef();
@@ -647,29 +646,21 @@ struct val chat_call(struct ctx *c, const struct val *fn, struct args *a, struct
         }
         longjmp(c->jb, 1);
     }
-    case FN_RANGE:
-        return fn_range(c, a);
-    case FN_STRFTIME:
-        return chat_strftime(c, a->n ? &a->v[0] : NULL);
-    case FN_NAMESPACE:
-        return fn_namespace(c, a);
-    default:
-        return chat_method(c, fn, a);
+    case FN_RANGE: return fn_range(c, a);
+    case FN_STRFTIME: return chat_strftime(c, a->n ? &a->v[0] : NULL);
+    case FN_NAMESPACE: return fn_namespace(c, a);
+    default: return chat_method(c, fn, a);
     }
 }
 
 /* ---- expressions ---- */
 
-static struct val eval_expr(struct ctx *c, uint32_t idx, struct nib_chat_node n,
-                            struct scope *sc)
+static struct val eval_expr(struct ctx *c, uint32_t idx, struct nib_chat_node n, struct scope *sc)
 {
     switch (n.op) {
-    case CO_STR:
-        return pool_str(c, n);
-    case CO_INT:
-        return v_num(V_INT, nib_chat_num(n));
-    case CO_FLOAT:
-        return v_num(V_FLOAT, nib_chat_num(n));
+    case CO_STR: return pool_str(c, n);
+    case CO_INT: return v_num(V_INT, nib_chat_num(n));
+    case CO_FLOAT: return v_num(V_FLOAT, nib_chat_num(n));
     case CO_NAME: {
         const struct val *v = lookup(sc, c->pool + n.a, n.b);
         return v ? *v : v_undef();
@@ -699,12 +690,9 @@ static struct val eval_expr(struct ctx *c, uint32_t idx, struct nib_chat_node n,
         struct val o = chat_eval(c, n.k0, sc), p = chat_eval(c, n.k0 + 1, sc);
         return member(c, &o, &p);
     }
-    case CO_SLICE:
-        return eval_slice(c, n, sc);
-    case CO_CALL:
-        return eval_call(c, n, sc);
-    case CO_BIN:
-        return binop(c, n.sub, n.k0 + 1, chat_eval(c, n.k0, sc), sc);
+    case CO_SLICE: return eval_slice(c, n, sc);
+    case CO_CALL: return eval_call(c, n, sc);
+    case CO_BIN: return binop(c, n.sub, n.k0 + 1, chat_eval(c, n.k0, sc), sc);
     case CO_UNARY: {
         struct val v = chat_eval(c, n.k0, sc);
         if (n.sub == CU_NOT)
@@ -715,8 +703,7 @@ static struct val eval_expr(struct ctx *c, uint32_t idx, struct nib_chat_node n,
         double x = n.sub == CU_NEG ? -1 * v.u.num : v.u.num;
         return v_num(v.k == V_FLOAT ? V_FLOAT : V_INT, x);
     }
-    case CO_FILTER:
-        return chat_filter(c, chat_eval(c, n.k0, sc), n, n.k0 + 1, n.nk - 1u, sc);
+    case CO_FILTER: return chat_filter(c, chat_eval(c, n.k0, sc), n, n.k0 + 1, n.nk - 1u, sc);
     case CO_TEST: {
         struct val v = chat_eval(c, n.k0, sc);
         int r = chat_test(c, n.sub & 0x7F, &n, &v, NULL);
@@ -730,10 +717,8 @@ static struct val eval_expr(struct ctx *c, uint32_t idx, struct nib_chat_node n,
         struct val t = chat_eval(c, n.k0 + 1, sc);
         return truthy(&t) ? chat_eval(c, n.k0, sc) : v_undef();
     }
-    case CO_ABSENT:
-        return v_undef();
-    default:
-        chat_fail(c, "chat program: node %u is not an expression", (unsigned)idx);
+    case CO_ABSENT: return v_undef();
+    default: chat_fail(c, "chat program: node %u is not an expression", (unsigned)idx);
     }
 }
 
@@ -780,8 +765,8 @@ int nib_chat_render(const uint8_t *prog, size_t len, const struct nib_chat_args 
     for (uint32_t i = 0; i < a->n_messages; i++)
         in_bytes += (uint64_t)a->messages[i].role_len + a->messages[i].content_len;
     /* work bound: the template's size times the conversation's */
-    c->max_steps = ((uint64_t)1 << 20) +
-                   (uint64_t)c->n_nodes * 64 * ((uint64_t)a->n_messages + 2) + in_bytes + cap;
+    c->max_steps = ((uint64_t)1 << 20) + (uint64_t)c->n_nodes * 64 * ((uint64_t)a->n_messages + 2) +
+                   in_bytes + cap;
     if (setjmp(c->jb)) {
         if (errlen && !err[0])
             snprintf(err, errlen, "chat template failed");

@@ -21,11 +21,12 @@ static struct val bound(struct ctx *c, const struct val *self, int fid)
 static const struct {
     const char *name;
     int fid;
-} str_methods[] = {
-    {"upper", FN_S_UPPER},         {"lower", FN_S_LOWER},           {"strip", FN_S_STRIP},
-    {"title", FN_S_TITLE},         {"capitalize", FN_S_CAPITALIZE}, {"rstrip", FN_S_RSTRIP},
-    {"lstrip", FN_S_LSTRIP},       {"startswith", FN_S_STARTSWITH}, {"endswith", FN_S_ENDSWITH},
-    {"split", FN_S_SPLIT},         {"replace", FN_S_REPLACE},
+} str_methods[] =
+    {
+        {"upper", FN_S_UPPER},   {"lower", FN_S_LOWER},           {"strip", FN_S_STRIP},
+        {"title", FN_S_TITLE},   {"capitalize", FN_S_CAPITALIZE}, {"rstrip", FN_S_RSTRIP},
+        {"lstrip", FN_S_LSTRIP}, {"startswith", FN_S_STARTSWITH}, {"endswith", FN_S_ENDSWITH},
+        {"split", FN_S_SPLIT},   {"replace", FN_S_REPLACE},
 },
   obj_methods[] = {
       {"get", FN_O_GET},       {"items", FN_O_ITEMS},       {"keys", FN_O_KEYS},
@@ -251,7 +252,10 @@ static struct val replace(struct ctx *c, const struct val *s, struct args *a)
 
 /* ---- sorting (compareRuntimeValues) ---- */
 
-static int numlike(const struct val *v) { return v->k == V_INT || v->k == V_FLOAT || v->k == V_BOOL; }
+static int numlike(const struct val *v)
+{
+    return v->k == V_INT || v->k == V_FLOAT || v->k == V_BOOL;
+}
 
 static int compare(struct ctx *c, const struct val *a, const struct val *b, int case_sensitive)
 {
@@ -292,7 +296,8 @@ struct sort_key {
     int cs, rev;
 };
 
-static int sort_cmp(struct ctx *c, const struct val *x, const struct val *y, const struct sort_key *k)
+static int sort_cmp(struct ctx *c, const struct val *x, const struct val *y,
+                    const struct sort_key *k)
 {
     struct val tx, ty;
     const struct val *a = x, *b = y;
@@ -391,28 +396,17 @@ struct val chat_method(struct ctx *c, const struct val *fn, struct args *a)
 {
     const struct val *s = fn->u.f.self;
     switch (fn->n) {
-    case FN_S_UPPER:
-        return change_case(c, s, 1, "upper");
-    case FN_S_LOWER:
-        return change_case(c, s, 0, "lower");
-    case FN_S_STRIP:
-        return str_trim(s, 1, 1);
-    case FN_S_TITLE:
-        return title(c, s);
-    case FN_S_CAPITALIZE:
-        return capitalize(c, s);
-    case FN_S_RSTRIP:
-        return str_trim(s, 0, 1);
-    case FN_S_LSTRIP:
-        return str_trim(s, 1, 0);
-    case FN_S_STARTSWITH:
-        return starts_ends(c, s, a, 0);
-    case FN_S_ENDSWITH:
-        return starts_ends(c, s, a, 1);
-    case FN_S_SPLIT:
-        return split(c, s, a);
-    case FN_S_REPLACE:
-        return replace(c, s, a);
+    case FN_S_UPPER: return change_case(c, s, 1, "upper");
+    case FN_S_LOWER: return change_case(c, s, 0, "lower");
+    case FN_S_STRIP: return str_trim(s, 1, 1);
+    case FN_S_TITLE: return title(c, s);
+    case FN_S_CAPITALIZE: return capitalize(c, s);
+    case FN_S_RSTRIP: return str_trim(s, 0, 1);
+    case FN_S_LSTRIP: return str_trim(s, 1, 0);
+    case FN_S_STARTSWITH: return starts_ends(c, s, a, 0);
+    case FN_S_ENDSWITH: return starts_ends(c, s, a, 1);
+    case FN_S_SPLIT: return split(c, s, a);
+    case FN_S_REPLACE: return replace(c, s, a);
     case FN_O_GET: {
         if (a->n == 0)
             chat_fail(c, "Object key must be a string: got undefined");
@@ -421,8 +415,7 @@ struct val chat_method(struct ctx *c, const struct val *fn, struct args *a)
         const struct val *v = map_get(s->u.m, a->v[0].u.s.p, a->v[0].n);
         return v ? *v : a->n > 1 ? a->v[1] : v_null();
     }
-    case FN_O_ITEMS:
-        return items_of(c, s->u.m);
+    case FN_O_ITEMS: return items_of(c, s->u.m);
     case FN_O_KEYS:
     case FN_O_VALUES: {
         struct val r = v_array(c, s->u.m->n, V_ARRAY);
@@ -431,22 +424,32 @@ struct val chat_method(struct ctx *c, const struct val *fn, struct args *a)
             r.u.a[i++] = fn->n == FN_O_KEYS ? e->key : e->v;
         return r;
     }
-    case FN_O_DICTSORT:
-        return dictsort(c, s, a);
-    default:
-        chat_fail(c, "chat program: unknown function");
+    case FN_O_DICTSORT: return dictsort(c, s, a);
+    default: chat_fail(c, "chat program: unknown function");
     }
 }
 
 /* ---- tests (Environment.TESTS) ---- */
 
 static const char *const test_names[CT_END] = {
-    [CT_BOOLEAN] = "boolean", [CT_CALLABLE] = "callable", [CT_ODD] = "odd",
-    [CT_EVEN] = "even",       [CT_FALSE] = "false",       [CT_TRUE] = "true",
-    [CT_NONE] = "none",       [CT_STRING] = "string",     [CT_NUMBER] = "number",
-    [CT_INTEGER] = "integer", [CT_ITERABLE] = "iterable", [CT_MAPPING] = "mapping",
-    [CT_SEQUENCE] = "sequence", [CT_LOWER] = "lower",     [CT_UPPER] = "upper",
-    [CT_DEFINED] = "defined", [CT_UNDEFINED] = "undefined", [CT_EQUALTO] = "equalto",
+    [CT_BOOLEAN] = "boolean",
+    [CT_CALLABLE] = "callable",
+    [CT_ODD] = "odd",
+    [CT_EVEN] = "even",
+    [CT_FALSE] = "false",
+    [CT_TRUE] = "true",
+    [CT_NONE] = "none",
+    [CT_STRING] = "string",
+    [CT_NUMBER] = "number",
+    [CT_INTEGER] = "integer",
+    [CT_ITERABLE] = "iterable",
+    [CT_MAPPING] = "mapping",
+    [CT_SEQUENCE] = "sequence",
+    [CT_LOWER] = "lower",
+    [CT_UPPER] = "upper",
+    [CT_DEFINED] = "defined",
+    [CT_UNDEFINED] = "undefined",
+    [CT_EQUALTO] = "equalto",
     [CT_EQ] = "eq",
 };
 
@@ -475,42 +478,28 @@ int chat_test(struct ctx *c, int test, const struct nib_chat_node *n, const stru
               const struct val *arg)
 {
     switch (test) {
-    case CT_BOOLEAN:
-        return v->k == V_BOOL;
-    case CT_CALLABLE:
-        return v->k == V_FUNC;
+    case CT_BOOLEAN: return v->k == V_BOOL;
+    case CT_CALLABLE: return v->k == V_FUNC;
     case CT_ODD:
     case CT_EVEN:
         if (v->k != V_INT)
             chat_fail(c, "cannot %s on %s", test == CT_ODD ? "odd" : "even", chat_type_name(v));
         return (fmod(v->u.num, 2) != 0) == (test == CT_ODD);
-    case CT_FALSE:
-        return v->k == V_BOOL && !v->u.num;
-    case CT_TRUE:
-        return v->k == V_BOOL && v->u.num;
-    case CT_NONE:
-        return v->k == V_NULL;
-    case CT_STRING:
-        return v->k == V_STR;
-    case CT_NUMBER:
-        return v->k == V_INT || v->k == V_FLOAT;
-    case CT_INTEGER:
-        return v->k == V_INT;
-    case CT_ITERABLE:
-        return v->k == V_ARRAY || v->k == V_STR;
-    case CT_MAPPING:
-        return v->k == V_OBJECT || v->k == V_KWARGS;
+    case CT_FALSE: return v->k == V_BOOL && !v->u.num;
+    case CT_TRUE: return v->k == V_BOOL && v->u.num;
+    case CT_NONE: return v->k == V_NULL;
+    case CT_STRING: return v->k == V_STR;
+    case CT_NUMBER: return v->k == V_INT || v->k == V_FLOAT;
+    case CT_INTEGER: return v->k == V_INT;
+    case CT_ITERABLE: return v->k == V_ARRAY || v->k == V_STR;
+    case CT_MAPPING: return v->k == V_OBJECT || v->k == V_KWARGS;
     case CT_SEQUENCE:
         return v->k == V_ARRAY || v->k == V_TUPLE || v->k == V_OBJECT || v->k == V_KWARGS ||
                v->k == V_STR;
-    case CT_LOWER:
-        return is_case(c, v, 0);
-    case CT_UPPER:
-        return is_case(c, v, 1);
-    case CT_DEFINED:
-        return v->k != V_UNDEF;
-    case CT_UNDEFINED:
-        return v->k == V_UNDEF;
+    case CT_LOWER: return is_case(c, v, 0);
+    case CT_UPPER: return is_case(c, v, 1);
+    case CT_DEFINED: return v->k != V_UNDEF;
+    case CT_UNDEFINED: return v->k == V_UNDEF;
     case CT_EQUALTO:
     case CT_EQ:
         if (!arg)
@@ -746,15 +735,13 @@ static struct val filter_plain(struct ctx *c, struct val v, struct nib_chat_node
     case V_ARRAY:
     case V_TUPLE:
         switch (id) {
-        case CF_LIST:
-            return v;
+        case CF_LIST: return v;
         case CF_FIRST:
         case CF_LAST:
             if (!v.n)
                 chat_fail(c, "%s of an empty list", id == CF_FIRST ? "first" : "last");
             return v.u.a[id == CF_FIRST ? 0 : v.n - 1];
-        case CF_LENGTH:
-            return v_num(V_INT, v.n);
+        case CF_LENGTH: return v_num(V_INT, v.n);
         case CF_REVERSE: {
             struct val r = v_array(c, v.n, V_ARRAY);
             for (uint32_t i = 0; i < v.n; i++)
@@ -767,36 +754,26 @@ static struct val filter_plain(struct ctx *c, struct val v, struct nib_chat_node
             sort_vals(c, r.u.a, r.n, &k);
             return r;
         }
-        case CF_JOIN:
-            return join(c, &v, NULL);
+        case CF_JOIN: return join(c, &v, NULL);
         case CF_STRING: {
             size_t mark = c->olen;
             put_json(c, &v, NULL, 0, 0);
             return sink_take(c, mark);
         }
-        case CF_UNIQUE:
-            return unique(c, &v);
+        case CF_UNIQUE: return unique(c, &v);
         }
         unknown(c, "ArrayValue", f);
     case V_STR:
         switch (id) {
-        case CF_LENGTH:
-            return v_num(V_INT, u16_len(&v));
-        case CF_UPPER:
-            return change_case(c, &v, 1, "upper");
-        case CF_LOWER:
-            return change_case(c, &v, 0, "lower");
-        case CF_TITLE:
-            return title(c, &v);
-        case CF_CAPITALIZE:
-            return capitalize(c, &v);
-        case CF_TRIM:
-            return str_trim(&v, 1, 1);
-        case CF_INDENT:
-            return indent(c, &v, 4, 0, 0);
+        case CF_LENGTH: return v_num(V_INT, u16_len(&v));
+        case CF_UPPER: return change_case(c, &v, 1, "upper");
+        case CF_LOWER: return change_case(c, &v, 0, "lower");
+        case CF_TITLE: return title(c, &v);
+        case CF_CAPITALIZE: return capitalize(c, &v);
+        case CF_TRIM: return str_trim(&v, 1, 1);
+        case CF_INDENT: return indent(c, &v, 4, 0, 0);
         case CF_JOIN:
-        case CF_STRING:
-            return v;
+        case CF_STRING: return v;
         case CF_INT: {
             double d = js_parse_int(&v);
             return v_num(V_INT, isnan(d) ? 0 : d);
@@ -810,14 +787,10 @@ static struct val filter_plain(struct ctx *c, struct val v, struct nib_chat_node
     case V_INT:
     case V_FLOAT:
         switch (id) {
-        case CF_ABS:
-            return v_num(v.k, fabs(v.u.num));
-        case CF_INT:
-            return v_num(V_INT, floor(v.u.num));
-        case CF_FLOAT:
-            return v_num(V_FLOAT, v.u.num);
-        case CF_STRING:
-            return value_string(c, &v, SM_PRINT);
+        case CF_ABS: return v_num(v.k, fabs(v.u.num));
+        case CF_INT: return v_num(V_INT, floor(v.u.num));
+        case CF_FLOAT: return v_num(V_FLOAT, v.u.num);
+        case CF_STRING: return value_string(c, &v, SM_PRINT);
         }
         unknown(c, "NumericValue", f);
     case V_OBJECT:
@@ -829,14 +802,10 @@ static struct val filter_plain(struct ctx *c, struct val v, struct nib_chat_node
         return object_builtin(c, &v, f, NULL);
     case V_BOOL:
         switch (id) {
-        case CF_BOOL:
-            return v;
-        case CF_INT:
-            return v_num(V_INT, v.u.num);
-        case CF_FLOAT:
-            return v_num(V_FLOAT, v.u.num);
-        case CF_STRING:
-            return v_lit(v.u.num ? "true" : "false");
+        case CF_BOOL: return v;
+        case CF_INT: return v_num(V_INT, v.u.num);
+        case CF_FLOAT: return v_num(V_FLOAT, v.u.num);
+        case CF_STRING: return v_lit(v.u.num ? "true" : "false");
         }
         unknown(c, "BooleanValue", f);
     default:
@@ -886,8 +855,7 @@ struct val chat_filter(struct ctx *c, struct val v, struct nib_chat_node f, uint
         return select_attr(c, &v, f, first, nargs, sc, id == CF_SELECTATTR);
     struct args a = eval_args(c, first, nargs, sc);
     switch (id) {
-    case CF_TOJSON:
-        return tojson_called(c, &v, &a);
+    case CF_TOJSON: return tojson_called(c, &v, &a);
     case CF_JOIN: {
         if (v.k != V_STR && v.k != V_ARRAY && v.k != V_TUPLE)
             chat_fail(c, "Cannot apply filter \"join\" to type: %s", chat_type_name(&v));
@@ -958,8 +926,7 @@ struct val chat_filter(struct ctx *c, struct val v, struct nib_chat_node f, uint
             return replace(c, &v, &a);
         unknown(c, "StringValue", f);
     case V_OBJECT:
-    case V_KWARGS:
-        return object_builtin(c, &v, f, &a);
+    case V_KWARGS: return object_builtin(c, &v, f, &a);
     default:
         chat_fail(c, "Cannot apply filter \"%.*s\" to type: %s", (int)f.b,
                   (const char *)c->pool + f.a, chat_type_name(&v));
@@ -970,9 +937,9 @@ struct val chat_filter(struct ctx *c, struct val v, struct nib_chat_node f, uint
 
 struct val chat_strftime(struct ctx *c, const struct val *fmt)
 {
-    static const char *const months[] = {"January", "February", "March",     "April",
-                                         "May",     "June",     "July",      "August",
-                                         "September", "October", "November", "December"};
+    static const char *const months[] = {"January",   "February", "March",    "April",
+                                         "May",       "June",     "July",     "August",
+                                         "September", "October",  "November", "December"};
     if (!fmt || fmt->k != V_STR)
         chat_fail(c, "strftime_now() needs a format string");
     int64_t days = c->now_s / 86400, secs = c->now_s % 86400;
@@ -1010,9 +977,7 @@ struct val chat_strftime(struct ctx *c, const struct val *fmt)
                 snprintf(buf, sizeof buf, "%.3s", months[m - 1]);
                 put = buf;
                 break;
-            case 'B':
-                put = months[m - 1];
-                break;
+            case 'B': put = months[m - 1]; break;
             case 'H':
                 snprintf(buf, sizeof buf, "%02lld", (long long)(secs / 3600));
                 put = buf;
@@ -1021,9 +986,7 @@ struct val chat_strftime(struct ctx *c, const struct val *fmt)
                 snprintf(buf, sizeof buf, "%02lld", (long long)(secs / 60 % 60));
                 put = buf;
                 break;
-            case '%':
-                put = "%";
-                break;
+            case '%': put = "%"; break;
             }
         }
         if (put) {

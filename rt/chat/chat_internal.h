@@ -169,7 +169,7 @@ int loose_eq(struct ctx *c, const struct val *a, const struct val *b);
 int strict_eq(const struct val *a, const struct val *b);
 int same_value_zero(const struct val *a, const struct val *b);
 
-size_t js_num_str(double d, char *buf);  /* Number.prototype.toString */
+size_t js_num_str(double d, char *buf);   /* Number.prototype.toString */
 size_t js_float_str(double d, char *buf); /* FloatValue.toString */
 double js_to_number(const struct val *s); /* Number(string) */
 double js_parse_int(const struct val *s);
@@ -197,8 +197,8 @@ struct val chat_eval(struct ctx *c, uint32_t node, struct scope *sc);
 struct val chat_call(struct ctx *c, const struct val *fn, struct args *a, struct scope *sc);
 
 /* chat_filter.c */
-struct val chat_filter(struct ctx *c, struct val operand, struct nib_chat_node f, uint32_t first_arg,
-                       uint32_t n_args, struct scope *sc);
+struct val chat_filter(struct ctx *c, struct val operand, struct nib_chat_node f,
+                       uint32_t first_arg, uint32_t n_args, struct scope *sc);
 int chat_test(struct ctx *c, int test, const struct nib_chat_node *n, const struct val *v,
               const struct val *arg);
 struct val chat_method(struct ctx *c, const struct val *fn, struct args *a);

@@ -31,37 +31,37 @@
 
 enum nib_chat_op {
     /* statements */
-    CO_BLOCK = 1,     /* kids: statements */
-    CO_TEXT,          /* a,b: the text */
-    CO_PRINT,         /* kid: expression */
-    CO_IF,            /* kids: test, then block, else block */
-    CO_FOR,           /* kids: target, iterable, filter or ABSENT, body, else block */
-    CO_SET,           /* kids: target, value */
-    CO_SET_BLOCK,     /* kids: target, block */
-    CO_MACRO,         /* a,b: name; kids: parameters (NAME or KWARG), body block */
-    CO_BREAK,         /* no kids */
-    CO_CONTINUE,      /* no kids */
-    CO_FILTER_BLOCK,  /* sub, a,b: filter as in FILTER; kids: block, arguments */
+    CO_BLOCK = 1,    /* kids: statements */
+    CO_TEXT,         /* a,b: the text */
+    CO_PRINT,        /* kid: expression */
+    CO_IF,           /* kids: test, then block, else block */
+    CO_FOR,          /* kids: target, iterable, filter or ABSENT, body, else block */
+    CO_SET,          /* kids: target, value */
+    CO_SET_BLOCK,    /* kids: target, block */
+    CO_MACRO,        /* a,b: name; kids: parameters (NAME or KWARG), body block */
+    CO_BREAK,        /* no kids */
+    CO_CONTINUE,     /* no kids */
+    CO_FILTER_BLOCK, /* sub, a,b: filter as in FILTER; kids: block, arguments */
     /* expressions */
-    CO_STR,           /* a,b: the string */
-    CO_INT,           /* a,b: the value (a double, as JavaScript holds it) */
-    CO_FLOAT,         /* a,b: the value */
-    CO_NAME,          /* a,b: the variable */
-    CO_LIST,          /* kids: items */
-    CO_TUPLE,         /* kids: items */
-    CO_DICT,          /* kids: key, value, key, value... */
-    CO_ATTR,          /* a,b: name; kid: object */
-    CO_INDEX,         /* kids: object, key */
-    CO_SLICE,         /* kids: object, start, stop, step (each may be ABSENT) */
-    CO_ABSENT,        /* an omitted slice bound or loop filter */
-    CO_CALL,          /* kids: callee, arguments (expressions, then KWARGs) */
-    CO_KWARG,         /* a,b: keyword; kid: value */
-    CO_BIN,           /* sub: enum nib_chat_bin; kids: left, right */
-    CO_UNARY,         /* sub: enum nib_chat_un; kid */
-    CO_FILTER,        /* sub: enum nib_chat_filter | CF_CALLED; a,b: name; kids: operand, args */
-    CO_TEST,          /* sub: enum nib_chat_test | CT_NEGATED; a,b: name; kid: operand */
-    CO_TERNARY,       /* kids: test, then, else */
-    CO_SELECT,        /* kids: value, test (`a if c` without else: undefined when not c) */
+    CO_STR,     /* a,b: the string */
+    CO_INT,     /* a,b: the value (a double, as JavaScript holds it) */
+    CO_FLOAT,   /* a,b: the value */
+    CO_NAME,    /* a,b: the variable */
+    CO_LIST,    /* kids: items */
+    CO_TUPLE,   /* kids: items */
+    CO_DICT,    /* kids: key, value, key, value... */
+    CO_ATTR,    /* a,b: name; kid: object */
+    CO_INDEX,   /* kids: object, key */
+    CO_SLICE,   /* kids: object, start, stop, step (each may be ABSENT) */
+    CO_ABSENT,  /* an omitted slice bound or loop filter */
+    CO_CALL,    /* kids: callee, arguments (expressions, then KWARGs) */
+    CO_KWARG,   /* a,b: keyword; kid: value */
+    CO_BIN,     /* sub: enum nib_chat_bin; kids: left, right */
+    CO_UNARY,   /* sub: enum nib_chat_un; kid */
+    CO_FILTER,  /* sub: enum nib_chat_filter | CF_CALLED; a,b: name; kids: operand, args */
+    CO_TEST,    /* sub: enum nib_chat_test | CT_NEGATED; a,b: name; kid: operand */
+    CO_TERNARY, /* kids: test, then, else */
+    CO_SELECT,  /* kids: value, test (`a if c` without else: undefined when not c) */
     CO_OP_END
 };
 

@@ -44,14 +44,17 @@ void chat_enter(struct ctx *c)
         chat_fail(c, "chat template nests deeper than %u (recursive macro?)", CHAT_MAX_RECURSION);
 }
 
-void chat_leave(struct ctx *c) { c->depth--; }
+void chat_leave(struct ctx *c)
+{
+    c->depth--;
+}
 
 const char *chat_type_name(const struct val *v)
 {
     static const char *const names[] = {
-        "UndefinedValue", "NullValue",   "BooleanValue",         "IntegerValue",
-        "FloatValue",     "StringValue", "ArrayValue",           "TupleValue",
-        "ObjectValue",    "KeywordArgumentsValue", "NamespaceValue", "FunctionValue",
+        "UndefinedValue", "NullValue",     "BooleanValue", "IntegerValue", "FloatValue",
+        "StringValue",    "ArrayValue",    "TupleValue",   "ObjectValue",  "KeywordArgumentsValue",
+        "NamespaceValue", "FunctionValue",
     };
     return v->k < sizeof names / sizeof names[0] ? names[v->k] : "?";
 }
@@ -78,7 +81,10 @@ void sink_put(struct ctx *c, const uint8_t *p, const uint8_t *t, uint8_t tu, siz
     chat_step(c, n >> 6);
 }
 
-void sink_lit(struct ctx *c, const char *s) { sink_put(c, (const uint8_t *)s, NULL, 0, strlen(s)); }
+void sink_lit(struct ctx *c, const char *s)
+{
+    sink_put(c, (const uint8_t *)s, NULL, 0, strlen(s));
+}
 
 void sink_byte(struct ctx *c, uint8_t b, uint8_t taint)
 {
@@ -87,7 +93,10 @@ void sink_byte(struct ctx *c, uint8_t b, uint8_t taint)
     c->taint[c->olen++] = taint;
 }
 
-void sink_str(struct ctx *c, const struct val *s) { sink_put(c, s->u.s.p, s->u.s.t, s->tu, s->n); }
+void sink_str(struct ctx *c, const struct val *s)
+{
+    sink_put(c, s->u.s.p, s->u.s.t, s->tu, s->n);
+}
 
 struct val sink_take(struct ctx *c, size_t mark)
 {
@@ -109,10 +118,22 @@ struct val sink_take(struct ctx *c, size_t mark)
 
 /* ---- constructors ---- */
 
-struct val v_undef(void) { return (struct val){.k = V_UNDEF}; }
-struct val v_null(void) { return (struct val){.k = V_NULL}; }
-struct val v_bool(int b) { return (struct val){.k = V_BOOL, .u.num = b ? 1 : 0}; }
-struct val v_num(int kind, double d) { return (struct val){.k = (uint8_t)kind, .u.num = d}; }
+struct val v_undef(void)
+{
+    return (struct val){.k = V_UNDEF};
+}
+struct val v_null(void)
+{
+    return (struct val){.k = V_NULL};
+}
+struct val v_bool(int b)
+{
+    return (struct val){.k = V_BOOL, .u.num = b ? 1 : 0};
+}
+struct val v_num(int kind, double d)
+{
+    return (struct val){.k = (uint8_t)kind, .u.num = d};
+}
 
 struct val v_strn(const uint8_t *p, const uint8_t *t, uint8_t tu, uint32_t n)
 {
@@ -122,7 +143,10 @@ struct val v_strn(const uint8_t *p, const uint8_t *t, uint8_t tu, uint32_t n)
     return v;
 }
 
-struct val v_lit(const char *s) { return v_strn((const uint8_t *)s, NULL, 0, (uint32_t)strlen(s)); }
+struct val v_lit(const char *s)
+{
+    return v_strn((const uint8_t *)s, NULL, 0, (uint32_t)strlen(s));
+}
 
 struct val v_array(struct ctx *c, uint32_t n, int kind)
 {
@@ -262,26 +286,23 @@ int truthy(const struct val *v)
 {
     switch (v->k) {
     case V_UNDEF:
-    case V_NULL:
-        return 0;
+    case V_NULL: return 0;
     case V_BOOL:
     case V_INT:
-    case V_FLOAT:
-        return v->u.num != 0 && !isnan(v->u.num);
-    case V_STR:
-        return v->n > 0;
+    case V_FLOAT: return v->u.num != 0 && !isnan(v->u.num);
+    case V_STR: return v->n > 0;
     case V_ARRAY:
-    case V_TUPLE:
-        return v->n > 0;
+    case V_TUPLE: return v->n > 0;
     case V_OBJECT:
-    case V_KWARGS:
-        return v->u.m->n > 0;
-    default:
-        return 1; /* namespaces and functions */
+    case V_KWARGS: return v->u.m->n > 0;
+    default: return 1; /* namespaces and functions */
     }
 }
 
-static int is_container(const struct val *v) { return v->k >= V_ARRAY; }
+static int is_container(const struct val *v)
+{
+    return v->k >= V_ARRAY;
+}
 
 static int same_ref(const struct val *a, const struct val *b)
 {
@@ -513,7 +534,7 @@ double js_to_number(const struct val *s)
         int base = (p[1] | 0x20) == 'x' ? 16 : (p[1] | 0x20) == 'o' ? 8 : 2;
         double v = 0;
         for (size_t i = 2; i < n; i++) {
-            int d = p[i] >= '0' && p[i] <= '9'   ? p[i] - '0'
+            int d = p[i] >= '0' && p[i] <= '9'                     ? p[i] - '0'
                     : (p[i] | 0x20) >= 'a' && (p[i] | 0x20) <= 'f' ? (p[i] | 0x20) - 'a' + 10
                                                                    : 99;
             if (d >= base)
@@ -572,16 +593,10 @@ void put_value(struct ctx *c, const struct val *v, int mode)
         if (mode != SM_JOIN)
             sink_lit(c, "null");
         return;
-    case V_BOOL:
-        sink_lit(c, v->u.num ? "true" : "false");
-        return;
+    case V_BOOL: sink_lit(c, v->u.num ? "true" : "false"); return;
     case V_INT:
-    case V_FLOAT:
-        put_num(c, v, mode);
-        return;
-    case V_STR:
-        sink_str(c, v);
-        return;
+    case V_FLOAT: put_num(c, v, mode); return;
+    case V_STR: sink_str(c, v); return;
     case V_ARRAY:
     case V_TUPLE:
         if (mode == SM_PRINT) {
@@ -605,8 +620,7 @@ void put_value(struct ctx *c, const struct val *v, int mode)
         else
             sink_lit(c, "[object Map]");
         return;
-    default:
-        chat_fail(c, "cannot convert a function to text");
+    default: chat_fail(c, "cannot convert a function to text");
     }
 }
 
@@ -630,27 +644,13 @@ static void put_json_string(struct ctx *c, const struct val *s, int ascii)
         const char *esc = NULL;
         char buf[16];
         switch (cp) {
-        case '"':
-            esc = "\\\"";
-            break;
-        case '\\':
-            esc = "\\\\";
-            break;
-        case '\b':
-            esc = "\\b";
-            break;
-        case '\f':
-            esc = "\\f";
-            break;
-        case '\n':
-            esc = "\\n";
-            break;
-        case '\r':
-            esc = "\\r";
-            break;
-        case '\t':
-            esc = "\\t";
-            break;
+        case '"': esc = "\\\""; break;
+        case '\\': esc = "\\\\"; break;
+        case '\b': esc = "\\b"; break;
+        case '\f': esc = "\\f"; break;
+        case '\n': esc = "\\n"; break;
+        case '\r': esc = "\\r"; break;
+        case '\t': esc = "\\t"; break;
         default:
             if (cp < 0x20 || (ascii && cp >= 0x7F)) {
                 uint32_t units[2] = {cp, 0}, nu = 1;
@@ -696,15 +696,9 @@ void put_json(struct ctx *c, const struct val *v, const struct json_opts *o, int
         o = &none;
     char buf[48];
     switch (v->k) {
-    case V_NULL:
-        sink_lit(c, "null");
-        return;
-    case V_UNDEF:
-        sink_lit(c, undef_null ? "null" : "undefined");
-        return;
-    case V_BOOL:
-        sink_lit(c, v->u.num ? "true" : "false");
-        return;
+    case V_NULL: sink_lit(c, "null"); return;
+    case V_UNDEF: sink_lit(c, undef_null ? "null" : "undefined"); return;
+    case V_BOOL: sink_lit(c, v->u.num ? "true" : "false"); return;
     case V_INT:
     case V_FLOAT:
         if (!isfinite(v->u.num)) {
@@ -713,13 +707,9 @@ void put_json(struct ctx *c, const struct val *v, const struct json_opts *o, int
         }
         sink_put(c, (const uint8_t *)buf, NULL, 0, js_num_str(v->u.num, buf));
         return;
-    case V_STR:
-        put_json_string(c, v, o->ensure_ascii);
-        return;
-    case V_FUNC:
-        chat_fail(c, "Cannot convert to JSON: FunctionValue");
-    default:
-        break;
+    case V_STR: put_json_string(c, v, o->ensure_ascii); return;
+    case V_FUNC: chat_fail(c, "Cannot convert to JSON: FunctionValue");
+    default: break;
     }
     chat_enter(c);
     chat_step(c, 1);

@@ -194,8 +194,8 @@ for (const fam of families) {
         continue;
     }
     const r = rng(0x5eed + fam.name.length * 7919 + fam.name.charCodeAt(0));
-    let convs = 0, rejected = 0, famFail = 0;
-    for (let i = 0; i < 100; i++) {
+    let convs = 0, rendered = 0, rejected = 0, famFail = 0;
+    for (let i = 0; i < 200; i++) {
         const msgs = conversation(r, i);
         convs++;
         for (const gen of [true, false]) {
@@ -223,6 +223,7 @@ for (const fam of families) {
             const gotErr = res.stderr.toString("utf8").replace(/^nib chat-render: /, "").replace(/\n$/, "");
             let bad = null;
             if (refErr === null) {
+                rendered += gen;
                 if (res.status !== 0) bad = `nib failed (${res.status}): ${gotErr}`;
                 else if (!got.equals(Buffer.from(ref, "utf8")))
                     bad = `text differs\n  ref: ${JSON.stringify(ref)}\n  nib: ${JSON.stringify(got.toString("utf8"))}`;
@@ -240,9 +241,9 @@ for (const fam of families) {
         }
     }
     failures += famFail;
-    console.log(`${famFail ? "FAIL" : "ok  "} ${fam.name}: ${convs} conversations x 2, ${rejected} rejected by the template, ${famFail} differ`);
-    if (convs < 50) {
-        console.log(`FAIL ${fam.name}: fewer than 50 conversations`);
+    console.log(`${famFail ? "FAIL" : "ok  "} ${fam.name}: ${convs} conversations (${rendered} rendered, the rest rejected by the template), each with and without the generation prompt; ${famFail} differ`);
+    if (rendered < 50) {
+        console.log(`FAIL ${fam.name}: fewer than 50 conversations rendered`);
         failures++;
     }
 }

@@ -31,14 +31,30 @@ static void usage(FILE *f)
             "  Families: llama2 llama3 chatml phi3 gemma mistral zephyr.\n");
 }
 
-enum { O_TEMPLATE = NIB_ARGS_OPT, O_BLOB, O_FAMILY, O_MESSAGES, O_BOS, O_EOS, O_NOW, O_NOGEN, O_TAINT, O_CAP };
+enum {
+    O_TEMPLATE = NIB_ARGS_OPT,
+    O_BLOB,
+    O_FAMILY,
+    O_MESSAGES,
+    O_BOS,
+    O_EOS,
+    O_NOW,
+    O_NOGEN,
+    O_TAINT,
+    O_CAP
+};
 
 static const struct nib_opt opts[] = {
-    {"--template", O_TEMPLATE, 1}, {"--blob", O_BLOB, 1},
-    {"--family", O_FAMILY, 1},     {"--messages", O_MESSAGES, 1},
-    {"--bos", O_BOS, 1},           {"--eos", O_EOS, 1},
-    {"--now", O_NOW, 1},           {"--no-generation-prompt", O_NOGEN, 0},
-    {"--taint", O_TAINT, 0},       {"--out-cap", O_CAP, 1},
+    {"--template", O_TEMPLATE, 1},
+    {"--blob", O_BLOB, 1},
+    {"--family", O_FAMILY, 1},
+    {"--messages", O_MESSAGES, 1},
+    {"--bos", O_BOS, 1},
+    {"--eos", O_EOS, 1},
+    {"--now", O_NOW, 1},
+    {"--no-generation-prompt", O_NOGEN, 0},
+    {"--taint", O_TAINT, 0},
+    {"--out-cap", O_CAP, 1},
     {NULL, 0, 0},
 };
 
@@ -72,8 +88,8 @@ static int read_messages(const char *path, struct json_doc **doc, struct nib_cha
                                 *content = json_get(m, "content");
         if (!json_is(role, JSON_STRING) || !json_is(content, JSON_STRING)) {
             fprintf(stderr,
-                    "nib chat-render: %s: message %u needs string \"role\" and \"content\"\n",
-                    path, (unsigned)i);
+                    "nib chat-render: %s: message %u needs string \"role\" and \"content\"\n", path,
+                    (unsigned)i);
             return -1;
         }
         (*out)[i] = (struct nib_chat_message){(const uint8_t *)role->str,
@@ -113,34 +129,18 @@ int nib_chat_render_main(int argc, char **argv)
     int r;
     while ((r = nib_args_next(&a)) > NIB_ARGS_END) {
         switch (r) {
-        case O_TEMPLATE:
-            tpath = a.value;
-            break;
-        case O_BLOB:
-            bpath = a.value;
-            break;
-        case O_FAMILY:
-            family = a.value;
-            break;
-        case O_MESSAGES:
-            mpath = a.value;
-            break;
-        case O_BOS:
-            bos = a.value;
-            break;
-        case O_EOS:
-            eos = a.value;
-            break;
+        case O_TEMPLATE: tpath = a.value; break;
+        case O_BLOB: bpath = a.value; break;
+        case O_FAMILY: family = a.value; break;
+        case O_MESSAGES: mpath = a.value; break;
+        case O_BOS: bos = a.value; break;
+        case O_EOS: eos = a.value; break;
         case O_NOW:
             if (nib_args_u64(&a, &now))
                 return 2;
             break;
-        case O_NOGEN:
-            gen = 0;
-            break;
-        case O_TAINT:
-            show_taint = 1;
-            break;
+        case O_NOGEN: gen = 0; break;
+        case O_TAINT: show_taint = 1; break;
         case O_CAP:
             if (nib_args_u64(&a, &cap))
                 return 2;

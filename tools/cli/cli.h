@@ -12,5 +12,6 @@ int nib_stop_main(int argc, char **argv);
 int nib_stats_main(int argc, char **argv);
 int nib_topo_main(int argc, char **argv);
 int nib_tokenize_main(int argc, char **argv);
+int nib_chat_render_main(int argc, char **argv);
 
 #endif

@@ -33,6 +33,7 @@ static const struct {
     {"inspect", nib_inspect_main, "print and verify a blob"},
     {"tokenize", nib_tokenize_main,
      "token ids of texts (hex lines on stdin) by a model's tokenizer"},
+    {"chat-render", nib_chat_render_main, "render a conversation with a chat template"},
     {"eval", nib_eval_main, "accuracy of a weight format against f32 on a text"},
     {"ask", nib_ask_main, "send a prompt to a running appliance"},
     {"stop", nib_stop_main, "shut a running appliance down"},

@@ -20,7 +20,7 @@
 struct cc {
     const char *src; /* the template as given (for line numbers) */
     size_t src_len;
-    char *buf; /* preprocessed text */
+    char *buf;     /* preprocessed text */
     uint32_t *org; /* origin offset of each byte of buf */
     size_t len;
     char *err;
@@ -317,7 +317,10 @@ static const struct {
     {"=", T_EQUALS},
 };
 
-static int is_digit(char ch) { return ch >= '0' && ch <= '9'; }
+static int is_digit(char ch)
+{
+    return ch >= '0' && ch <= '9';
+}
 
 static int hexval(char ch)
 {
@@ -440,7 +443,10 @@ static int lex_string(struct lexer *L, size_t *pos, char quote)
     return 1;
 }
 
-static int last_type(const struct lexer *L) { return L->nt ? L->t[L->nt - 1].type : 0; }
+static int last_type(const struct lexer *L)
+{
+    return L->nt ? L->t[L->nt - 1].type : 0;
+}
 
 static void strip_trailing_ws(struct lexer *L)
 {
@@ -623,8 +629,8 @@ struct parser {
     struct cc *c;
     struct tok *t;
     size_t nt, cur;
-    int loops;  /* for loops around the current statement (inside the current macro) */
-    int depth;  /* recursion guard */
+    int loops; /* for loops around the current statement (inside the current macro) */
+    int depth; /* recursion guard */
     struct ast **all;
     size_t nall, capall;
 };
@@ -669,7 +675,10 @@ static uint32_t here(struct parser *P)
     return P->cur < P->nt ? P->t[P->cur].org : (P->nt ? P->t[P->nt - 1].org : 0);
 }
 
-static int is_tok(struct parser *P, int type) { return peek(P, 0)->type == type; }
+static int is_tok(struct parser *P, int type)
+{
+    return peek(P, 0)->type == type;
+}
 
 static int is_ident(struct parser *P, size_t ahead, const char *name)
 {
@@ -896,24 +905,54 @@ static struct ast *parse_call_member(struct parser *P)
 }
 
 static const char *const filter_names[CF_END] = {
-    [CF_SAFE] = "safe",       [CF_TOJSON] = "tojson",   [CF_LIST] = "list",
-    [CF_FIRST] = "first",     [CF_LAST] = "last",       [CF_LENGTH] = "length",
-    [CF_REVERSE] = "reverse", [CF_SORT] = "sort",       [CF_JOIN] = "join",
-    [CF_STRING] = "string",   [CF_UNIQUE] = "unique",   [CF_UPPER] = "upper",
-    [CF_LOWER] = "lower",     [CF_TITLE] = "title",     [CF_CAPITALIZE] = "capitalize",
-    [CF_TRIM] = "trim",       [CF_INDENT] = "indent",   [CF_INT] = "int",
-    [CF_FLOAT] = "float",     [CF_ABS] = "abs",         [CF_ITEMS] = "items",
-    [CF_BOOL] = "bool",       [CF_DEFAULT] = "default", [CF_SELECTATTR] = "selectattr",
-    [CF_REJECTATTR] = "rejectattr", [CF_MAP] = "map",   [CF_REPLACE] = "replace",
+    [CF_SAFE] = "safe",
+    [CF_TOJSON] = "tojson",
+    [CF_LIST] = "list",
+    [CF_FIRST] = "first",
+    [CF_LAST] = "last",
+    [CF_LENGTH] = "length",
+    [CF_REVERSE] = "reverse",
+    [CF_SORT] = "sort",
+    [CF_JOIN] = "join",
+    [CF_STRING] = "string",
+    [CF_UNIQUE] = "unique",
+    [CF_UPPER] = "upper",
+    [CF_LOWER] = "lower",
+    [CF_TITLE] = "title",
+    [CF_CAPITALIZE] = "capitalize",
+    [CF_TRIM] = "trim",
+    [CF_INDENT] = "indent",
+    [CF_INT] = "int",
+    [CF_FLOAT] = "float",
+    [CF_ABS] = "abs",
+    [CF_ITEMS] = "items",
+    [CF_BOOL] = "bool",
+    [CF_DEFAULT] = "default",
+    [CF_SELECTATTR] = "selectattr",
+    [CF_REJECTATTR] = "rejectattr",
+    [CF_MAP] = "map",
+    [CF_REPLACE] = "replace",
 };
 
 static const char *const test_names[CT_END] = {
-    [CT_BOOLEAN] = "boolean", [CT_CALLABLE] = "callable", [CT_ODD] = "odd",
-    [CT_EVEN] = "even",       [CT_FALSE] = "false",       [CT_TRUE] = "true",
-    [CT_NONE] = "none",       [CT_STRING] = "string",     [CT_NUMBER] = "number",
-    [CT_INTEGER] = "integer", [CT_ITERABLE] = "iterable", [CT_MAPPING] = "mapping",
-    [CT_SEQUENCE] = "sequence", [CT_LOWER] = "lower",     [CT_UPPER] = "upper",
-    [CT_DEFINED] = "defined", [CT_UNDEFINED] = "undefined", [CT_EQUALTO] = "equalto",
+    [CT_BOOLEAN] = "boolean",
+    [CT_CALLABLE] = "callable",
+    [CT_ODD] = "odd",
+    [CT_EVEN] = "even",
+    [CT_FALSE] = "false",
+    [CT_TRUE] = "true",
+    [CT_NONE] = "none",
+    [CT_STRING] = "string",
+    [CT_NUMBER] = "number",
+    [CT_INTEGER] = "integer",
+    [CT_ITERABLE] = "iterable",
+    [CT_MAPPING] = "mapping",
+    [CT_SEQUENCE] = "sequence",
+    [CT_LOWER] = "lower",
+    [CT_UPPER] = "upper",
+    [CT_DEFINED] = "defined",
+    [CT_UNDEFINED] = "undefined",
+    [CT_EQUALTO] = "equalto",
     [CT_EQ] = "eq",
 };
 
@@ -997,8 +1036,8 @@ static struct ast *parse_test_expr(struct parser *P)
         }
         t->s = name->s;
         t->sn = name->sn;
-        t->sub = (uint8_t)(lookup_name(test_names, CT_END, name->s, name->sn) |
-                           (neg ? CT_NEGATED : 0));
+        t->sub =
+            (uint8_t)(lookup_name(test_names, CT_END, name->s, name->sn) | (neg ? CT_NEGATED : 0));
         add(t, operand);
         operand = t;
     }
@@ -1231,9 +1270,7 @@ static struct ast *parse_primary(struct parser *P)
         P->cur++;
         return leave(P, d);
     }
-    default:
-        fail_at(P->c, t->org, "unexpected token: %s", t->v);
-        return NULL;
+    default: fail_at(P->c, t->org, "unexpected token: %s", t->v); return NULL;
     }
 }
 
@@ -1444,9 +1481,7 @@ static struct ast *parse_any(struct parser *P)
         return NULL;
     const struct tok *t = peek(P, 0);
     switch (t->type) {
-    case T_COMMENT:
-        P->cur++;
-        return NULL;
+    case T_COMMENT: P->cur++; return NULL;
     case T_TEXT: {
         struct ast *a = mk(P, CO_TEXT, t->org);
         a->s = t->v;
@@ -1454,8 +1489,7 @@ static struct ast *parse_any(struct parser *P)
         P->cur++;
         return a;
     }
-    case T_OPEN_STMT:
-        return parse_statement(P);
+    case T_OPEN_STMT: return parse_statement(P);
     case T_OPEN_EXPR: {
         struct ast *p = mk(P, CO_PRINT, t->org);
         P->cur++;
@@ -1463,9 +1497,7 @@ static struct ast *parse_any(struct parser *P)
         expect(P, T_CLOSE_EXPR, "}} after the expression");
         return P->c->failed ? NULL : p;
     }
-    default:
-        fail_at(P->c, t->org, "unexpected token: %s", t->v);
-        return NULL;
+    default: fail_at(P->c, t->org, "unexpected token: %s", t->v); return NULL;
     }
 }
 
@@ -1506,8 +1538,8 @@ static int emit(struct cc *c, struct ast *root, uint8_t **prog, size_t *prog_len
     }
     int depth = tree_depth(root);
     if (n > NIB_CHAT_MAX_NODES || pool > NIB_CHAT_MAX_POOL) {
-        fail_at(c, 0, "the template is too large (%zu nodes, %zu string bytes; at most %u, %u)",
-                n, pool, NIB_CHAT_MAX_NODES, NIB_CHAT_MAX_POOL);
+        fail_at(c, 0, "the template is too large (%zu nodes, %zu string bytes; at most %u, %u)", n,
+                pool, NIB_CHAT_MAX_NODES, NIB_CHAT_MAX_POOL);
         free(q);
         return -1;
     }
@@ -1613,17 +1645,14 @@ static const struct {
      "<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n{{ m['content'] | trim }}<|eot_id|>"
      "{% endfor %}{% if add_generation_prompt %}"
      "<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}"},
-    {"chatml",
-     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
-     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"},
-    {"phi3",
-     "{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}<|end|>\n{% endfor %}"
-     "{% if add_generation_prompt %}<|assistant|>\n{% else %}{{ eos_token }}{% endif %}"},
-    {"gemma",
-     "{{ bos_token }}{% for m in messages %}"
-     "{% set role = 'model' if m['role'] == 'assistant' else 'user' %}"
-     "<start_of_turn>{{ role }}\n{{ m['content'] | trim }}<end_of_turn>\n{% endfor %}"
-     "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"},
+    {"chatml", "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+               "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"},
+    {"phi3", "{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}<|end|>\n{% endfor %}"
+             "{% if add_generation_prompt %}<|assistant|>\n{% else %}{{ eos_token }}{% endif %}"},
+    {"gemma", "{{ bos_token }}{% for m in messages %}"
+              "{% set role = 'model' if m['role'] == 'assistant' else 'user' %}"
+              "<start_of_turn>{{ role }}\n{{ m['content'] | trim }}<end_of_turn>\n{% endfor %}"
+              "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"},
     {"mistral",
      "{{ bos_token }}{% for m in messages %}{% if m['role'] == 'assistant' %}"
      "{{ m['content'] }}{{ eos_token }}{% else %}[INST] {{ m['content'] }} [/INST]{% endif %}"
@@ -1633,7 +1662,7 @@ static const struct {
      "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"},
 };
 
-const char *const nib_chat_families[] = {"llama2", "llama3", "chatml", "phi3",
+const char *const nib_chat_families[] = {"llama2", "llama3",  "chatml", "phi3",
                                          "gemma",  "mistral", "zephyr", NULL};
 
 const char *nib_chat_builtin(const char *family)
