@@ -157,6 +157,23 @@ static struct dcur run(struct nfc_out *o, const uint8_t *s, size_t n, struct dcu
     return end;
 }
 
+/* A starter that is not the second of any composition and whose
+ * decomposition is itself (Hangul syllables count: they recompose to
+ * themselves): it goes out as it is, as the new last starter. */
+static inline int inert(uint32_t cp)
+{
+    if (nib_ucd_props(cp) & NIB_UCD_COMP_SECOND)
+        return 0;
+    if (cp - 0xAC00 < 11172)
+        return 1;
+    unsigned cb = nib_ucd_ccc_stage1[cp >> NIB_UCD_CCC_SHIFT];
+    if (nib_ucd_ccc_stage2[(cb << NIB_UCD_CCC_SHIFT) | (cp & ((1u << NIB_UCD_CCC_SHIFT) - 1))])
+        return 0;
+    unsigned db = nib_ucd_decomp_stage1[cp >> NIB_UCD_DECOMP_SHIFT];
+    return nib_ucd_decomp_stage2[(db << NIB_UCD_DECOMP_SHIFT) |
+                                 (cp & ((1u << NIB_UCD_DECOMP_SHIFT) - 1))] == 0;
+}
+
 size_t nib_nfc(const uint8_t *s, size_t n, uint8_t *out, size_t cap)
 {
     struct nfc_out o = {.buf = out, .cap = cap};
@@ -164,14 +181,34 @@ size_t nib_nfc(const uint8_t *s, size_t n, uint8_t *out, size_t cap)
     if (cap < nib_nfc_bound(n))
         return 0;
     while (c.pos < n) {
-        if (c.sub == 0 && s[c.pos] < 0x80) { /* ASCII: a starter, never a second */
-            o.s_pos = o.w;
-            o.buf[o.w++] = s[c.pos];
-            o.s = s[c.pos++];
+        if (c.sub == 0 && s[c.pos] < 0x80) { /* ASCII: starters, never seconds */
+            size_t e = c.pos + 1;
+            while (e < n && s[e] < 0x80)
+                e++;
+            memcpy(o.buf + o.w, s + c.pos, e - c.pos);
+            o.w += e - c.pos;
+            o.s_pos = o.w - 1;
+            o.s = s[e - 1];
             o.s_len = 1;
             o.have_s = 1;
             o.last_ccc = 0;
+            c.pos = e;
             continue;
+        }
+        if (c.sub == 0) { /* a character NFC leaves as it is and nothing joins */
+            uint32_t cp;
+            unsigned l = nib_utf8_decode(s + c.pos, n - c.pos, &cp);
+            if (cp < NIB_UTF8_BAD && inert(cp) && o.cap - o.w >= 4) {
+                o.s_pos = o.w;
+                for (unsigned k = 0; k < l; k++)
+                    o.buf[o.w++] = s[c.pos + k];
+                o.s = cp;
+                o.s_len = l;
+                o.have_s = 1;
+                o.last_ccc = 0;
+                c.pos += l;
+                continue;
+            }
         }
         struct dcur at = c;
         unsigned cc;

@@ -1104,13 +1104,13 @@ static int emit_atom(struct rc *c, size_t beg, size_t end, int fold, unsigned de
 /* Roll the program back to a mark (for {0}: the atom is checked, then
  * dropped). */
 struct mark {
-    uint32_t ninst, nlook, nloop, pushes;
+    uint32_t ninst, nlook, nloop, pushes, per_byte;
     size_t dtop;
 };
 
 static struct mark save(struct rc *c)
 {
-    struct mark m = {c->ninst, c->nlook, c->nloop, c->pushes, c->dtop};
+    struct mark m = {c->ninst, c->nlook, c->nloop, c->pushes, c->per_byte, c->dtop};
     return m;
 }
 
@@ -1122,6 +1122,7 @@ static void restore(struct rc *c, struct mark m)
     c->nlook = m.nlook;
     c->nloop = m.nloop;
     c->pushes = m.pushes;
+    c->per_byte = m.per_byte;
     c->dtop = m.dtop;
 }
 

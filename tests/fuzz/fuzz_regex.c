@@ -8,10 +8,13 @@
  *   mode & 3 == 2: everything after the mode byte is a program, checked, and
  *     run on a fixed text if accepted;
  *   mode & 3 == 3: the pattern is a table pattern (rt/text/pretok_patterns.h,
- *     chosen by L), the rest is text. */
+ *     chosen by L), the rest is text.
+ * In every mode NFC (rt/text/nfc.h) also runs on the text: within its bound,
+ * and idempotent (the NFC of an NFC text is itself). */
 #include <stdlib.h>
 #include <string.h>
 
+#include "rt/text/nfc.h"
 #include "rt/text/pretok_patterns.h"
 #include "rt/text/regex.h"
 #include "tests/fuzz/fuzz.h"
@@ -31,6 +34,19 @@ static void run_all(const uint8_t *p, size_t plen, const uint8_t *s, size_t n)
     free(scratch);
 }
 
+static void check_nfc(const uint8_t *s, size_t n)
+{
+    size_t cap = nib_nfc_bound(n);
+    uint8_t *a = malloc(cap), *b = malloc(nib_nfc_bound(cap));
+    size_t na = nib_nfc(s, n, a, cap);
+    FUZZ_ASSERT(na <= cap);
+    FUZZ_ASSERT(n == 0 || na > 0);
+    size_t nb = nib_nfc(a, na, b, nib_nfc_bound(na));
+    FUZZ_ASSERT(nb == na && !memcmp(a, b, na));
+    free(a);
+    free(b);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char err[256];
@@ -38,6 +54,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 2)
         return 0;
     unsigned mode = data[0] & 3;
+    check_nfc(data + 1, size - 1);
     if (mode == 2) {
         size_t len = size - 1 < sizeof prog ? size - 1 : sizeof prog;
         memcpy(prog, data + 1, len);

@@ -228,7 +228,8 @@ START_TEST(real_patterns)
                 memset(prog, fill == 0 ? 0 : fill == 1 ? 0xFF : 0x5A, sizeof prog);
                 compile_ok(all[i].patterns[k]);
             }
-    const char *odd[] = {"a|", "(?:a|)b", "x(?:|y|z)", "(?:a|b|)?c", "|", "(?:|a){2}"};
+    const char *odd[] = {
+        "a|", "(?:a|)b", "x(?:|y|z)", "(?:a|b|)?c", "|", "(?:|a){2}", "(?:(?:ab){40}+|b){0}x"};
     for (int fill = 0; fill < 3; fill++)
         for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++) {
             if (fill < 2)
