@@ -2056,10 +2056,9 @@ static int search(struct m *m, const uint8_t *first, int nullable, size_t *ms, s
     }
 }
 
-int nib_re_find(const uint8_t *prog, size_t len, const uint8_t *s, size_t n, size_t from,
-                size_t *ms, size_t *me, void *scratch)
+static int find(const uint8_t *prog, const uint8_t *s, size_t n, size_t from, size_t *ms,
+                size_t *me, void *scratch, int memo_only)
 {
-    (void)len;
     struct hdr h = read_hdr(prog);
     if (n >= 0xFFFFFFF0u)
         return -1;
@@ -2081,11 +2080,13 @@ int nib_re_find(const uint8_t *prog, size_t len, const uint8_t *s, size_t n, siz
     int nullable = h.flags & HF_NULLABLE;
     /* First a plain backtracking attempt (no memo: the common case, cheaper),
      * allowed 16 steps per byte; if that runs out, the memoized search. */
-    m.memo = 0;
-    m.budget = (int64_t)(n - from + 1) * 16 + 256;
-    int r = search(&m, first, nullable, ms, me, h.nloop);
-    if (r >= 0)
-        return r;
+    if (!memo_only) {
+        m.memo = 0;
+        m.budget = (int64_t)(n - from + 1) * 16 + 256;
+        int r = search(&m, first, nullable, ms, me, h.nloop);
+        if (r >= 0)
+            return r;
+    }
     /* The step bound: (4 * instructions + 64) steps per byte from `from`.
      * With the memo a search runs each (branch target, position) once, so
      * only lookahead bodies that loop (no real pattern has one) or a
@@ -2093,4 +2094,18 @@ int nib_re_find(const uint8_t *prog, size_t len, const uint8_t *s, size_t n, siz
     m.memo = 1;
     m.budget = (int64_t)(n - from + 1) * (4 * (int64_t)h.ninst + 64) + 1024;
     return search(&m, first, nullable, ms, me, h.nloop);
+}
+
+int nib_re_find(const uint8_t *prog, size_t len, const uint8_t *s, size_t n, size_t from,
+                size_t *ms, size_t *me, void *scratch)
+{
+    (void)len;
+    return find(prog, s, n, from, ms, me, scratch, 0);
+}
+
+int nib_re_find_memo(const uint8_t *prog, size_t len, const uint8_t *s, size_t n, size_t from,
+                     size_t *ms, size_t *me, void *scratch)
+{
+    (void)len;
+    return find(prog, s, n, from, ms, me, scratch, 1);
 }

@@ -31,4 +31,9 @@ size_t nib_re_scratch_footprint(const uint8_t *prog, size_t len, size_t n);
 int nib_re_find(const uint8_t *prog, size_t len, const uint8_t *s, size_t n, size_t from,
                 size_t *ms, size_t *me, void *scratch);
 
+/* nib_re_find by its memoized search alone (the one it falls back to when
+ * plain backtracking runs long), so that tests can compare the two. */
+int nib_re_find_memo(const uint8_t *prog, size_t len, const uint8_t *s, size_t n, size_t from,
+                     size_t *ms, size_t *me, void *scratch);
+
 #endif

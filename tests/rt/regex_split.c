@@ -7,7 +7,9 @@
  *
  *   regex_split -x HEXPATTERN < lines
  *   regex_split -n PRE_NAME INDEX < lines
- *   regex_split -l      (every table pattern: "NAME INDEX HEXPATTERN") */
+ *   regex_split -l      (every table pattern: "NAME INDEX HEXPATTERN")
+ * A first argument -m runs nib_re_find_memo (the memoized search alone)
+ * instead of nib_re_find. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +34,13 @@ int main(int argc, char **argv)
     static uint8_t pat[1 << 16], prog[1 << 20], text[1 << 20];
     static char line[(1 << 21) + 2];
     size_t plen = 0;
+    int (*find)(const uint8_t *, size_t, const uint8_t *, size_t, size_t, size_t *, size_t *,
+                void *) = nib_re_find;
+    if (argc > 1 && !strcmp(argv[1], "-m")) {
+        find = nib_re_find_memo;
+        argc--;
+        argv++;
+    }
     if (argc == 2 && !strcmp(argv[1], "-l")) {
         unsigned count;
         const struct nib_pretok *all = nib_pretok_all(&count);
@@ -81,7 +90,7 @@ int main(int argc, char **argv)
         }
         size_t at = 0, ms, me;
         int first = 1, r;
-        while ((r = nib_re_find(prog, used, text, n, at, &ms, &me, scratch)) == 1) {
+        while ((r = find(prog, used, text, n, at, &ms, &me, scratch)) == 1) {
             printf(first ? "%zu-%zu" : " %zu-%zu", ms, me);
             first = 0;
             at = me;

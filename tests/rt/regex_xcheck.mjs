@@ -3,7 +3,8 @@
 // (and a few extra constructs), thousands of random strings are split by
 // the library's own Oniguruma-to-JavaScript translation (its Split
 // pre-tokenizer's compiled RegExp, run with matchAll) and by the C engine
-// (the regex_split test program); the match offsets must be equal.
+// (the regex_split test program, once as used and once with its memoized
+// search alone); the match offsets must be equal.
 //
 // Random text uses only code points whose general category is the same in
 // Debian's UnicodeData.txt (the Unicode version nibble's tables come from)
@@ -162,27 +163,31 @@ for (const [text, names] of patterns) {
   const strings = [];
   for (let i = 0; i < perPattern; i++) strings.push(randomString());
   const input = strings.map((s) => Buffer.from(s, 'utf8').toString('hex')).join('\n') + '\n';
-  const r = spawnSync(splitter, ['-x', Buffer.from(text, 'utf8').toString('hex')],
-    { input, encoding: 'utf8', maxBuffer: 1 << 28 });
-  if (r.status !== 0 || r.stdout.startsWith('ERROR')) {
-    console.log(`FAIL ${names.join(',')}: regex_split: ${r.stdout.slice(0, 200)}${r.stderr}`);
-    failures++;
-    continue;
-  }
-  const got = r.stdout.split('\n');
-  let bad = 0;
-  for (let i = 0; i < strings.length; i++) {
-    const want = jsSplit(re, strings[i]);
-    total++;
-    if (got[i] !== want) {
-      if (bad < 3) {
-        console.log(`FAIL ${names[0]}: ${JSON.stringify(strings[i])}\n  js: ${want}\n  c:  ${got[i]}`);
-      }
-      bad++;
+  const want = strings.map((s) => jsSplit(re, s));
+  // both the engine as used (nib_re_find) and its memoized search alone (-m)
+  for (const mode of [[], ['-m']]) {
+    const r = spawnSync(splitter, [...mode, '-x', Buffer.from(text, 'utf8').toString('hex')],
+      { input, encoding: 'utf8', maxBuffer: 1 << 28 });
+    const label = `${names.join(',').slice(0, 60)}${mode.length ? ' (memo)' : ''}`;
+    if (r.status !== 0 || r.stdout.startsWith('ERROR')) {
+      console.log(`FAIL ${label}: regex_split: ${r.stdout.slice(0, 200)}${r.stderr}`);
+      failures++;
+      continue;
     }
+    const got = r.stdout.split('\n');
+    let bad = 0;
+    for (let i = 0; i < strings.length; i++) {
+      total++;
+      if (got[i] !== want[i]) {
+        if (bad < 3) {
+          console.log(`FAIL ${label}: ${JSON.stringify(strings[i])}\n  js: ${want[i]}\n  c:  ${got[i]}`);
+        }
+        bad++;
+      }
+    }
+    console.log(`${bad ? 'FAIL' : 'ok  '} ${label}: ${strings.length - bad}/${strings.length}`);
+    if (bad) failures++;
   }
-  console.log(`${bad ? 'FAIL' : 'ok  '} ${names.join(',').slice(0, 70)}: ${strings.length - bad}/${strings.length}`);
-  if (bad) failures++;
 }
 console.log(`${patterns.size} patterns, ${total} strings, ${failures} failing patterns; ` +
   `${agree.length} code points where the two Unicode versions agree`);

@@ -50,6 +50,8 @@ static const char *splits(const char *pat, const char *text)
     return splits_n(pat, text, strlen(text));
 }
 
+static const char *pre(const char *name, unsigned k);
+
 #define SPLITS(pat, text, want) ck_assert_str_eq(splits(pat, text), want)
 
 static void refused(const char *pat, const char *what, unsigned offset)
@@ -149,6 +151,40 @@ START_TEST(anchors_and_lookahead)
     SPLITS("b\\Z", "b\nb\n", "b");
     SPLITS("\\bab|x\\B.", "ab cab xy x.", "ab|xy");
     SPLITS("(?=(?:\\d{3})+(?!\\d))\\d", "1234567", "2|5"); /* positions of thousands */
+}
+END_TEST
+
+/* Exponential for plain backtracking: nib_re_find falls back to the
+ * memoized search, which finishes with the same answer. */
+START_TEST(memo_fallback)
+{
+    char t[64];
+    memset(t, 'a', 40);
+    t[40] = 0;
+    const char *pat = "(?:a|aa)+c|a";
+    ck_assert_str_eq(splits(pat, t),
+                     "a|a|a|a|a|a|a|a|a|a|a|a|a|a|a|a|a|a|a|a|a|a|a|a|a|a|a|a|a|a|a|a|"
+                     "a|a|a|a|a|a|a|a");
+    t[40] = 'c';
+    t[41] = 0;
+    ck_assert_str_eq(splits(pat, t), t);
+    SPLITS("(?:x+x+)+y|x", "xxxxxxxxxxxxxxxxxxxxxxxxy z", "xxxxxxxxxxxxxxxxxxxxxxxxy");
+    /* the memoized search alone agrees on a real pattern */
+    compile_ok(pre("llama-bpe", 0));
+    const char *text = "I'LL pay $12345 for it!!\n\n  ok \xE4\xBD\xA0\xFF  ";
+    size_t n = strlen(text), a = 0, b = 0, ms1, me1, ms2, me2;
+    void *scratch = malloc(nib_re_scratch_footprint(prog, plen, n));
+    for (;;) {
+        int r1 = nib_re_find(prog, plen, (const uint8_t *)text, n, a, &ms1, &me1, scratch);
+        int r2 = nib_re_find_memo(prog, plen, (const uint8_t *)text, n, b, &ms2, &me2, scratch);
+        ck_assert_int_eq(r1, r2);
+        if (r1 != 1)
+            break;
+        ck_assert(ms1 == ms2 && me1 == me2);
+        a = me1;
+        b = me2;
+    }
+    free(scratch);
 }
 END_TEST
 
@@ -365,8 +401,8 @@ Suite *nib_test_suite(void)
 {
     Suite *s = suite_create("regex");
     TU_CASE(s, "syntax", NULL, NULL, 60, literals_and_escapes, classes,
-            groups_alternation_quantifiers, anchors_and_lookahead, never_an_empty_match,
-            ill_formed_bytes, real_patterns, refused_constructs_are_named);
+            groups_alternation_quantifiers, anchors_and_lookahead, memo_fallback,
+            never_an_empty_match, ill_formed_bytes, real_patterns, refused_constructs_are_named);
     TU_CASE(s, "hostile", NULL, NULL, 300, checker_against_corruption, hostile_texts_finish);
     return s;
 }
