@@ -23,11 +23,13 @@ static void usage(FILE *f)
             "usage: nib chat-render (--template FILE | --blob BLOB | --family NAME)\n"
             "                       --messages FILE.json [--bos S] [--eos S] [--now UNIX_SECONDS]\n"
             "                       [--no-generation-prompt] [--taint] [--out-cap BYTES]\n"
+            "                       [--program-out FILE]\n"
             "  Renders an OpenAI-style conversation ([{\"role\": ..., \"content\": ...}]) with a\n"
             "  Jinja chat template as the appliance does and prints the text. --taint adds a\n"
             "  line with one digit per byte: 1 where the byte came from a message.\n"
             "  --now pins what strftime_now() formats (UTC; default: the clock).\n"
             "  A template that raises an exception exits with status 3 and its message.\n"
+            "  --program-out writes the compiled program (what nib compile puts in the blob).\n"
             "  Families: llama2 llama3 chatml phi3 gemma mistral zephyr.\n");
 }
 
@@ -41,7 +43,8 @@ enum {
     O_NOW,
     O_NOGEN,
     O_TAINT,
-    O_CAP
+    O_CAP,
+    O_PROG_OUT
 };
 
 static const struct nib_opt opts[] = {
@@ -55,6 +58,7 @@ static const struct nib_opt opts[] = {
     {"--no-generation-prompt", O_NOGEN, 0},
     {"--taint", O_TAINT, 0},
     {"--out-cap", O_CAP, 1},
+    {"--program-out", O_PROG_OUT, 1},
     {NULL, 0, 0},
 };
 
@@ -123,7 +127,7 @@ int nib_chat_render_main(int argc, char **argv)
     struct nib_args a;
     nib_args_init(&a, "nib chat-render", argc, argv, opts, usage, NULL);
     const char *tpath = NULL, *bpath = NULL, *family = NULL, *mpath = NULL;
-    const char *bos = NULL, *eos = NULL;
+    const char *bos = NULL, *eos = NULL, *prog_out = NULL;
     int gen = 1, show_taint = 0;
     uint64_t now = (uint64_t)time(NULL), cap = 1u << 20;
     int r;
@@ -141,6 +145,7 @@ int nib_chat_render_main(int argc, char **argv)
             break;
         case O_NOGEN: gen = 0; break;
         case O_TAINT: show_taint = 1; break;
+        case O_PROG_OUT: prog_out = a.value; break;
         case O_CAP:
             if (nib_args_u64(&a, &cap))
                 return 2;
@@ -200,6 +205,13 @@ int nib_chat_render_main(int argc, char **argv)
         }
     }
 
+    if (prog_out) {
+        FILE *f = fopen(prog_out, "wb");
+        if (!f || fwrite(prog, 1, prog_len, f) != prog_len || fclose(f) != 0) {
+            fprintf(stderr, "nib chat-render: cannot write %s\n", prog_out);
+            return 1;
+        }
+    }
     struct json_doc *doc = NULL;
     struct nib_chat_message *msgs = NULL;
     uint32_t n_msgs = 0;
