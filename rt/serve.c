@@ -406,7 +406,6 @@ static int emit_text(struct nib_server *s, struct nib_slot *slot, struct nib_run
 static int render_chat(struct nib_server *s, const struct nib_req_decoded *d, char *err,
                        size_t errlen)
 {
-    const struct nib_hparams *hp = &s->v->h->hp;
     struct nib_chat_message *m = s->messages;
     for (uint32_t i = 0; i < d->chat.n_messages; i++)
         m[i] = (struct nib_chat_message){s->parts[i].role, s->parts[i].content,
@@ -416,8 +415,12 @@ static int render_chat(struct nib_server *s, const struct nib_req_decoded *d, ch
                               .add_generation_prompt =
                                   !!(d->chat.flags & NIB_CHAT_ADD_GENERATION_PROMPT),
                               .now_s = d->chat.now_s};
-    a.bos_token = nib_tok_piece(s->v, hp->bos_id, &a.bos_len);
-    a.eos_token = nib_tok_piece(s->v, hp->eos_id, &a.eos_len);
+    /* The tokenizer's own BOS and EOS (none: the template sees them
+     * undefined, as Qwen's does). */
+    if (s->v->tok->bos_id != NIB_TOK_NONE)
+        a.bos_token = nib_tok_piece(s->v, s->v->tok->bos_id, &a.bos_len);
+    if (s->v->tok->eos_id != NIB_TOK_NONE)
+        a.eos_token = nib_tok_piece(s->v, s->v->tok->eos_id, &a.eos_len);
     if (!a.now_s) {
         /* Once per request: the vDSO's clock (no system call; seccomp
          * allows clock_gettime on this thread in any case). */
