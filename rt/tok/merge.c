@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "rt/tok/tok_internal.h"
+#include "rt/tokenizer.h"
 
 /* Byte tokens never merge in SPM; a pair scoring at or below -1e30 never
  * wins. */

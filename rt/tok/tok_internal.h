@@ -8,7 +8,6 @@
 #include <stdint.h>
 
 #include "model_blob/blob_view.h"
-#include "rt/tokenizer.h"
 
 static inline const uint8_t *nib_tok_piece_at(const struct nib_blob_view *v, uint32_t id,
                                               uint32_t *len)
