@@ -609,9 +609,9 @@ static void walk_model(const struct llama_model *m)
             ck_assert_int_eq(llama_weight_row_f32(ws[i], r, row), 0);
     free(row);
     volatile unsigned sum = 0;
-    for (uint32_t i = 0; i < m->vocab.n; i++)
-        for (uint64_t j = 0; j < m->vocab.pieces[i].len; j++)
-            sum += (unsigned char)m->vocab.pieces[i].ptr[j];
+    for (uint32_t i = 0; i < m->tok.n_vocab; i++)
+        for (uint32_t j = 0; j < m->tok.tokens[i].len; j++)
+            sum += m->tok.tokens[i].bytes[j];
     (void)sum;
 }
 

@@ -366,9 +366,16 @@ START_TEST(test_gpt2_hand_written)
     /* no pre: llama.cpp's default */
     w = gguf_writer_new(3, 32);
     gpt2_meta(w, NULL, 0, 0, 0);
-    ck_assert_msg(load_written(w, &s) == 0 || strstr(err, "'default'"), "%s", err);
-    if (s.tokens)
-        tok_spec_free(&s);
+    ck_assert_msg(load_written(w, &s) == 0, "%s", err);
+    ck_assert_str_eq(s.pre_name, "default");
+    ck_assert_uint_eq(s.n_pre, 4);
+    tok_spec_free(&s);
+    /* gpt-2: the split tokenizer.json writes as ByteLevel with use_regex */
+    w = gguf_writer_new(3, 32);
+    gpt2_meta(w, "gpt-2", 0, 0, 0);
+    ck_assert_msg(load_written(w, &s) == 0, "%s", err);
+    ck_assert(s.n_pre == 1 && s.pre[0].kind == TOK_PRE_BYTELEVEL_REGEX && !s.add_bos);
+    tok_spec_free(&s);
 }
 END_TEST
 
@@ -376,7 +383,8 @@ START_TEST(test_gpt2_refused)
 {
     struct gguf_writer *w = gguf_writer_new(3, 32);
     gpt2_meta(w, "my-own-pre", 0, 0, 0);
-    expect_gpt2_fail(w, "unsupported tokenizer.ggml.pre 'my-own-pre' (nibble knows: llama-bpe, ");
+    expect_gpt2_fail(
+        w, "unsupported tokenizer.ggml.pre 'my-own-pre' (nibble knows: default, llama-bpe, ");
     w = gguf_writer_new(3, 32);
     gpt2_meta(w, "qwen2", 1, 0, 0);
     expect_gpt2_fail(w, "token 256 'x y' of tokenizer.ggml.tokens is not in the byte-level");

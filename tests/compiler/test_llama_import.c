@@ -17,6 +17,22 @@
 #define NIB_SOURCE_ROOT "."
 #endif
 
+/* Token i of a SentencePiece spec is the GGUF piece text (U+2581 as ' '). */
+static int piece_is(const struct tok_spec *s, uint32_t i, const char *text)
+{
+    char buf[1024];
+    size_t n = 0;
+    for (const char *p = text; *p && n < sizeof buf; p++) {
+        if (!strncmp(p, "\xe2\x96\x81", 3)) {
+            buf[n++] = ' ';
+            p += 2;
+        } else {
+            buf[n++] = *p;
+        }
+    }
+    return i < s->n_vocab && s->tokens[i].len == n && !memcmp(s->tokens[i].bytes, buf, n);
+}
+
 /* A fixture file, parsed and imported. */
 struct loaded {
     struct fx_file f;
@@ -36,7 +52,7 @@ static void load(struct loaded *L, const struct fx_model *fm)
     L->rc = -2;
     if (llama_import(&L->m, &L->g, L->err, sizeof L->err)) {
         ck_assert_ptr_null(L->m.layers); /* nothing left allocated */
-        ck_assert_ptr_null(L->m.vocab.pieces);
+        ck_assert_ptr_null(L->m.tok.tokens);
         return;
     }
     L->rc = 0;
@@ -148,17 +164,17 @@ START_TEST(test_import_f32)
     ck_assert_uint_eq(hp->eos_id, 2);
     ck_assert_uint_eq(hp->add_bos, 0);
     ck_assert_int_eq(L.m.output_tied, 0);
-    ck_assert_uint_eq(L.m.vocab.n, 20);
+    ck_assert_uint_eq(L.m.tok.n_vocab, 20);
     char buf[32];
     for (uint32_t i = 0; i < 20; i++) {
-        ck_assert(gguf_str_eq(L.m.vocab.pieces[i], fx_piece(i, buf)));
-        ck_assert(L.m.vocab.scores[i] == fx_score(i));
-        ck_assert_uint_eq(L.m.vocab.types[i], fx_tok_type(i));
+        ck_assert(piece_is(&L.m.tok, i, fx_piece(i, buf)));
+        ck_assert(L.m.tok.tokens[i].score == fx_score(i));
+        ck_assert_uint_eq(L.m.tok.tokens[i].type, fx_tok_type(i));
     }
-    ck_assert_uint_eq(L.m.vocab.types[0], NIB_TOK_UNKNOWN);
-    ck_assert_uint_eq(L.m.vocab.types[1], NIB_TOK_CONTROL);
-    ck_assert_uint_eq(L.m.vocab.types[3], NIB_TOK_BYTE);
-    ck_assert_uint_eq(L.m.vocab.types[7], NIB_TOK_NORMAL);
+    ck_assert_uint_eq(L.m.tok.tokens[0].type, NIB_TOK_UNKNOWN);
+    ck_assert_uint_eq(L.m.tok.tokens[1].type, NIB_TOK_CONTROL);
+    ck_assert_uint_eq(L.m.tok.tokens[3].type, NIB_TOK_BYTE);
+    ck_assert_uint_eq(L.m.tok.tokens[7].type, NIB_TOK_NORMAL);
     check_weights(&fm, &L.m);
 
     /* a few values by hand: token_embd is seed 0, x = ((7i) % 29 - 14) / 8 */
@@ -523,8 +539,8 @@ START_TEST(test_defaults)
     ck_assert_uint_eq(hp->eos_id, 2);
     ck_assert_uint_eq(hp->add_bos, 1);
     for (uint32_t i = 0; i < 20; i++) {
-        ck_assert(L.m.vocab.scores[i] == 0.0f);
-        ck_assert_uint_eq(L.m.vocab.types[i], NIB_TOK_NORMAL);
+        ck_assert(L.m.tok.tokens[i].score == 0.0f);
+        ck_assert_uint_eq(L.m.tok.tokens[i].type, NIB_TOK_NORMAL);
     }
     unload(&L);
 
@@ -548,7 +564,7 @@ START_TEST(test_defaults)
     ck_assert_uint_eq(L.m.hp.eos_id, 19);
     ck_assert_uint_eq(L.m.hp.add_bos, 1);
     ck_assert(L.m.hp.rope_theta == 1e6f);
-    ck_assert_uint_eq(L.m.vocab.types[3], NIB_TOK_NORMAL);
+    ck_assert_uint_eq(L.m.tok.tokens[3].type, NIB_TOK_NORMAL);
     unload(&L);
     fx_model_free(&fm);
 }
@@ -640,7 +656,7 @@ START_TEST(test_vocab_checks)
     fx_model_init(&fm, &p);
     set_tokens(&fm, 20, 7, NIB_MAX_PIECE);
     expect_import_ok(&fm, &L);
-    ck_assert_uint_eq(L.m.vocab.pieces[7].len, NIB_MAX_PIECE);
+    ck_assert_uint_eq(L.m.tok.tokens[7].len, NIB_MAX_PIECE);
     unload(&L);
     set_tokens(&fm, 20, 7, NIB_MAX_PIECE + 1);
     expect_import_fail(&fm, "token 7 piece is 257 bytes, longer than the limit 256");
@@ -783,10 +799,10 @@ START_TEST(test_real_models)
     real_load(&f32, dir, "stories260K.gguf");
     check_stories_hp(&f32.m.hp);
     ck_assert_int_eq(f32.m.output_tied, 0);
-    ck_assert(gguf_str_eq(f32.m.vocab.pieces[0], "<unk>"));
-    ck_assert(gguf_str_eq(f32.m.vocab.pieces[3], "<0x00>"));
-    ck_assert_uint_eq(f32.m.vocab.types[3], NIB_TOK_BYTE);
-    ck_assert_uint_eq(f32.m.vocab.types[1], NIB_TOK_CONTROL);
+    ck_assert(piece_is(&f32.m.tok, 0, "<unk>"));
+    ck_assert(piece_is(&f32.m.tok, 3, "<0x00>"));
+    ck_assert_uint_eq(f32.m.tok.tokens[3].type, NIB_TOK_BYTE);
+    ck_assert_uint_eq(f32.m.tok.tokens[1].type, NIB_TOK_CONTROL);
     for (uint32_t r = 0; r < 512; r++) {
         ck_assert_int_eq(llama_weight_row_f32(&f32.m.tok_embd, r, a), 0);
         ck_assert_int_eq(llama_weight_row_f32(&f32.m.output, r, b), 0);
@@ -861,9 +877,9 @@ START_TEST(test_real_models)
     ck_assert_int_eq(q8.m.output_tied, 1);
     ck_assert_ptr_eq(q8.m.output.t, q8.m.tok_embd.t);
     ck_assert_uint_eq(q8.m.tok_embd.t->type, GGML_TYPE_Q8_0);
-    ck_assert(gguf_str_eq(q8.m.vocab.pieces[1], "<|start_story|>"));
-    ck_assert_uint_eq(q8.m.vocab.types[1], NIB_TOK_CONTROL);
-    ck_assert(q8.m.vocab.scores[100] == -1000.0f);
+    ck_assert(piece_is(&q8.m.tok, 1, "<|start_story|>"));
+    ck_assert_uint_eq(q8.m.tok.tokens[1].type, NIB_TOK_CONTROL);
+    ck_assert(q8.m.tok.tokens[100].score == -1000.0f);
     for (uint32_t r = 0; r < 2048; r++) { /* every row decodes, finite */
         ck_assert_int_eq(llama_weight_row_f32(&q8.m.tok_embd, r, a), 0);
         for (int c = 0; c < 128; c++)

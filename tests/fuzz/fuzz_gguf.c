@@ -52,8 +52,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
                 rows(ws[i]);
         }
-        for (uint32_t i = 0; i < m.vocab.n; i++)
-            FUZZ_ASSERT(m.vocab.pieces[i].len <= size);
+        for (uint32_t i = 0; i < m.tok.n_vocab; i++)
+            FUZZ_ASSERT(m.tok.tokens[i].len <= NIB_MAX_PIECE && m.tok.tokens[i].len <= size);
         llama_model_free(&m);
     } else {
         FUZZ_ASSERT(err[0] != 0);

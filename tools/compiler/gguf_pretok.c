@@ -1,39 +1,36 @@
-/* The pre-tokenizer names nibble knows, each as the steps of its family's
- * tokenizer.json. The regexes are written the way those files write them
- * ((?i:...) contractions), which rt/text/regex.h runs with Oniguruma's
- * meaning. */
+/* tokenizer.ggml.pre names <-> tok_spec steps (gguf_pretok.h). */
 #include "tools/compiler/gguf_pretok.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-/* Llama 3: letters with one leading non-letter, digits in groups of up to 3. */
-static const char *const re_llama3[] = {
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
-    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
-    NULL};
-/* Qwen2: the same with single digits. */
-static const char *const re_qwen2[] = {
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
-    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
-    NULL};
+/* GPT-2's split: what a tokenizer.json ByteLevel pre-tokenizer with
+ * use_regex runs, and llama.cpp's list for "gpt-2" (that list without the
+ * last alternative, in longer lists, splits the same). */
+#define GPT2_RE "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)"
+static const char gpt2_re[] = GPT2_RE "|\\s+";
+static const char gpt2_re_short[] = GPT2_RE;
 
-static const struct gguf_pretok table[] = {
-    {"llama-bpe", 0, re_llama3, 0, 0, 1, 1},
-    {"qwen2", 0, re_qwen2, 0, 1, 0, 0},
-    {"gpt-2", 1, NULL, 0, 0, 0, 0},
-};
+/* Families whose tokenizer.json normalizes to NFC first (the Qwen2
+ * tokenizer). */
+static const char *const nfc_names[] = {"qwen2", "deepseek-r1-qwen"};
 
-#define N_TABLE (sizeof table / sizeof table[0])
-
-const char *const gguf_tok_pre_names[N_TABLE + 1] = {"llama-bpe", "qwen2", "gpt-2", NULL};
-
-const struct gguf_pretok *gguf_pretok_find(const char *name)
+static int has_nfc(const struct nib_pretok *p)
 {
-    for (size_t i = 0; i < N_TABLE; i++)
-        if (strcmp(table[i].name, name) == 0)
-            return &table[i];
-    return NULL;
+    for (size_t i = 0; i < sizeof nfc_names / sizeof nfc_names[0]; i++)
+        if (strcmp(p->name, nfc_names[i]) == 0)
+            return 1;
+    return 0;
+}
+
+const struct nib_pretok *gguf_pretok_find(const char *name)
+{
+    return nib_pretok_find(name, strlen(name));
+}
+
+int gguf_pretok_add_bos(const struct nib_pretok *p)
+{
+    return p->ignore_merges;
 }
 
 static int add_pre(struct tok_spec *s, struct tok_pre_step st)
@@ -46,22 +43,21 @@ static int add_pre(struct tok_spec *s, struct tok_pre_step st)
     return 0;
 }
 
-int gguf_pretok_fill(const struct gguf_pretok *d, struct tok_spec *s)
+int gguf_pretok_fill(const struct nib_pretok *p, struct tok_spec *s)
 {
-    if (d->nfc) {
+    if (has_nfc(p)) {
         struct tok_norm_step *n = realloc(s->norm, (s->n_norm + 1) * sizeof *n);
         if (!n)
             return -1;
         s->norm = n;
         s->norm[s->n_norm++] = (struct tok_norm_step){.kind = TOK_NORM_NFC};
     }
-    if (d->individual_digits &&
-        add_pre(s, (struct tok_pre_step){.kind = TOK_PRE_DIGITS, .individual_digits = 1}))
-        return -1;
-    if (d->bytelevel_regex)
+    s->ignore_merges = p->ignore_merges;
+    /* GPT-2's list alone is written as tokenizer.json writes it */
+    if (p->npatterns == 1 && strcmp(p->patterns[0], gpt2_re) == 0)
         return add_pre(s, (struct tok_pre_step){.kind = TOK_PRE_BYTELEVEL_REGEX});
-    for (size_t i = 0; d->regex && d->regex[i]; i++) {
-        char *pat = strdup(d->regex[i]);
+    for (unsigned i = 0; i < p->npatterns; i++) {
+        char *pat = strdup(p->patterns[i]);
         if (!pat || add_pre(s, (struct tok_pre_step){.kind = TOK_PRE_SPLIT_REGEX,
                                                      .pattern = pat,
                                                      .pattern_len = (uint32_t)strlen(pat),
@@ -70,39 +66,43 @@ int gguf_pretok_fill(const struct gguf_pretok *d, struct tok_spec *s)
             return -1;
         }
     }
-    s->ignore_merges = d->ignore_merges;
     return 0;
 }
 
-static int steps_match(const struct gguf_pretok *d, const struct tok_spec *s)
+/* One step against one pattern: the same Isolated split, or a
+ * tokenizer.json spelling of it. */
+static int step_is(const struct tok_pre_step *st, const char *pattern)
 {
-    if ((uint32_t)d->nfc != s->n_norm || (d->nfc && s->norm[0].kind != TOK_NORM_NFC) ||
-        d->ignore_merges != s->ignore_merges)
+    switch (st->kind) {
+    case TOK_PRE_SPLIT_REGEX:
+        return st->behavior == TOK_SPLIT_ISOLATED && !st->invert &&
+               strcmp(st->pattern, pattern) == 0;
+    case TOK_PRE_DIGITS: return st->individual_digits && strcmp(pattern, "\\p{N}") == 0;
+    case TOK_PRE_BYTELEVEL_REGEX:
+        return !st->add_prefix_space &&
+               (strcmp(pattern, gpt2_re) == 0 || strcmp(pattern, gpt2_re_short) == 0);
+    default: return 0;
+    }
+}
+
+static int steps_match(const struct nib_pretok *p, const struct tok_spec *s)
+{
+    int nfc = has_nfc(p);
+    if ((uint32_t)nfc != s->n_norm || (nfc && s->norm[0].kind != TOK_NORM_NFC) ||
+        p->ignore_merges != s->ignore_merges || p->npatterns != s->n_pre)
         return 0;
-    uint32_t at = 0;
-    if (d->individual_digits) {
-        if (s->n_pre < 1 || s->pre[0].kind != TOK_PRE_DIGITS || !s->pre[0].individual_digits)
+    for (unsigned i = 0; i < p->npatterns; i++)
+        if (!step_is(&s->pre[i], p->patterns[i]))
             return 0;
-        at = 1;
-    }
-    if (d->bytelevel_regex)
-        return s->n_pre == at + 1 && s->pre[at].kind == TOK_PRE_BYTELEVEL_REGEX &&
-               !s->pre[at].add_prefix_space;
-    for (size_t i = 0; d->regex && d->regex[i]; i++, at++) {
-        if (at >= s->n_pre)
-            return 0;
-        const struct tok_pre_step *p = &s->pre[at];
-        if (p->kind != TOK_PRE_SPLIT_REGEX || p->behavior != TOK_SPLIT_ISOLATED || p->invert ||
-            strcmp(p->pattern, d->regex[i]) != 0)
-            return 0;
-    }
-    return at == s->n_pre;
+    return 1;
 }
 
 const char *gguf_pretok_name_of(const struct tok_spec *s)
 {
-    for (size_t i = 0; i < N_TABLE; i++)
-        if (steps_match(&table[i], s))
-            return table[i].name;
+    unsigned n;
+    const struct nib_pretok *all = nib_pretok_all(&n);
+    for (unsigned i = 0; i < n; i++)
+        if (steps_match(&all[i], s))
+            return all[i].name;
     return NULL;
 }

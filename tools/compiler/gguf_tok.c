@@ -98,6 +98,8 @@ static int opt_strdup(struct gt *t, const char *key, char **out)
         return 0;
     if (rc)
         return bad_meta(t, key, rc, "string");
+    if (memchr(v.ptr, 0, v.len))
+        return fail(t, "metadata '%s' contains a NUL byte", key);
     *out = malloc(v.len + 1);
     if (!*out)
         return fail(t, "out of memory");
@@ -324,18 +326,13 @@ static int bpe_pre(struct gt *t)
         if (!s->pre_name)
             return fail(t, "out of memory");
     }
-    const struct gguf_pretok *d = gguf_pretok_find(s->pre_name);
+    const struct nib_pretok *d = gguf_pretok_find(s->pre_name);
     if (!d) {
-        char known[1024];
-        size_t at = 0;
-        known[0] = 0;
-        for (size_t i = 0; gguf_tok_pre_names[i] && at < sizeof known; i++)
-            at += (size_t)snprintf(known + at, sizeof known - at, "%s%s", i ? ", " : "",
-                                   gguf_tok_pre_names[i]);
+        char known[2048];
         struct gguf_str v = {strlen(s->pre_name), s->pre_name};
         char show[72];
         return fail(t, "unsupported tokenizer.ggml.pre '%s' (nibble knows: %s)",
-                    gguf_str_show(v, show), known);
+                    gguf_str_show(v, show), nib_pretok_names(known, sizeof known));
     }
     return gguf_pretok_fill(d, s) ? fail(t, "out of memory") : 0;
 }
@@ -380,8 +377,8 @@ static int specials(struct gt *t)
     struct tok_spec *s = t->s;
     int spm = s->model == TOK_MODEL_SPM;
     int32_t eot, eom, unk;
-    int add_bos = spm || (s->pre_name && gguf_pretok_find(s->pre_name) &&
-                          gguf_pretok_find(s->pre_name)->add_bos);
+    const struct nib_pretok *pt = s->pre_name ? gguf_pretok_find(s->pre_name) : NULL;
+    int add_bos = spm || (pt && gguf_pretok_add_bos(pt));
     int add_eos = 0;
     /* padding_token_id is not read: nothing in nibble pads. */
     if (opt_id(t, "tokenizer.ggml.bos_token_id", &s->bos_id, spm ? 1 : -1, 0) ||

@@ -7,8 +7,8 @@
  * model "gpt2" (byte-level BPE, TOK_MODEL_BPE): normal pieces mapped back
  * from GPT-2's printable alphabet to raw bytes, control and user-defined
  * tokens verbatim, tokenizer.ggml.merges as ranks, and the pre-tokenizer
- * named by tokenizer.ggml.pre (an unknown name is refused with the list of
- * known ones). */
+ * named by tokenizer.ggml.pre (rt/text/pretok_patterns.h; an unknown name is
+ * refused with the list of known ones). */
 #ifndef NIB_GGUF_TOK_H
 #define NIB_GGUF_TOK_H
 
@@ -20,8 +20,5 @@
 /* 0 with *out filled (tok_spec_free it), or -1 with a message naming the
  * key or token at fault in err and nothing to free. */
 int gguf_tok_load(const struct gguf_file *g, struct tok_spec *out, char *err, size_t errlen);
-
-/* The tokenizer.ggml.pre names gguf_tok_load knows, NULL-terminated. */
-extern const char *const gguf_tok_pre_names[];
 
 #endif

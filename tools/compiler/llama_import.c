@@ -160,32 +160,9 @@ static int read_hparams(struct imp *im, struct nib_hparams *hp)
 
 /* ---- vocabulary ---- */
 
-/* The GGUF's own pieces, scores and types for pack.c's SentencePiece
- * section (until the packer reads m->tok); gguf_tok_load has checked them. */
-static int legacy_vocab(struct imp *im, struct llama_vocab *v)
-{
-    const struct gguf_kv *kv = gguf_find_kv(im->g, "tokenizer.ggml.tokens");
-    const struct gguf_kv *sk = gguf_find_kv(im->g, "tokenizer.ggml.scores");
-    const struct gguf_kv *tk = gguf_find_kv(im->g, "tokenizer.ggml.token_type");
-    v->n = (uint32_t)kv->arr_n;
-    v->pieces = malloc(v->n * sizeof *v->pieces);
-    v->scores = calloc(v->n, sizeof *v->scores);
-    v->types = malloc(v->n * sizeof *v->types);
-    if (!v->pieces || !v->scores || !v->types)
-        return fail(im, "out of memory");
-    const uint8_t *p = kv->val;
-    for (uint32_t i = 0; i < v->n; i++) {
-        v->pieces[i] = gguf_next_str(&p);
-        v->scores[i] = sk ? gguf_arr_f32(sk, i) : 0.0f;
-        int32_t ty = tk ? gguf_arr_i32(tk, i) : NIB_TOK_NORMAL;
-        v->types[i] = ty == 0 ? NIB_TOK_NORMAL : (uint32_t)ty;
-    }
-    return 0;
-}
-
 static int read_vocab(struct imp *im, struct llama_model *m)
 {
-    if (gguf_tok_load(im->g, &m->tok, im->err, im->errlen) || legacy_vocab(im, &m->vocab))
+    if (gguf_tok_load(im->g, &m->tok, im->err, im->errlen))
         return -1;
     struct nib_hparams *hp = &m->hp;
     uint32_t n_vocab_key;
@@ -320,9 +297,6 @@ int llama_import(struct llama_model *m, const struct gguf_file *g, char *err, si
 void llama_model_free(struct llama_model *m)
 {
     free(m->layers);
-    free(m->vocab.pieces);
-    free(m->vocab.scores);
-    free(m->vocab.types);
     tok_spec_free(&m->tok);
     memset(m, 0, sizeof *m);
 }

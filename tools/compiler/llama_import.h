@@ -1,5 +1,5 @@
 /* LLaMA-family importer: turns a validated GGUF into a model description
- * (hyper-parameters, weight tensors, vocabulary) with every required piece
+ * (hyper-parameters, weight tensors, tokenizer) with every required piece
  * checked: architecture, metadata, tensor presence, shapes and dtypes. */
 #ifndef NIB_LLAMA_IMPORT_H
 #define NIB_LLAMA_IMPORT_H
@@ -19,22 +19,12 @@ struct llama_layer {
     struct llama_weight ffn_norm, w_gate, w_up, w_down;
 };
 
-/* The GGUF's pieces as they are (SentencePiece form), kept beside tok for
- * the packer until it reads tok. */
-struct llama_vocab {
-    uint32_t n;
-    struct gguf_str *pieces; /* malloc'd; strings point into the GGUF */
-    float *scores;           /* malloc'd; 0 when the file has none */
-    uint32_t *types;         /* malloc'd; enum nib_tok_type, NORMAL when absent */
-};
-
 struct llama_model {
     struct nib_hparams hp; /* ctx_len = the model's context_length */
     struct llama_weight tok_embd, output_norm, output;
     int output_tied;            /* output.weight absent: reuse tok_embd */
     struct llama_layer *layers; /* hp.n_layers entries (malloc'd) */
-    struct llama_vocab vocab;
-    struct tok_spec tok; /* the tokenizer (tools/compiler/gguf_tok.h) */
+    struct tok_spec tok;        /* the tokenizer (tools/compiler/gguf_tok.h) */
 };
 
 /* 0 on success; -1 with a message naming the problem in err. */
