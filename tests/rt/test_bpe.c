@@ -647,6 +647,56 @@ START_TEST(hostile_sections_refused)
 }
 END_TEST
 
+/* The SentencePiece blob the tests build ($NIB_TEST_BLOB): the request
+ * path (added tokens found first, control ones not allowed) gives exactly
+ * the ids of the format 3 path on random texts, and with special on the
+ * control tokens written in the text become their ids. */
+START_TEST(spm_request_equals_plain_path)
+{
+    struct nib_blob_view v;
+    uint8_t *blob = tu_open_test_blob(&v);
+    ck_assert_uint_eq(v.tok->model, NIB_TOKM_SPM);
+    enum { MAXLEN = 200 };
+    uint32_t a[2 * MAXLEN + 3], b[2 * MAXLEN + 3];
+    void *work = aligned_alloc(64, (nib_tok_req_scratch_footprint(&v, MAXLEN) + 63) & ~(size_t)63);
+    void *work2 = aligned_alloc(64, (nib_tok_scratch_footprint(MAXLEN) + 63) & ~(size_t)63);
+    uint64_t r = 99;
+    char text[MAXLEN];
+    for (int round = 0; round < 500; round++) {
+        size_t len = 0;
+        while (len < MAXLEN - NIB_MAX_PIECE / 8) {
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            uint32_t id = (uint32_t)(r >> 33) % v.tok->n_vocab, pl;
+            const uint8_t *pc = nib_tok_piece(&v, id, &pl);
+            if ((r >> 20) % 5 == 0) {
+                text[len++] = (char)(r >> 40);
+            } else if (pl <= 24 && len + pl <= MAXLEN) {
+                memcpy(text + len, pc, pl);
+                len += pl;
+            }
+            if ((r >> 50) % 9 == 0)
+                break;
+        }
+        struct nib_tok_request rq = {.add_bos = 1};
+        int na = nib_tok_encode_req(&v, text, len, &rq, a, nib_tok_max_ids(&v, len), work);
+        int nb = nib_tok_encode_with(&v, text, len, (int)v.h->hp.add_bos, b, MAXLEN + 2, work2);
+        ck_assert_int_eq(na, nb);
+        ck_assert_mem_eq(a, b, (size_t)na * 4);
+    }
+    struct nib_tok_request sp = {.add_bos = 0, .special = 1};
+    uint32_t len;
+    const uint8_t *eos = nib_tok_piece(&v, v.tok->eos_id, &len);
+    memcpy(text, "hi", 2);
+    memcpy(text + 2, eos, len);
+    int n = nib_tok_encode_req(&v, text, 2 + len, &sp, a, nib_tok_max_ids(&v, 2 + len), work);
+    ck_assert_int_ge(n, 2);
+    ck_assert_uint_eq(a[n - 1], v.tok->eos_id);
+    free(work);
+    free(work2);
+    free(blob);
+}
+END_TEST
+
 Suite *nib_test_suite(void)
 {
     Suite *s = suite_create("bpe");
@@ -655,5 +705,6 @@ Suite *nib_test_suite(void)
             prepend_replace_per_piece, metaspace_digits_split, decode_pieces,
             fast_merge_equals_reference);
     TU_CASE(s, "hostile", hostile_setup, hostile_teardown, 60, hostile_sections_refused);
+    TU_CASE(s, "sentencepiece", NULL, NULL, 120, spm_request_equals_plain_path);
     return s;
 }
