@@ -278,6 +278,62 @@ START_TEST(test_refused_configs)
 }
 END_TEST
 
+/* A SentencePiece-style file with Metaspace, Digits and an inverted string
+ * Split: each step's fields as written. */
+static const char spm_json[] =
+    "{\"added_tokens\": [{\"id\": 0, \"content\": \"<unk>\", \"special\": true}],"
+    " \"normalizer\": null,"
+    " \"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": ["
+    "  {\"type\": \"Metaspace\", \"replacement\": \"\\u2581\", \"prepend_scheme\": \"first\","
+    "   \"split\": false},"
+    "  {\"type\": \"Digits\", \"individual_digits\": true},"
+    "  {\"type\": \"Split\", \"pattern\": {\"String\": \"-\"}, \"behavior\": \"Removed\","
+    "   \"invert\": true}]},"
+    " \"post_processor\": null,"
+    " \"decoder\": {\"type\": \"Metaspace\", \"replacement\": \"\\u2581\", \"prepend_scheme\":"
+    " \"SCHEME\"},"
+    " \"model\": {\"type\": \"BPE\", \"unk_token\": \"<unk>\", \"byte_fallback\": true,"
+    "  \"vocab\": {\"<unk>\": 0, \"a\": 1, \"b\": 2, \"ab\": 3, \"<0x41>\": 4},"
+    "  \"merges\": [\"a b\"]}}";
+
+START_TEST(test_spm_style_steps)
+{
+    struct tok_spec s;
+    char *j = edit(spm_json, "SCHEME", "first");
+    ck_assert_msg(load_mini(j, NULL, NULL, &s) == 0, "%s", err);
+    ck_assert(!s.byte_level && s.byte_fallback && s.unk_id == 0);
+    ck_assert_uint_eq(s.n_pre, 3);
+    ck_assert_int_eq(s.pre[0].kind, TOK_PRE_METASPACE);
+    ck_assert_uint_eq(s.pre[0].replacement, 0x2581);
+    ck_assert_int_eq(s.pre[0].prepend_scheme, TOK_PREPEND_FIRST);
+    ck_assert_int_eq(s.pre[0].split, 0);
+    ck_assert(s.pre[1].kind == TOK_PRE_DIGITS && s.pre[1].individual_digits);
+    ck_assert(s.pre[2].kind == TOK_PRE_SPLIT_STRING && s.pre[2].invert);
+    ck_assert_int_eq(s.pre[2].behavior, TOK_SPLIT_REMOVED);
+    ck_assert_str_eq(s.pre[2].pattern, "-");
+    ck_assert(s.dec_from_len == 3 && s.dec_to_len == 1 && s.dec_to[0] == ' ');
+    ck_assert_uint_eq(s.strip_leading, 1);
+    ck_assert(s.byte_id[0x41] == 4 && s.tokens[4].type == NIB_TOK_BYTE);
+    ck_assert(s.merges[0].left == 1 && s.merges[0].right == 2 && s.merges[0].result == 3);
+    ck_assert(s.add_bos == 0 && s.bos_id == -1 && s.n_eog == 0);
+    tok_spec_free(&s);
+    free(j);
+    j = edit(spm_json, "SCHEME", "never");
+    ck_assert_msg(load_mini(j, NULL, NULL, &s) == 0, "%s", err);
+    ck_assert_uint_eq(s.strip_leading, 0);
+    tok_spec_free(&s);
+    free(j);
+    j = edit(spm_json, "\"replacement\": \"\\u2581\", \"prepend_scheme\": \"first\"",
+             "\"replacement\": \"ab\", \"prepend_scheme\": \"first\"");
+    expect_refused(j, NULL, NULL,
+                   "pre_tokenizer.pretokenizers[0].replacement: must be one character");
+    free(j);
+    j = edit(spm_json, "\"first\"", "\"sometimes\"");
+    expect_refused(j, NULL, NULL, "pre_tokenizer.pretokenizers[0].prepend_scheme: expected");
+    free(j);
+}
+END_TEST
+
 /* Every truncation and random byte damage: refused with a message or
  * accepted, never a crash or a leak (ASan). */
 START_TEST(test_damage)
@@ -380,7 +436,8 @@ START_TEST(test_missing_files)
 END_TEST
 
 TU_SUITE("hf_tokenizer", "hf_tokenizer", NULL, NULL, 120, test_mini, test_refused_components,
-         test_refused_configs, test_damage, test_tinystories, test_missing_files)
+         test_refused_configs, test_spm_style_steps, test_damage, test_tinystories,
+         test_missing_files)
 
 #else /* HF_NPM: the real files */
 

@@ -403,8 +403,13 @@ static int decoder(struct hf *h, const struct json_value *c, const char *path, i
             return fail(h, "out of memory");
         s->dec_from_len = pat->n;
         s->dec_to_len = metaspace ? 1 : content->n;
-        if (metaspace)
-            s->strip_leading = 1; /* its prepend_scheme puts a space in front */
+        if (metaspace) { /* the space its prepend_scheme put in front goes again */
+            const struct json_value *ps = json_get(c, "prepend_scheme");
+            int aps;
+            if (get_bool(h, c, path, "add_prefix_space", 1, &aps))
+                return -1;
+            s->strip_leading = json_is(ps, JSON_STRING) ? !json_str_eq(ps, "never") : aps;
+        }
         return 0;
     }
     if (json_str_eq(type, "Strip")) {
