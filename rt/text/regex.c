@@ -38,6 +38,10 @@
 #define RE_MAX_RANGES 1024
 #define RE_INF 0xFFFFFFFFu
 #define RE_NO_MEMO 0xFFFFu
+/* Caps that bound the scratch of any accepted program: memo bits per text
+ * byte (branch targets + 2 per lookahead) and stack entries per byte. */
+#define RE_MAX_ROW_BITS 1024
+#define RE_MAX_PER_BYTE 16
 #define RE_NONE 0xFFFFFFFFu
 
 /* Header fields (byte offsets). */
@@ -1472,8 +1476,15 @@ int nib_re_compile(const char *pat, size_t len, uint8_t *prog, size_t cap, size_
             put_ins(&c, pc, in);
         }
     }
-    if (c.nlook > 0xFFFF || c.per_byte > 0xFFFF)
-        return fail(&c, 0, "pattern too complex");
+    if (nmemo + 2 * c.nlook > RE_MAX_ROW_BITS)
+        return fail(&c, 0,
+                    "pattern too complex: %u branch points and %u lookaheads (at most %d "
+                    "branch points + 2 per lookahead)",
+                    nmemo, c.nlook, RE_MAX_ROW_BITS);
+    if (c.per_byte > RE_MAX_PER_BYTE)
+        return fail(&c, 0,
+                    "pattern too complex: a repeated group holds %u alternatives (at most %d)",
+                    c.per_byte, RE_MAX_PER_BYTE);
     memset(prog, 0, RE_HDR);
     wr32(prog + H_MAGIC, RE_MAGIC);
     wr32(prog + H_LEN, (uint32_t)(code_end + dlen));
@@ -1554,8 +1565,8 @@ int nib_re_check(const uint8_t *prog, size_t len, char *err, size_t errlen)
     if (total != len || ninst == 0 || ninst > RE_MAX_INST ||
         (uint64_t)RE_HDR + (uint64_t)RE_INS * ninst + dlen != len)
         return bad_prog(err, errlen, "sizes do not add up (%zu bytes)", len);
-    if (nmemo > ninst || nlook > ninst || nloop > ninst || per > ninst + 1 ||
-        sbase > 2 * ninst + 16 || flags > HF_NULLABLE)
+    if (nmemo > ninst || nlook > ninst || nloop > ninst || per > RE_MAX_PER_BYTE ||
+        nmemo + 2 * nlook > RE_MAX_ROW_BITS || sbase > 2 * ninst + 16 || flags > HF_NULLABLE)
         return bad_prog(err, errlen, "header counts out of range");
     const uint8_t *code = prog + RE_HDR, *data = code + (size_t)RE_INS * ninst;
     for (uint32_t pc = 0; pc < ninst; pc++) {

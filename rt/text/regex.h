@@ -21,7 +21,11 @@ int nib_re_compile(const char *pat, size_t len, uint8_t *prog, size_t cap, size_
 /* Check a program that came from a blob (hostile input): 0 or -1 + err. */
 int nib_re_check(const uint8_t *prog, size_t len, char *err, size_t errlen);
 
-/* Scratch bytes nib_re_find needs for a text of n bytes (8-byte aligned). */
+/* Scratch bytes nib_re_find needs for a text of n bytes (8-byte aligned).
+ * For any program the checker accepts it is at most 128 * (n + 1) +
+ * 16 * (16 * (n + 1) + 32808) + 131072 bytes (NIB_RE_MAX_SCRATCH). */
+#define NIB_RE_MAX_SCRATCH(n)                                                                      \
+    (128 * ((size_t)(n) + 1) + 16 * (16 * ((size_t)(n) + 1) + 32808) + 131072)
 size_t nib_re_scratch_footprint(const uint8_t *prog, size_t len, size_t n);
 
 /* Leftmost match (alternatives tried in order, greedy quantifiers, as

@@ -302,6 +302,13 @@ START_TEST(refused_constructs_are_named)
     refused("a\\", "backslash", 1);
     refused("\xC3(", "not valid UTF-8", 0);
     refused("[\\d-z]", "range with a set", 3);
+    /* the caps that bound any program's scratch */
+    static char big[8192];
+    size_t w = 0;
+    for (int i = 0; i < 700; i++)
+        w += (size_t)snprintf(big + w, sizeof big - w, "%sa%d", i ? "|" : "", i);
+    refused(big, "too complex", 0);
+    refused("(?:a|b|c|d|e|f|g|h|i|j|k|l|m|n|o|p|q|r)+", "too complex", 0);
     char err[64];
     ck_assert_int_eq(nib_re_compile("a", 1, prog, 10, &plen, err, sizeof err), -1);
     /* too large for the program buffer: refused, never overrun */
@@ -333,6 +340,7 @@ START_TEST(checker_against_corruption)
             continue;
         }
         accepted++;
+        ck_assert_uint_le(nib_re_scratch_footprint(copy, plen, 65536), NIB_RE_MAX_SCRATCH(65536));
         void *scratch = malloc(nib_re_scratch_footprint(copy, plen, n));
         size_t from = 0, ms, me;
         int r;
