@@ -31,7 +31,10 @@ size_t nib_re_scratch_footprint(const uint8_t *prog, size_t len, size_t n);
 /* Leftmost match (alternatives tried in order, greedy quantifiers, as
  * Oniguruma) in s[0..n) starting at or after byte `from`; never an empty
  * match. 1 with [*ms, *me) set, 0 when there is none, -1 when the step
- * bound (linear in n, docs/tokenizers.md) ran out. */
+ * bound (linear in n, docs/tokenizers.md) or the stack ran out: a pattern
+ * built to explode inside a lookahead, or a hostile program; never the
+ * patterns of rt/text/pretok_patterns.h. Anchors (^ \A \b...) see all of
+ * s, from byte 0. */
 int nib_re_find(const uint8_t *prog, size_t len, const uint8_t *s, size_t n, size_t from,
                 size_t *ms, size_t *me, void *scratch);
 
