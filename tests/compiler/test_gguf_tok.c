@@ -17,6 +17,7 @@
 #include "tests/common/test_util.h"
 #include "tests/compiler/tok_mini.h"
 #include "tools/compiler/gguf.h"
+#include "tools/compiler/gguf_pretok.h"
 #include "tools/compiler/gguf_tok.h"
 #include "tools/compiler/gguf_write.h"
 #include "tools/compiler/hf_tokenizer.h"
@@ -420,8 +421,51 @@ START_TEST(test_gpt2_refused)
 }
 END_TEST
 
+/* Every name of rt/text/pretok_patterns.h: its steps name a family with the
+ * same patterns (names that share a list come back as the first of them),
+ * and tokenizer.json's spellings of the GPT-2 split name it too. */
+START_TEST(test_pretok_names)
+{
+    unsigned n;
+    const struct nib_pretok *all = nib_pretok_all(&n);
+    ck_assert_uint_ge(n, 11);
+    static const char *const wanted[] = {
+        "llama-bpe", "qwen2",  "gpt-2", "deepseek-llm", "deepseek-coder", "starcoder",
+        "falcon",    "refact", "mpt",   "smollm",       "default"};
+    for (size_t i = 0; i < sizeof wanted / sizeof wanted[0]; i++)
+        ck_assert_msg(gguf_pretok_find(wanted[i]) != NULL, "%s is not known", wanted[i]);
+    for (unsigned i = 0; i < n; i++) {
+        struct tok_spec s;
+        tok_spec_init(&s);
+        ck_assert_int_eq(gguf_pretok_fill(&all[i], &s), 0);
+        const char *name = gguf_pretok_name_of(&s);
+        ck_assert_msg(name != NULL, "%s: its own steps have no name", all[i].name);
+        const struct nib_pretok *back = gguf_pretok_find(name);
+        ck_assert(back->npatterns == all[i].npatterns &&
+                  back->ignore_merges == all[i].ignore_merges);
+        for (unsigned k = 0; k < back->npatterns; k++)
+            ck_assert_str_eq(back->patterns[k], all[i].patterns[k]);
+        tok_spec_free(&s);
+    }
+    /* SmolLM's tokenizer.json: Digits(individual) + ByteLevel(use_regex) */
+    struct tok_spec s;
+    tok_spec_init(&s);
+    s.n_pre = 2;
+    s.pre = calloc(2, sizeof *s.pre);
+    s.pre[0] = (struct tok_pre_step){.kind = TOK_PRE_DIGITS, .individual_digits = 1};
+    s.pre[1] = (struct tok_pre_step){.kind = TOK_PRE_BYTELEVEL_REGEX};
+    ck_assert_str_eq(gguf_pretok_name_of(&s), "starcoder");
+    s.pre[1].add_prefix_space = 1; /* not what any name does */
+    ck_assert_ptr_null(gguf_pretok_name_of(&s));
+    s.n_pre = 1;
+    s.pre[0] = (struct tok_pre_step){.kind = TOK_PRE_BYTELEVEL_REGEX};
+    ck_assert_str_eq(gguf_pretok_name_of(&s), "gpt-2");
+    tok_spec_free(&s);
+}
+END_TEST
+
 TU_SUITE("gguf_tok", "gguf_tok", NULL, NULL, 120, test_spm_synth, test_spm_stories260k,
-         test_round_trip_mini, test_gpt2_hand_written, test_gpt2_refused)
+         test_round_trip_mini, test_gpt2_hand_written, test_gpt2_refused, test_pretok_names)
 
 #else /* HF_NPM */
 
