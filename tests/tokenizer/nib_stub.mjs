@@ -27,15 +27,19 @@ if (lines[lines.length - 1] === "") lines.pop();
 
 const u2b = new Map(bytesToUnicode().map((c, b) => [c, b]));
 const strip = JSON.stringify(ref.json.decoder || {}).includes("\"Strip\"");
+const skipped = new Set(ref.specialTexts); // special added tokens (unk too) decode to nothing
 function decodeBytes(ids) {
     const out = [];
-    ids.forEach((id, k) => {
+    let first = true; // Fuse then Strip: one space off the whole text
+    ids.forEach((id) => {
         const p = ref.piece(id);
+        if (skipped.has(p)) return;
         if (ref.byteLevel) for (const c of p) out.push(u2b.get(c));
         else if (/^<0x[0-9A-F]{2}>$/.test(p)) out.push(parseInt(p.slice(3, 5), 16));
         else {
             let s = p.replaceAll("\u2581", " ");
-            if (k === 0 && strip && s.startsWith(" ")) s = s.slice(1);
+            if (first && strip && s.startsWith(" ")) s = s.slice(1);
+            first = false;
             out.push(...Buffer.from(s, "utf8"));
         }
     });

@@ -85,7 +85,7 @@ export class Reference {
 
     decode(ids) {
         if (!ids.length) return "";
-        return this.special.decode(ids, { skip_special_tokens: false, clean_up_tokenization_spaces: false });
+        return this.special.decode(ids, { skip_special_tokens: true, clean_up_tokenization_spaces: false });
     }
 
     // 1 when byte b has a token of its own (else it becomes unk)

@@ -106,9 +106,20 @@ function emoji(r) {
     return base() + "\ufe0f";
 }
 
+// Every character of the fixed lists above must be one the tables agree on.
+function checkLists(ucd) {
+    const lists = [TEST_PROMPTS, WORDS, CONTRACTIONS, PUNCT, SPACES, CODE,
+                   [EMOJI_BASE, SKIN].flat().map((c) => String.fromCodePoint(c))];
+    for (const s of lists.flat())
+        for (const ch of s)
+            if (!ucd.gcOf.has(ch.codePointAt(0)))
+                throw new Error(`U+${ch.codePointAt(0).toString(16)} in a fixed list has no agreed category`);
+}
+
 export function validStrings(seed, count, addedTexts = []) {
     const r = rng(seed);
     const ucd = agreedCodePoints();
+    checkLists(ucd);
     const blocks = ucd.byBlock;
     const cjk = blocks.filter((b) => /CJK|Hiragana|Katakana|Hangul|Bopomofo|Halfwidth/.test(b.name));
     const marks = ucd.all.filter((c) => /^M/.test(ucd.gcOf.get(c)));
