@@ -714,25 +714,36 @@ static size_t parse_class(struct rc *c, size_t i, struct cls *k)
         k->neg = 1;
         i++;
     }
-    size_t first = i;
+    /* Nested classes ([a[bc]], as Bloom's tokenizer.json writes) are their
+     * union, as in Oniguruma; first[] holds each level's first position
+     * (where a ']' is a literal). */
+    size_t first[8];
+    unsigned depth = 0;
+    first[0] = i;
     enum { NONE, SCALAR, SET, RANGE } last = NONE;
     uint32_t pend = 0;
     for (;;) {
         if (i >= c->n)
             return fail0(c, start, "unterminated character class");
         int ch = c->p[i];
-        if (ch == ']' && i != first)
-            break;
-        if (ch == '[')
-            return fail0(c, i,
-                         "nested class or POSIX bracket inside a class is not "
-                         "supported");
+        if (ch == ']' && i != first[depth]) {
+            if (last == SCALAR && cls_range(c, i, k, pend, pend) < 0)
+                return 0;
+            if (depth == 0)
+                break;
+            depth--;
+            i++;
+            last = SET;
+            continue;
+        }
         if (ch == '&' && i + 1 < c->n && c->p[i + 1] == '&')
             return fail0(c, i, "class intersection && is not supported");
         if (ch == '-' && last == SCALAR && i + 1 < c->n && c->p[i + 1] != ']') {
             /* a range pend-hi */
             size_t at = i++;
             uint32_t hi;
+            if (c->p[i] == '[')
+                return fail0(c, at, "range with a set as its end");
             if (c->p[i] == '\\') {
                 struct esc e;
                 if (parse_escape(c, i, 1, &e) < 0)
@@ -758,6 +769,17 @@ static size_t parse_class(struct rc *c, size_t i, struct cls *k)
             return fail0(c, i, "range with a set as its start");
         if (last == SCALAR && cls_range(c, i, k, pend, pend) < 0)
             return 0;
+        if (ch == '[') {
+            if (i + 1 < c->n && c->p[i + 1] == ':')
+                return fail0(c, i, "POSIX bracket [:...:] is not supported");
+            if (i + 1 < c->n && c->p[i + 1] == '^')
+                return fail0(c, i, "negated class inside a class is not supported");
+            if (depth + 1 >= sizeof first / sizeof first[0])
+                return fail0(c, i, "classes nested too deep");
+            first[++depth] = ++i;
+            last = NONE;
+            continue;
+        }
         if (ch == '\\') {
             struct esc e;
             if (parse_escape(c, i, 1, &e) < 0)
@@ -779,8 +801,6 @@ static size_t parse_class(struct rc *c, size_t i, struct cls *k)
         i += (size_t)l;
         last = SCALAR;
     }
-    if (last == SCALAR && cls_range(c, i, k, pend, pend) < 0)
-        return 0;
     return i + 1;
 }
 
@@ -941,30 +961,11 @@ static int skip_atom(struct rc *c, size_t i, size_t *end, unsigned depth)
     case '*':
     case '+':
     case '?': return fail(c, i, "quantifier %c without anything to repeat", ch);
-    case '[': {
-        size_t j = i + 1;
-        if (j < c->n && c->p[j] == '^')
-            j++;
-        size_t first = j;
-        for (;;) {
-            if (j >= c->n)
-                return fail(c, i, "unterminated character class");
-            if (c->p[j] == ']' && j != first)
-                break;
-            if (c->p[j] == '\\') {
-                struct esc e;
-                if (parse_escape(c, j, 1, &e) < 0)
-                    return -1;
-                j = e.end;
-                continue;
-            }
-            uint32_t cp;
-            int l = pat_char(c, j, &cp);
-            if (l < 0)
-                return -1;
-            j += (size_t)l;
-        }
-        *end = j + 1;
+    case '[': { /* parsed in full to find its end (c->k is free here) */
+        size_t e = parse_class(c, i, &c->k);
+        if (!e)
+            return -1;
+        *end = e;
         return 0;
     }
     case '\\': {

@@ -144,7 +144,7 @@ for (const line of listed.stdout.split('\n')) {
 }
 // Constructs the table does not use but the engine supports.
 for (const extra of ['(?i:[a-c]x|hello)+', '\\w+|\\W', '\\d{2,4}?x|\\D', '^\\s*\\S+$|.',
-  '(?=\\p{Lu})\\p{L}+|[^\\p{L}]+?', 'a{2}+|b*?c|[\\x{400}-\\x{4FF}\\h]+', '\\bfoo\\B|\\A.|.\\z|.\\Z']) {
+  '(?=\\p{Lu})\\p{L}+|[^\\p{L}]+?', ' ?[^(\\s|[.,!?…。，、।۔،])]+', '[a[bc]x-z]+|[\\[\\]]', 'a{2}+|b*?c|[\\x{400}-\\x{4FF}\\h]+', '\\bfoo\\B|\\A.|.\\z|.\\Z']) {
   patterns.set(extra, ['extra']);
 }
 

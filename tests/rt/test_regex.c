@@ -107,6 +107,10 @@ START_TEST(classes)
     SPLITS("[\\H]+", "12zz\xC3\xA9", "zz\xC3\xA9");
     SPLITS(".+", "ab\ncd", "ab|cd");
     SPLITS("\\p{White_Space}+|\\p{Zs}", "a \xE3\x80\x80", " \xE3\x80\x80");
+    /* nested classes are unions (Bloom's tokenizer.json) */
+    SPLITS("[a[bc]]+|[[]]x]", "abcd]", "abc|]");
+    SPLITS(" ?[^(\\s|[.,!?\xE2\x80\xA6\xE3\x80\x82])]+", "Hi, there(you)\xE2\x80\xA6 ok",
+           "Hi| there|you| ok");
 }
 END_TEST
 
@@ -287,6 +291,8 @@ START_TEST(refused_constructs_are_named)
     refused("a?+", "possessive", 1);
     refused("(?i)a", "inline option", 0);
     refused("[[:alpha:]]", "POSIX bracket", 1);
+    refused("[a[^b]]", "negated class inside a class", 2);
+    refused("[a-[b]]", "range with a set", 2);
     refused("[a&&b]", "intersection", 2);
     refused("*a", "without anything to repeat", 0);
     refused("a**", "quantifier after a quantifier", 2);
