@@ -13,12 +13,8 @@
 #include "model_blob/blob_view.h"
 #include "rt/tokenizer.h"
 #include "tools/cli/cli.h"
-#include "tools/compiler/gguf.h"
-#include "tools/compiler/gguf_tok.h"
-#include "tools/compiler/hf_tokenizer.h"
-#include "tools/compiler/tok_pack.h"
+#include "tools/compiler/tok_load.h"
 #include "tools/util/args.h"
-#include "tools/util/tool_util.h"
 
 static void usage(FILE *f)
 {
@@ -29,73 +25,6 @@ static void usage(FILE *f)
                "  --special  control tokens written in the text (<|im_start|>) become their ids\n"
                "  --no-bos   no BOS (or EOS) the model's post-processor would add\n"
                "  --decode   input lines are ids; prints the hex of the decoded text\n");
-}
-
-struct source {
-    const uint8_t *map;
-    size_t map_size;
-    uint8_t *sec; /* a section built in memory */
-    struct nib_blob_view v;
-};
-
-static int from_spec(struct source *s, struct tok_spec *spec, char *err, size_t errlen)
-{
-    size_t len;
-    if (tok_pack(spec, NULL, 0, &s->sec, &len, err, errlen))
-        return -1;
-    return nib_tok_section_open(&s->v, s->sec, len, err, errlen);
-}
-
-static int is_dir(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    char c;
-    int dir = fread(&c, 1, 1, f) == 0 && errno == EISDIR;
-    fclose(f);
-    return dir;
-}
-
-static int open_source(struct source *s, const char *path, char *err, size_t errlen)
-{
-    memset(s, 0, sizeof *s);
-    if (!is_dir(path)) {
-        if (nib_map_file(path, &s->map, &s->map_size, err, errlen))
-            return -1;
-        if (s->map_size >= 8 && memcmp(s->map, NIB_BLOB_MAGIC, 8) == 0) {
-            if ((uintptr_t)s->map % NIB_SECTION_ALIGN == 0)
-                return nib_blob_open(&s->v, s->map, s->map_size, 1, err, errlen);
-            snprintf(err, errlen, "blob mapped at an unaligned address");
-            return -1;
-        }
-        if (s->map_size >= 4 && memcmp(s->map, "GGUF", 4) == 0) {
-            struct gguf_file g;
-            struct tok_spec spec;
-            if (gguf_open(&g, s->map, s->map_size, err, errlen))
-                return -1;
-            int rc = gguf_tok_load(&g, &spec, err, errlen);
-            gguf_close(&g);
-            if (rc)
-                return -1;
-            rc = from_spec(s, &spec, err, errlen);
-            tok_spec_free(&spec);
-            return rc;
-        }
-    }
-    struct tok_spec spec;
-    if (hf_tokenizer_load(path, &spec, err, errlen))
-        return -1;
-    int rc = from_spec(s, &spec, err, errlen);
-    tok_spec_free(&spec);
-    return rc;
-}
-
-static void close_source(struct source *s)
-{
-    if (s->map)
-        nib_unmap_file(s->map, s->map_size);
-    free(s->sec);
 }
 
 static int hexval(int c)
@@ -202,11 +131,10 @@ int nib_tokenize_main(int argc, char **argv)
         return a.status;
     if (!path)
         return nib_args_missing(&a);
-    char err[512];
-    struct source s;
-    if (open_source(&s, path, err, sizeof err) || nib_tok_check(&s.v, err, sizeof err)) {
-        fprintf(stderr, "nib tokenize: %s: %s\n", path, err);
-        close_source(&s);
+    char err[600];
+    struct tok_loaded s;
+    if (tok_load(path, &s, err, sizeof err)) {
+        fprintf(stderr, "nib tokenize: %s\n", err);
         return 1;
     }
     char *line = NULL;
@@ -221,7 +149,7 @@ int nib_tokenize_main(int argc, char **argv)
             rc = 1;
     }
     free(line);
-    close_source(&s);
+    tok_unload(&s);
     fflush(stdout);
     return rc;
 }
