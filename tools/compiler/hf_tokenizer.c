@@ -26,8 +26,9 @@ struct hf {
     struct tok_strmap vocab; /* model.vocab keys (printable form) -> id */
     /* model.vocab entries by id (NULL where only an added token has the id) */
     const struct json_member **by_id;
-    int bos_from_post; /* the post-processor named the BOS */
-    int post_decides;  /* the post-processor decided add_bos */
+    int bos_from_post;   /* the post-processor named the BOS */
+    int post_decides;    /* the post-processor decided add_bos */
+    uint8_t *added_seen; /* per id: named by added_tokens already */
 };
 
 static int fail(struct hf *h, const char *fmt, ...)
@@ -591,7 +592,8 @@ static int added_tokens(struct hf *h, const struct json_value *list)
     if (!json_is(list, JSON_ARRAY))
         return wrong_type(h, "added_tokens", list, "an array");
     s->added = calloc(list->n ? list->n : 1, sizeof *s->added);
-    if (!s->added)
+    h->added_seen = calloc(s->n_vocab, 1);
+    if (!s->added || !h->added_seen)
         return fail(h, "out of memory");
     for (uint32_t i = 0; i < list->n; i++) {
         const struct json_value *a = &list->items[i], *content;
@@ -615,9 +617,9 @@ static int added_tokens(struct hf *h, const struct json_value *list)
             sub(q, p, "single_word");
             return fail(h, "%s: true is not supported", q);
         }
-        for (uint32_t j = 0; j < s->n_added; j++)
-            if (s->added[j].id == ad->id)
-                return fail(h, "%s.id: token %u is added twice", p, ad->id);
+        if (h->added_seen[ad->id])
+            return fail(h, "%s.id: token %u is added twice", p, ad->id);
+        h->added_seen[ad->id] = 1;
         if (set_token(h, ad->id, content->str, content->n,
                       ad->special ? NIB_TOK_CONTROL : NIB_TOK_USER))
             return -1;
@@ -934,12 +936,17 @@ static int eog(struct hf *h)
     return 0;
 }
 
+/* The largest real tokenizer.json files are tens of MB (Gemma 3's 262k
+ * pieces and 515k merges: 33 MB); the tree takes about 4x its text. */
+#define HF_MAX_JSON_BYTES (128u << 20)
+
 static int parse_json(struct hf *h, const char *name, const char *txt, size_t len,
                       struct json_doc **doc)
 {
     char jerr[256];
+    struct json_limits lim = {.max_bytes = HF_MAX_JSON_BYTES, .max_depth = 64};
     h->file = name;
-    if (json_parse(txt, len, NULL, doc, jerr, sizeof jerr))
+    if (json_parse(txt, len, &lim, doc, jerr, sizeof jerr))
         return fail(h, "%s", jerr);
     return 0;
 }
@@ -1000,6 +1007,7 @@ int hf_tokenizer_parse(const char *tok_json, size_t tok_len, const char *config_
     }
     tok_strmap_free(&h.vocab);
     free(h.by_id);
+    free(h.added_seen);
     json_free(tdoc);
     json_free(cdoc);
     json_free(gdoc);
