@@ -34,6 +34,7 @@
 #include "rt/cpu_isa.h"
 #include "rt/exec.h"
 #include "rt/team.h"
+#include "tools/measure/bench_tok.h"
 #include "tools/measure/measure.h"
 #include "tools/util/args.h"
 #include "tools/util/tool_util.h"
@@ -468,7 +469,9 @@ static void usage(FILE *f)
             "(repeatable)\n"
             "  --model-tokens N decode tokens timed per model and worker count (default 128)\n"
             "       nib bench --latency ...: per-token latency of a blob (nib bench --latency "
-            "--help)\n",
+            "--help)\n"
+            "       nib bench --tokenizer SRC ...: tokenizer MB/s beside @huggingface/tokenizers "
+            "(nib bench --tokenizer x --help)\n",
             MAX_ROUNDS);
 }
 
@@ -514,6 +517,10 @@ int nib_bench_main(int argc, char **argv)
     for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
         if (!strcmp(argv[i], "--latency"))
             return nib_bench_latency_main(argc, argv);
+    /* tokenizer MB/s beside @huggingface/tokenizers: tools/measure/bench_tok.c */
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+        if (!strcmp(argv[i], "--tokenizer") || !strncmp(argv[i], "--tokenizer=", 12))
+            return nib_bench_tokenizer_main(argc, argv);
     static const struct nib_opt opts[] = {
         {"--quick", O_QUICK, 0},
         {"--rounds", O_ROUNDS, 1},
