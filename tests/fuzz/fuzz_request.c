@@ -5,7 +5,9 @@
  *      chat messages included (every decoded message inside the area);
  *   2. for accepted text prompts, the tokenizer on the prompt bytes (the
  *      request's SPECIAL flag as given);
- *   3. with a blob ($NIB_TEST_BLOB): the serve loop over a ring whose slots
+ *   3. with a blob ($NIB_TEST_BLOB, and $NIB_TEST_CHAT_BLOB: a model with a
+ *      chat template, so chat requests are rendered and tokenized with
+ *      taint): the serve loop over a ring whose slots
  *      hold the input (slot 0 as given, the others with the input's bytes
  *      as their state, ticket, cancel and request words), so pick-up,
  *      round-robin, the transitions and the response writes run on
@@ -24,44 +26,49 @@
 
 #define IDS_CAP (NIB_PROMPT_LIMIT + 2)
 
-static struct nib_blob_view view;
-static int have_view;
+/* A model served in-process: its blob, server, header and one ring. */
+struct target {
+    struct nib_blob_view view;
+    struct nib_server srv;
+    struct nib_shm_header *hdr;
+    uint8_t *ring;
+    void *tok_work;
+};
+
+static struct target targets[2];
+static int n_targets;
 static uint32_t *ids;
 static struct nib_chat_part *parts;
-static void *tok_work;
-static struct nib_server srv;
-static struct nib_shm_header *hdr;
-static uint8_t *ring;
 
-static void load_blob(void)
+static void load_blob(const char *env)
 {
-    ids = malloc(IDS_CAP * sizeof *ids);
-    parts = malloc(NIB_CHAT_MESSAGES_MAX * sizeof *parts);
-    const char *path = getenv("NIB_TEST_BLOB");
+    const char *path = getenv(env);
     if (!path || !*path)
         return;
+    struct target *t = &targets[n_targets];
     size_t size;
     uint8_t *b = fuzz_read_file(path, &size);
     char err[256];
-    if (!b || nib_blob_open(&view, b, size, 0, err, sizeof err)) {
-        fprintf(stderr, "fuzz_request: NIB_TEST_BLOB %s unusable; tokenizer not fuzzed\n", path);
+    if (!b || nib_blob_open(&t->view, b, size, 0, err, sizeof err)) {
+        fprintf(stderr, "fuzz_request: %s %s unusable; not served\n", env, path);
         return;
     }
-    have_view = 1;
-    tok_work = aligned_alloc(64, (nib_tok_req_scratch_footprint(&view, NIB_PROMPT_LIMIT) + 64) &
-                                     ~(size_t)63);
-    uint8_t *mem = aligned_alloc(64, (view.mem_size + 63) & ~63ull);
-    uint8_t *scratch = aligned_alloc(64, nib_server_scratch_footprint(&view));
-    hdr = aligned_alloc(4096, NIB_SHM_HEADER_MEMFD_SIZE);
-    memset(mem, 0, view.mem_size);
-    memset(hdr, 0, NIB_SHM_HEADER_MEMFD_SIZE);
-    nib_server_init(&srv, &view, mem, scratch, hdr, 1, 1, 1);
-    ring = aligned_alloc(4096, hdr->ring_size);
-    nib_server_set_ring(&srv, 0, ring, -1);
-    srv.rings[0].conn = 0; /* attached (no socket: the control channel is fuzz_ctl's) */
+    n_targets++;
+    t->tok_work = aligned_alloc(
+        64, (nib_tok_req_scratch_footprint(&t->view, NIB_PROMPT_LIMIT) + 64) & ~(size_t)63);
+    uint8_t *mem = aligned_alloc(64, (t->view.mem_size + 63) & ~63ull);
+    uint8_t *scratch = aligned_alloc(64, nib_server_scratch_footprint(&t->view));
+    t->hdr = aligned_alloc(4096, NIB_SHM_HEADER_MEMFD_SIZE);
+    memset(mem, 0, t->view.mem_size);
+    memset(t->hdr, 0, NIB_SHM_HEADER_MEMFD_SIZE);
+    nib_server_init(&t->srv, &t->view, mem, scratch, t->hdr, 1, 1, 1);
+    t->ring = aligned_alloc(4096, t->hdr->ring_size);
+    nib_server_set_ring(&t->srv, 0, t->ring, -1);
+    t->srv.rings[0].conn = 0; /* attached (no socket: the control channel is fuzz_ctl's) */
 }
 
-static void check(const uint8_t *data, size_t size, const struct nib_req_limits *lim)
+static void check(const uint8_t *data, size_t size, const struct nib_req_limits *lim,
+                  struct target *t)
 {
     struct nib_request r;
     memset(&r, 0, sizeof r);
@@ -96,19 +103,20 @@ static void check(const uint8_t *data, size_t size, const struct nib_req_limits 
     FUZZ_ASSERT(d.n_ids <= lim->ctx_len && d.n_ids <= lim->slot_tokens);
     for (uint32_t i = 0; i < d.n_ids; i++)
         FUZZ_ASSERT(ids[i] < lim->vocab_size);
-    if (!have_view || (d.flags & NIB_REQ_PROMPT_IDS) || d.prompt_len > avail)
+    if (!t || (d.flags & NIB_REQ_PROMPT_IDS) || d.prompt_len > avail)
         return;
     /* The serve loop's next step: tokenize the (hostile) prompt bytes. */
     struct nib_tok_request rq = {.add_bos = !(d.flags & NIB_REQ_NO_BOS),
                                  .special = !!(d.flags & NIB_REQ_SPECIAL)};
-    size_t cap = nib_tok_max_ids(&view, d.prompt_len);
+    size_t cap = nib_tok_max_ids(&t->view, d.prompt_len);
     FUZZ_ASSERT(cap <= IDS_CAP);
-    int n = nib_tok_encode_req(&view, (const char *)prompt, d.prompt_len, &rq, ids, cap, tok_work);
+    int n = nib_tok_encode_req(&t->view, (const char *)prompt, d.prompt_len, &rq, ids, cap,
+                               t->tok_work);
     FUZZ_ASSERT(n == -2 || (n >= 0 && (size_t)n <= cap));
     char piece[NIB_MAX_PIECE];
     for (int i = 0; i < n; i++) {
-        FUZZ_ASSERT(ids[i] < view.h->hp.vocab_size);
-        FUZZ_ASSERT(nib_tok_decode(&view, i ? ids[i - 1] : 0, ids[i], piece, sizeof piece) <=
+        FUZZ_ASSERT(ids[i] < t->view.h->hp.vocab_size);
+        FUZZ_ASSERT(nib_tok_decode(&t->view, i ? ids[i - 1] : 0, ids[i], piece, sizeof piece) <=
                     sizeof piece);
     }
 }
@@ -122,8 +130,11 @@ static uint32_t word(const uint8_t *data, size_t size, size_t at)
 }
 
 /* The ring filled from the input, then served until nothing is left. */
-static void serve_ring(const uint8_t *data, size_t size)
+static void serve_ring(const uint8_t *data, size_t size, struct target *t)
 {
+    struct nib_shm_header *hdr = t->hdr;
+    uint8_t *ring = t->ring;
+    struct nib_server *srv = &t->srv;
     memset(ring, 0, hdr->ring_size);
     size_t plen = size > 64 ? size - 64 : 0;
     if (plen > hdr->prompt_max)
@@ -138,12 +149,12 @@ static void serve_ring(const uint8_t *data, size_t size)
         s->ticket = word(data, size, 16 + 4 * k);
         s->cancel = k == 0 ? 0 : word(data, size, 32 + 4 * k) & 1;
     }
-    uint64_t done0 = srv.stats->requests_done;
+    uint64_t done0 = srv->stats->requests_done;
     int served = 0;
-    while (nib_server_poll(&srv))
+    while (nib_server_poll(srv))
         FUZZ_ASSERT(++served <= (int)hdr->n_slots);
     FUZZ_ASSERT(served >= 1); /* slot 0 at least */
-    FUZZ_ASSERT(srv.stats->requests_done - done0 == (uint64_t)served);
+    FUZZ_ASSERT(srv->stats->requests_done - done0 == (uint64_t)served);
     for (uint32_t k = 0; k < hdr->n_slots; k++) {
         struct nib_slot *s = nib_ring_slot(ring, hdr, k);
         FUZZ_ASSERT(s->state != NIB_SLOT_SUBMITTED);
@@ -162,17 +173,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static int init;
     if (!init) {
-        load_blob();
+        ids = malloc(IDS_CAP * sizeof *ids);
+        parts = malloc(NIB_CHAT_MESSAGES_MAX * sizeof *parts);
+        load_blob("NIB_TEST_BLOB");
+        load_blob("NIB_TEST_CHAT_BLOB");
         init = 1;
     }
-    struct nib_req_limits big = {NIB_PROMPT_LIMIT, 1u << 17, 1u << 17, 512,
-                                 nib_chat_max_messages(NIB_PROMPT_LIMIT)};
-    if (have_view)
-        big = srv.lim;
+    const struct nib_req_limits big = {NIB_PROMPT_LIMIT, 1u << 17, 1u << 17, 512,
+                                       nib_chat_max_messages(NIB_PROMPT_LIMIT)};
     const struct nib_req_limits tiny = {16, 8, 4, 3, 1};
-    check(data, size, &big);
-    check(data, size, &tiny);
-    if (have_view)
-        serve_ring(data, size);
+    check(data, size, &big, NULL);
+    check(data, size, &tiny, NULL);
+    for (int i = 0; i < n_targets; i++) {
+        check(data, size, &targets[i].srv.lim, &targets[i]);
+        serve_ring(data, size, &targets[i]);
+    }
     return 0;
 }
