@@ -73,6 +73,7 @@ START_TEST(test_mini)
     ck_assert(s.merges[1].left == 'h' && s.merges[1].right == 'e' && s.merges[1].result == 257);
     ck_assert(s.merges[2].left == 256 && s.merges[2].right == 257 && s.merges[2].result == 258);
     ck_assert(s.added[3].id == 262 && !s.added[3].special && s.added[0].special);
+    ck_assert(s.added[3].normalized && !s.added[0].normalized);
     ck_assert_uint_eq(s.n_norm, 1);
     ck_assert_int_eq(s.norm[0].kind, TOK_NORM_NFC);
     ck_assert_uint_eq(s.n_pre, 1); /* ByteLevel without regex is the byte mapping, not a step */
@@ -401,6 +402,7 @@ START_TEST(test_tinystories)
     ck_assert_int_eq(s.unk_id, 0);
     ck_assert_int_eq(s.tokens[0].type, NIB_TOK_UNKNOWN);
     ck_assert(token_is(&s, 1, "<|start_story|>") && s.tokens[1].type == NIB_TOK_CONTROL);
+    ck_assert(s.added[1].id == 1 && s.added[1].special && s.added[1].normalized);
     ck_assert_int_eq(s.bos_id, 1);
     ck_assert_int_eq(s.eos_id, 2);
     ck_assert_int_eq(s.add_bos, 1);

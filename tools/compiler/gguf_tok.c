@@ -351,7 +351,8 @@ static int added_tokens(struct gt *t)
     for (uint32_t i = 0; i < s->n_vocab; i++) {
         int ty = s->tokens[i].type;
         if ((ty == NIB_TOK_CONTROL || ty == NIB_TOK_USER) && s->tokens[i].len > 0)
-            s->added[s->n_added++] = (struct tok_spec_added){i, ty == NIB_TOK_CONTROL, 0, 0};
+            s->added[s->n_added++] =
+                (struct tok_spec_added){.id = i, .special = ty == NIB_TOK_CONTROL};
     }
     return 0;
 }

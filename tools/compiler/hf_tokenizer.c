@@ -598,7 +598,7 @@ static int added_tokens(struct hf *h, const struct json_value *list)
     for (uint32_t i = 0; i < list->n; i++) {
         const struct json_value *a = &list->items[i], *content;
         struct tok_spec_added *ad = &s->added[s->n_added];
-        int single_word, normalized;
+        int single_word;
         idx(p, "added_tokens", i);
         if (!json_is(a, JSON_OBJECT))
             return wrong_type(h, p, a, "an object");
@@ -608,7 +608,7 @@ static int added_tokens(struct hf *h, const struct json_value *list)
             get_bool(h, a, p, "lstrip", 0, &ad->lstrip) ||
             get_bool(h, a, p, "rstrip", 0, &ad->rstrip) ||
             get_bool(h, a, p, "single_word", 0, &single_word) ||
-            get_bool(h, a, p, "normalized", 0, &normalized))
+            get_bool(h, a, p, "normalized", !ad->special, &ad->normalized))
             return -1;
         sub(q, p, "content");
         if (content->n == 0 || content->n > NIB_MAX_PIECE)

@@ -14,9 +14,9 @@
  *
  * Byte-level vocabularies (a ByteLevel pre-tokenizer or decoder) have
  * their pieces mapped back from GPT-2's printable alphabet to bytes; added
- * tokens keep their text. Added tokens are matched in the raw text: the
- * "normalized" flag is accepted and not applied (a normalized added token
- * that the normalizer would change is matched as written).
+ * tokens keep their text. The "normalized" flag of added tokens is kept
+ * (tok_spec_added.normalized; absent: true for non-special tokens, as
+ * Hugging Face defaults it).
  *
  * End of generation: the EOS, generation_config.json's eos_token_id (one
  * or a list), and every added token whose text is a well-known end-of-turn

@@ -11,7 +11,9 @@
  * byte-fallback <0xXX> tokens) become model "llama": pieces as they are,
  * scores from the merge ranks (a merge's result scores -(rank + 1), so
  * earlier merges win), which approximates the file's BPE (the GGUF
- * SentencePiece model merges by score, not by rank). */
+ * SentencePiece model merges by score, not by rank). GGUF cannot say that
+ * an added token is "normalized": such tokens are written as llama.cpp's
+ * converter writes them, to be matched as written. */
 #include "tools/compiler/synth.h"
 
 #include <stdio.h>

@@ -81,6 +81,9 @@ struct tok_spec_added {
     uint32_t id;
     int special;        /* matched only when the request allows special tokens */
     int lstrip, rstrip; /* swallow whitespace on that side */
+    /* tokenizer.json "normalized": matched in the normalized text, by its
+     * normalized content (GGUF: always 0, matched as written) */
+    int normalized;
 };
 
 #define TOK_SPEC_MAX_EOG 16
