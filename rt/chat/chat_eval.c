@@ -191,7 +191,9 @@ static int exec(struct ctx *c, uint32_t idx, struct scope *sc)
     }
     case CO_FOR: r = exec_for(c, n, sc); break;
     case CO_SET: {
-        struct val v = chat_eval(c, n.k0 + 1, sc);
+        struct val v = chat_eval_hole(c, n.k0 + 1, sc);
+        if (v.k == V_HOLE) /* a tuple target fails on it as on any non-list */
+            v = chat_node(c, n.k0).op == CO_TUPLE ? v_null() : v_undef();
         bind(c, sc, n.k0, v, 1);
         break;
     }
@@ -443,9 +445,17 @@ static struct val binop(struct ctx *c, int op, uint32_t right, struct val l, str
         double a = l.u.num, b = r.u.num;
         if (a == 0 && b < 0)
             chat_fail(c, "0.0 cannot be raised to a negative power");
-        double res = pow(a, b);
+        /* Only exact powers: JavaScript's ** rounds inexact ones its own way
+         * (V8's fdlibm pow), which libm need not match to the last bit. */
+        double res = 1;
+        if (b != floor(b) || b < 0 || b > 1024)
+            chat_fail(c, "x ** y with a negative or fractional y is not supported by nibble");
+        for (double k = 0; k < b && isfinite(res); k++)
+            res *= a;
         if (!isfinite(res))
             chat_fail(c, "Exponentiation result is not a finite real number");
+        if (fabs(res) > 9007199254740992.0 || res != floor(res))
+            chat_fail(c, "x ** y beyond exact doubles is not supported by nibble");
         return v_num(l.k == V_FLOAT || r.k == V_FLOAT || b < 0 ? V_FLOAT : V_INT, res);
     }
     if (is_num(&l) && is_num(&r)) {
@@ -507,7 +517,7 @@ static struct val eval_call(struct ctx *c, struct nib_chat_node n, struct scope 
     struct args a = {chat_alloc(c, (npos + 1) * sizeof(struct val)), 0};
     for (uint32_t i = 1; i < n.nk; i++)
         if (chat_node(c, n.k0 + i).op != CO_KWARG)
-            a.v[a.n++] = chat_eval(c, n.k0 + i, sc);
+            a.v[a.n++] = chat_eval_hole(c, n.k0 + i, sc);
     if (nkw) {
         struct val kw = v_map(c, V_KWARGS);
         for (uint32_t i = 1; i < n.nk; i++) {
@@ -518,13 +528,31 @@ static struct val eval_call(struct ctx *c, struct nib_chat_node n, struct scope 
             if (map_get(kw.u.m, key.u.s.p, key.n))
                 chat_fail(c, "Got multiple values for keyword argument '%.*s'", (int)key.n,
                           (const char *)key.u.s.p);
-            map_set(c, kw.u.m, key, chat_eval(c, k.k0, sc));
+            map_set(c, kw.u.m, key, chat_eval_hole(c, k.k0, sc));
         }
         a.v[a.n++] = kw;
     }
     struct val fn = chat_eval(c, n.k0, sc);
     if (fn.k != V_FUNC)
         chat_fail(c, "Cannot call something that is not a function: got %s", chat_type_name(&fn));
+    /* JavaScript's undefined as an argument: a macro or namespace() takes
+     * it as undefined; any other function fails on it */
+    for (uint32_t i = 0; i < a.n; i++) {
+        struct val *v = &a.v[i];
+        int holes_ok = fn.n == FN_MACRO || (fn.n == FN_NAMESPACE && v->k == V_KWARGS);
+        if (v->k == V_KWARGS)
+            for (struct ment *e = v->u.m->head; e; e = e->next)
+                if (e->v.k == V_HOLE) {
+                    if (!holes_ok)
+                        chat_fail(c, "Cannot read properties of undefined");
+                    e->v = v_undef();
+                }
+        if (v->k == V_HOLE) {
+            if (!holes_ok)
+                chat_fail(c, "Cannot read properties of undefined");
+            *v = v_undef();
+        }
+    }
     return chat_call(c, &fn, &a, sc);
 }
 
@@ -722,12 +750,33 @@ static struct val eval_expr(struct ctx *c, uint32_t idx, struct nib_chat_node n,
     }
 }
 
-struct val chat_eval(struct ctx *c, uint32_t idx, struct scope *sc)
+struct val chat_eval_hole(struct ctx *c, uint32_t idx, struct scope *sc)
 {
+    struct nib_chat_node n = chat_node(c, idx);
     chat_step(c, 1);
     chat_enter(c);
-    struct val v = eval_expr(c, idx, chat_node(c, idx), sc);
+    struct val v;
+    if (n.op == CO_TERNARY) {
+        struct val t = chat_eval(c, n.k0, sc);
+        v = chat_eval_hole(c, n.k0 + (truthy(&t) ? 1 : 2), sc);
+    } else if (n.op == CO_SELECT) {
+        struct val t = chat_eval(c, n.k0 + 1, sc);
+        v = truthy(&t) ? chat_eval_hole(c, n.k0, sc) : v_undef();
+    } else if (n.op == CO_BIN && (n.sub == CB_AND || n.sub == CB_OR)) {
+        struct val l = chat_eval(c, n.k0, sc);
+        v = truthy(&l) == (n.sub == CB_AND) ? chat_eval_hole(c, n.k0 + 1, sc) : l;
+    } else {
+        v = eval_expr(c, idx, n, sc);
+    }
     chat_leave(c);
+    return v;
+}
+
+struct val chat_eval(struct ctx *c, uint32_t idx, struct scope *sc)
+{
+    struct val v = chat_eval_hole(c, idx, sc);
+    if (v.k == V_HOLE)
+        chat_fail(c, "Cannot read properties of undefined (first or last of an empty list)");
     return v;
 }
 

@@ -552,7 +552,7 @@ static const struct val *attr_path(struct ctx *c, const struct val *item, const 
 static int raw_truthy(const struct val *v)
 {
     /* JavaScript truthiness of value.value: any array or Map is true */
-    return v->k >= V_ARRAY || truthy(v);
+    return (v->k >= V_ARRAY && v->k <= V_FUNC) || truthy(v);
 }
 
 static struct val indent(struct ctx *c, const struct val *s, double width, int first, int blank)
@@ -739,7 +739,7 @@ static struct val filter_plain(struct ctx *c, struct val v, struct nib_chat_node
         case CF_FIRST:
         case CF_LAST:
             if (!v.n)
-                chat_fail(c, "%s of an empty list", id == CF_FIRST ? "first" : "last");
+                return (struct val){.k = V_HOLE};
             return v.u.a[id == CF_FIRST ? 0 : v.n - 1];
         case CF_LENGTH: return v_num(V_INT, v.n);
         case CF_REVERSE: {

@@ -26,6 +26,10 @@ enum vkind {
     V_KWARGS,
     V_NS,
     V_FUNC,
+    /* JavaScript's own undefined (first/last of an empty list): fatal in
+     * every use but an assignment or a macro argument, where it becomes
+     * undefined; never stored. */
+    V_HOLE,
 };
 
 enum fid {
@@ -194,6 +198,9 @@ void put_json(struct ctx *c, const struct val *v, const struct json_opts *o, int
 
 /* chat_eval.c */
 struct val chat_eval(struct ctx *c, uint32_t node, struct scope *sc);
+/* The same, but a V_HOLE result (also through if-else, `if` and `or`) is
+ * returned instead of failing. */
+struct val chat_eval_hole(struct ctx *c, uint32_t node, struct scope *sc);
 struct val chat_call(struct ctx *c, const struct val *fn, struct args *a, struct scope *sc);
 
 /* chat_filter.c */
