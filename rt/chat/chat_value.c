@@ -54,7 +54,7 @@ const char *chat_type_name(const struct val *v)
     static const char *const names[] = {
         "UndefinedValue", "NullValue",     "BooleanValue", "IntegerValue", "FloatValue",
         "StringValue",    "ArrayValue",    "TupleValue",   "ObjectValue",  "KeywordArgumentsValue",
-        "NamespaceValue", "FunctionValue",
+        "NamespaceValue", "FunctionValue", "undefined",
     };
     return v->k < sizeof names / sizeof names[0] ? names[v->k] : "?";
 }
@@ -301,7 +301,7 @@ int truthy(const struct val *v)
 
 static int is_container(const struct val *v)
 {
-    return v->k >= V_ARRAY;
+    return v->k >= V_ARRAY && v->k <= V_FUNC;
 }
 
 static int same_ref(const struct val *a, const struct val *b)
