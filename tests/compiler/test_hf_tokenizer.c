@@ -48,6 +48,8 @@ static int load_mini(const char *tok, const char *cfg, const char *gen, struct t
                               gen ? strlen(gen) : 0, s, err, sizeof err);
 }
 
+static char *edit(const char *tok, const char *from, const char *to);
+
 START_TEST(test_mini)
 {
     char *tok = mini_tokenizer();
@@ -97,6 +99,16 @@ START_TEST(test_mini)
     ck_assert_ptr_null(s.chat_template);
     ck_assert(s.n_eog == 2 && eog_has(&s, 259) && eog_has(&s, 261));
     tok_spec_free(&s);
+    /* an added token may also be in model.vocab, under a key outside the
+     * byte-level alphabet (DeepSeek's <\uff5cbegin\u2581of...>): its content wins */
+    char *t1 = edit(tok, "\"content\": \"<tool>\"", "\"content\": \"<\u2581tool>\"");
+    char *t2 = edit(t1, "\"he\": 257,", "\"he\": 257, \"<\u2581tool>\": 262,");
+    ck_assert_msg(load_mini(t2, NULL, NULL, &s) == 0, "%s", err);
+    ck_assert(token_is(&s, 262, "<\xe2\x96\x81tool>"));
+    ck_assert_int_eq(s.tokens[262].type, NIB_TOK_USER);
+    tok_spec_free(&s);
+    free(t1);
+    free(t2);
     free(tok);
 }
 END_TEST

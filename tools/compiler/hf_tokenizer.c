@@ -29,6 +29,7 @@ struct hf {
     int bos_from_post;   /* the post-processor named the BOS */
     int post_decides;    /* the post-processor decided add_bos */
     uint8_t *added_seen; /* per id: named by added_tokens already */
+    uint8_t *is_added;   /* per id: named by added_tokens at all */
 };
 
 static int fail(struct hf *h, const char *fmt, ...)
@@ -517,6 +518,11 @@ static int vocab_ids(struct hf *h, const struct json_value *vocab, const struct 
         h->by_id[id] = m;
         tok_strmap_put(&h->vocab, (const uint8_t *)m->key, m->key_len, id);
     }
+    h->is_added = calloc(s->n_vocab, 1);
+    if (!h->is_added)
+        return fail(h, "out of memory");
+    for (uint32_t i = 0; added && i < added->n; i++)
+        h->is_added[json_get(&added->items[i], "id")->i] = 1;
     return 0;
 }
 
@@ -550,7 +556,7 @@ static int vocab_tokens(struct hf *h)
     char b[64];
     for (uint32_t id = 0; id < s->n_vocab; id++) {
         const struct json_member *m = h->by_id[id];
-        if (!m)
+        if (!m || h->is_added[id]) /* an added token's text is its content */
             continue;
         if (s->byte_level) {
             /* a printable piece is at most twice as long as its bytes */
@@ -1008,6 +1014,7 @@ int hf_tokenizer_parse(const char *tok_json, size_t tok_len, const char *config_
     tok_strmap_free(&h.vocab);
     free(h.by_id);
     free(h.added_seen);
+    free(h.is_added);
     json_free(tdoc);
     json_free(cdoc);
     json_free(gdoc);
