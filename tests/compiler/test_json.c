@@ -235,6 +235,10 @@ START_TEST(test_depth_limit)
     memset(huge, '[', n);
     ck_assert_ptr_null(parse_n(huge, n, NULL));
     ck_assert(strstr(err, "nesting deeper"));
+    /* a limit above JSON_MAX_DEPTH is JSON_MAX_DEPTH: the parser recurses */
+    struct json_limits big = {.max_depth = UINT32_MAX};
+    ck_assert_ptr_null(parse_n(huge, n, &big));
+    ck_assert(strstr(err, "nesting deeper than 4096"));
     free(huge);
     struct json_limits lim = {.max_depth = 2}; /* containers inside containers */
     ck_assert_ptr_null(parse_n("{\"a\":[[1]]}", 11, &lim));

@@ -595,6 +595,8 @@ int json_parse(const char *buf, size_t len, const struct json_limits *lim, struc
         .err = err,
         .errlen = errlen,
     };
+    if (ps.max_depth > JSON_MAX_DEPTH)
+        ps.max_depth = JSON_MAX_DEPTH;
     int rc = parse_value(&ps, &d->root, 0);
     if (!rc) {
         skip_ws(&ps);

@@ -52,11 +52,13 @@ struct json_member {
 
 struct json_limits {
     size_t max_bytes;   /* input size; 0: JSON_DEFAULT_MAX_BYTES */
-    uint32_t max_depth; /* nesting of arrays and objects; 0: JSON_DEFAULT_MAX_DEPTH */
+    uint32_t max_depth; /* nesting of arrays and objects; 0: JSON_DEFAULT_MAX_DEPTH;
+                         * at most JSON_MAX_DEPTH (the parser recurses) */
 };
 
 #define JSON_DEFAULT_MAX_BYTES (512u << 20)
 #define JSON_DEFAULT_MAX_DEPTH 128u
+#define JSON_MAX_DEPTH 4096u
 
 struct json_doc;
 
