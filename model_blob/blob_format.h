@@ -328,6 +328,8 @@ static inline uint32_t nib_tok_merge_hash(uint32_t left, uint32_t right)
 #define NIB_TOKA_SPECIAL 0x2u  /* matched only when the request allows it */
 #define NIB_TOKA_LSTRIP 0x4u   /* swallows whitespace before it */
 #define NIB_TOKA_RSTRIP 0x8u   /* swallows whitespace after it */
+#define NIB_TOKA_NORMALIZED                                                                        \
+    0x10u /* matched in the normalized text of a piece, by its normalized bytes */
 
 struct nib_tok_trie_node {
     uint32_t edge_start; /* its edges: [edge_start, +n_edges), sorted by byte */

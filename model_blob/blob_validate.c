@@ -215,7 +215,7 @@ static int check_tok_trie(const struct nib_blob_view *v, uint32_t n_edges, char 
         const struct nib_tok_trie_node *t = &v->tok_nodes[i];
         if (t->edge_start != edge || t->n_edges > 256 || t->n_edges > n_edges - edge)
             return fail(err, errlen, "tokenizer trie node %u: edges out of order", i);
-        if (t->flags & ~0xFu || (!(t->flags & NIB_TOKA_TERMINAL) && t->flags) ||
+        if (t->flags & ~0x1Fu || (!(t->flags & NIB_TOKA_TERMINAL) && t->flags) ||
             ((t->flags & NIB_TOKA_TERMINAL) && (i == 0 || t->id >= v->tok->n_vocab)))
             return fail(err, errlen, "tokenizer trie node %u: bad token or flags", i);
         for (uint32_t k = 0; k < t->n_edges; k++, edge++) {

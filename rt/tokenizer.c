@@ -288,7 +288,7 @@ int nib_tok_encode_req(const struct nib_blob_view *v, const char *text, size_t l
         size_t ms = len, me = len;
         uint32_t id = 0, flags = 0;
         int found =
-            nib_tok_added_find(v, s, len, pos, rq->special, rq->taint, &ms, &me, &id, &flags);
+            nib_tok_added_find(v, s, len, pos, 0, rq->special, rq->taint, &ms, &me, &id, &flags);
         size_t end = ms;
         if (found && (flags & NIB_TOKA_LSTRIP))
             for (size_t k; end > pos && (k = nib_tok_ws_before(s, end)) > 0;)
@@ -299,6 +299,11 @@ int nib_tok_encode_req(const struct nib_blob_view *v, const char *text, size_t l
                 r.n_ids = split_chars(v, text + pos, end - pos, ids, r.n_ids);
                 r.n_ids = nib_tok_merge_heap(v, ids, first, r.n_ids, scratch);
             } else {
+                /* tokens matched in the normalized text: special ones only
+                 * when allowed, or when the whole piece is template text */
+                r.special = rq->special;
+                for (size_t k = pos; !r.special && rq->taint && k < end && !rq->taint[k]; k++)
+                    r.special = k + 1 == end;
                 nib_bpe_piece(&r, s + pos, end - pos, pos == 0);
                 if (r.failed)
                     return r.failed;

@@ -82,8 +82,8 @@ static uint32_t child(const struct nib_blob_view *v, uint32_t node, uint8_t b)
 }
 
 int nib_tok_added_find(const struct nib_blob_view *v, const uint8_t *text, size_t n, size_t from,
-                       int special, const uint8_t *taint, size_t *ms, size_t *me, uint32_t *id,
-                       uint32_t *flags)
+                       int normalized, int special, const uint8_t *taint, size_t *ms, size_t *me,
+                       uint32_t *id, uint32_t *flags)
 {
     if (v->tok_n_nodes == 0)
         return 0;
@@ -99,6 +99,7 @@ int nib_tok_added_find(const struct nib_blob_view *v, const uint8_t *text, size_
                 tainted = 1;
             const struct nib_tok_trie_node *t = &v->tok_nodes[node];
             if ((t->flags & NIB_TOKA_TERMINAL) &&
+                !(t->flags & NIB_TOKA_NORMALIZED) == !normalized &&
                 (!(t->flags & NIB_TOKA_SPECIAL) || special || !tainted)) {
                 best = j + 1;
                 *id = t->id;

@@ -370,14 +370,13 @@ static const uint8_t *normalize(struct run *c, const uint8_t *t, size_t *n)
     return t;
 }
 
-void nib_bpe_piece(struct nib_bpe_run *r, const uint8_t *text, size_t n, int first)
+/* Pre-tokenizer and model over one subsection; fuse_unk folds a run of
+ * unknowns in it into one unk. */
+static void subsection(struct run *c, const uint8_t *text, size_t n)
 {
-    struct run c = {.r = r, .v = r->v, .first = first};
-    layout(r->v, r->len, &c.L);
+    struct nib_bpe_run *r = c->r;
     size_t start = r->n_ids;
-    text = normalize(&c, text, &n);
-    pre(&c, 0, text, n);
-    /* fuse_unk: a run of unknowns in one piece is one unk */
+    pre(c, 0, text, n);
     uint32_t unk = r->v->tok->unk_id;
     if ((r->v->tok->flags & NIB_TOKF_FUSE_UNK) && unk != NIB_TOK_NONE && !r->failed) {
         size_t o = start;
@@ -385,5 +384,34 @@ void nib_bpe_piece(struct nib_bpe_run *r, const uint8_t *text, size_t n, int fir
             if (!(r->ids[i] == unk && o > start && r->ids[o - 1] == unk))
                 r->ids[o++] = r->ids[i];
         r->n_ids = o;
+    }
+}
+
+void nib_bpe_piece(struct nib_bpe_run *r, const uint8_t *text, size_t n, int first)
+{
+    struct run c = {.r = r, .v = r->v, .first = first};
+    layout(r->v, r->len, &c.L);
+    text = normalize(&c, text, &n);
+    /* added tokens matched by their normalized form (tokenizer.json
+     * "normalized": true) split the normalized text once more */
+    size_t pos = 0;
+    while (!r->failed) {
+        size_t ms = n, me = n;
+        uint32_t id = 0, flags = 0;
+        int found =
+            nib_tok_added_find(r->v, text, n, pos, 1, r->special, NULL, &ms, &me, &id, &flags);
+        size_t end = ms;
+        if (found && (flags & NIB_TOKA_LSTRIP))
+            for (size_t k; end > pos && (k = nib_tok_ws_before(text, end)) > 0;)
+                end -= k;
+        if (end > pos)
+            subsection(&c, text + pos, end - pos);
+        if (!found)
+            break;
+        emit(&c, id);
+        pos = me;
+        if (flags & NIB_TOKA_RSTRIP)
+            for (size_t k; pos < n && (k = nib_tok_ws_at(text, n, pos)) > 0;)
+                pos += k;
     }
 }

@@ -38,10 +38,12 @@ size_t nib_tok_merge_scan(const struct nib_blob_view *v, uint32_t *ids, size_t f
 
 /* Added tokens: the leftmost-longest token allowed at or after byte from of
  * text[0..n) (a SPECIAL one only when special, or where every byte of it
- * has taint 0). 1 with [*ms, *me), its node flags and id; 0 when none. */
+ * has taint 0; taint NULL: every byte tainted). normalized: the tokens
+ * matched in normalized text (NIB_TOKA_NORMALIZED), else the others.
+ * 1 with [*ms, *me), its node flags and id; 0 when none. */
 int nib_tok_added_find(const struct nib_blob_view *v, const uint8_t *text, size_t n, size_t from,
-                       int special, const uint8_t *taint, size_t *ms, size_t *me, uint32_t *id,
-                       uint32_t *flags);
+                       int normalized, int special, const uint8_t *taint, size_t *ms, size_t *me,
+                       uint32_t *id, uint32_t *flags);
 
 /* Whitespace as JavaScript's trim() sees it (lstrip/rstrip): length of the
  * whitespace character ending at (before) / starting at s[i], or 0. */
@@ -60,6 +62,7 @@ struct nib_bpe_run {
     size_t n_ids, max_ids;
     uint8_t *scratch; /* nib_bpe_footprint(v, len) bytes */
     size_t len;       /* the text length the scratch was sized for */
+    int special;      /* special added tokens allowed in this piece */
     int failed;       /* -1: ids full; -2: a step bound ran out */
 };
 size_t nib_bpe_footprint(const struct nib_blob_view *v, size_t len);

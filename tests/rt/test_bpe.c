@@ -63,12 +63,19 @@ static void merge(struct tok_spec *s, const char *a, const char *b)
     s->merges[s->n_merges++] = (struct tok_spec_merge){id_of(s, a), id_of(s, b), id_of(s, ab)};
 }
 
-static void added(struct tok_spec *s, const char *text, int special, int lstrip, int rstrip)
+static void added_n(struct tok_spec *s, const char *text, int special, int lstrip, int rstrip,
+                    int normalized)
 {
     uint32_t id =
         add_tok(s, text, (uint32_t)strlen(text), special ? NIB_TOK_CONTROL : NIB_TOK_USER);
     s->added = realloc(s->added, (s->n_added + 1) * sizeof *s->added);
-    s->added[s->n_added++] = (struct tok_spec_added){id, special, lstrip, rstrip};
+    s->added[s->n_added++] = (struct tok_spec_added){
+        .id = id, .special = special, .lstrip = lstrip, .rstrip = rstrip, .normalized = normalized};
+}
+
+static void added(struct tok_spec *s, const char *text, int special, int lstrip, int rstrip)
+{
+    added_n(s, text, special, lstrip, rstrip, 0);
 }
 
 static void norm(struct tok_spec *s, int kind, const char *pat, const char *arg)
@@ -355,6 +362,46 @@ START_TEST(prepend_replace_per_piece)
     expect_full(p, &s, "hi<s>hi", 7, 1, NULL, 1, "<s>|\xe2\x96\x81hi|<s>|\xe2\x96\x81hi");
     EXPECT(p, &s, "", "");
     expect_full(p, &s, "", 0, 0, NULL, 1, "<s>");
+    unpack(p, &s);
+}
+END_TEST
+
+/* "normalized" added tokens are matched by their normalized text in the
+ * normalized piece (tokenizers.js): with Prepend+Replace, "<u>" is
+ * "\u2581<u>", so it matches after a space or at the start only. */
+START_TEST(normalized_added_tokens)
+{
+    struct tok_spec s;
+    spec_init(&s);
+    s.unk_id = (int32_t)add_tok(&s, "?", 1, NIB_TOK_UNKNOWN);
+    added_n(&s, "<u>", 1, 0, 0, 1);
+    added_n(&s, "<x>", 1, 0, 0, 0);
+    tok(&s, "\xe2\x96\x81"), tok(&s, "a"), tok(&s, "<"), tok(&s, "u"), tok(&s, ">");
+    tok(&s, "\xe2\x96\x81"
+            "a");
+    merge(&s, "\xe2\x96\x81", "a");
+    norm(&s, TOK_NORM_PREPEND, NULL, "\xe2\x96\x81");
+    norm(&s, TOK_NORM_REPLACE, " ", "\xe2\x96\x81");
+    struct packed *p = pack(&s);
+    expect_full(p, &s, "<u>", 3, 1, NULL, 0, "<u>");
+    expect_full(p, &s, "a <u>a", 6, 1, NULL, 0,
+                "\xe2\x96\x81"
+                "a|<u>|a");
+    expect_full(p, &s, "a<u>", 4, 1, NULL, 0,
+                "\xe2\x96\x81"
+                "a|<|u|>");
+    expect_full(p, &s, "a <u>", 5, 0, NULL, 0,
+                "\xe2\x96\x81"
+                "a|\xe2\x96\x81|<|u|>");
+    uint8_t clean[8] = {0};
+    expect_full(p, &s, "a <u>", 5, 0, clean, 0,
+                "\xe2\x96\x81"
+                "a|<u>");
+    /* a raw (not normalized) one splits the text first: Prepend again after it */
+    expect_full(p, &s, "a<x>a", 5, 1, NULL, 0,
+                "\xe2\x96\x81"
+                "a|<x>|\xe2\x96\x81"
+                "a");
     unpack(p, &s);
 }
 END_TEST
@@ -702,8 +749,8 @@ Suite *nib_test_suite(void)
     Suite *s = suite_create("bpe");
     TU_CASE(s, "model", NULL, NULL, 60, merge_rank_order_and_ties, byte_level_words,
             byte_fallback_unk_and_fuse, ignore_merges_whole_word, added_tokens,
-            prepend_replace_per_piece, metaspace_digits_split, decode_pieces,
-            fast_merge_equals_reference);
+            prepend_replace_per_piece, normalized_added_tokens, metaspace_digits_split,
+            decode_pieces, fast_merge_equals_reference);
     TU_CASE(s, "hostile", hostile_setup, hostile_teardown, 60, hostile_sections_refused);
     TU_CASE(s, "sentencepiece", NULL, NULL, 120, spm_request_equals_plain_path);
     return s;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "model_blob/blob_format.h"
+#include "rt/text/nfc.h"
 #include "rt/text/regex.h"
 
 const char tok_gpt2_regex[] =
@@ -67,14 +68,62 @@ static int cmp_ids(const void *x, const void *y)
     return c ? c : (a > b) - (a < b);
 }
 
-/* Added tokens sorted by bytes, then by their place in the list. */
-static int cmp_added(const void *x, const void *y)
+/* An added token as the trie holds it: its text (raw, or normalized for
+ * a token matched in normalized text), and its place in the list. */
+struct key {
+    uint8_t *bytes; /* owned when normalized, else the token's */
+    uint32_t len, at;
+    int normalized;
+};
+
+/* Sorted by bytes, then by their place in the list. */
+static int cmp_keys(const void *x, const void *y)
 {
-    uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
-    const struct tok_spec_token *ta = &sort_spec->tokens[sort_spec->added[a].id];
-    const struct tok_spec_token *tb = &sort_spec->tokens[sort_spec->added[b].id];
-    int c = cmp_bytes(ta->bytes, ta->len, tb->bytes, tb->len);
-    return c ? c : (a > b) - (a < b);
+    const struct key *a = x, *b = y;
+    int c = cmp_bytes(a->bytes, a->len, b->bytes, b->len);
+    return c ? c : (a->at > b->at) - (a->at < b->at);
+}
+
+/* The normalizer steps applied to s[0..n), as the runtime applies them
+ * (rt/tok/bpe.c): a malloc'd text, or NULL when out of memory. */
+static uint8_t *normalize(const struct tok_spec *sp, const uint8_t *s, uint32_t n, uint32_t *out)
+{
+    uint8_t *t = malloc(n + 1);
+    if (!t)
+        return NULL;
+    memcpy(t, s, n);
+    for (uint32_t i = 0; i < sp->n_norm; i++) {
+        const struct tok_norm_step *st = &sp->norm[i];
+        size_t cap = nib_nfc_bound(n) + (size_t)n * (st->arg_len + 1) + st->arg_len + 1, m = 0;
+        uint8_t *o = malloc(cap);
+        if (!o) {
+            free(t);
+            return NULL;
+        }
+        if (st->kind == TOK_NORM_NFC) {
+            m = nib_nfc(t, n, o, cap);
+        } else if (st->kind == TOK_NORM_PREPEND) {
+            memcpy(o, st->arg, st->arg_len);
+            memcpy(o + st->arg_len, t, n);
+            m = n ? st->arg_len + n : 0;
+        } else {
+            for (uint32_t j = 0; j < n;) {
+                if (st->pattern_len && j + st->pattern_len <= n &&
+                    memcmp(t + j, st->pattern, st->pattern_len) == 0) {
+                    memcpy(o + m, st->arg, st->arg_len);
+                    m += st->arg_len;
+                    j += st->pattern_len;
+                } else {
+                    o[m++] = t[j++];
+                }
+            }
+        }
+        free(t);
+        t = o;
+        n = (uint32_t)m;
+    }
+    *out = n;
+    return t;
 }
 
 /* Merge hash table: twice the merges, rounded up to a power of two, grown
@@ -137,44 +186,68 @@ struct qitem {
     uint32_t lo, hi, d;
 };
 
+static void free_keys(struct key *k, uint32_t n)
+{
+    for (uint32_t i = 0; k && i < n; i++)
+        if (k[i].normalized)
+            free(k[i].bytes);
+    free(k);
+}
+
 static int build_trie(const struct tok_spec *s, struct trie *tr, char *err, size_t errlen)
 {
     memset(tr, 0, sizeof *tr);
-    uint32_t *ord = malloc((s->n_added + 1) * sizeof *ord), n = 0;
-    if (!ord)
+    struct key *k = calloc(s->n_added + 1, sizeof *k);
+    uint32_t n = 0;
+    if (!k)
         return fail(err, errlen, "out of memory");
     size_t total = 1;
     for (uint32_t i = 0; i < s->n_added; i++) {
-        if (s->added[i].id >= s->n_vocab) {
-            free(ord);
-            return fail(err, errlen, "added token %u: id %u outside the vocabulary", i,
-                        s->added[i].id);
+        const struct tok_spec_added *a = &s->added[i];
+        if (a->id >= s->n_vocab) {
+            free_keys(k, n);
+            return fail(err, errlen, "added token %u: id %u outside the vocabulary", i, a->id);
         }
-        if (s->tokens[s->added[i].id].len == 0)
+        const struct tok_spec_token *t = &s->tokens[a->id];
+        struct key *ky = &k[n];
+        ky->at = i;
+        ky->normalized = 0;
+        ky->bytes = t->bytes;
+        ky->len = t->len;
+        /* tokenizers.js matches a "normalized" token by its normalized
+         * text in the normalized text (when there is a normalizer) */
+        if (a->normalized && s->n_norm) {
+            ky->normalized = 1;
+            if (!(ky->bytes = normalize(s, t->bytes, t->len, &ky->len))) {
+                free_keys(k, n);
+                return fail(err, errlen, "out of memory");
+            }
+        }
+        if (ky->len == 0 || ky->len > NIB_MAX_PIECE) {
+            if (ky->normalized)
+                free(ky->bytes);
             continue;
-        ord[n++] = i;
-        total += s->tokens[s->added[i].id].len;
+        }
+        n++;
+        total += ky->len;
     }
     if (n == 0) {
-        free(ord);
+        free_keys(k, n);
         return 0;
     }
-    sort_spec = s;
-    qsort(ord, n, sizeof *ord, cmp_added);
-    sort_spec = NULL;
+    qsort(k, n, sizeof *k, cmp_keys);
     if (total > NIB_TOK_MAX_TRIE) {
-        free(ord);
+        free_keys(k, n);
         return fail(err, errlen, "added tokens too long in total (%zu bytes)", total);
     }
     tr->nodes = calloc(total, sizeof *tr->nodes);
     tr->edges = calloc(total, sizeof *tr->edges);
     struct qitem *q = malloc(total * sizeof *q);
     if (!tr->nodes || !tr->edges || !q) {
-        free(ord);
+        free_keys(k, n);
         free(q);
         return fail(err, errlen, "out of memory");
     }
-#define TOK(k) (&s->tokens[s->added[ord[k]].id])
     uint32_t qh = 0, qt = 0;
     q[qt++] = (struct qitem){0, n, 0};
     tr->n_nodes = 1;
@@ -185,18 +258,19 @@ static int build_trie(const struct tok_spec *s, struct trie *tr, char *err, size
         uint32_t lo = it.lo;
         /* tokens that end here: the last of equal ones wins (tokenizers.js
          * maps a content to its last added token) */
-        while (lo < it.hi && TOK(lo)->len == it.d) {
-            const struct tok_spec_added *a = &s->added[ord[lo]];
+        while (lo < it.hi && k[lo].len == it.d) {
+            const struct tok_spec_added *a = &s->added[k[lo].at];
             node->flags = NIB_TOKA_TERMINAL | (a->special ? NIB_TOKA_SPECIAL : 0) |
-                          (a->lstrip ? NIB_TOKA_LSTRIP : 0) | (a->rstrip ? NIB_TOKA_RSTRIP : 0);
+                          (a->lstrip ? NIB_TOKA_LSTRIP : 0) | (a->rstrip ? NIB_TOKA_RSTRIP : 0) |
+                          (k[lo].normalized ? NIB_TOKA_NORMALIZED : 0);
             node->id = a->id;
             lo++;
         }
         node->edge_start = tr->n_edges;
         while (lo < it.hi) {
-            uint8_t b = TOK(lo)->bytes[it.d];
+            uint8_t b = k[lo].bytes[it.d];
             uint32_t hi = lo + 1;
-            while (hi < it.hi && TOK(hi)->bytes[it.d] == b)
+            while (hi < it.hi && k[hi].bytes[it.d] == b)
                 hi++;
             tr->edges[tr->n_edges++] = (struct nib_tok_trie_edge){tr->n_nodes++, b};
             node->n_edges++;
@@ -204,9 +278,8 @@ static int build_trie(const struct tok_spec *s, struct trie *tr, char *err, size
             lo = hi;
         }
     }
-#undef TOK
     free(q);
-    free(ord);
+    free_keys(k, n);
     return 0;
 }
 
