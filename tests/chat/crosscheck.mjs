@@ -221,6 +221,10 @@ for (const fam of families) {
             total++;
             const got = res.stdout;
             const gotErr = res.stderr.toString("utf8").replace(/^nib chat-render: /, "").replace(/\n$/, "");
+            if (/Sanitizer|runtime error:/.test(res.stderr.toString())) {
+                console.log(`FAIL: sanitizer report\n${res.stderr.toString()}`);
+                process.exit(1);
+            }
             let bad = null;
             if (refErr === null) {
                 rendered += gen;

@@ -179,6 +179,10 @@ for (let i = 0; i < count; i++) {
     if (!gen) argv.push("--no-generation-prompt");
     const res = spawnSync(nib, argv, { maxBuffer: 64 << 20 });
     const err = res.stderr.toString().replace(/^nib chat-render: /, "").trim();
+    if (/Sanitizer|runtime error:/.test(res.stderr.toString())) {
+        console.log(`FAIL: sanitizer report\n${res.stderr.toString()}`);
+        process.exit(1);
+    }
     let bad = null;
     if (refErr === null) {
         if (/not supported/.test(err)) refused++;
