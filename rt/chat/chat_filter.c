@@ -1,12 +1,12 @@
 /* Filters, tests, the methods of strings and mappings, and strftime_now,
  * as @huggingface/jinja defines them (runtime.ts applyFilter, TESTS,
- * StringValue and ObjectValue builtins; utils.ts). Case mapping is ASCII
- * only: a non-ASCII character where case would matter is an error, not a
- * guess. */
+ * StringValue and ObjectValue builtins; utils.ts). Case mapping is
+ * JavaScript's (rt/chat/chat_case.h). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "rt/chat/chat_case.h"
 #include "rt/chat/chat_internal.h"
 
 static struct val bound(struct ctx *c, const struct val *self, int fid)
@@ -62,24 +62,72 @@ struct val chat_builtin_member(struct ctx *c, const struct val *obj, const struc
 
 /* ---- strings ---- */
 
-static void ascii_only(struct ctx *c, const struct val *s, const char *what)
+static void put_cp(struct ctx *c, uint32_t cp, uint8_t taint)
 {
-    for (uint32_t i = 0; i < s->n; i++)
-        if (s->u.s.p[i] >= 0x80)
-            chat_fail(c, "%s of non-ASCII text: nibble maps case for ASCII only", what);
+    uint8_t b[4];
+    uint32_t n = 0;
+    if (cp < 0x80) {
+        b[n++] = (uint8_t)cp;
+    } else if (cp < 0x800) {
+        b[n++] = (uint8_t)(0xC0 | cp >> 6);
+        b[n++] = (uint8_t)(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+        b[n++] = (uint8_t)(0xE0 | cp >> 12);
+        b[n++] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+        b[n++] = (uint8_t)(0x80 | (cp & 0x3F));
+    } else {
+        b[n++] = (uint8_t)(0xF0 | cp >> 18);
+        b[n++] = (uint8_t)(0x80 | ((cp >> 12) & 0x3F));
+        b[n++] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+        b[n++] = (uint8_t)(0x80 | (cp & 0x3F));
+    }
+    for (uint32_t i = 0; i < n; i++)
+        sink_byte(c, b[i], taint);
 }
 
-static struct val change_case(struct ctx *c, const struct val *s, int upper, const char *what)
+/* Final_Sigma (Unicode 3.13): after a cased letter (case-ignorable ones
+ * between), and not before one. */
+static int sigma_is_final(const struct val *s, uint32_t after, int cased_before)
 {
-    ascii_only(c, s, what);
+    if (!cased_before)
+        return 0;
+    uint32_t cp;
+    for (uint32_t i = after; i < s->n;) {
+        i += u8_next(s->u.s.p, s->n, i, &cp);
+        if (!nib_chat_case_ignorable(cp))
+            return !nib_chat_cased(cp);
+    }
+    return 1;
+}
+
+/* String.prototype.toUpperCase / toLowerCase: full mappings, Final_Sigma;
+ * an ill-formed byte stays as it is. */
+static struct val change_case(struct ctx *c, const struct val *s, int upper)
+{
     size_t mark = c->olen;
-    for (uint32_t i = 0; i < s->n; i++) {
-        uint8_t b = s->u.s.p[i];
-        if (upper && b >= 'a' && b <= 'z')
-            b -= 32;
-        else if (!upper && b >= 'A' && b <= 'Z')
-            b += 32;
-        sink_byte(c, b, str_taint(s, i));
+    int cased_before = 0;
+    chat_step(c, s->n >> 4);
+    for (uint32_t i = 0; i < s->n;) {
+        uint32_t cp, k = u8_next(s->u.s.p, s->n, i, &cp), out[3];
+        uint8_t t = str_taint(s, i);
+        if (cp == 0xFFFD && k == 1) {
+            sink_byte(c, s->u.s.p[i], t);
+            i += k;
+            cased_before = 0;
+            continue;
+        }
+        uint32_t m;
+        if (!upper && cp == 0x3A3 && sigma_is_final(s, i + k, cased_before)) {
+            out[0] = 0x3C2;
+            m = 1;
+        } else {
+            m = nib_chat_case_map(cp, upper, out);
+        }
+        for (uint32_t j = 0; j < m; j++)
+            put_cp(c, out[j], t);
+        if (!nib_chat_case_ignorable(cp))
+            cased_before = nib_chat_cased(cp);
+        i += k;
     }
     return sink_take(c, mark);
 }
@@ -102,18 +150,22 @@ static struct val title(struct ctx *c, const struct val *s)
     return sink_take(c, mark);
 }
 
+/* charAt(0).toUpperCase() + slice(1): the first UTF-16 unit only (half of
+ * an astral character stays as it is). */
 static struct val capitalize(struct ctx *c, const struct val *s)
 {
     if (s->n == 0)
         return *s;
-    uint8_t b = s->u.s.p[0];
-    if (b >= 0x80)
-        chat_fail(c, "capitalize of non-ASCII text: nibble maps case for ASCII only");
-    if (!(b >= 'a' && b <= 'z'))
+    uint32_t cp, k = u8_next(s->u.s.p, s->n, 0, &cp), out[3];
+    if (cp >= 0x10000 || (cp == 0xFFFD && k == 1))
+        return *s;
+    uint32_t m = nib_chat_case_map(cp, 1, out);
+    if (m == 1 && out[0] == cp)
         return *s;
     size_t mark = c->olen;
-    sink_byte(c, (uint8_t)(b - 32), str_taint(s, 0));
-    sink_put(c, s->u.s.p + 1, s->u.s.t ? s->u.s.t + 1 : NULL, s->tu, s->n - 1);
+    for (uint32_t j = 0; j < m; j++)
+        put_cp(c, out[j], str_taint(s, 0));
+    sink_put(c, s->u.s.p + k, s->u.s.t ? s->u.s.t + k : NULL, s->tu, s->n - k);
     return sink_take(c, mark);
 }
 
@@ -274,17 +326,10 @@ static int compare(struct ctx *c, const struct val *a, const struct val *b, int 
         chat_fail(c, "Cannot compare type: %s", chat_type_name(a));
     if (case_sensitive)
         return u16_cmp(a, b);
-    ascii_only(c, a, "case-insensitive sort");
-    ascii_only(c, b, "case-insensitive sort");
-    uint32_t n = a->n < b->n ? a->n : b->n;
-    for (uint32_t i = 0; i < n; i++) {
-        uint8_t x = a->u.s.p[i], y = b->u.s.p[i];
-        x = x >= 'A' && x <= 'Z' ? x + 32 : x;
-        y = y >= 'A' && y <= 'Z' ? y + 32 : y;
-        if (x != y)
-            return x < y ? -1 : 1;
-    }
-    return (a->n > n) - (b->n > n);
+    size_t mark = c->olen;
+    struct val la = change_case(c, a, 0), lb = change_case(c, b, 0);
+    c->olen = mark;
+    return u16_cmp(&la, &lb);
 }
 
 static const struct val *attr_path(struct ctx *c, const struct val *item, const struct val *path,
@@ -396,8 +441,8 @@ struct val chat_method(struct ctx *c, const struct val *fn, struct args *a)
 {
     const struct val *s = fn->u.f.self;
     switch (fn->n) {
-    case FN_S_UPPER: return change_case(c, s, 1, "upper");
-    case FN_S_LOWER: return change_case(c, s, 0, "lower");
+    case FN_S_UPPER: return change_case(c, s, 1);
+    case FN_S_LOWER: return change_case(c, s, 0);
     case FN_S_STRIP: return str_trim(s, 1, 1);
     case FN_S_TITLE: return title(c, s);
     case FN_S_CAPITALIZE: return capitalize(c, s);
@@ -461,17 +506,16 @@ static int test_by_name(const struct val *name)
     return 0;
 }
 
+/* str === str.toLowerCase() (or toUpperCase()) */
 static int is_case(struct ctx *c, const struct val *v, int upper)
 {
     if (v->k != V_STR)
         return 0;
-    ascii_only(c, v, upper ? "is upper" : "is lower");
-    for (uint32_t i = 0; i < v->n; i++) {
-        uint8_t b = v->u.s.p[i];
-        if (upper ? (b >= 'a' && b <= 'z') : (b >= 'A' && b <= 'Z'))
-            return 0;
-    }
-    return 1;
+    size_t mark = c->olen;
+    struct val m = change_case(c, v, upper);
+    int same = str_eq(&m, v);
+    c->olen = mark;
+    return same;
 }
 
 int chat_test(struct ctx *c, int test, const struct nib_chat_node *n, const struct val *v,
@@ -766,8 +810,8 @@ static struct val filter_plain(struct ctx *c, struct val v, struct nib_chat_node
     case V_STR:
         switch (id) {
         case CF_LENGTH: return v_num(V_INT, u16_len(&v));
-        case CF_UPPER: return change_case(c, &v, 1, "upper");
-        case CF_LOWER: return change_case(c, &v, 0, "lower");
+        case CF_UPPER: return change_case(c, &v, 1);
+        case CF_LOWER: return change_case(c, &v, 0);
         case CF_TITLE: return title(c, &v);
         case CF_CAPITALIZE: return capitalize(c, &v);
         case CF_TRIM: return str_trim(&v, 1, 1);

@@ -3,8 +3,7 @@
 // operators, filters, methods, tests, slices, loops, namespaces, macros)
 // rendered by `nib chat-render` and by @huggingface/jinja on a few
 // conversations. Where the reference renders, nibble must give the same
-// bytes; where it fails, nibble must fail too. Messages are ASCII here:
-// nibble maps case for ASCII only and refuses otherwise (docs).
+// bytes; where it fails, nibble must fail too.
 //
 // usage: node random_xcheck.mjs --nib PATH [--count N] [--seed S] [--verbose]
 // Exit 77 (skip) without the npm package (NIB_NPM_DIR, else tests/npm/node_modules).
@@ -49,7 +48,7 @@ const r = () => {
 const pick = (a) => a[Math.floor(r() * a.length)];
 const chance = (p) => r() < p;
 
-const strs = ["'a'", '"b c"', "' x '", "''", "'a,b,,c'", "'Hello World'", "'\\n'", "'<|im_end|>'", "'abc'", "'42'", "'2.5'", "' 7 '"];
+const strs = ["'ÉTÉ ΣΑΣ'", "'straße'", "'a'", '"b c"', "' x '", "''", "'a,b,,c'", "'Hello World'", "'\\n'", "'<|im_end|>'", "'abc'", "'42'", "'2.5'", "' 7 '"];
 const nums = ["0", "1", "2", "3", "-1", "10", "0.5", "2.0", "1.25", "-3"];
 function atom(ctx) {
     const c = [
@@ -158,6 +157,7 @@ const convs = [
     [{ role: "system", content: " Be brief. " }, { role: "user", content: "a,b" }, { role: "assistant", content: "Yes\n" }, { role: "user", content: "abc" }],
     [{ role: "user", content: "Hello World" }],
     [{ role: "user", content: "" }, { role: "assistant", content: "  " }],
+    [{ role: "user", content: "Straße ÉTÉ ΟΔΟΣ ǅ ﬁ İ 😀 ΑΣ." }, { role: "assistant", content: " été, Ωμέγα! " }],
 ];
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "nib-chatrx-"));
 let failures = 0, agreeOk = 0, agreeErr = 0, refused = 0;
