@@ -61,8 +61,9 @@ function runNib(nib, args, lines) {
     const input = lines.length ? lines.join("\n") + "\n" : "";
     const r = spawnSync(cmd, argv, { input, maxBuffer: 1 << 30, timeout: 600000 });
     const what = `nib ${args.join(" ")}`;
-    if (r.error) return { error: `${what}: ${r.error.message}` };
-    const stderr = r.stderr.toString().slice(0, 2000);
+    const stderr = (r.stderr || "").toString().slice(0, 2000);
+    // EPIPE: nib stopped reading (it refused the tokenizer): say what it said
+    if (r.error) return { error: `${what}: ${r.error.message}; exit ${r.status ?? r.signal}: ${stderr}` };
     const out = r.stdout.toString("latin1").split("\n");
     if (out[out.length - 1] === "") out.pop();
     // exit 1 with one line per input: some lines were refused ("error: ..."),
@@ -180,6 +181,8 @@ async function main() {
     const shownBroken = broken.map((b) => `hex ${hex(b)}`);
     const bytes = textHex.reduce((s, h) => s + h.length / 2, 0) + brokenHex.reduce((s, h) => s + h.length / 2, 0);
     console.log(`${o.name}: ${file}\n${o.name}: ${texts.length} well-formed + ${broken.length} ill-formed strings, ${(bytes / 1e6).toFixed(2)} MB; reference BOS [${ref.bos}]`);
+    if (ref.quirkFixed)
+        console.log(`${o.name}: reference: ${ref.quirkFixed} normalized added tokens matched as the Rust tokenizers match them (reference.mjs, fixNormalizedQuirk)`);
 
     const want = {
         plain: texts.map((t) => ref.encode(t)),

@@ -48,6 +48,7 @@ export class Reference {
         this.special = new lib.Tokenizer(json, config);
         const plainJson = { ...json, added_tokens: json.added_tokens.filter((t) => !t.special) };
         this.plain = new lib.Tokenizer(plainJson, config);
+        this.quirkFixed = fixNormalizedQuirk(this.special) + fixNormalizedQuirk(this.plain);
         this.byteLevel = usesByteLevel(json);
         const b2u = bytesToUnicode();
         this.byteToken = new Array(256);
@@ -129,6 +130,26 @@ export class Reference {
             return out;
         };
     }
+}
+
+// One quirk of tokenizers.js, corrected to Hugging Face's Rust tokenizers
+// (the canonical implementation, whose semantics nibble follows): an added
+// token marked "normalized" is matched in the normalized text by its
+// normalized content ("▁<unk>" after a Prepend normalizer), but
+// tokenizers.js also takes any text piece between matches that equals its
+// RAW content for the token. Rust never does: the raw content of a
+// normalized token is text. Returns how many tokens it touched.
+function fixNormalizedQuirk(tok) {
+    let n = 0;
+    if (!tok.normalizer) return 0;
+    for (const t of tok.added_tokens) {
+        if (!t.normalized || tok.normalizer(t.content) === t.content) continue;
+        if (tok.added_tokens_map.get(t.content) === t) {
+            tok.added_tokens_map.delete(t.content);
+            n++;
+        }
+    }
+    return n;
 }
 
 function usesByteLevel(json) {

@@ -28,6 +28,7 @@ for t in llama3 qwen3 gemma3 llama2; do
 done
 names+=(tinystories); files+=("$shared/models/TinyStories-656K/tokenizer.json")
 
+failed=0
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 for i in "${!names[@]}"; do
@@ -37,8 +38,12 @@ for i in "${!names[@]}"; do
         continue
     fi
     echo "bench-tokenizers: ${names[$i]}" >&2
-    printf '%s\t' "${names[$i]}" >>"$out"
-    "$nib" bench --tokenizer "$f" --json "$@" >>"$out"
+    if line=$("$nib" bench --tokenizer "$f" --json "$@"); then
+        printf '%s\t%s\n' "${names[$i]}" "$line" >>"$out"
+    else
+        echo "bench-tokenizers: ${names[$i]}: nib bench failed" >&2
+        failed=1
+    fi
 done
 
 python3 - "$out" <<'PY'
@@ -56,3 +61,4 @@ for name, js in rows:
         "%.2f" % ref["mbps"] if ref else "- (%s)" % r.get("reference_note", ""),
         "%.2fx" % r["ratio"] if ref else "-"))
 PY
+exit $failed
