@@ -11,6 +11,7 @@
 
 #include "rt/tokenizer.h"
 #include "tools/compiler/evalcore.h"
+#include "tools/compiler/tok_load.h"
 
 extern const char nib_eval_default_text[];
 
@@ -67,7 +68,7 @@ int nib_autoprec(const struct llama_model *m, struct plan_opts *po, const struct
     ids = malloc((len + 2) * sizeof *ids);
     if (!ids)
         goto oom;
-    int n = nib_tok_encode(&ref.v, nib_eval_default_text, len, 1, ids, len + 2);
+    int n = tok_encode_into(&ref.v, nib_eval_default_text, len, 1, ids, len + 2);
     uint32_t n_ids = (uint32_t)(n > 0 ? n : 0);
     if (n_ids > ao->positions)
         n_ids = ao->positions;

@@ -72,6 +72,23 @@ int tok_load(const char *path, struct tok_loaded *t, char *err, size_t errlen)
     return 0;
 }
 
+int tok_encode_into(const struct nib_blob_view *v, const char *text, size_t len, int add_bos,
+                    uint32_t *ids, size_t cap)
+{
+    size_t max = nib_tok_max_ids(v, len);
+    uint32_t *tmp = malloc(max * sizeof *tmp);
+    void *scratch = aligned_alloc(64, (nib_tok_req_scratch_footprint(v, len) + 63) & ~(size_t)63);
+    struct nib_tok_request rq = {.add_bos = add_bos};
+    int n = tmp && scratch ? nib_tok_encode_req(v, text, len, &rq, tmp, max, scratch) : -1;
+    if (n > 0 && (size_t)n > cap)
+        n = -1;
+    if (n > 0)
+        memcpy(ids, tmp, (size_t)n * sizeof *ids);
+    free(tmp);
+    free(scratch);
+    return n;
+}
+
 void tok_unload(struct tok_loaded *t)
 {
     if (t->map)

@@ -22,4 +22,11 @@ struct tok_loaded {
 int tok_load(const char *path, struct tok_loaded *t, char *err, size_t errlen);
 void tok_unload(struct tok_loaded *t);
 
+/* Encode text with any model's tokenizer (nib_tok_encode_req, scratch
+ * allocated here: for tools, not the serving thread): BOS as the model's
+ * rule says when add_bos, no special tokens. The count, or -1 when it
+ * does not fit cap ids or the text is refused. */
+int tok_encode_into(const struct nib_blob_view *v, const char *text, size_t len, int add_bos,
+                    uint32_t *ids, size_t cap);
+
 #endif

@@ -39,6 +39,7 @@
 #include "tools/util/args.h"
 #include "tools/util/tool_util.h"
 #include "tools/host/nibhost.h"
+#include "tools/compiler/tok_load.h"
 
 #define WARMUP 16 /* first generated tokens not counted: caches, page tables */
 
@@ -201,8 +202,8 @@ static int bench_blob(const struct bench_opts *o)
         fprintf(stderr, "nib bench: cannot start %u workers\n", n);
         return 1;
     }
-    int n_ids = nib_tok_encode(&v, o->prompt, strlen(o->prompt), hp->add_bos ? 1 : 0, ids,
-                               strlen(o->prompt) + 2);
+    int n_ids = tok_encode_into(&v, o->prompt, strlen(o->prompt), hp->add_bos ? 1 : 0, ids,
+                                strlen(o->prompt) + 2);
     if (n_ids <= 0 || (uint32_t)n_ids >= hp->ctx_len) {
         fprintf(stderr, "nib bench: the prompt gives %d tokens; the context holds %u\n", n_ids,
                 hp->ctx_len);

@@ -18,6 +18,7 @@
 #include "tools/util/tool_util.h"
 #include "tools/compiler/evalcore.h"
 #include "tools/compiler/model_load.h"
+#include "tools/compiler/tok_load.h"
 
 extern const char nib_eval_default_text[];
 
@@ -155,7 +156,7 @@ int nib_eval_main(int argc, char **argv)
         goto out;
     }
     ref.e.qk = q.e.qk = nib_exec_kernels(nib_cpu_isa());
-    int n = nib_tok_encode(&ref.v, t, text_len, 1, ids, text_len + 2);
+    int n = tok_encode_into(&ref.v, t, text_len, 1, ids, text_len + 2);
     if (n < 2) {
         fprintf(stderr, "nib eval: the text gives fewer than 2 tokens\n");
         goto out;
