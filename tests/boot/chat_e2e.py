@@ -14,7 +14,9 @@ weights), compiled, linked into static appliances and booted; then
     --special; a text prompt with --special maps control tokens to ids;
   - hostile conversations at the prompt limit (as many empty messages as
     fit, one message as large as the area) are answered within the host's
-    bound: served or refused with a reason, never hung.
+    bound: served or refused with a reason, never hung;
+  - the appliances count allocation calls (-DNIB_COUNT_ALLOC, as
+    runtime-no-alloc does): none after READY, chat rendering included.
 
     chat_e2e.py --nib NIB --nibhost NIBHOST_PY --work DIR LINK_CMD... --sources SOURCES...
 
@@ -106,6 +108,18 @@ class Appliance:
             self.p.wait()
             fail("appliance %s did not stop" % self.name)
         self.log.close()
+        with open(self.log.name, encoding="utf-8", errors="replace") as f:
+            log = f.read()
+        line = [x for x in log.splitlines() if x.startswith("nibble: allocation calls after READY:")]
+        if not line:
+            fail("appliance %s: no allocation count at exit:\n%s" % (self.name, log[-2000:]))
+            return
+        counts = {k: int(v) for k, v in (p.rsplit(" ", 1) for p in
+                                          line[0].split(":", 2)[2].split(", "))}
+        if any(counts.values()):
+            fail("appliance %s allocated after READY: %s" % (self.name, counts))
+        else:
+            ok("%s: no allocation call after READY (%s)" % (self.name, line[0].split(": ", 1)[1]))
 
 
 def build(nib, fam_dir, work, name, link_cmd, sources):
@@ -116,8 +130,11 @@ def build(nib, fam_dir, work, name, link_cmd, sources):
         if r.returncode:
             fail("%s: %s" % (" ".join(cmd), r.stderr.decode(errors="replace")))
             raise SystemExit(1)
+    wraps = ["-Wl,--wrap=" + f for f in ("malloc", "calloc", "realloc", "free", "aligned_alloc",
+                                          "posix_memalign", "mmap", "munmap", "brk", "sbrk")]
+    env = dict(os.environ, NIB_APPLIANCE_CFLAGS=" ".join(["-DNIB_COUNT_ALLOC=1"] + wraps))
     return subprocess.Popen(link_cmd + [app, blob] + sources, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT), app
+                            stderr=subprocess.STDOUT, env=env), app
 
 
 def reference(npm, fam_dir, cases, work):
