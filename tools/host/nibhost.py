@@ -17,8 +17,9 @@ As a command (same output as `nib ask --json`, minus the timings):
 
     nibhost.py ask [--name N] [--max-tokens N] [--temperature T] [--seed S]
                    [--no-bos] [--special] [--ids 1,2,3] [--json] [--timeout S] PROMPT
-    nibhost.py ask --chat [--system TEXT] [...] MESSAGE
-    nibhost.py ask --messages conversation.json [...]   (OpenAI-style [{"role", "content"}])
+    nibhost.py ask --chat [--system TEXT] [--now SECONDS] [...] MESSAGE
+    nibhost.py ask --messages conversation.json [--now SECONDS] [...]
+                                     (OpenAI-style [{"role": .., "content": ..}])
     nibhost.py stats [--name N] [--json] [--timeout S]
     nibhost.py stop [--name N] [--timeout S]
 
