@@ -1018,13 +1018,14 @@ def main(argv=None):
                    help="PROMPT is a user message, rendered by the model's chat template")
     a.add_argument("--system", help="with --chat: a system message first")
     a.add_argument("--messages", metavar="FILE",
-                   help="a conversation, OpenAI-style JSON [{\"role\": .., \"content\": ..}]")
+                   help="a conversation, OpenAI-style JSON [{\"role\": .., \"content\": ..}]; "
+                        "a PROMPT after it is one more user message")
     a.add_argument("--now", type=int, default=0,
                    help="chat: the time strftime_now() shows (UTC seconds; default: the "
                         "appliance's clock)")
     a.add_argument("--json", action="store_true")
     a.add_argument("--timeout", type=_positive, default=DEFAULT_TIMEOUT, help=tmo)
-    a.add_argument("prompt", nargs="?", default="")
+    a.add_argument("prompt", nargs="?", default=None)
     s = sub.add_parser("stats", help="print the appliance's counters")
     s.add_argument("--name", default="nib")
     s.add_argument("--json", action="store_true")
@@ -1047,7 +1048,7 @@ def main(argv=None):
                     for k, v in st.items():
                         out.write(("%s: %d\n" % (k, v)).encode())
                 return 0
-            prompt = args.prompt.encode("utf-8", "surrogateescape")
+            prompt = (args.prompt or "").encode("utf-8", "surrogateescape")
             messages = None
             if args.messages is not None:
                 with open(args.messages, "rb") as f:
@@ -1057,8 +1058,14 @@ def main(argv=None):
                     raise NibError("%s: want a JSON array of {\"role\", \"content\"} objects" %
                                    args.messages)
             elif args.chat:
-                messages = ([{"role": "system", "content": args.system}] if args.system else [])
-                messages.append({"role": "user", "content": args.prompt})
+                messages = []
+            elif args.system:
+                raise NibError("--system goes with --chat or --messages")
+            if messages is not None:  # as nib ask: --system first, PROMPT last
+                if args.system:
+                    messages.insert(0, {"role": "system", "content": args.system})
+                if args.prompt is not None:
+                    messages.append({"role": "user", "content": args.prompt})
             if args.ids is not None:
                 prompt_arg = [int(x) for x in args.ids.split(",") if x.strip()]
             else:
