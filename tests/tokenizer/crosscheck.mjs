@@ -13,7 +13,8 @@
 //   roundtrip the same decode == the original text, wherever the reference
 //             itself gives the text back (normalizers change some texts)
 //   gguf      (--gguf) nib synth --vocab FILE -o X.gguf; nib tokenize X.gguf
-//             == the reference, plain and special
+//             == the reference: every check above again
+//   blob      (--gguf) nib compile X.gguf -o X.blob; nib tokenize X.blob: again
 // Exit: 0 all equal; 1 a difference or nib misbehaved; 77 skipped (node
 // packages or the tokenizer file missing), saying why.
 import { spawnSync } from "node:child_process";
@@ -204,7 +205,17 @@ async function main() {
                             { maxBuffer: 1 << 26, timeout: 600000 });
         if (r.status !== 0 || !fs.existsSync(gguf))
             rep.fatal(`nib synth --vocab ${file}: exit ${r.status ?? r.signal}: ${(r.stderr || "").toString().slice(0, 2000)}`);
-        else sources.push({ label: "gguf-", src: gguf });
+        else {
+            sources.push({ label: "gguf-", src: gguf });
+            // and compiled into a blob: the section the appliance boots with
+            const blob = path.join(tmp, `${o.name}.blob`);
+            const c = spawnSync(o.nib.endsWith(".mjs") ? process.execPath : o.nib,
+                                [...(o.nib.endsWith(".mjs") ? [o.nib] : []), "compile", gguf, "-o", blob],
+                                { maxBuffer: 1 << 26, timeout: 600000 });
+            if (c.status !== 0 || !fs.existsSync(blob))
+                rep.fatal(`nib compile ${gguf}: exit ${c.status ?? c.signal}: ${(c.stderr || "").toString().slice(0, 2000)}`);
+            else sources.push({ label: "blob-", src: blob });
+        }
     }
 
     for (const { label, src } of sources) {
