@@ -199,6 +199,7 @@ async function main() {
     let tmp = null;
     if (o.gguf) {
         tmp = fs.mkdtempSync(path.join(os.tmpdir(), "nib-tokxc-"));
+        process.on("exit", () => fs.rmSync(tmp, { recursive: true, force: true }));
         const gguf = path.join(tmp, `${o.name}.gguf`);
         const r = spawnSync(o.nib.endsWith(".mjs") ? process.execPath : o.nib,
                             [...(o.nib.endsWith(".mjs") ? [o.nib] : []), "synth", "--vocab", file, "-o", gguf],
@@ -273,7 +274,6 @@ async function main() {
         });
         rep.check(`${label}bytes-roundtrip`, nb, badBytes, "ill-formed bytes decode to themselves");
     }
-    if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
     const secs = (ms) => (ms / 1000).toFixed(1);
     console.log(`${o.name}: reference ${secs(tRef - t0)} s, total ${secs(Date.now() - t0)} s: ${rep.failed ? "FAIL" : "all equal"}`);
     process.exit(rep.failed ? 1 : 0);
