@@ -24,7 +24,7 @@ nib, good_gguf, good_blob, version = sys.argv[1:5]
 appliance = sys.argv[5] if len(sys.argv) > 5 else None
 failures = 0
 SUBCOMMANDS = ["synth", "compile", "inspect", "eval", "ask", "stop", "stats", "topo", "bench",
-               "version"]
+               "version", "tokenize"]
 
 
 def expect(args, rc_want, needle, what, stdout_needle=None):
@@ -89,6 +89,18 @@ with tempfile.TemporaryDirectory() as d:
     expect(["inspect", put("short.blob", blob[:len(blob) // 3])], 1, "truncated", "truncated blob")
     expect(["inspect", put("tiny.blob", blob[:100])], 1, "smaller than its header", "blob shorter than a header")
     expect(["inspect", good_gguf], 1, "magic", "a GGUF given to inspect")
+    expect(["tokenize", os.path.join(d, "missing.blob")], 1, "cannot open", "tokenize: missing file")
+    expect(["tokenize", put("flip2.blob", bytes(flipped))], 1, "checksum mismatch",
+           "tokenize: blob with a flipped byte")
+    expect(["tokenize", put("bad.json", b'{"model": {"type": "WordPiece"}}')], 1, "model",
+           "tokenize: unsupported tokenizer.json")
+    expect(["tokenize", put("magic2.gguf", b"GGML" + gguf[4:])], 1, "not a nibble blob, a GGUF",
+           "tokenize: not a GGUF")
+    expect(["tokenize"], 2, "usage", "tokenize without a source")
+    expect(["compile", good_gguf, "-o", out, "--chat-template", "nosuch"], 2, "unknown family",
+           "compile: unknown --chat-template family")
+    expect(["compile", good_gguf, "-o", out, "--chat-template", "chatml", "--no-chat-template"], 2,
+           "exclude", "compile: both chat template options")
     expect(["synth", "gpt-5", "-o", os.path.join(d, "x.gguf")], 2, "unknown shape", "unknown synth shape")
     expect(["nonsense"], 2, "unknown command", "unknown command")
     expect(["ask", "--name", "bad/name", "hi"], 1, "may only hold", "bad appliance name")

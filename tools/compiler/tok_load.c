@@ -52,6 +52,14 @@ static int load(const char *path, struct tok_loaded *t, char *err, size_t errlen
             tok_spec_free(&spec);
             return rc;
         }
+        size_t i = 0;
+        while (i < t->map_size &&
+               (t->map[i] == ' ' || t->map[i] == '\n' || t->map[i] == '\t' || t->map[i] == '\r'))
+            i++;
+        if (i == t->map_size || t->map[i] != '{') {
+            snprintf(err, errlen, "not a nibble blob, a GGUF or a tokenizer.json");
+            return -1;
+        }
     }
     if (hf_tokenizer_load(path, &spec, err, errlen))
         return -1;
