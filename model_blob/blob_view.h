@@ -31,7 +31,7 @@ struct nib_blob_view {
     uint32_t tok_n_norm;
     const struct nib_tok_pre_step *tok_pre;
     uint32_t tok_n_pre;
-    const uint8_t *tok_data;
+    const uint8_t *tok_data; /* its regex programs are run only after nib_tok_check */
     uint32_t tok_data_size;
     const uint8_t *tok_chat; /* NULL: none */
     uint32_t tok_chat_size;

@@ -32,7 +32,7 @@ static int32_t pair(const struct nib_blob_view *v, uint32_t a, uint32_t b, float
             *key = v->tok_entries[id].score;
         return id;
     }
-    if (a == NIB_TOK_NONE || b == NIB_TOK_NONE)
+    if (a >= v->tok->n_vocab || b >= v->tok->n_vocab) /* unknown characters never merge */
         return -1;
     uint32_t rank, id = nib_bpe_merge_find(v, a, b, &rank);
     if (id == NIB_TOK_NONE)
