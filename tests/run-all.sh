@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Run every test suite nibble has, the way CI does:
 #   1. install what is missing (.ci/install-deps.sh, idempotent);
-#   2. a normal build: all suites;
+#   2. a normal build: all suites, including `crosscheck` (the npm peers:
+#      @huggingface/tokenizers and /jinja against nibble, once);
 #   3. an ASan+UBSan build: the native suites again under the sanitizers;
 #   4. the appliance without the musl libnuma (-Dnuma_musl_dir=none, as
 #      meson_options.txt documents): it builds under -Werror and passes the
-#      integration suite;
+#      integration suite (its npm cross-checks ran in step 2);
 # then print the totals as one line: "N passed, N failed, N skipped".
 #
 #   bash tests/run-all.sh            # from anywhere inside the repository
@@ -60,8 +61,8 @@ build_and_test() {
 
 build_and_test build-test -- --no-suite perf
 build_and_test build-test-asan -Db_sanitize=address,undefined -Db_lundef=false -- \
-    --no-suite perf --no-suite fuzz --no-suite neon
-build_and_test build-test-nonuma -Dnuma_musl_dir=none -- --suite integration
+    --no-suite perf --no-suite fuzz --no-suite neon --no-suite crosscheck
+build_and_test build-test-nonuma -Dnuma_musl_dir=none -- --suite integration --no-suite crosscheck
 
 echo
 echo "$passed passed, $failed failed, $skipped skipped"
