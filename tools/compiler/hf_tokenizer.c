@@ -126,6 +126,38 @@ static int comp_type(struct hf *h, const struct json_value *c, const char *path,
     return get_str(h, c, path, "type", type);
 }
 
+/* One kind of pipeline component (normalizer, pre-tokenizer, decoder,
+ * post-processor): a component of a type other than "Sequence". */
+typedef int (*component_fn)(struct hf *h, const struct json_value *c, const char *path,
+                            const struct json_value *type);
+
+/* A component at path: absent or null adds nothing; a "Sequence" takes
+ * each entry of its list (list_key) in turn; any other type goes to one. */
+static int component(struct hf *h, const struct json_value *c, const char *path, int depth,
+                     const char *list_key, component_fn one)
+{
+    const struct json_value *type;
+    char p[PATH_MAX_LEN], q[PATH_MAX_LEN];
+    if (!c || c->type == JSON_NULL)
+        return 0;
+    if (depth > 8)
+        return fail(h, "%s: Sequences nested too deep", path);
+    if (comp_type(h, c, path, &type))
+        return -1;
+    if (!json_str_eq(type, "Sequence"))
+        return one(h, c, path, type);
+    const struct json_value *list = json_get(c, list_key);
+    sub(p, path, list_key);
+    if (!json_is(list, JSON_ARRAY))
+        return wrong_type(h, p, list, "an array");
+    for (uint32_t i = 0; i < list->n; i++) {
+        idx(q, p, i);
+        if (component(h, &list->items[i], q, depth + 1, list_key, one))
+            return -1;
+    }
+    return 0;
+}
+
 static uint8_t *dup_bytes(const void *p, size_t n)
 {
     uint8_t *d = malloc(n + 1);
@@ -182,16 +214,10 @@ static int add_norm(struct hf *h, int kind, const struct json_value *pat,
     return 0;
 }
 
-static int normalizer(struct hf *h, const struct json_value *c, const char *path, int depth)
+static int normalizer(struct hf *h, const struct json_value *c, const char *path,
+                      const struct json_value *type)
 {
-    const struct json_value *type, *a, *pat;
-    char p[PATH_MAX_LEN], q[PATH_MAX_LEN];
-    if (!c || c->type == JSON_NULL)
-        return 0;
-    if (depth > 8)
-        return fail(h, "%s: Sequences nested too deep", path);
-    if (comp_type(h, c, path, &type))
-        return -1;
+    const struct json_value *a, *pat;
     if (json_str_eq(type, "NFC"))
         return add_norm(h, TOK_NORM_NFC, NULL, NULL);
     if (json_str_eq(type, "Prepend"))
@@ -203,18 +229,6 @@ static int normalizer(struct hf *h, const struct json_value *c, const char *path
         if (pat->n == 0)
             return fail(h, "%s.pattern.String: an empty pattern is not supported", path);
         return add_norm(h, TOK_NORM_REPLACE, pat, a);
-    }
-    if (json_str_eq(type, "Sequence")) {
-        const struct json_value *list = json_get(c, "normalizers");
-        sub(p, path, "normalizers");
-        if (!json_is(list, JSON_ARRAY))
-            return wrong_type(h, p, list, "an array");
-        for (uint32_t i = 0; i < list->n; i++) {
-            idx(q, p, i);
-            if (normalizer(h, &list->items[i], q, depth + 1))
-                return -1;
-        }
-        return 0;
     }
     return unsupported(h, path, type);
 }
@@ -309,28 +323,9 @@ static int metaspace(struct hf *h, const struct json_value *c, const char *path)
     return add_pre(h, st);
 }
 
-static int pre_tokenizer(struct hf *h, const struct json_value *c, const char *path, int depth)
+static int pre_tokenizer(struct hf *h, const struct json_value *c, const char *path,
+                         const struct json_value *type)
 {
-    const struct json_value *type;
-    char p[PATH_MAX_LEN], q[PATH_MAX_LEN];
-    if (!c || c->type == JSON_NULL)
-        return 0;
-    if (depth > 8)
-        return fail(h, "%s: Sequences nested too deep", path);
-    if (comp_type(h, c, path, &type))
-        return -1;
-    if (json_str_eq(type, "Sequence")) {
-        const struct json_value *list = json_get(c, "pretokenizers");
-        sub(p, path, "pretokenizers");
-        if (!json_is(list, JSON_ARRAY))
-            return wrong_type(h, p, list, "an array");
-        for (uint32_t i = 0; i < list->n; i++) {
-            idx(q, p, i);
-            if (pre_tokenizer(h, &list->items[i], q, depth + 1))
-                return -1;
-        }
-        return 0;
-    }
     if (json_str_eq(type, "Split")) {
         const struct json_value *pat;
         struct tok_pre_step st = {0};
@@ -372,17 +367,12 @@ static int pre_tokenizer(struct hf *h, const struct json_value *c, const char *p
 
 /* ---- decoder ---- */
 
-static int decoder(struct hf *h, const struct json_value *c, const char *path, int depth)
+static int decoder(struct hf *h, const struct json_value *c, const char *path,
+                   const struct json_value *type)
 {
     struct tok_spec *s = h->s;
-    const struct json_value *type, *pat, *content;
+    const struct json_value *pat, *content;
     char p[PATH_MAX_LEN], q[PATH_MAX_LEN];
-    if (!c || c->type == JSON_NULL)
-        return 0;
-    if (depth > 8)
-        return fail(h, "%s: Sequences nested too deep", path);
-    if (comp_type(h, c, path, &type))
-        return -1;
     if (json_str_eq(type, "ByteLevel")) {
         s->byte_level = 1;
         return 0;
@@ -427,18 +417,6 @@ static int decoder(struct hf *h, const struct json_value *c, const char *path, i
         if (!json_is(sp, JSON_NUMBER) || !sp->is_int || sp->i != 0)
             return fail(h, "%s: only 0 is supported", q);
         s->strip_leading = (uint32_t)st->i;
-        return 0;
-    }
-    if (json_str_eq(type, "Sequence")) {
-        const struct json_value *list = json_get(c, "decoders");
-        sub(p, path, "decoders");
-        if (!json_is(list, JSON_ARRAY))
-            return wrong_type(h, p, list, "an array");
-        for (uint32_t i = 0; i < list->n; i++) {
-            idx(q, p, i);
-            if (decoder(h, &list->items[i], q, depth + 1))
-                return -1;
-        }
         return 0;
     }
     return unsupported(h, path, type);
@@ -528,24 +506,10 @@ static int vocab_ids(struct hf *h, const struct json_value *vocab, const struct 
 
 static int set_token(struct hf *h, uint32_t id, const void *bytes, size_t n, int type)
 {
-    struct tok_spec_token *t = &h->s->tokens[id];
-    free(t->bytes);
-    t->bytes = dup_bytes(bytes, n);
-    if (!t->bytes)
+    if (tok_spec_set_piece(&h->s->tokens[id], bytes, n))
         return fail(h, "out of memory");
-    t->len = (uint32_t)n;
-    t->type = type;
+    h->s->tokens[id].type = type;
     return 0;
-}
-
-/* "<0xXX>" -> XX, or -1. */
-static int byte_piece(const char *p, size_t n)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    if (n != 6 || memcmp(p, "<0x", 3) != 0 || p[5] != '>' || !p[3] || !p[4])
-        return -1;
-    const char *hi = memchr(hex, p[3], 16), *lo = memchr(hex, p[4], 16);
-    return hi && lo ? (int)((hi - hex) * 16 + (lo - hex)) : -1;
 }
 
 /* model.vocab pieces as bytes (byte-level ones mapped back). */
@@ -579,7 +543,7 @@ static int vocab_tokens(struct hf *h)
             if (m->key_len > NIB_MAX_PIECE)
                 return fail(h, "model.vocab[\"%s\"] (id %u): longer than the limit of %u bytes",
                             show(m->key, m->key_len, b), id, NIB_MAX_PIECE);
-            int bv = s->byte_fallback ? byte_piece(m->key, m->key_len) : -1;
+            int bv = s->byte_fallback ? tok_byte_piece(m->key, m->key_len) : -1;
             if (set_token(h, id, m->key, m->key_len, bv >= 0 ? NIB_TOK_BYTE : NIB_TOK_NORMAL))
                 return -1;
             if (bv >= 0 && s->byte_id[bv] == UINT32_MAX)
@@ -796,34 +760,15 @@ static int template_single(struct hf *h, const struct json_value *c, const char 
     return 0;
 }
 
-static int post_processor(struct hf *h, const struct json_value *c, const char *path, int depth)
+static int post_processor(struct hf *h, const struct json_value *c, const char *path,
+                          const struct json_value *type)
 {
-    const struct json_value *type;
-    char p[PATH_MAX_LEN], q[PATH_MAX_LEN];
-    if (!c || c->type == JSON_NULL)
-        return 0;
-    if (depth > 8)
-        return fail(h, "%s: Sequences nested too deep", path);
-    if (comp_type(h, c, path, &type))
-        return -1;
     if (json_str_eq(type, "ByteLevel")) { /* offsets only: adds no token */
         h->post_decides = 1;
         return 0;
     }
     if (json_str_eq(type, "TemplateProcessing"))
         return template_single(h, c, path);
-    if (json_str_eq(type, "Sequence")) {
-        const struct json_value *list = json_get(c, "processors");
-        sub(p, path, "processors");
-        if (!json_is(list, JSON_ARRAY))
-            return wrong_type(h, p, list, "an array");
-        for (uint32_t i = 0; i < list->n; i++) {
-            idx(q, p, i);
-            if (post_processor(h, &list->items[i], q, depth + 1))
-                return -1;
-        }
-        return 0;
-    }
     return unsupported(h, path, type);
 }
 
@@ -970,10 +915,13 @@ static int tokenizer_json(struct hf *h)
             return fail(h, "%s: only null is supported", null_only[i]);
     s->model = TOK_MODEL_BPE;
     /* the byte-level question first: it decides how pieces are read */
-    if (pre_tokenizer(h, json_get(h->root, "pre_tokenizer"), "pre_tokenizer", 0) ||
-        decoder(h, json_get(h->root, "decoder"), "decoder", 0) ||
-        normalizer(h, json_get(h->root, "normalizer"), "normalizer", 0) || model(h) ||
-        post_processor(h, json_get(h->root, "post_processor"), "post_processor", 0))
+    if (component(h, json_get(h->root, "pre_tokenizer"), "pre_tokenizer", 0, "pretokenizers",
+                  pre_tokenizer) ||
+        component(h, json_get(h->root, "decoder"), "decoder", 0, "decoders", decoder) ||
+        component(h, json_get(h->root, "normalizer"), "normalizer", 0, "normalizers", normalizer) ||
+        model(h) ||
+        component(h, json_get(h->root, "post_processor"), "post_processor", 0, "processors",
+                  post_processor))
         return -1;
     if (s->byte_level && s->byte_fallback)
         return fail(h, "model.byte_fallback: true with a ByteLevel vocabulary is not supported");

@@ -3,175 +3,117 @@
  * LLaMA model. gguf_open guaranteed every byte we touch lies in the file;
  * this file checks meaning: required keys, types, shapes and limits. */
 #include "tools/compiler/llama_import.h"
+#include "tools/compiler/gguf_meta.h"
 #include "tools/compiler/gguf_tok.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-struct imp {
-    const struct gguf_file *g;
-    char *err;
-    size_t errlen;
-};
-
-static int fail(struct imp *im, const char *fmt, ...)
-{
-    if (im->err && im->errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(im->err, im->errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
-/* "uint32" or "array of string": how a value is typed, for messages. */
-static const char *type_desc(const struct gguf_kv *kv, char out[40])
-{
-    if (kv->type == GGUF_TYPE_ARRAY)
-        snprintf(out, 40, "array of %s", gguf_type_name(kv->arr_type));
-    else
-        snprintf(out, 40, "%s", gguf_type_name(kv->type));
-    return out;
-}
-
-static int is_int_type(uint32_t t)
-{
-    return t <= GGUF_TYPE_INT32 || t == GGUF_TYPE_UINT64 || t == GGUF_TYPE_INT64;
-}
-
-/* Explain why a typed getter returned `rc` for `key`. */
-static int bad_meta(struct imp *im, const char *key, int rc, const char *expected)
-{
-    if (rc == -1)
-        return fail(im, "missing required metadata '%s'", key);
-    const struct gguf_kv *kv = gguf_find_kv(im->g, key);
-    char t[40];
-    if (kv && !strcmp(expected, "integer") && is_int_type(kv->type))
-        return fail(im, "metadata '%s' is out of range for a 32-bit unsigned integer", key);
-    return fail(im, "metadata '%s' has type %s, expected %s", key, kv ? type_desc(kv, t) : "?",
-                expected);
-}
-
-static int need_u32(struct imp *im, const char *key, uint32_t *out)
-{
-    int rc = gguf_get_u32(im->g, key, out);
-    return rc ? bad_meta(im, key, rc, "integer") : 0;
-}
-
-static int opt_u32(struct imp *im, const char *key, uint32_t *out, uint32_t dflt)
-{
-    int rc = gguf_get_u32(im->g, key, out);
-    if (rc == -1)
-        *out = dflt;
-    return rc == -2 ? bad_meta(im, key, rc, "integer") : 0;
-}
-
-static int opt_f32(struct imp *im, const char *key, float *out, float dflt, int required)
+static int opt_f32(struct gguf_meta *im, const char *key, float *out, float dflt, int required)
 {
     int rc = gguf_get_f32(im->g, key, out);
     if (rc == -1 && !required) {
         *out = dflt;
         return 0;
     }
-    return rc ? bad_meta(im, key, rc, "float") : 0;
-}
-
-static int need_str(struct imp *im, const char *key, struct gguf_str *out)
-{
-    int rc = gguf_get_str(im->g, key, out);
-    return rc ? bad_meta(im, key, rc, "string") : 0;
+    return rc ? gguf_meta_bad(im, key, rc, "float") : 0;
 }
 
 /* ---- hyper-parameters ---- */
 
 /* A string key that must hold `want`, the one value nibble reads. */
-static int need_str_is(struct imp *im, const char *key, const char *want, const char *what)
+static int need_str_is(struct gguf_meta *im, const char *key, const char *want, const char *what)
 {
     struct gguf_str v;
     char s[72];
-    if (need_str(im, key, &v))
+    if (gguf_meta_need_str(im, key, &v))
         return -1;
     if (!gguf_str_eq(v, want))
-        return fail(im, "unsupported %s '%s' (nibble reads '%s')", what, gguf_str_show(v, s), want);
+        return gguf_meta_fail(im, "unsupported %s '%s' (nibble reads '%s')", what,
+                              gguf_str_show(v, s), want);
     return 0;
 }
 
-static int check_arch(struct imp *im)
+static int check_arch(struct gguf_meta *im)
 {
     if (need_str_is(im, "general.architecture", "llama", "architecture"))
         return -1;
     uint32_t experts = 0;
-    if (opt_u32(im, "llama.expert_count", &experts, 0))
+    if (gguf_meta_opt_u32(im, "llama.expert_count", &experts, 0))
         return -1;
     if (experts > 0)
-        return fail(im, "unsupported model: mixture of experts (llama.expert_count = %u)", experts);
+        return gguf_meta_fail(im, "unsupported model: mixture of experts (llama.expert_count = %u)",
+                              experts);
     return 0;
 }
 
-static int read_hparams(struct imp *im, struct nib_hparams *hp)
+static int read_hparams(struct gguf_meta *im, struct nib_hparams *hp)
 {
-    if (need_u32(im, "llama.embedding_length", &hp->dim) ||
-        need_u32(im, "llama.block_count", &hp->n_layers) ||
-        need_u32(im, "llama.feed_forward_length", &hp->ffn_dim) ||
-        need_u32(im, "llama.attention.head_count", &hp->n_heads) ||
-        opt_u32(im, "llama.attention.head_count_kv", &hp->n_kv_heads, hp->n_heads) ||
-        need_u32(im, "llama.context_length", &hp->ctx_len) ||
+    if (gguf_meta_need_u32(im, "llama.embedding_length", &hp->dim) ||
+        gguf_meta_need_u32(im, "llama.block_count", &hp->n_layers) ||
+        gguf_meta_need_u32(im, "llama.feed_forward_length", &hp->ffn_dim) ||
+        gguf_meta_need_u32(im, "llama.attention.head_count", &hp->n_heads) ||
+        gguf_meta_opt_u32(im, "llama.attention.head_count_kv", &hp->n_kv_heads, hp->n_heads) ||
+        gguf_meta_need_u32(im, "llama.context_length", &hp->ctx_len) ||
         opt_f32(im, "llama.rope.freq_base", &hp->rope_theta, 10000.0f, 0) ||
         opt_f32(im, "llama.attention.layer_norm_rms_epsilon", &hp->norm_eps, 0, 1))
         return -1;
     if (hp->dim == 0 || hp->dim > NIB_MAX_DIM)
-        return fail(im, "llama.embedding_length %u is out of range [1, %u]", hp->dim, NIB_MAX_DIM);
+        return gguf_meta_fail(im, "llama.embedding_length %u is out of range [1, %u]", hp->dim,
+                              NIB_MAX_DIM);
     if (hp->ffn_dim == 0 || hp->ffn_dim > NIB_MAX_DIM)
-        return fail(im, "llama.feed_forward_length %u is out of range [1, %u]", hp->ffn_dim,
-                    NIB_MAX_DIM);
+        return gguf_meta_fail(im, "llama.feed_forward_length %u is out of range [1, %u]",
+                              hp->ffn_dim, NIB_MAX_DIM);
     if (hp->n_layers == 0 || hp->n_layers > NIB_MAX_LAYERS)
-        return fail(im, "llama.block_count %u is out of range [1, %u]", hp->n_layers,
-                    NIB_MAX_LAYERS);
+        return gguf_meta_fail(im, "llama.block_count %u is out of range [1, %u]", hp->n_layers,
+                              NIB_MAX_LAYERS);
     if (hp->n_heads == 0 || hp->dim % hp->n_heads)
-        return fail(im,
-                    "llama.embedding_length %u is not a multiple of llama.attention.head_count %u",
-                    hp->dim, hp->n_heads);
+        return gguf_meta_fail(
+            im, "llama.embedding_length %u is not a multiple of llama.attention.head_count %u",
+            hp->dim, hp->n_heads);
     if (hp->n_kv_heads == 0 || hp->n_heads % hp->n_kv_heads)
-        return fail(
+        return gguf_meta_fail(
             im,
             "llama.attention.head_count %u is not a multiple of llama.attention.head_count_kv %u",
             hp->n_heads, hp->n_kv_heads);
     hp->head_dim = hp->dim / hp->n_heads;
     if (hp->head_dim % 2)
-        return fail(im, "head dimension %u is odd (RoPE rotates pairs)", hp->head_dim);
-    if (opt_u32(im, "llama.rope.dimension_count", &hp->rope_dim, hp->head_dim))
+        return gguf_meta_fail(im, "head dimension %u is odd (RoPE rotates pairs)", hp->head_dim);
+    if (gguf_meta_opt_u32(im, "llama.rope.dimension_count", &hp->rope_dim, hp->head_dim))
         return -1;
     if (hp->rope_dim == 0 || hp->rope_dim % 2 || hp->rope_dim > hp->head_dim)
-        return fail(im, "llama.rope.dimension_count %u must be even and in [2, head dimension %u]",
-                    hp->rope_dim, hp->head_dim);
+        return gguf_meta_fail(
+            im, "llama.rope.dimension_count %u must be even and in [2, head dimension %u]",
+            hp->rope_dim, hp->head_dim);
     if (hp->ctx_len == 0)
-        return fail(im, "llama.context_length is 0");
+        return gguf_meta_fail(im, "llama.context_length is 0");
     if (!(hp->norm_eps > 0) || !isfinite(hp->norm_eps))
-        return fail(im, "llama.attention.layer_norm_rms_epsilon %g must be positive and finite",
-                    hp->norm_eps);
+        return gguf_meta_fail(
+            im, "llama.attention.layer_norm_rms_epsilon %g must be positive and finite",
+            hp->norm_eps);
     if (!(hp->rope_theta > 0) || !isfinite(hp->rope_theta))
-        return fail(im, "llama.rope.freq_base %g must be positive and finite", hp->rope_theta);
+        return gguf_meta_fail(im, "llama.rope.freq_base %g must be positive and finite",
+                              hp->rope_theta);
     return 0;
 }
 
 /* ---- vocabulary ---- */
 
-static int read_vocab(struct imp *im, struct llama_model *m)
+static int read_vocab(struct gguf_meta *im, struct llama_model *m)
 {
     if (gguf_tok_load(im->g, &m->tok, im->err, im->errlen))
         return -1;
     struct nib_hparams *hp = &m->hp;
     uint32_t n_vocab_key;
     hp->vocab_size = m->tok.n_vocab;
-    if (opt_u32(im, "llama.vocab_size", &n_vocab_key, hp->vocab_size))
+    if (gguf_meta_opt_u32(im, "llama.vocab_size", &n_vocab_key, hp->vocab_size))
         return -1;
     if (n_vocab_key != hp->vocab_size)
-        return fail(im, "llama.vocab_size %u differs from the %u tokens in tokenizer.ggml.tokens",
-                    n_vocab_key, hp->vocab_size);
+        return gguf_meta_fail(
+            im, "llama.vocab_size %u differs from the %u tokens in tokenizer.ggml.tokens",
+            n_vocab_key, hp->vocab_size);
     /* hparams keep ids for the header; -1 (none) is stored as 0 with add_bos off. */
     hp->bos_id = m->tok.bos_id >= 0 ? (uint32_t)m->tok.bos_id : 0;
     hp->eos_id = m->tok.eos_id >= 0 ? (uint32_t)m->tok.eos_id : 0;
@@ -206,32 +148,32 @@ static void fmt_shape(char *out, size_t n, const uint64_t *ne, uint32_t nd)
 
 /* Find `name`, check it is [cols] (rows == 0) or [cols, rows] and of a dtype
  * this kind of weight may have. Absent + optional leaves w->t NULL. */
-static int bind(struct imp *im, struct llama_weight *w, const char *name, enum wkind kind,
+static int bind(struct gguf_meta *im, struct llama_weight *w, const char *name, enum wkind kind,
                 uint32_t cols, uint32_t rows, int required)
 {
     const struct gguf_tensor *t = gguf_find_tensor(im->g, name);
     memset(w, 0, sizeof *w);
     if (!t)
-        return required ? fail(im, "missing tensor '%s'", name) : 0;
+        return required ? gguf_meta_fail(im, "missing tensor '%s'", name) : 0;
     uint64_t want[GGUF_MAX_DIMS] = {cols, rows ? rows : 1, 1, 1};
     if (memcmp(t->ne, want, sizeof want)) {
         char got[128], exp[64];
         fmt_shape(got, sizeof got, t->ne, t->n_dims);
         fmt_shape(exp, sizeof exp, want, rows ? 2 : 1);
-        return fail(im, "tensor '%s' has shape %s, expected %s", name, got, exp);
+        return gguf_meta_fail(im, "tensor '%s' has shape %s, expected %s", name, got, exp);
     }
     if (!dtype_ok(t->type, kind))
-        return fail(im, "tensor '%s' has unsupported dtype %s for this importer (%s)", name,
-                    ggml_type_name(t->type),
-                    kind == NORM ? "norms must be f32, f16 or bf16"
-                                 : "matrices must be f32, f16, bf16, q8_0 or q4_0");
+        return gguf_meta_fail(im, "tensor '%s' has unsupported dtype %s for this importer (%s)",
+                              name, ggml_type_name(t->type),
+                              kind == NORM ? "norms must be f32, f16 or bf16"
+                                           : "matrices must be f32, f16, bf16, q8_0 or q4_0");
     w->t = t;
     w->cols = cols;
     w->rows = rows ? rows : 1;
     return 0;
 }
 
-static int bind_layer(struct imp *im, const struct nib_hparams *hp, uint32_t l,
+static int bind_layer(struct gguf_meta *im, const struct nib_hparams *hp, uint32_t l,
                       struct llama_layer *L)
 {
     uint32_t q = hp->n_heads * hp->head_dim, kv = hp->n_kv_heads * hp->head_dim;
@@ -260,7 +202,7 @@ static int bind_layer(struct imp *im, const struct nib_hparams *hp, uint32_t l,
     return 0;
 }
 
-static int bind_tensors(struct imp *im, struct llama_model *m)
+static int bind_tensors(struct gguf_meta *im, struct llama_model *m)
 {
     const struct nib_hparams *hp = &m->hp;
     if (bind(im, &m->tok_embd, "token_embd.weight", MATRIX, hp->dim, hp->vocab_size, 1) ||
@@ -273,7 +215,7 @@ static int bind_tensors(struct imp *im, struct llama_model *m)
     }
     m->layers = calloc(hp->n_layers, sizeof *m->layers);
     if (!m->layers)
-        return fail(im, "out of memory");
+        return gguf_meta_fail(im, "out of memory");
     for (uint32_t l = 0; l < hp->n_layers; l++)
         if (bind_layer(im, hp, l, &m->layers[l]))
             return -1;
@@ -282,10 +224,9 @@ static int bind_tensors(struct imp *im, struct llama_model *m)
 
 int llama_import(struct llama_model *m, const struct gguf_file *g, char *err, size_t errlen)
 {
-    struct imp im = {.g = g, .err = err, .errlen = errlen};
+    struct gguf_meta im;
+    gguf_meta_init(&im, g, err, errlen);
     memset(m, 0, sizeof *m);
-    if (err && errlen)
-        err[0] = 0;
     if (check_arch(&im) || read_hparams(&im, &m->hp) || read_vocab(&im, m) ||
         bind_tensors(&im, m)) {
         llama_model_free(m);

@@ -39,6 +39,29 @@ void tok_spec_init(struct tok_spec *s)
         s->byte_id[b] = UINT32_MAX;
 }
 
+int tok_spec_set_piece(struct tok_spec_token *t, const void *bytes, size_t n)
+{
+    uint8_t *b = malloc(n + 1);
+    if (!b)
+        return -1;
+    memcpy(b, bytes, n);
+    b[n] = 0;
+    free(t->bytes);
+    t->bytes = b;
+    t->len = (uint32_t)n;
+    return 0;
+}
+
+int tok_byte_piece(const void *text, size_t n)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    const char *p = text;
+    if (n != 6 || memcmp(p, "<0x", 3) != 0 || p[5] != '>' || !p[3] || !p[4])
+        return -1;
+    const char *hi = memchr(hex, p[3], 16), *lo = memchr(hex, p[4], 16);
+    return hi && lo ? (int)((hi - hex) * 16 + (lo - hex)) : -1;
+}
+
 int tok_spec_add_eog(struct tok_spec *s, uint32_t id)
 {
     for (uint32_t i = 0; i < s->n_eog; i++)

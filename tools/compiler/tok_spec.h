@@ -149,6 +149,13 @@ uint32_t tok_strmap_put(struct tok_strmap *m, const uint8_t *s, uint32_t len, ui
 /* The id of s, or -1. */
 int64_t tok_strmap_get(const struct tok_strmap *m, const uint8_t *s, uint32_t len);
 
+/* Set a token's piece to a copy of bytes (n of them, NUL-terminated after
+ * them), freeing the one it had; -1 when out of memory. */
+int tok_spec_set_piece(struct tok_spec_token *t, const void *bytes, size_t n);
+
+/* The byte a byte token's text "<0xXX>" (X: 0-9, A-F) stands for, or -1. */
+int tok_byte_piece(const void *text, size_t n);
+
 /* Add id to the end-of-generation set unless present; -1 when it is full. */
 int tok_spec_add_eog(struct tok_spec *s, uint32_t id);
 
