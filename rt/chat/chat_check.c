@@ -39,6 +39,16 @@ static int is_target(const uint8_t *prog, uint32_t i, int attr_ok)
     return 1;
 }
 
+/* Kids k..k+nk-1 after the first are arguments (expressions or KWARGs):
+ * "" when they are, else why. */
+static const char *check_args(const uint8_t *prog, uint32_t k, uint32_t nk, const char *why)
+{
+    for (uint32_t j = 1; j < nk; j++)
+        if (!is_expr(op_of(prog, k + j)) && op_of(prog, k + j) != CO_KWARG)
+            return why;
+    return "";
+}
+
 /* The kinds of kids op wants: "" when they are right. */
 static const char *check_kids(const uint8_t *prog, uint32_t i, struct nib_chat_node n)
 {
@@ -84,10 +94,7 @@ static const char *check_kids(const uint8_t *prog, uint32_t i, struct nib_chat_n
             return "bad filter";
         if ((n.sub & 0x7F) >= CF_END || (n.nk > 1 && !(n.sub & CF_CALLED)))
             return "bad filter";
-        for (uint32_t j = 1; j < n.nk; j++)
-            if (!is_expr(KID(j)) && KID(j) != CO_KWARG)
-                return "bad filter argument";
-        return "";
+        return check_args(prog, k, n.nk, "bad filter argument");
     case CO_LIST:
     case CO_TUPLE:
     case CO_DICT:
@@ -110,10 +117,7 @@ static const char *check_kids(const uint8_t *prog, uint32_t i, struct nib_chat_n
     case CO_CALL:
         if (n.nk < 1 || !is_expr(KID(0)))
             return "bad call";
-        for (uint32_t j = 1; j < n.nk; j++)
-            if (!is_expr(KID(j)) && KID(j) != CO_KWARG)
-                return "bad call argument";
-        return "";
+        return check_args(prog, k, n.nk, "bad call argument");
     case CO_BIN:
         return n.nk == 2 && n.sub < CB_END && is_expr(KID(0)) && is_expr(KID(1)) ? ""
                                                                                  : "bad operator";

@@ -474,9 +474,40 @@ struct val chat_method(struct ctx *c, const struct val *fn, struct args *a)
     }
 }
 
-/* ---- tests (Environment.TESTS) ---- */
+/* The names of the filters and tests a chat program knows by number
+ * (rt/chat/chat_prog.h): the compiler looks names up here, and the
+ * evaluator names a test in its errors from here. */
+const char *const nib_chat_filter_names[CF_END] = {
+    [CF_SAFE] = "safe",
+    [CF_TOJSON] = "tojson",
+    [CF_LIST] = "list",
+    [CF_FIRST] = "first",
+    [CF_LAST] = "last",
+    [CF_LENGTH] = "length",
+    [CF_REVERSE] = "reverse",
+    [CF_SORT] = "sort",
+    [CF_JOIN] = "join",
+    [CF_STRING] = "string",
+    [CF_UNIQUE] = "unique",
+    [CF_UPPER] = "upper",
+    [CF_LOWER] = "lower",
+    [CF_TITLE] = "title",
+    [CF_CAPITALIZE] = "capitalize",
+    [CF_TRIM] = "trim",
+    [CF_INDENT] = "indent",
+    [CF_INT] = "int",
+    [CF_FLOAT] = "float",
+    [CF_ABS] = "abs",
+    [CF_ITEMS] = "items",
+    [CF_BOOL] = "bool",
+    [CF_DEFAULT] = "default",
+    [CF_SELECTATTR] = "selectattr",
+    [CF_REJECTATTR] = "rejectattr",
+    [CF_MAP] = "map",
+    [CF_REPLACE] = "replace",
+};
 
-static const char *const test_names[CT_END] = {
+const char *const nib_chat_test_names[CT_END] = {
     [CT_BOOLEAN] = "boolean",
     [CT_CALLABLE] = "callable",
     [CT_ODD] = "odd",
@@ -498,10 +529,12 @@ static const char *const test_names[CT_END] = {
     [CT_EQ] = "eq",
 };
 
+/* ---- tests (Environment.TESTS) ---- */
+
 static int test_by_name(const struct val *name)
 {
     for (int i = 1; i < CT_END; i++)
-        if (str_eq_lit(name, test_names[i]))
+        if (str_eq_lit(name, nib_chat_test_names[i]))
             return i;
     return 0;
 }
@@ -547,7 +580,7 @@ int chat_test(struct ctx *c, int test, const struct nib_chat_node *n, const stru
     case CT_EQUALTO:
     case CT_EQ:
         if (!arg)
-            chat_fail(c, "the %s test needs a value to compare with", test_names[test]);
+            chat_fail(c, "the %s test needs a value to compare with", nib_chat_test_names[test]);
         return strict_eq(v, arg);
     default:
         if (n)

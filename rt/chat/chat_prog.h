@@ -149,6 +149,11 @@ enum nib_chat_test {
 };
 #define CT_NEGATED 0x80u
 
+/* Each filter's and test's name, by number (rt/chat/chat_filter.c); NULL
+ * at CF_OTHER and CT_OTHER. */
+extern const char *const nib_chat_filter_names[CF_END];
+extern const char *const nib_chat_test_names[CT_END];
+
 struct nib_chat_node {
     uint8_t op, sub;
     uint16_t nk;

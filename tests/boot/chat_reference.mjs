@@ -13,6 +13,8 @@ import fs from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 
+import { pinClock, tokenText } from "../chat/pinned_clock.mjs";
+
 const [npmDir, modelDir, casesPath] = process.argv.slice(2);
 const jinjaEntry = path.join(npmDir, "@huggingface", "jinja", "dist", "index.js");
 const tokEntry = path.join(npmDir, "@huggingface", "tokenizers", "dist", "tokenizers.mjs");
@@ -24,36 +26,21 @@ const jinja = await import(pathToFileURL(jinjaEntry).href);
 const { Tokenizer } = await import(pathToFileURL(tokEntry).href);
 
 // The pinned clock: strftime_now() formats the case's time, in UTC.
-const RealDate = Date;
-let pinnedMs = 0;
-globalThis.Date = class extends RealDate {
-    constructor(...a) {
-        if (a.length === 0) super(pinnedMs);
-        else super(...a);
-    }
-    static now() {
-        return pinnedMs;
-    }
-};
-const RealDTF = Intl.DateTimeFormat;
-Intl.DateTimeFormat = function (locale, options) {
-    return new RealDTF(locale ?? "en-US", { ...options, timeZone: "UTC" });
-};
+const setNow = pinClock();
 
 const json = JSON.parse(fs.readFileSync(path.join(modelDir, "tokenizer.json"), "utf8"));
 const config = JSON.parse(fs.readFileSync(path.join(modelDir, "tokenizer_config.json"), "utf8"));
 const tok = new Tokenizer(json, config);
-const text = (t) => (t == null ? undefined : typeof t === "string" ? t : t.content);
 const template = new jinja.Template(config.chat_template);
 const out = [];
 for (const c of JSON.parse(fs.readFileSync(casesPath, "utf8"))) {
-    pinnedMs = c.now * 1000;
+    setNow(c.now * 1000);
     try {
         const rendered = template.render({
             messages: c.messages,
             add_generation_prompt: c.add_generation_prompt,
-            bos_token: text(config.bos_token),
-            eos_token: text(config.eos_token),
+            bos_token: tokenText(config.bos_token),
+            eos_token: tokenText(config.eos_token),
         });
         out.push({ text: rendered, ids: tok.encode(rendered, { add_special_tokens: false }).ids });
     } catch (e) {

@@ -17,6 +17,8 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
+import { pinClock, tokenText } from "./pinned_clock.mjs";
+
 process.env.TZ = "UTC";
 const here = path.dirname(fileURLToPath(import.meta.url));
 const repoRoot = path.resolve(here, "..", "..");
@@ -46,21 +48,7 @@ if (!fs.existsSync(jinjaEntry))
 const jinja = await import(pathToFileURL(jinjaEntry).href);
 
 // ---- the pinned clock: `new Date()` is the case's time, months in en-US ----
-const RealDate = Date;
-let pinnedMs = 0;
-globalThis.Date = class extends RealDate {
-    constructor(...a) {
-        if (a.length === 0) super(pinnedMs);
-        else super(...a);
-    }
-    static now() {
-        return pinnedMs;
-    }
-};
-const RealDTF = Intl.DateTimeFormat;
-Intl.DateTimeFormat = function (locale, options) {
-    return new RealDTF(locale ?? "en-US", { ...options, timeZone: "UTC" });
-};
+const setNow = pinClock();
 
 class RaiseError extends Error {}
 
@@ -81,7 +69,6 @@ function npmConfig(pkg) {
     if (!fs.existsSync(p)) return null;
     return JSON.parse(fs.readFileSync(p, "utf8"));
 }
-const tokenText = (t) => (t == null ? undefined : typeof t === "string" ? t : t.content);
 
 const families = [];
 function fixture(name, file, bos, eos) {
@@ -200,7 +187,7 @@ for (const fam of families) {
         convs++;
         for (const gen of [true, false]) {
             const now = BASE_NOW + i * 86400 * 37 + i * 3671;
-            pinnedMs = now * 1000;
+            setNow(now * 1000);
             const items = { messages: msgs, add_generation_prompt: gen };
             if (fam.bos !== undefined) items.bos_token = fam.bos;
             if (fam.eos !== undefined) items.eos_token = fam.eos;

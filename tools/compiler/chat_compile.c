@@ -904,58 +904,6 @@ static struct ast *parse_call_member(struct parser *P)
     return m;
 }
 
-static const char *const filter_names[CF_END] = {
-    [CF_SAFE] = "safe",
-    [CF_TOJSON] = "tojson",
-    [CF_LIST] = "list",
-    [CF_FIRST] = "first",
-    [CF_LAST] = "last",
-    [CF_LENGTH] = "length",
-    [CF_REVERSE] = "reverse",
-    [CF_SORT] = "sort",
-    [CF_JOIN] = "join",
-    [CF_STRING] = "string",
-    [CF_UNIQUE] = "unique",
-    [CF_UPPER] = "upper",
-    [CF_LOWER] = "lower",
-    [CF_TITLE] = "title",
-    [CF_CAPITALIZE] = "capitalize",
-    [CF_TRIM] = "trim",
-    [CF_INDENT] = "indent",
-    [CF_INT] = "int",
-    [CF_FLOAT] = "float",
-    [CF_ABS] = "abs",
-    [CF_ITEMS] = "items",
-    [CF_BOOL] = "bool",
-    [CF_DEFAULT] = "default",
-    [CF_SELECTATTR] = "selectattr",
-    [CF_REJECTATTR] = "rejectattr",
-    [CF_MAP] = "map",
-    [CF_REPLACE] = "replace",
-};
-
-static const char *const test_names[CT_END] = {
-    [CT_BOOLEAN] = "boolean",
-    [CT_CALLABLE] = "callable",
-    [CT_ODD] = "odd",
-    [CT_EVEN] = "even",
-    [CT_FALSE] = "false",
-    [CT_TRUE] = "true",
-    [CT_NONE] = "none",
-    [CT_STRING] = "string",
-    [CT_NUMBER] = "number",
-    [CT_INTEGER] = "integer",
-    [CT_ITERABLE] = "iterable",
-    [CT_MAPPING] = "mapping",
-    [CT_SEQUENCE] = "sequence",
-    [CT_LOWER] = "lower",
-    [CT_UPPER] = "upper",
-    [CT_DEFINED] = "defined",
-    [CT_UNDEFINED] = "undefined",
-    [CT_EQUALTO] = "equalto",
-    [CT_EQ] = "eq",
-};
-
 static int lookup_name(const char *const *names, int count, const char *s, size_t n)
 {
     for (int i = 1; i < count; i++)
@@ -976,7 +924,7 @@ static struct ast *parse_filter_into(struct parser *P, struct ast *node)
     }
     node->s = f->s;
     node->sn = f->sn;
-    node->sub = (uint8_t)lookup_name(filter_names, CF_END, f->s, f->sn);
+    node->sub = (uint8_t)lookup_name(nib_chat_filter_names, CF_END, f->s, f->sn);
     if (is_tok(P, T_LPAREN)) {
         struct ast *call = parse_call(P, f);
         if (!call)
@@ -1036,8 +984,8 @@ static struct ast *parse_test_expr(struct parser *P)
         }
         t->s = name->s;
         t->sn = name->sn;
-        t->sub =
-            (uint8_t)(lookup_name(test_names, CT_END, name->s, name->sn) | (neg ? CT_NEGATED : 0));
+        t->sub = (uint8_t)(lookup_name(nib_chat_test_names, CT_END, name->s, name->sn) |
+                           (neg ? CT_NEGATED : 0));
         add(t, operand);
         operand = t;
     }
@@ -1133,26 +1081,27 @@ static struct ast *parse_not(struct parser *P)
     return parse_comparison(P);
 }
 
-static struct ast *parse_and(struct parser *P)
+/* operand (word operand)*, left to right: `and` over `not`, `or` over `and`. */
+static struct ast *parse_logical(struct parser *P, const char *word, int op,
+                                 struct ast *(*operand)(struct parser *))
 {
-    struct ast *l = parse_not(P);
-    while (l && is_ident(P, 0, "and")) {
+    struct ast *l = operand(P);
+    while (l && is_ident(P, 0, word)) {
         uint32_t org = here(P);
         P->cur++;
-        l = binary(P, CB_AND, l, parse_not(P), org);
+        l = binary(P, op, l, operand(P), org);
     }
     return l;
 }
 
+static struct ast *parse_and(struct parser *P)
+{
+    return parse_logical(P, "and", CB_AND, parse_not);
+}
+
 static struct ast *parse_or(struct parser *P)
 {
-    struct ast *l = parse_and(P);
-    while (l && is_ident(P, 0, "or")) {
-        uint32_t org = here(P);
-        P->cur++;
-        l = binary(P, CB_OR, l, parse_and(P), org);
-    }
-    return l;
+    return parse_logical(P, "or", CB_OR, parse_and);
 }
 
 static struct ast *parse_expr(struct parser *P)
@@ -1179,6 +1128,31 @@ static struct ast *parse_expr(struct parser *P)
         }
     }
     return leave(P, a);
+}
+
+/* A list `[a, b]` or dict `{k: v}` display opened by t, up to close: a
+ * trailing comma is allowed. */
+static struct ast *parse_display(struct parser *P, const struct tok *t, int op, int close,
+                                 const char *unterminated)
+{
+    if (!enter(P))
+        return NULL;
+    struct ast *l = mk(P, op, t->org);
+    while (!P->c->failed && !is_tok(P, close)) {
+        if (peek(P, 0)->type == 0) {
+            fail_at(P->c, t->org, "%s", unterminated);
+            break;
+        }
+        add(l, parse_expr(P));
+        if (op == CO_DICT) {
+            expect(P, T_COLON, ": between key and value");
+            add(l, parse_expr(P));
+        }
+        if (is_tok(P, T_COMMA))
+            P->cur++;
+    }
+    P->cur++;
+    return leave(P, l);
 }
 
 static struct ast *parse_primary(struct parser *P)
@@ -1236,40 +1210,8 @@ static struct ast *parse_primary(struct parser *P)
         expect(P, T_RPAREN, ") after the parenthesized expression");
         return leave(P, e);
     }
-    case T_LSQUARE: {
-        if (!enter(P))
-            return NULL;
-        struct ast *l = mk(P, CO_LIST, t->org);
-        while (!P->c->failed && !is_tok(P, T_RSQUARE)) {
-            if (peek(P, 0)->type == 0) {
-                fail_at(P->c, t->org, "unterminated list");
-                break;
-            }
-            add(l, parse_expr(P));
-            if (is_tok(P, T_COMMA))
-                P->cur++;
-        }
-        P->cur++;
-        return leave(P, l);
-    }
-    case T_LCURLY: {
-        if (!enter(P))
-            return NULL;
-        struct ast *d = mk(P, CO_DICT, t->org);
-        while (!P->c->failed && !is_tok(P, T_RCURLY)) {
-            if (peek(P, 0)->type == 0) {
-                fail_at(P->c, t->org, "unterminated dict");
-                break;
-            }
-            add(d, parse_expr(P));
-            expect(P, T_COLON, ": between key and value");
-            add(d, parse_expr(P));
-            if (is_tok(P, T_COMMA))
-                P->cur++;
-        }
-        P->cur++;
-        return leave(P, d);
-    }
+    case T_LSQUARE: return parse_display(P, t, CO_LIST, T_RSQUARE, "unterminated list");
+    case T_LCURLY: return parse_display(P, t, CO_DICT, T_RCURLY, "unterminated dict");
     default: fail_at(P->c, t->org, "unexpected token: %s", t->v); return NULL;
     }
 }

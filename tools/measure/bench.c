@@ -34,6 +34,8 @@
 #include "rt/cpu_isa.h"
 #include "rt/exec.h"
 #include "rt/team.h"
+#include "rt/tokenizer.h"
+#include "tools/measure/bench_stats.h"
 #include "tools/measure/bench_tok.h"
 #include "tools/measure/measure.h"
 #include "tools/util/args.h"
@@ -62,25 +64,6 @@ struct bench_opts {
     const struct nib_qkernels *kt;
     const char *only_fmt; /* NULL = all */
 };
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* 2 MiB-aligned and advised into transparent huge pages, as the appliance
  * maps its weights (docs/runtime.md): 4 KiB pages cost ~10% of read bandwidth here
@@ -214,9 +197,9 @@ static double stream_gbs(const uint8_t *buf, size_t bytes, int threads)
     struct stream_job j = {buf, bytes, {0}};
     if (team_begin(threads))
         return 0;
-    double t0 = now();
+    double t0 = bench_now();
     team_run(stream_worker, &j, threads);
-    double dt = now() - t0;
+    double dt = bench_now() - t0;
     team_end(threads);
     size_t part = bytes / (size_t)threads / 4096 * 4096;
     return (double)part * threads / dt / 1e9;
@@ -254,13 +237,13 @@ static double gemv_gbs(struct gemv_job *j, const uint8_t *base, size_t stride, s
     size_t calls = 0;
     if (team_begin(threads))
         return 0;
-    double t0 = now(), dt;
+    double t0 = bench_now(), dt;
     do {
         for (size_t c = 0; c < n_copies; c++, calls++) {
             j->w = base + c * stride;
             team_run(gemv_worker, j, threads);
         }
-        dt = now() - t0;
+        dt = bench_now() - t0;
     } while (dt < min_s);
     team_end(threads);
     return (double)calls * j->m * (double)j->l->size / dt / 1e9;
@@ -370,14 +353,14 @@ static double model_rate(const struct nib_blob_view *v, uint8_t *mem, uint32_t n
         ids[i] = (v->h->hp.bos_id + 3 * i) % v->h->hp.vocab_size;
     for (uint32_t p = 0; p < warm; p++)
         nib_exec_token(&e, ids[0], p);
-    double t0 = now();
+    double t0 = bench_now();
     for (uint32_t p = warm; p < warm + n_tokens;) {
         uint32_t m = warm + n_tokens - p < batch ? warm + n_tokens - p : batch;
         const float *lg = nib_exec_tokens(&e, ids, m, p);
         ids[0] = lg ? (uint32_t)(lg[0] > lg[1]) + 3 : ids[0]; /* data-dependent, cheap */
         p += m;
     }
-    double dt = now() - t0;
+    double dt = bench_now() - t0;
     nib_team_join(team, tids);
     sched_setaffinity(0, sizeof saved, &saved);
     free(tm);
@@ -418,7 +401,8 @@ static void bench_models(const struct bench_ctx *ctx)
         }
         memcpy(blob, data, size);
         nib_unmap_file(data, size);
-        if (nib_blob_open(&v, blob, size, 1, err, sizeof err)) {
+        if (nib_blob_open(&v, blob, size, 1, err, sizeof err) ||
+            nib_tok_check(&v, err, sizeof err)) {
             printf("%-28s invalid blob: %s\n", o->models[i], err);
             free(blob);
             continue;
@@ -443,10 +427,10 @@ static void bench_models(const struct bench_ctx *ctx)
                 ratio[r] = sr > 0 ? tps[r] * (double)bytes / 1e9 / sr : 0;
                 speedup[r] = tps[r] > 0 ? pps[r] / tps[r] : 0;
             }
-            double t = median(tps, rounds);
+            double t = bench_median(tps, rounds);
             printf("%-28s %8.1f %8u %12.1f %11.1f (%.2f) %11.1f (%.2f)\n", base, bytes / 1e6, nw, t,
-                   t * (double)bytes / 1e9, median(ratio, rounds), median(pps, rounds),
-                   median(speedup, rounds));
+                   t * (double)bytes / 1e9, bench_median(ratio, rounds), bench_median(pps, rounds),
+                   bench_median(speedup, rounds));
         }
         free(mem);
         free(blob);
@@ -700,7 +684,7 @@ int nib_bench_main(int argc, char **argv)
     if (rc == 0) {
         struct bench_ctx ctx = {&o, {0}, sbuf, o.stream_bytes};
         for (int th = 0; th < MAX_THREADS; th++)
-            ctx.stream_gbs[th] = median(st[th], o.rounds);
+            ctx.stream_gbs[th] = bench_median(st[th], o.rounds);
         printf("\nstream read, %.0f MiB buffer: 1 thread %.1f GB/s, 2 threads %.1f GB/s\n",
                o.stream_bytes / MIB, ctx.stream_gbs[0], ctx.stream_gbs[1]);
         printf("\nGEMV weight GB/s (packed bytes / time); (x) = median ratio to a %zu MiB stream "
@@ -719,13 +703,14 @@ int nib_bench_main(int argc, char **argv)
                 char shape[64], m1[32], m2[32], c1[32] = "-";
                 snprintf(shape, sizeof shape, "%ux%u (%s)", shapes[s].k, shapes[s].n,
                          shapes[s].what);
-                double g1 = median(r->mem[0], o.rounds), g2 = median(r->mem[1], o.rounds);
-                snprintf(m1, sizeof m1, "%5.1f (%.2f)", g1, median(r->ratio[0], o.rounds));
-                snprintf(m2, sizeof m2, "%5.1f (%.2f)", g2, median(r->ratio[1], o.rounds));
+                double g1 = bench_median(r->mem[0], o.rounds),
+                       g2 = bench_median(r->mem[1], o.rounds);
+                snprintf(m1, sizeof m1, "%5.1f (%.2f)", g1, bench_median(r->ratio[0], o.rounds));
+                snprintf(m2, sizeof m2, "%5.1f (%.2f)", g2, bench_median(r->ratio[1], o.rounds));
                 if (r->cache_ok)
-                    snprintf(c1, sizeof c1, "%5.1f", median(r->cache, o.rounds));
+                    snprintf(c1, sizeof c1, "%5.1f", bench_median(r->cache, o.rounds));
                 printf("%-26s %-7s %8.2f %6zu  %-14s %-14s %-9s %5.1f\n", shape, formats[f].name,
-                       r->bytes / MIB, r->copies, m1, m2, c1, median(r->prefill, o.rounds));
+                       r->bytes / MIB, r->copies, m1, m2, c1, bench_median(r->prefill, o.rounds));
             }
         bench_models(&ctx);
     }

@@ -19,6 +19,7 @@
 
 #include "rt/tokenizer.h"
 #include "tools/compiler/tok_load.h"
+#include "tools/measure/bench_stats.h"
 #include "tools/measure/bench_tok.h"
 #include "tools/util/args.h"
 #include "tools/util/tool_util.h"
@@ -35,19 +36,6 @@ struct side {
     char note[512];
     char node[32];
 };
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* Chunks of at most CHUNK_BYTES ending at a line end, or else at a UTF-8
  * character boundary. */
@@ -103,7 +91,7 @@ static double nibble_pass(struct nibble_run *n, const struct bench_chunk *c, siz
                           unsigned long *tokens, char *note, size_t note_len)
 {
     struct nib_tok_request rq = {.add_bos = 0, .special = 0};
-    double t0 = now();
+    double t0 = bench_now();
     for (size_t i = 0; i < nc; i++) {
         int k = nib_tok_encode_req(n->v, c[i].p, c[i].n, &rq, n->ids, n->max_ids, n->scratch);
         if (k < 0) {
@@ -114,13 +102,7 @@ static double nibble_pass(struct nibble_run *n, const struct bench_chunk *c, siz
         if (tokens)
             *tokens += (unsigned long)k;
     }
-    return now() - t0;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    return bench_now() - t0;
 }
 
 /* Interleaved rounds: nibble's pass, then the reference's, each round. */
@@ -141,13 +123,13 @@ static int measure(struct nibble_run *n, struct bench_ref *ref, const struct ben
                 q[r] = tr[r] / tn[r];
         }
     }
-    mine->seconds = median(tn, rounds);
+    mine->seconds = bench_median(tn, rounds);
     mine->mbps = (double)total / mine->seconds / 1e6;
     mine->ok = 1;
     if (theirs->ok) {
-        theirs->seconds = median(tr, rounds);
+        theirs->seconds = bench_median(tr, rounds);
         theirs->mbps = (double)total / theirs->seconds / 1e6;
-        *ratio = median(q, rounds);
+        *ratio = bench_median(q, rounds);
     }
     return 0;
 }
