@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole product in one go, offline, on a fresh Debian 12 machine:
 # install dependencies, build, make a model, compile it into a blob, build the
-# static appliance around it, boot it, ask it a prompt, show its statistics,
-# and stop it.
+# static appliance around it, boot it, ask it a prompt and a chat message
+# (rendered by the model's chat template: its own, or nibble's llama2 one
+# when it has none), show its statistics, and stop it.
 #
 #   bash tools/demo.sh [SHAPE] [PROMPT]
 #
@@ -40,6 +41,13 @@ fi
 step "nib compile $(basename "$model") --quant ${NIB_QUANT:-q4}"
 "$nib" compile "$model" --quant "${NIB_QUANT:-q4}" -o "$work/model.blob"
 "$nib" inspect "$work/model.blob" --no-plan >"$work/inspect.txt"
+# A model without a chat template gets nibble's llama2 one; a model with its
+# own keeps it.
+if grep -q 'chat template no' "$work/inspect.txt"; then
+    step "no chat template in the model: nib compile --chat-template llama2"
+    "$nib" compile "$model" --quant "${NIB_QUANT:-q4}" -o "$work/model.blob" --chat-template llama2
+    "$nib" inspect "$work/model.blob" --no-plan >"$work/inspect.txt"
+fi
 head -7 "$work/inspect.txt"
 
 step "build the static appliance around the blob"
@@ -59,6 +67,9 @@ done
 
 step "nib ask \"$prompt\""
 "$nib" ask --name "$name" --max-tokens 48 "$prompt"
+
+step "nib ask --chat --system \"You tell stories.\" \"Tell me one.\""
+"$nib" ask --name "$name" --max-tokens 32 --chat --system "You tell stories." "Tell me one."
 
 step "nib stats"
 "$nib" stats --name "$name"
