@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -51,6 +52,46 @@ extern const unsigned char nib_blob_start[], nib_blob_end[];
 #ifndef NIB_VERSION
 #error "NIB_VERSION (the meson project version) is passed by linker/link-appliance.sh --version"
 #endif
+
+/* The chat renderer (rt/chat) recurses, bounded by the program's checked
+ * depth, on the serving thread, which is this main thread: up to about
+ * 1 MiB of stack for the deepest template. A blob with a chat program needs
+ * a stack limit with room to spare (raised to it when the hard limit
+ * allows), and that stack touched now, so mlockall() holds it resident and
+ * no request faults it in. */
+#define BOOT_CHAT_STACK_LIMIT (8u << 20)
+#define BOOT_CHAT_STACK_TOUCH (2u << 20)
+
+static void __attribute__((noinline)) touch_stack(size_t n)
+{
+    volatile char *p = __builtin_alloca(n);
+    for (size_t i = 0; i < n; i += 4096)
+        p[i] = 0;
+}
+
+static int chat_stack(char *err, size_t errlen)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        rl.rlim_cur < BOOT_CHAT_STACK_LIMIT) {
+        if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < BOOT_CHAT_STACK_LIMIT) {
+            snprintf(err, errlen,
+                     "the stack limit is %llu KiB (hard); the chat template renderer needs "
+                     "%u KiB: raise it (ulimit -s %u) or compile with --no-chat-template",
+                     (unsigned long long)rl.rlim_max >> 10, BOOT_CHAT_STACK_LIMIT >> 10,
+                     BOOT_CHAT_STACK_LIMIT >> 10);
+            return -1;
+        }
+        rl.rlim_cur = BOOT_CHAT_STACK_LIMIT;
+        if (setrlimit(RLIMIT_STACK, &rl)) {
+            snprintf(err, errlen, "raising the stack limit to %u KiB: %s",
+                     BOOT_CHAT_STACK_LIMIT >> 10, strerror(errno));
+            return -1;
+        }
+    }
+    touch_stack(BOOT_CHAT_STACK_TOUCH);
+    return 0;
+}
 
 static volatile int stop_signal;
 
@@ -211,6 +252,9 @@ int main(int argc, char **argv)
     if (nib_blob_open(&v, nib_blob_start, blob_size, 1, err, sizeof err) ||
         nib_tok_check(&v, err, sizeof err))
         return refuse("blob", err);
+    size_t chat_len;
+    if (nib_tok_chat_program(&v, &chat_len) && chat_stack(err, sizeof err))
+        return refuse("stack", err);
     if (nib_cpu_check(v.h->isa_required, err, sizeof err))
         return refuse("cpu", err);
     uint32_t blob_crc = v.h->crc32c;

@@ -29,6 +29,7 @@ else tests/npm/node_modules (.ci/install-deps.sh installs them).
 """
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -329,6 +330,50 @@ def hostile(fam, opts, rtdir):
             fail("%s: after the hostile conversations: %s" % (fam, r.status_name))
 
 
+def stack_limits(nib, app, rtdir):
+    """A blob with a chat program needs room for the renderer's recursion on
+    the serving thread (boot/main.c chat_stack): under a 1 MiB hard stack
+    limit the appliance refuses to boot, naming the limit; under a 1 MiB soft
+    limit with room in the hard one it raises the soft limit, boots and
+    answers a chat request."""
+    env = dict(os.environ, NIB_RUNTIME_DIR=rtdir)
+    mib = 1 << 20
+
+    def hard():
+        resource.setrlimit(resource.RLIMIT_STACK, (mib, mib))
+
+    def soft():
+        resource.setrlimit(resource.RLIMIT_STACK, (mib, resource.RLIM_INFINITY))
+
+    r = subprocess.run([app, "--name", "stk-hard"], capture_output=True, env=env, timeout=60,
+                       preexec_fn=hard)
+    msg = r.stderr.decode(errors="replace")
+    if r.returncode == 0 or "stack limit is 1024 KiB" not in msg:
+        fail("under a 1 MiB hard stack limit the chat appliance should refuse to boot naming the "
+             "stack limit; exit %d, stderr: %s" % (r.returncode, msg[-500:]))
+    else:
+        ok("a 1 MiB hard stack limit is refused at boot, naming it")
+    p = subprocess.Popen([app, "--name", "stk-soft"], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, env=env, preexec_fn=soft)
+    sock = os.path.join(rtdir, "stk-soft.sock")
+    end = time.monotonic() + 120
+    while not os.path.exists(sock) and p.poll() is None and time.monotonic() < end:
+        time.sleep(0.05)
+    a = run([nib, "ask", "--name", "stk-soft", "--chat", "--max-tokens", "2", "hi"], env=env)
+    run([nib, "stop", "--name", "stk-soft", "--timeout", "30"], env=env)
+    try:
+        _, err = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        _, err = p.communicate()
+    if a.returncode or p.returncode:
+        fail("under a 1 MiB soft stack limit the chat appliance should raise it and serve; ask "
+             "exit %d, appliance exit %s: %s" % (a.returncode, p.returncode,
+                                                 err.decode(errors="replace")[-500:]))
+    else:
+        ok("a 1 MiB soft stack limit is raised at boot and a chat request is served")
+
+
 def main():
     opts, link_cmd, sources = parse_args(sys.argv[1:])
     npm = os.environ.get("NIB_NPM_DIR") or os.path.join(ROOT, "tests", "npm", "node_modules")
@@ -359,6 +404,7 @@ def main():
            "linked")
         for fam, (_, app) in links.items():
             check_family(fam, app, opts, npm, work, rtdir)
+        stack_limits(opts["nib"], links["qwen3"][1], rtdir)
     finally:
         shutil.rmtree(rtdir, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
