@@ -47,6 +47,7 @@ pkgs=(meson ninja-build musl-tools musl-dev check libsubunit-dev libnuma-dev
       pkg-config dpkg-dev gcc clang binutils file python3 qemu-user
       strace      # strace: tests/boot (no system call after READY)
       unicode-data  # rt/text/ucd_gen.py: the Unicode tables (/usr/share/unicode)
+      python3-numpy # tests/reference/ref64.py: the float64 reference forward pass
       clang-format-14) # tests/lint: the format check, pinned to Debian 12's version
 # The aarch64 cross toolchain is only a separate package on non-arm64 hosts.
 if [ "$(dpkg --print-architecture)" != arm64 ]; then

@@ -22,6 +22,10 @@ enum nib_dtype {
     NIB_DT_Q4A = 2, /* asymmetric int4 per group */
     NIB_DT_Q4C = 3, /* int4 per output channel */
     NIB_DT_Q8C = 4, /* int8 per output channel, or per group */
+    NIB_DT_Q4F = 5, /* 4-bit codes 0..15, f32 scale and f32 minimum per group of
+                     * 16 or 32: holds GGUF Q4_1, Q4_K, Q2_K, Q3_K exactly */
+    NIB_DT_Q8F = 6, /* int8 codes, f32 scale and f32 minimum per group of 16 or
+                     * 32: holds GGUF Q5_1, Q5_K, Q6_K, IQ4_XS exactly */
     NIB_DT_COUNT
 };
 

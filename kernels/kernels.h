@@ -42,7 +42,9 @@ typedef NIB_RMSNORM_DECL((*nib_rmsnorm_fn));
               const float *cs)
 typedef NIB_ROPE_DECL((*nib_rope_rows_fn));
 
-/* Causal attention for one query position over cache rows 0..pos.
+/* Causal attention for one query position over cache rows t0..pos
+ * (t0 > 0: a sliding window). With softcap c > 0 every score s becomes
+ * c * nib_tanhf(s / c) before the softmax (kernels/common/f32-math.h).
  * q: n_heads x head_dim; kc/vc: rows of row_stride floats, kv head h/group at
  * offset (h / group) * head_dim; out: n_heads x head_dim; att: scratch of
  * (pos+1) floats per head, n_heads x ctx. Heads [h_begin, h_end).
@@ -51,13 +53,18 @@ typedef NIB_ROPE_DECL((*nib_rope_rows_fn));
 #define NIB_ATTENTION_DECL(name)                                                                   \
     void name(const float *q, const float *kc, const float *vc, float *out, float *att,            \
               size_t h_begin, size_t h_end, size_t head_dim, size_t group, size_t row_stride,      \
-              size_t pos, size_t ctx, float scale)
+              size_t t0, size_t pos, size_t ctx, float scale, float softcap)
 typedef NIB_ATTENTION_DECL((*nib_attention_fn));
 
 /* out[i] = silu(a[i]) * b[i] = a[i] / (1 + exp(-a[i])) * b[i], with
  * nibble's exp (kernels/common/f32-math.h). */
 #define NIB_SILUMUL_DECL(name) void name(const float *a, const float *b, float *out, size_t n)
 typedef NIB_SILUMUL_DECL((*nib_silu_mul_fn));
+
+/* out[i] = gelu(a[i]) * b[i], GELU's tanh form
+ * 0.5 a (1 + tanh(sqrt(2/pi) (a + 0.044715 a^3))), with nibble's tanh
+ * (kernels/common/f32-math.h); same signature as silu-mul. */
+#define NIB_GELUMUL_DECL(name) NIB_SILUMUL_DECL(name)
 
 /* nib_gemv_f32_<isa>, nib_rmsnorm_f32_<isa>, nib_rope_f32_<isa>,
  * nib_attention_f32_<isa>, nib_silumul_f32_<isa>. */
@@ -66,7 +73,8 @@ typedef NIB_SILUMUL_DECL((*nib_silu_mul_fn));
     NIB_RMSNORM_DECL(nib_rmsnorm_f32_##isa);                                                       \
     NIB_ROPE_DECL(nib_rope_f32_##isa);                                                             \
     NIB_ATTENTION_DECL(nib_attention_f32_##isa);                                                   \
-    NIB_SILUMUL_DECL(nib_silumul_f32_##isa);
+    NIB_SILUMUL_DECL(nib_silumul_f32_##isa);                                                       \
+    NIB_GELUMUL_DECL(nib_gelumul_f32_##isa);
 NIB_ISA_SUFFIXES(NIB_F32_KERNELS_DECLARE)
 
 #endif

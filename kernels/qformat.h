@@ -7,6 +7,7 @@
  * An N-block is a run of "scale groups", each covering `gsize` inputs:
  *
  *   scale group = [codes: 8 rows x gsize][8 scales][8 zero points (q4a only)]
+ *                                                  [8 f32 minimums (q4f, q8f)]
  *
  * gsize is the format's group (q4, q4a, q8c with a group) or the whole
  * padded row (q4c, q8c per channel). Codes come in 32-byte chunks that
@@ -19,6 +20,11 @@
  *
  * so each 32-bit lane of a chunk (AVX2 vpmaddubsw+vpmaddwd, NEON sdot by
  * lane) sums 4 products of ONE row: no horizontal reductions.
+ *
+ * q4f and q8f (exact homes for GGUF's asymmetric and K-quant types): f32
+ * scales and f32 minimums, groups of 16 or 32; a weight is
+ * fmaf(scale, (float)code, min) with code 0..15 (q4f, unsigned: no +8) or
+ * -128..127 (q8f). Padded codes are 0 with scale 0 and minimum 0.
  *
  * Padding: rows up to a multiple of 8, inputs up to a multiple of the
  * format's tile_k. Padded codes are the format's zero (8 for q4/q4c, the
@@ -51,6 +57,7 @@ struct nib_qlayout {
     uint32_t code_bytes;   /* bytes of codes per scale group: 8*gsize*bits/8 */
     uint32_t scale_bytes;  /* 2 (f16) or 4 (f32) per scale */
     uint32_t has_zp;       /* q4a: 8 u8 zero points after the scales */
+    uint32_t has_min;      /* q4f, q8f: 8 f32 minimums after the scales */
     uint32_t sgroup_bytes; /* one scale group: codes + scales (+ zero points) */
     uint64_t nblock_bytes; /* one N-block: n_sgroups * sgroup_bytes */
     uint64_t size;         /* whole tensor: n_pad / 8 * nblock_bytes */
@@ -59,7 +66,7 @@ struct nib_qlayout {
 /* 1 when (dtype, group) is a format nibble packs and runs:
  *   F32 group 0; Q4 and Q4A groups 32, 64, 128; Q4C group 0;
  *   Q8C group 0 (per channel, f32 scale) or 32, 64, 128 (per group, f16
- *   scales: holds GGUF Q8_0 exactly). */
+ *   scales: holds GGUF Q8_0 exactly); Q4F and Q8F groups 16, 32. */
 int nib_qformat_valid(uint32_t dtype, uint32_t group);
 
 /* Fill *l for a rows x cols tensor. 0, or -1 (and *l zeroed) when
@@ -108,6 +115,21 @@ static inline uint64_t nib_ql_scale_off(const struct nib_qlayout *l, uint32_t r,
     return nib_ql_sgroup_off(l, r / NIB_Q_TILE_N, j) + l->code_bytes +
            (uint64_t)(r % NIB_Q_TILE_N) * l->scale_bytes;
 }
+
+/* The f32 minimum of row r, group j (q4f, q8f). */
+static inline uint64_t nib_ql_min_off(const struct nib_qlayout *l, uint32_t r, uint32_t j)
+{
+    return nib_ql_sgroup_off(l, r / NIB_Q_TILE_N, j) + l->code_bytes +
+           NIB_Q_TILE_N * l->scale_bytes + (uint64_t)(r % NIB_Q_TILE_N) * 4;
+}
+
+/* Columns [c0, c1) of row r of a packed tensor as floats (out[0] is column
+ * c0): each weight exactly as the format defines it (the dequantized value
+ * every kernel's integer arithmetic stands for: one IEEE multiply, or one
+ * fmaf for q4f and q8f), so one scalar function serves every ISA; the EMBED
+ * op reads quantized embedding rows through it. */
+void nib_qrow_f32(const struct nib_qlayout *l, const uint8_t *w, uint32_t r, uint32_t c0,
+                  uint32_t c1, float *out);
 
 static inline uint64_t nib_ql_zp_off(const struct nib_qlayout *l, uint32_t r, uint32_t j)
 {

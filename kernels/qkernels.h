@@ -20,7 +20,7 @@
 
 /* ---- activations: f32 -> int8, quantized once per token ----
  *
- * m rows of k inputs, in blocks of `block` inputs (32, 64 or 128: the
+ * m rows of k inputs, in blocks of `block` inputs (16, 32, 64 or 128: the
  * weight group), or one block over the whole row (block 0, for the
  * per-channel formats). Per row and block b:
  *   amax = max |x| over the block,  scale[b] = amax / 127,
@@ -43,7 +43,7 @@ struct nib_qact {
 
 size_t nib_qact_align(void);
 /* Bytes of caller memory for m rows of k inputs; 0 when the parameters are
- * invalid (m or k 0, k > 1<<20, block not 0/32/64/128). */
+ * invalid (m or k 0, k > 1<<20, block not 0/16/32/64/128). */
 size_t nib_qact_footprint(uint32_t m, uint32_t k, uint32_t block);
 /* Lay the arrays out in mem (NIB_QACT_ALIGN-aligned, footprint bytes) and
  * fill *a. 0, or -1 when the parameters are invalid or mem is misaligned. */
@@ -74,6 +74,12 @@ typedef NIB_QACT_DECL((*nib_qact_fn));
  * times the activation block sum:
  *   per group (q4, q4a, q8c/group):
  *     acc = 0;  for each group j: acc = fma((float)isum_j, ws_j * sa_j, acc)
+ *     y = acc (+ add)
+ *   per group with a minimum (q4f, q8f): isum_j is the dot product of the
+ *   raw codes (q4f: 0..15, q8f: -128..127), asum_j the activation block sum:
+ *     acc = 0;  for each group j:
+ *       acc = fma((float)isum_j, ws_j * sa_j, acc);
+ *       acc = fma((float)asum_j, wm_j * sa_j, acc)   (wm: the f32 minimum)
  *     y = acc (+ add)
  *   per channel (q4c, q8c/0):
  *     y = fma((float)isum, ws * sa, add ? add : +0)
@@ -113,6 +119,7 @@ struct nib_qkernels {
     nib_rmsnorm_fn rmsnorm;
     nib_rope_rows_fn rope_rows;
     nib_silu_mul_fn silu_mul;
+    nib_silu_mul_fn gelu_mul; /* NIB_GELUMUL_DECL */
     nib_gemv_f32_fn gemv_f32;
 };
 

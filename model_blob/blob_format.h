@@ -24,7 +24,7 @@
 #include "kernels/dtype.h" /* enum nib_isa, enum nib_dtype: what the kernels consume */
 
 #define NIB_BLOB_MAGIC "NIBBLOB1"
-#define NIB_BLOB_VERSION 4u /* 4: the tokenizer section holds any tokenizer model */
+#define NIB_BLOB_VERSION 5u /* 5: architectures beyond LLaMA (ops and parameters below) */
 #define NIB_WEIGHT_ALIGN (2u * 1024u * 1024u) /* huge page */
 #define NIB_SECTION_ALIGN 64u
 #define NIB_CRC_START 12u /* magic[8] + crc32c[4] */
@@ -56,7 +56,9 @@ struct nib_hparams {
     uint32_t bos_id;
     uint32_t eos_id;
     uint32_t add_bos; /* prepend BOS to every prompt */
-    uint32_t reserved[2];
+    uint32_t arch;    /* the source architecture (tools/compiler/llama_import.h enum
+                       * llama_arch; informational: the plan says what to run) */
+    uint32_t reserved;
 };
 
 struct nib_blob_header {
@@ -109,7 +111,9 @@ struct nib_tensor_rec {
  * operand is a struct nib_qact laid out for max_batch rows
  * (kernels/qkernels.h), with its block in the op's parameters. */
 enum nib_opcode {
-    NIB_OP_EMBED = 1,     /* dst row t = row tokens[t] of tensor; n = width; no parameters */
+    NIB_OP_EMBED = 1,     /* dst row t = row tokens[t] of tensor times embed.scale; n = width.
+                           * The tensor may be in any format: the row is dequantized
+                           * (exactly: kernels/qformat.h nib_qrow_f32) */
     NIB_OP_MATMUL = 3,    /* dst row[n] = tensor[n][k] . src0 row, then the epilogues in flags
                            * (a quantized tensor reads src0 as int8 activations);
                            * struct nib_matmul_params */
@@ -117,6 +121,10 @@ enum nib_opcode {
                            * n heads of k = head_dim floats; struct nib_attention_params */
     NIB_OP_QUANT = 8,     /* int8 activations at dst from the n f32 of each src0 row, for
                            * inputs no producer could quantize itself; struct nib_quant_params */
+    NIB_OP_NORM_ADD = 9,  /* dst row += RMSNorm(src0 row) * tensor (an f32 1 x n weight),
+                           * n floats, eps in norm_add (gemma2's post-attention and
+                           * post-FFN norms: a reduction over the whole row, so an op of
+                           * its own after a barrier); struct nib_norm_add_params */
     NIB_OP_COUNT
 };
 /* Codes 2, 4, 5 and 7 (rmsnorm, rope, kv store, silu-mul) were separate
@@ -145,6 +153,12 @@ enum nib_opcode {
                                * index to the header's argmax_off (greedy sampling reduces
                                * ceil(n / 16) entries instead of scanning n) */
 
+#define NIB_EPI_SOFTCAP                                                                            \
+    0x100u /* LM head: y = c * tanh(y / c) (matmul.softcap), before the argmax */
+#define NIB_EPI_BIAS                                                                               \
+    0x200u /* y += bias (matmul.bias, an f32 1 x n tensor), before any other
+                                * epilogue (qwen2's Q/K/V biases, before RoPE) */
+
 #define NIB_ARGMAX_BLOCK 16u /* = the matmul row block (rt/exec.h) */
 
 struct nib_argmax_block {
@@ -164,7 +178,8 @@ struct nib_norm_in_params {
  * cache row pos + t: K at aux, V at aux + v_cache_off, rows aux_stride
  * bytes apart. */
 struct nib_rope_kv_params {
-    uint32_t table; /* the cos/sin tensor: ctx rows of rope_dim floats */
+    uint32_t table; /* the cos/sin tensor: ctx rows of rope_dim floats (the
+                     * compiler folds any frequency scaling into it) */
     uint32_t q_rows;
     uint32_t k_off;
     uint32_t v_off;
@@ -172,6 +187,13 @@ struct nib_rope_kv_params {
     uint32_t head_dim;
     uint32_t rope_dim;    /* leading dims of each head that RoPE rotates */
     uint32_t v_cache_off; /* bytes from aux to the V cache */
+    /* Per-head RMSNorm of Q and K before RoPE (qwen3): each head of Q rows
+     * and of K rows is normalized with eps qk_eps and multiplied by q_norm
+     * (K: k_norm), f32 1 x head_dim tensors; UINT32_MAX = none (both or
+     * neither). With them the op's worker shares and epilogue steps cover
+     * whole heads. */
+    uint32_t q_norm, k_norm;
+    float qk_eps;
 };
 
 /* NIB_EPI_SILU_MUL on the fused gate|up rows: they come in pairs of 8-row
@@ -182,6 +204,7 @@ struct nib_rope_kv_params {
 struct nib_silu_mul_params {
     uint32_t n_out;
     uint32_t qblock; /* NIB_OPF_QOUT only */
+    uint32_t act;    /* 0: silu(gate) * up; 1: gelu_tanh(gate) * up (gemma2) */
 };
 
 /* NIB_OP_MATMUL. NIB_EPI_ADD reads src1 and NIB_EPI_ARGMAX writes the
@@ -190,6 +213,8 @@ struct nib_matmul_params {
     struct nib_norm_in_params norm;      /* NIB_OPF_NORM_IN */
     struct nib_rope_kv_params rope_kv;   /* NIB_EPI_ROPE_KV */
     struct nib_silu_mul_params silu_mul; /* NIB_EPI_SILU_MUL */
+    uint32_t bias;                       /* NIB_EPI_BIAS: the bias tensor */
+    float softcap;                       /* NIB_EPI_SOFTCAP: c > 0 */
 };
 
 /* NIB_OP_ATTENTION: n heads of k floats against the cache at src1. With
@@ -203,13 +228,26 @@ struct nib_attention_params {
     uint32_t v_cache_off;  /* bytes from src1 (the K cache) to the V cache */
     uint32_t qblock;       /* NIB_OPF_QOUT only */
     uint32_t unit_heads;   /* NIB_OPF_QOUT only */
-    float scale;           /* of the scores: 1 / sqrt(k) */
+    float scale;           /* of the scores: 1 / sqrt(k), or as the architecture says */
     uint64_t scratch;      /* the scores: n x ctx floats */
+    uint32_t window;       /* a query at pos sees keys max(0, pos - window + 1) .. pos;
+                            * 0 = all (sliding-window layers) */
+    float softcap;         /* scores -> c * tanh(s / c) before the softmax; 0 = none */
 };
 
 /* NIB_OP_QUANT. */
 struct nib_quant_params {
     uint32_t block; /* activation block of the int8 rows at dst */
+};
+
+/* NIB_OP_EMBED. */
+struct nib_embed_params {
+    float scale; /* every element times this (1: none; gemma2: sqrt(dim)) */
+};
+
+/* NIB_OP_NORM_ADD. */
+struct nib_norm_add_params {
+    float eps;
 };
 
 struct nib_op {
@@ -224,7 +262,9 @@ struct nib_op {
         struct nib_matmul_params matmul;
         struct nib_attention_params attention;
         struct nib_quant_params quant;
-        uint8_t params[56];
+        struct nib_embed_params embed;
+        struct nib_norm_add_params norm_add;
+        uint8_t params[120];
     };
 };
 
@@ -389,7 +429,7 @@ _Static_assert(sizeof(struct nib_blob_header) == 256, "header layout");
 _Static_assert(NIB_CRC_START == offsetof(struct nib_blob_header, crc32c) + 4,
                "crc32c precedes the bytes it covers");
 _Static_assert(sizeof(struct nib_tensor_rec) == 88, "tensor layout");
-_Static_assert(sizeof(struct nib_op) == 128, "op layout");
+_Static_assert(sizeof(struct nib_op) == 192, "op layout");
 _Static_assert(offsetof(struct nib_op, params) == 72, "op parameters layout");
 _Static_assert(sizeof(struct nib_matmul_params) <= sizeof(((struct nib_op *)0)->params) &&
                    sizeof(struct nib_attention_params) <= sizeof(((struct nib_op *)0)->params) &&

@@ -293,8 +293,8 @@ void nib_exec_op(const struct nib_qkernels *qk, const struct nib_blob_view *v, u
                               : row_at(mem, op->dst, op->dst_stride, t);
             qk->attention(row_at(mem, op->src0, op->src0_stride, t), f32_at(mem, op->src1),
                           f32_at(mem, op->src1 + p->v_cache_off), out, f32_at(mem, p->scratch), b,
-                          e, op->k, op->n / p->n_kv_heads, p->cache_stride / 4, pos + t, ctx,
-                          p->scale);
+                          e, op->k, op->n / p->n_kv_heads, p->cache_stride / 4, 0, pos + t, ctx,
+                          p->scale, 0.0f);
             if (qout) { /* b * k is a block boundary; the last unit may end in a partial block */
                 uint32_t b0 = b * op->k / p->qblock, b1 = (e * op->k + p->qblock - 1) / p->qblock;
                 struct nib_qact blk = nib_qact_blocks(&a, t, b0, b1);

@@ -10,6 +10,8 @@
 NIB_ATTENTION_DECL(nib_attention_f32_neon)
 {
     nib_pre_attention(q, kc, vc, out, att, h_begin, h_end, head_dim, group, row_stride, pos, ctx);
+    (void)t0; /* the sliding window and soft-capping: issue 11, in progress */
+    (void)softcap;
     const size_t n = pos + 1;
     for (size_t h = h_begin; h < h_end; h++) {
         const float *qh = q + h * head_dim;

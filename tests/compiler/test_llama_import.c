@@ -280,7 +280,7 @@ START_TEST(test_q4_1)
     struct fx_tensor *t = fx_add_tensor(&fm, "extra.q4_1", GGML_TYPE_Q4_1, 2, ne);
     uint32_t seed = t->seed;
     expect_import_ok(&fm, &L);
-    struct llama_weight w = {gguf_find_tensor(&L.g, "extra.q4_1"), 3, 64};
+    struct llama_weight w = {.t = gguf_find_tensor(&L.g, "extra.q4_1"), .rows = 3, .cols = 64};
     float row[64];
     for (uint32_t r = 0; r < 3; r++) {
         ck_assert_int_eq(llama_weight_row_f32(&w, r, row), 0);

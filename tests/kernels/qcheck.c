@@ -404,8 +404,8 @@ int qcheck_attention(const struct nib_qkernels *ref, const struct nib_qkernels *
         if (round == 7)
             q[0] = __builtin_nanf(""); /* a NaN score: defined, identical */
         uint32_t hb = rnd_below(&s, heads), he = hb + 1 + rnd_below(&s, heads - hb);
-        ref->attention(q, kc, vc, o1, a1, hb, he, hd, group, stride, pos, ctx, scale);
-        var->attention(q, kc, vc, o2, a2, hb, he, hd, group, stride, pos, ctx, scale);
+        ref->attention(q, kc, vc, o1, a1, hb, he, hd, group, stride, 0, pos, ctx, scale, 0.0f);
+        var->attention(q, kc, vc, o2, a2, hb, he, hd, group, stride, 0, pos, ctx, scale, 0.0f);
         if (memcmp(o1, o2, (size_t)heads * hd * 4) != 0)
             fail(&nfail, msg, len,
                  "attention %s vs %s: head_dim %u, heads %u (group %u), pos %u, heads [%u,%u): "

@@ -632,7 +632,7 @@ START_TEST(test_repack_rejects)
     struct nib_qspec spec;
     ck_assert_int_eq(nib_repack_spec(GGML_TYPE_F16, &spec), -1);
     struct gguf_tensor t = {.name = {3, "w.0"}, .type = GGML_TYPE_F32, .nbytes = 64};
-    struct llama_weight w = {&t, 4, 4};
+    struct llama_weight w = {.t = &t, .rows = 4, .cols = 4};
     char err[256];
     uint8_t out[1024];
     ck_assert_int_eq(nib_repack_gguf(&w, out, err, sizeof err), -1);
