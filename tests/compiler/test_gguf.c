@@ -488,10 +488,17 @@ START_TEST(test_tensor_info_damage)
     memcpy(ne, save, 16);
 
     /* tensor type */
-    fx_put_u32(b + f.ti_type_at[1], 6); /* q5_0 */
-    EXPECT_FAIL(b, f.size, "tensor 'output_norm.weight' has unsupported type 6");
+    fx_put_u32(b + f.ti_type_at[1], 16); /* iq2_xxs */
+    EXPECT_FAIL(b, f.size,
+                "tensor 'output_norm.weight' has unsupported type iq2_xxs (16); nibble reads f32, "
+                "f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, "
+                "iq4_xs");
+    fx_put_u32(b + f.ti_type_at[1], 4); /* q4_2: removed from ggml */
+    EXPECT_FAIL(b, f.size, "has unsupported type unknown (4); nibble reads f32");
     fx_put_u32(b + f.ti_type_at[1], 0xFFFFFFFFu);
-    EXPECT_FAIL(b, f.size, "has unsupported type 4294967295");
+    EXPECT_FAIL(b, f.size, "has unsupported type unknown (4294967295)");
+    fx_put_u32(b + f.ti_type_at[1], GGML_TYPE_Q6_K); /* ne[0] = 8 is not whole blocks */
+    EXPECT_FAIL(b, f.size, "of type q6_K has ne[0] = 8, not a multiple of its block size 256");
     fx_put_u32(b + f.ti_type_at[1], GGML_TYPE_Q8_0); /* ne[0] = 8 is not whole blocks */
     EXPECT_FAIL(b, f.size, "not a multiple of its block size 32");
     fx_put_u32(b + f.ti_type_at[1], GGML_TYPE_F32);
@@ -535,7 +542,22 @@ START_TEST(test_type_sizes_and_names)
     ck_assert_uint_eq(ggml_type_nbytes(GGML_TYPE_Q8_0, 33), 0);
     ck_assert_uint_eq(ggml_type_nbytes(GGML_TYPE_F32, UINT64_MAX), 0);
     ck_assert_uint_eq(ggml_type_nbytes(GGML_TYPE_F32, UINT64_MAX / 4), UINT64_MAX / 4 * 4);
-    ck_assert_uint_eq(ggml_type_nbytes(6, 32), 0);
+    ck_assert_uint_eq(ggml_type_nbytes(4, 32), 0);
+    ck_assert_uint_eq(ggml_type_nbytes(16, 256), 0); /* iq2_xxs: not read */
+    /* block bytes as ggml's block structs (ggml-common.h) */
+    ck_assert_uint_eq(ggml_type_nbytes(GGML_TYPE_Q5_0, 64), 44);
+    ck_assert_uint_eq(ggml_type_nbytes(GGML_TYPE_Q5_1, 64), 48);
+    ck_assert_uint_eq(ggml_type_nbytes(GGML_TYPE_IQ4_NL, 64), 36);
+    ck_assert_uint_eq(ggml_type_nbytes(GGML_TYPE_Q2_K, 512), 168);
+    ck_assert_uint_eq(ggml_type_nbytes(GGML_TYPE_Q3_K, 512), 220);
+    ck_assert_uint_eq(ggml_type_nbytes(GGML_TYPE_Q4_K, 512), 288);
+    ck_assert_uint_eq(ggml_type_nbytes(GGML_TYPE_Q5_K, 512), 352);
+    ck_assert_uint_eq(ggml_type_nbytes(GGML_TYPE_Q6_K, 512), 420);
+    ck_assert_uint_eq(ggml_type_nbytes(GGML_TYPE_IQ4_XS, 512), 272);
+    ck_assert_uint_eq(ggml_type_nbytes(GGML_TYPE_Q4_K, 32), 0);
+    ck_assert_str_eq(ggml_type_name(GGML_TYPE_Q4_K), "q4_K");
+    ck_assert_str_eq(ggml_type_name(GGML_TYPE_IQ4_XS), "iq4_xs");
+    ck_assert_str_eq(ggml_type_name(16), "iq2_xxs");
     ck_assert_str_eq(ggml_type_name(GGML_TYPE_Q4_1), "q4_1");
     ck_assert_str_eq(ggml_type_name(GGML_TYPE_BF16), "bf16");
     ck_assert_str_eq(ggml_type_name(99), "unknown");

@@ -5,6 +5,7 @@
 #include "tools/compiler/gguf.h"
 
 #include "kernels/f16.h"
+#include "tools/compiler/ggml_dequant.h"
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -64,17 +65,25 @@ float gguf_bf16_to_f32(uint16_t h)
 
 /* ---- names ---- */
 
+/* Names of the ggml types nibble does not read, so a refusal can name them. */
+static const char *const other_types[] = {
+    [9] = "q8_1",        [15] = "q8_K",       [16] = "iq2_xxs",  [17] = "iq2_xs",
+    [18] = "iq3_xxs",    [19] = "iq1_s",      [21] = "iq3_s",    [22] = "iq2_s",
+    [24] = "i8",         [25] = "i16",        [26] = "i32",      [27] = "i64",
+    [28] = "f64",        [29] = "iq1_m",      [31] = "q4_0_4_4", [32] = "q4_0_4_8",
+    [33] = "q4_0_8_8",   [34] = "tq1_0",      [35] = "tq2_0",    [36] = "iq4_nl_4_4",
+    [37] = "iq4_nl_4_8", [38] = "iq4_nl_8_8", [39] = "mxfp4",    [40] = "nvfp4",
+    [41] = "q1_0",       [42] = "q2_0",
+};
+
 const char *ggml_type_name(uint32_t type)
 {
-    switch (type) {
-    case GGML_TYPE_F32: return "f32";
-    case GGML_TYPE_F16: return "f16";
-    case GGML_TYPE_BF16: return "bf16";
-    case GGML_TYPE_Q4_0: return "q4_0";
-    case GGML_TYPE_Q4_1: return "q4_1";
-    case GGML_TYPE_Q8_0: return "q8_0";
-    default: return "unknown";
-    }
+    const struct ggml_type_info *ti = ggml_type_info(type);
+    if (ti)
+        return ti->name;
+    if (type < sizeof other_types / sizeof other_types[0] && other_types[type])
+        return other_types[type];
+    return "unknown";
 }
 
 const char *gguf_type_name(uint32_t type)
@@ -86,33 +95,16 @@ const char *gguf_type_name(uint32_t type)
     return type < GGUF_TYPE_COUNT ? names[type] : "unknown";
 }
 
-/* Elements per block and bytes per block; 0 for types we do not know. */
+/* Elements per block and bytes per block (tools/compiler/ggml_dequant.c's
+ * table); 0 for types nibble does not read. */
 static int ggml_block(uint32_t type, uint64_t *elems, uint64_t *bytes)
 {
-    switch (type) {
-    case GGML_TYPE_F32:
-        *elems = 1;
-        *bytes = 4;
-        return 1;
-    case GGML_TYPE_F16:
-    case GGML_TYPE_BF16:
-        *elems = 1;
-        *bytes = 2;
-        return 1;
-    case GGML_TYPE_Q8_0:
-        *elems = 32;
-        *bytes = 34;
-        return 1;
-    case GGML_TYPE_Q4_0:
-        *elems = 32;
-        *bytes = 18;
-        return 1;
-    case GGML_TYPE_Q4_1:
-        *elems = 32;
-        *bytes = 20;
-        return 1;
-    default: return 0;
-    }
+    const struct ggml_type_info *ti = ggml_type_info(type);
+    if (!ti)
+        return 0;
+    *elems = ti->blck;
+    *bytes = ti->bytes;
+    return 1;
 }
 
 uint64_t ggml_type_nbytes(uint32_t type, uint64_t n_elems)
@@ -419,7 +411,8 @@ static int check_shape(struct rd *r, struct gguf_tensor *t, const char *name)
     }
     uint64_t be, bb;
     if (!ggml_block(t->type, &be, &bb)) {
-        set_err(r->err, r->errlen, "tensor '%s' has unsupported type %u", name, t->type);
+        set_err(r->err, r->errlen, "tensor '%s' has unsupported type %s (%u); nibble reads %s",
+                name, ggml_type_name(t->type), t->type, ggml_supported_types());
         return -1;
     }
     if (t->ne[0] % be) {
