@@ -13,9 +13,12 @@ static size_t align_up(size_t x)
 /* k_pad and n_blocks for (k, block); 0 when invalid. */
 static uint32_t qact_kpad(uint32_t k, uint32_t block, uint32_t *n_blocks)
 {
-    if (k == 0 || k > QACT_MAX_K || !(block == 0 || block == 32 || block == 64 || block == 128))
+    if (k == 0 || k > QACT_MAX_K ||
+        !(block == 0 || block == 16 || block == 32 || block == 64 || block == 128))
         return 0;
-    uint32_t unit = block ? block : NIB_Q_KPAD_PC;
+    /* k_pad as the weights pad K (kernels/qformat.c): the block, at least
+     * 32, so every row starts 32-byte aligned (blocks of 16 come in pairs). */
+    uint32_t unit = block > NIB_Q_KPAD_PC ? block : NIB_Q_KPAD_PC;
     uint32_t k_pad = (k + unit - 1) / unit * unit;
     *n_blocks = block ? k_pad / block : 1;
     return k_pad;

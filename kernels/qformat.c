@@ -19,8 +19,19 @@ int nib_qformat_valid(uint32_t dtype, uint32_t group)
     case NIB_DT_Q4:
     case NIB_DT_Q4A: return group_ok(group);
     case NIB_DT_Q8C: return group == 0 || group_ok(group);
+    case NIB_DT_Q4F:
+    case NIB_DT_Q8F: return group == 16 || group == 32;
     default: return 0;
     }
+}
+
+/* K padding unit: the group, but never less than 32, so that every
+ * activation row (k_pad bytes) starts 32-byte aligned and the AVX2 and
+ * NEON steps read whole 32-input runs; groups of 16 therefore come in
+ * pairs (k_pad / 16 is even). Per channel: 32. */
+static uint32_t kpad_unit(uint32_t group)
+{
+    return group > NIB_Q_KPAD_PC ? group : NIB_Q_KPAD_PC;
 }
 
 int nib_qlayout_get(struct nib_qlayout *l, uint32_t dtype, uint32_t group, uint32_t rows,
@@ -35,17 +46,19 @@ int nib_qlayout_get(struct nib_qlayout *l, uint32_t dtype, uint32_t group, uint3
     l->rows = rows;
     l->cols = cols;
     l->tile_n = NIB_Q_TILE_N;
-    l->tile_k = group ? group : NIB_Q_KPAD_PC;
+    l->tile_k = kpad_unit(group);
     l->n_pad = (rows + NIB_Q_TILE_N - 1) / NIB_Q_TILE_N * NIB_Q_TILE_N;
     l->k_pad = (cols + l->tile_k - 1) / l->tile_k * l->tile_k;
     l->gsize = group ? group : l->k_pad;
     l->n_sgroups = l->k_pad / l->gsize;
-    l->code_bits = dtype == NIB_DT_Q8C ? 8 : 4;
+    l->code_bits = dtype == NIB_DT_Q8C || dtype == NIB_DT_Q8F ? 8 : 4;
     l->code_bytes = NIB_Q_TILE_N * l->gsize * l->code_bits / 8;
-    l->scale_bytes = group ? 2 : 4; /* f16 per group, f32 per channel */
+    l->has_min = dtype == NIB_DT_Q4F || dtype == NIB_DT_Q8F;
+    /* f16 per group (q4, q4a, q8c/g); f32 per channel and for q4f, q8f */
+    l->scale_bytes = group && !l->has_min ? 2 : 4;
     l->has_zp = dtype == NIB_DT_Q4A;
-    l->sgroup_bytes =
-        l->code_bytes + NIB_Q_TILE_N * l->scale_bytes + (l->has_zp ? NIB_Q_TILE_N : 0);
+    l->sgroup_bytes = l->code_bytes + NIB_Q_TILE_N * l->scale_bytes +
+                      (l->has_zp ? NIB_Q_TILE_N : 0) + (l->has_min ? 4 * NIB_Q_TILE_N : 0);
     l->nblock_bytes = (uint64_t)l->n_sgroups * l->sgroup_bytes;
     l->size = (uint64_t)(l->n_pad / NIB_Q_TILE_N) * l->nblock_bytes;
     return 0;
@@ -72,10 +85,41 @@ uint32_t nib_qformat_tile_k(uint32_t dtype, uint32_t group)
         return 0;
     if (dtype == NIB_DT_F32)
         return 1;
-    return group ? group : NIB_Q_KPAD_PC;
+    return kpad_unit(group);
 }
 
 uint32_t nib_qformat_act_block(uint32_t dtype, uint32_t group)
 {
     return dtype == NIB_DT_F32 ? 0 : group;
+}
+
+void nib_qrow_f32(const struct nib_qlayout *l, const uint8_t *w, uint32_t r, uint32_t c0,
+                  uint32_t c1, float *out)
+{
+    for (uint32_t c = c0; c < c1;) {
+        const uint32_t j = c / l->gsize, end = (j + 1) * l->gsize < c1 ? (j + 1) * l->gsize : c1;
+        const uint64_t so = nib_ql_scale_off(l, r, j);
+        float s, mn = 0.0f;
+        int zp = l->code_bits == 4 ? 8 : 0; /* q4, q4c: code = q + 8; q8c: 0 */
+        if (l->scale_bytes == 2) {
+            uint16_t h;
+            memcpy(&h, w + so, 2);
+            s = nib_f16_to_f32(h);
+        } else {
+            memcpy(&s, w + so, 4);
+        }
+        if (l->has_zp)
+            zp = w[nib_ql_zp_off(l, r, j)];
+        if (l->has_min) {
+            memcpy(&mn, w + nib_ql_min_off(l, r, j), 4);
+            zp = 0; /* raw codes: q4f 0..15, q8f -128..127 */
+        }
+        for (; c < end; c++, out++) {
+            unsigned shift;
+            const uint64_t off = nib_ql_code_off(l, r, c, &shift);
+            const int code = l->code_bits == 8 ? (int8_t)w[off] : (w[off] >> shift) & 15;
+            /* one fmaf (q4f, q8f) or one IEEE multiply (the rest) */
+            *out = l->has_min ? __builtin_fmaf(s, (float)code, mn) : (float)(code - zp) * s;
+        }
+    }
 }

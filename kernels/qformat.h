@@ -25,6 +25,8 @@
  * scales and f32 minimums, groups of 16 or 32; a weight is
  * fmaf(scale, (float)code, min) with code 0..15 (q4f, unsigned: no +8) or
  * -128..127 (q8f). Padded codes are 0 with scale 0 and minimum 0.
+ * Groups of 16 are padded in pairs: K is padded to a multiple of 32 (tile_k
+ * 32), so activation rows stay 32-byte aligned.
  *
  * Padding: rows up to a multiple of 8, inputs up to a multiple of the
  * format's tile_k. Padded codes are the format's zero (8 for q4/q4c, the
@@ -49,7 +51,7 @@ struct nib_qlayout {
     uint32_t dtype, group; /* as in the tensor record (group 0 = per channel) */
     uint32_t rows, cols;   /* N, K */
     uint32_t tile_n;       /* NIB_Q_TILE_N */
-    uint32_t tile_k;       /* K padding unit: group, or 32 per channel */
+    uint32_t tile_k;       /* K padding unit: group (at least 32), or 32 per channel */
     uint32_t n_pad, k_pad; /* padded N and K */
     uint32_t gsize;        /* inputs per scale group (group, or k_pad) */
     uint32_t n_sgroups;    /* scale groups per N-block: k_pad / gsize */
@@ -58,7 +60,7 @@ struct nib_qlayout {
     uint32_t scale_bytes;  /* 2 (f16) or 4 (f32) per scale */
     uint32_t has_zp;       /* q4a: 8 u8 zero points after the scales */
     uint32_t has_min;      /* q4f, q8f: 8 f32 minimums after the scales */
-    uint32_t sgroup_bytes; /* one scale group: codes + scales (+ zero points) */
+    uint32_t sgroup_bytes; /* one scale group: codes + scales (+ zero points, minimums) */
     uint64_t nblock_bytes; /* one N-block: n_sgroups * sgroup_bytes */
     uint64_t size;         /* whole tensor: n_pad / 8 * nblock_bytes */
 };
@@ -127,7 +129,8 @@ static inline uint64_t nib_ql_min_off(const struct nib_qlayout *l, uint32_t r, u
  * c0): each weight exactly as the format defines it (the dequantized value
  * every kernel's integer arithmetic stands for: one IEEE multiply, or one
  * fmaf for q4f and q8f), so one scalar function serves every ISA; the EMBED
- * op reads quantized embedding rows through it. */
+ * op reads quantized embedding rows through it. r < n_pad and
+ * c0 <= c1 <= k_pad (padding reads as what is stored there). */
 void nib_qrow_f32(const struct nib_qlayout *l, const uint8_t *w, uint32_t r, uint32_t c0,
                   uint32_t c1, float *out);
 

@@ -34,7 +34,7 @@ struct nib_qact {
     int32_t *sum;      /* m x n_blocks */
     uint32_t m, k;     /* rows (tokens), inputs */
     uint32_t block;    /* inputs per block (k_pad when per channel) */
-    uint32_t k_pad;    /* k rounded up to the block (per channel: to 32) */
+    uint32_t k_pad;    /* k rounded up to the block, at least to 32 */
     uint32_t n_blocks; /* k_pad / block */
 };
 
@@ -43,7 +43,9 @@ struct nib_qact {
 
 size_t nib_qact_align(void);
 /* Bytes of caller memory for m rows of k inputs; 0 when the parameters are
- * invalid (m or k 0, k > 1<<20, block not 0/16/32/64/128). */
+ * invalid (m or k 0, k > 1<<20, block not 0/16/32/64/128). k_pad is k
+ * rounded up to the block, but to at least 32 (blocks of 16 come in pairs,
+ * as the weights of groups of 16 pad K: kernels/qformat.h). */
 size_t nib_qact_footprint(uint32_t m, uint32_t k, uint32_t block);
 /* Lay the arrays out in mem (NIB_QACT_ALIGN-aligned, footprint bytes) and
  * fill *a. 0, or -1 when the parameters are invalid or mem is misaligned. */
@@ -97,7 +99,9 @@ typedef NIB_QGEMM_DECL((*nib_qgemm_fn));
     X(NIB_DT_Q4, q4s8, isa)   /* q4: symmetric per group */                                        \
     X(NIB_DT_Q4A, q4as8, isa) /* q4a: zero point per group */                                      \
     X(NIB_DT_Q4C, q4cs8, isa) /* q4c: per channel */                                               \
-    X(NIB_DT_Q8C, q8cs8, isa) /* q8c: per channel or per group */
+    X(NIB_DT_Q8C, q8cs8, isa) /* q8c: per channel or per group */                                  \
+    X(NIB_DT_Q4F, q4fs8, isa) /* q4f: f32 scale and minimum per group */                           \
+    X(NIB_DT_Q8F, q8fs8, isa) /* q8f: f32 scale and minimum per group */
 
 /* nib_qact_s8_f32_<isa> and nib_gemm_f32_<types>_n8_<isa> for every ISA. */
 #define NIB_QGEMM_DECLARE1(dt, types, isa) NIB_QGEMM_DECL(nib_gemm_f32_##types##_n8_##isa);

@@ -29,8 +29,11 @@ static inline void nib_pre_qgemm(uint32_t dtype, const struct nib_qlayout *l, co
 static inline void nib_pre_qact(const struct nib_qact *a, uint32_t row, const float *x)
 {
     assert(a && x && row < a->m);
-    assert(a->k_pad == a->n_blocks * a->block && a->k <= a->k_pad && a->k_pad % 32 == 0);
-    assert(((uintptr_t)a->q & 31) == 0);
+    assert(a->k_pad == a->n_blocks * a->block && a->k <= a->k_pad);
+    /* whole rows are padded to 32 inputs; a view of blocks of 16
+     * (nib_qact_blocks) may start and end between two of them */
+    assert(a->k_pad % 16 == 0 && ((uintptr_t)a->q & 15) == 0);
+    assert(a->block == 16 || (a->k_pad % 32 == 0 && ((uintptr_t)a->q & 31) == 0));
     (void)a, (void)row, (void)x;
 }
 

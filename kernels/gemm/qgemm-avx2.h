@@ -55,13 +55,15 @@ static inline int32_t nib_ld32(const void *p)
     return v;
 }
 
-/* acc32[t] += per-row sums of 32 inputs of 4-bit codes: 4 chunks at p
- * (8 rows x 8 inputs each) against the activations at ak + t * kp.
+/* acc32[t] += per-row sums of 8 * NC inputs of 4-bit codes (NC constant,
+ * at most 4): NC chunks at p (8 rows x 8 inputs each) against the
+ * activations at ak + t * kp; nib_q4_block32 is NC = 4.
  * int16 headroom: a vpmaddubsw lane is at most 2 * 15 * 128 = 3840 in
  * magnitude, and 8 of them (2 per chunk) sum to <= 30720 < 32767, so
  * the int16 accumulator is widened (vpmaddwd with 1) only after the 4th. */
-static inline __attribute__((always_inline)) void
-nib_q4_block32(const uint8_t *p, const int8_t *ak, size_t kp, const int M, __m256i *acc32)
+static inline __attribute__((always_inline)) void nib_q4_chunks(const uint8_t *p, const int8_t *ak,
+                                                                size_t kp, const int NC,
+                                                                const int M, __m256i *acc32)
 {
     const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
     __m256i acc16[4];
@@ -69,7 +71,7 @@ nib_q4_block32(const uint8_t *p, const int8_t *ak, size_t kp, const int M, __m25
     for (int t = 0; t < M; t++)
         acc16[t] = _mm256_setzero_si256();
 #pragma GCC unroll 4
-    for (int c = 0; c < 4; c++) {
+    for (int c = 0; c < NC; c++) {
         __m256i wv = _mm256_loadu_si256((const __m256i *)(const void *)(p + c * 32));
         __m256i lo = _mm256_and_si256(wv, m4);
         __m256i hi = _mm256_and_si256(_mm256_srli_epi16(wv, 4), m4);
@@ -86,6 +88,12 @@ nib_q4_block32(const uint8_t *p, const int8_t *ak, size_t kp, const int M, __m25
 #pragma GCC unroll 8
     for (int t = 0; t < M; t++)
         acc32[t] = _mm256_add_epi32(acc32[t], _mm256_madd_epi16(acc16[t], ones));
+}
+
+static inline __attribute__((always_inline)) void
+nib_q4_block32(const uint8_t *p, const int8_t *ak, size_t kp, const int M, __m256i *acc32)
+{
+    nib_q4_chunks(p, ak, kp, 4, M, acc32);
 }
 
 /* q8: acc[t] += the products of one chunk (8 rows x 4 inputs) at p.
@@ -173,6 +181,54 @@ nib_qg_group(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_q
                 _mm256_cvtepi32_ps(ZP == NIB_ZP_NONE ? acc32[t] : _mm256_sub_epi32(acc32[t], corr));
             __m256 s = _mm256_mul_ps(ws, _mm256_set1_ps(sa[t * nbk + j]));
             accf[t] = _mm256_fmadd_ps(f, s, accf[t]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < M; t++)
+        out[t] = accf[t];
+}
+
+/* The formats with a minimum (q4f, q8f): M tokens, groups of G (16 or 32)
+ * inputs, BITS 4 (raw codes 0..15) or 8 (int8), all constant. Per group:
+ * the integer sums, converted, one fma with ws * sa, then the activation
+ * block sum, converted, one fma with wm * sa (qgemm-scalar.h,
+ * nib_qmin_row). A group of 16 4-bit codes is 2 chunks, of 8-bit codes 4. */
+static inline __attribute__((always_inline)) void
+nib_qf_group(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_qact *a, uint32_t t0,
+             const int M, const uint32_t G, const int BITS, __m256 *out)
+{
+    const uint32_t nsg = l->n_sgroups, sgb = l->sgroup_bytes, cb = l->code_bytes;
+    const size_t kp = a->k_pad, nbk = a->n_blocks;
+    const int8_t *aq = a->q + t0 * kp;
+    const float *sa = a->scale + t0 * nbk;
+    const int32_t *as = a->sum + t0 * nbk;
+    __m256 accf[4];
+#pragma GCC unroll 8
+    for (int t = 0; t < M; t++)
+        accf[t] = _mm256_setzero_ps();
+    for (uint32_t j = 0; j < nsg; j++) {
+        const uint8_t *p = blk + (size_t)j * sgb;
+        const int8_t *ak = aq + (size_t)j * G;
+        __m256i acc32[4];
+        if (BITS == 8) {
+            nib_prefetch(p + G * 8, 64); /* scales and minimums; the dot prefetches the codes */
+            nib_q8_dot(p, ak, kp, G / 4, M, acc32);
+        } else {
+            nib_prefetch(p, 4 * G + 64); /* sgb, as a constant */
+#pragma GCC unroll 8
+            for (int t = 0; t < M; t++)
+                acc32[t] = _mm256_setzero_si256();
+            nib_q4_chunks(p, ak, kp, (int)(G / 8), M, acc32);
+        }
+        __m256 ws = _mm256_loadu_ps((const float *)(const void *)(p + cb));
+        __m256 wm = _mm256_loadu_ps((const float *)(const void *)(p + cb + 32));
+#pragma GCC unroll 8
+        for (int t = 0; t < M; t++) {
+            __m256 sat = _mm256_set1_ps(sa[t * nbk + j]);
+            accf[t] =
+                _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc32[t]), _mm256_mul_ps(ws, sat), accf[t]);
+            accf[t] = _mm256_fmadd_ps(_mm256_set1_ps((float)as[t * nbk + j]),
+                                      _mm256_mul_ps(wm, sat), accf[t]);
         }
     }
 #pragma GCC unroll 8

@@ -113,6 +113,14 @@ static inline __attribute__((always_inline)) void
 nib_qg_group(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_qact *a, uint32_t t0,
              const int M, const uint32_t G, const int BITS, const int ZP, nib_f32x8 *out);
 
+/* Defined by the ISA header: the rows of the formats with a minimum (q4f,
+ * q8f) for M tokens, groups of G (16 or 32) inputs, BITS-bit codes (all
+ * constant): out[t] = sum over groups j in order of fma(isum_j, ws_j *
+ * sa_j, .) then fma(asum_j, wm_j * sa_j, .), without the add. */
+static inline __attribute__((always_inline)) void
+nib_qf_group(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_qact *a, uint32_t t0,
+             const int M, const uint32_t G, const int BITS, nib_f32x8 *out);
+
 /* Defined by the ISA header: per-channel q8c rows, add included. */
 static inline __attribute__((always_inline)) void
 nib_q8c_channel(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_qact *a,
@@ -126,6 +134,18 @@ nib_qg_block(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_q
 #define NIB_QG(G) nib_qg_group(blk, l, a, t0, M, G, BITS, ZP, out)
     NIB_QGEMM_BY_GROUP(l->gsize, NIB_QG)
 #undef NIB_QG
+    nib_qrows_plus_add(e, t0, M, out);
+}
+
+/* The block of q4f (BITS 4) and q8f (BITS 8): groups of 16 or 32. */
+static inline __attribute__((always_inline)) void
+nib_qf_block(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_qact *a, uint32_t t0,
+             const int M, const struct nib_qrows *e, nib_f32x8 *out, const int BITS)
+{
+    if (l->gsize == 16)
+        nib_qf_group(blk, l, a, t0, M, 16, BITS, out);
+    else
+        nib_qf_group(blk, l, a, t0, M, 32, BITS, out);
     nib_qrows_plus_add(e, t0, M, out);
 }
 

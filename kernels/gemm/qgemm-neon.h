@@ -150,6 +150,51 @@ nib_qg_group(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_q
     }
 }
 
+/* The formats with a minimum (q4f, q8f), see qgemm-driver.h: per group
+ * the integer sums of the raw codes, converted, one fma with ws * sa,
+ * then the activation block sum, converted, one fma with wm * sa. A group
+ * of 16 4-bit codes is one two-chunk step, of 8-bit codes one 4-chunk one. */
+static inline __attribute__((always_inline)) void
+nib_qf_group(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_qact *a, uint32_t t0,
+             const int M, const uint32_t G, const int BITS, nib_f32x8 *out)
+{
+    const size_t kp = a->k_pad, nbk = a->n_blocks;
+    const int8_t *aq = a->q + t0 * kp;
+    const float *sa = a->scale + t0 * nbk;
+    const int32_t *as = a->sum + t0 * nbk;
+#pragma GCC unroll 8
+    for (int t = 0; t < M; t++)
+        out[t].val[0] = out[t].val[1] = vdupq_n_f32(0.0f);
+    for (uint32_t j = 0; j < l->n_sgroups; j++) {
+        const uint8_t *p = blk + (size_t)j * l->sgroup_bytes;
+        int32x4_t acc[4][2];
+        if (BITS == 8) {
+            nib_q8_dot(p, aq + (size_t)j * G, kp, G / 4, M, acc);
+        } else {
+#pragma GCC unroll 8
+            for (int t = 0; t < M; t++)
+                acc[t][0] = acc[t][1] = vdupq_n_s32(0);
+#pragma GCC unroll 2
+            for (uint32_t c = 0; c < G / 8; c += 2)
+                nib_q4_two_chunks(p + c * 32, aq + (size_t)j * G + c * 8, kp, M, acc);
+        }
+        const float *sp = (const float *)(const void *)(p + l->code_bytes);
+        float32x4_t ws0 = vld1q_f32(sp), ws1 = vld1q_f32(sp + 4);
+        float32x4_t wm0 = vld1q_f32(sp + 8), wm1 = vld1q_f32(sp + 12);
+#pragma GCC unroll 8
+        for (int t = 0; t < M; t++) {
+            float sat = sa[t * nbk + j];
+            float32x4_t fs = vdupq_n_f32((float)as[t * nbk + j]);
+            out[t].val[0] =
+                vfmaq_f32(out[t].val[0], vcvtq_f32_s32(acc[t][0]), vmulq_n_f32(ws0, sat));
+            out[t].val[1] =
+                vfmaq_f32(out[t].val[1], vcvtq_f32_s32(acc[t][1]), vmulq_n_f32(ws1, sat));
+            out[t].val[0] = vfmaq_f32(out[t].val[0], fs, vmulq_n_f32(wm0, sat));
+            out[t].val[1] = vfmaq_f32(out[t].val[1], fs, vmulq_n_f32(wm1, sat));
+        }
+    }
+}
+
 /* Per-channel epilogue (q4c, q8c/0): out[t] = fma(isum[t] - corr[t],
  * ws * sa, add or +0), ws the 8 f32 row scales after the codes. */
 static inline __attribute__((always_inline)) void

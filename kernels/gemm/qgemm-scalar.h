@@ -59,6 +59,32 @@ static inline float nib_qgroups_row(const struct nib_qlayout *l, const uint8_t *
     return acc;
 }
 
+/* Row r, token t of a format with a minimum (q4f, q8f): per group j in
+ * order, acc = fma(isum_j, ws_j * sa_j, acc), then acc = fma(asum_j,
+ * wm_j * sa_j, acc); isum_j the dot product of the raw codes (q4f 0..15,
+ * q8f -128..127), asum_j the activation block sum, ws and wm the f32
+ * scale and minimum. */
+static inline float nib_qmin_row(const struct nib_qlayout *l, const uint8_t *w,
+                                 const struct nib_qact *a, uint32_t t, uint32_t r)
+{
+    const uint32_t g = l->gsize, rr = r % NIB_Q_TILE_N;
+    const int8_t *aq = a->q + (size_t)t * a->k_pad;
+    const float *sa = a->scale + (size_t)t * a->n_blocks;
+    const int32_t *asum = a->sum + (size_t)t * a->n_blocks;
+    float acc = 0.0f;
+    for (uint32_t j = 0; j < l->n_sgroups; j++) {
+        const uint8_t *sg = w + nib_ql_sgroup_off(l, r / NIB_Q_TILE_N, j);
+        float ws, wm;
+        memcpy(&ws, sg + l->code_bytes + 4 * rr, 4);
+        memcpy(&wm, sg + l->code_bytes + 4 * NIB_Q_TILE_N + 4 * rr, 4);
+        int32_t isum = l->code_bits == 8 ? nib_dot_s8s8(sg, rr, aq + (size_t)j * g, g)
+                                         : nib_dot_u4s8(sg, rr, aq + (size_t)j * g, g);
+        acc = __builtin_fmaf((float)isum, ws * sa[j], acc);
+        acc = __builtin_fmaf((float)asum[j], wm * sa[j], acc);
+    }
+    return acc;
+}
+
 /* Row r, token t of a per-channel format: fma(isum, ws * sa, add or +0). */
 static inline float nib_qchannel_row(const struct nib_qlayout *l, const uint8_t *w,
                                      const struct nib_qact *a, uint32_t t, uint32_t r, float base)
@@ -74,7 +100,8 @@ static inline float nib_qchannel_row(const struct nib_qlayout *l, const uint8_t 
 }
 
 /* Defines the reference GEMM `name` for format dtype: every row and token
- * through nib_qgroups_row (per group, then + add) or nib_qchannel_row. */
+ * through nib_qgroups_row or nib_qmin_row (per group, then + add) or
+ * nib_qchannel_row. */
 #define NIB_QGEMM_SCALAR_KERNEL(name, dtype, asym)                                                 \
     NIB_QGEMM_DECL(name)                                                                           \
     {                                                                                              \
@@ -85,7 +112,8 @@ static inline float nib_qchannel_row(const struct nib_qlayout *l, const uint8_t 
                 if (l->group == 0) {                                                               \
                     v = nib_qchannel_row(l, w, a, t, r, base);                                     \
                 } else {                                                                           \
-                    v = nib_qgroups_row(l, w, a, t, r, asym);                                      \
+                    v = l->has_min ? nib_qmin_row(l, w, a, t, r)                                   \
+                                   : nib_qgroups_row(l, w, a, t, r, asym);                         \
                     v = add ? v + base : v;                                                        \
                 }                                                                                  \
                 y[t * y_stride + r] = v;                                                           \

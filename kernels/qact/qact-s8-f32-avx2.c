@@ -1,5 +1,6 @@
 /* AVX2 activation quantizer: the same operations as the scalar reference,
- * 32 inputs at a time (max of |x|, one fma per input, clamp, pack). */
+ * 32 inputs at a time (max of |x|, one fma per input, clamp, pack); a
+ * block of 16 is one 32-input step whose upper half (zeros) is not stored. */
 #include "kernels/common/isa.h"
 #include "kernels/common/pre.h"
 #include "kernels/qkernels.h"
@@ -65,10 +66,18 @@ NIB_QACT_DECL(nib_qact_s8_f32_avx2)
             s = _mm256_add_epi32(
                 s, _mm256_add_epi32(_mm256_add_epi32(q0, q1), _mm256_add_epi32(q2, q3)));
             __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q0, q1), _mm256_packs_epi32(q2, q3));
-            _mm256_storeu_si256((__m256i *)(void *)(q + i), _mm256_permutevar8x32_epi32(p, perm));
+            p = _mm256_permutevar8x32_epi32(p, perm);
+            if (k1 - i >= 32)
+                _mm256_storeu_si256((__m256i *)(void *)(q + i), p);
+            else /* a block of 16: its 16 codes, never the next block's */
+                _mm_storeu_si128((__m128i *)(void *)(q + i), _mm256_castsi256_si128(p));
         }
-        for (; i < k1; i += 32)
-            _mm256_storeu_si256((__m256i *)(void *)(q + i), _mm256_setzero_si256());
+        for (; i < k1; i += 32) {
+            if (k1 - i >= 32)
+                _mm256_storeu_si256((__m256i *)(void *)(q + i), _mm256_setzero_si256());
+            else
+                _mm_storeu_si128((__m128i *)(void *)(q + i), _mm_setzero_si128());
+        }
         scale[b] = amax / 127.0f;
         sum[b] = hsum8(s);
     }
