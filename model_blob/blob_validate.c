@@ -3,6 +3,7 @@
  * and every plan op is checked against the memory it will touch. */
 #include "model_blob/blob_view.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -21,15 +22,15 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 
 const char *nib_dtype_name(uint32_t dtype)
 {
-    static const char *const names[NIB_DT_COUNT] = {"f32", "q4", "q4a", "q4c", "q8c"};
+    static const char *const names[NIB_DT_COUNT] = {"f32", "q4", "q4a", "q4c", "q8c", "q4f", "q8f"};
     return dtype < NIB_DT_COUNT ? names[dtype] : "unknown";
 }
 
 const char *nib_op_name(uint32_t code)
 {
-    static const char *const names[NIB_OP_COUNT] = {"?",         "embed",         "(v1 rmsnorm)",
-                                                    "matmul",    "(v1 rope)",     "(v1 kv_store)",
-                                                    "attention", "(v1 silu_mul)", "quant"};
+    static const char *const names[NIB_OP_COUNT] = {
+        "?",         "embed",         "(v1 rmsnorm)", "matmul",  "(v1 rope)", "(v1 kv_store)",
+        "attention", "(v1 silu_mul)", "quant",        "norm_add"};
     return code < NIB_OP_COUNT ? names[code] : "unknown";
 }
 
@@ -423,9 +424,11 @@ static int check_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t
     static const uint32_t allowed_flags[NIB_OP_COUNT] = {
         [NIB_OP_EMBED] = 0,
         [NIB_OP_MATMUL] = NIB_OPF_LAST_ROW | NIB_OPF_QOUT | NIB_OPF_NORM_IN | NIB_EPI_ADD |
-                          NIB_EPI_ROPE_KV | NIB_EPI_SILU_MUL | NIB_EPI_ARGMAX,
+                          NIB_EPI_ROPE_KV | NIB_EPI_SILU_MUL | NIB_EPI_ARGMAX | NIB_EPI_SOFTCAP |
+                          NIB_EPI_BIAS,
         [NIB_OP_ATTENTION] = NIB_OPF_QOUT,
         [NIB_OP_QUANT] = NIB_OPF_LAST_ROW,
+        [NIB_OP_NORM_ADD] = 0,
     };
     const struct nib_op *op = &v->ops[i];
     const struct nib_blob_header *h = v->h;
@@ -437,18 +440,20 @@ static int check_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t
     const char *name = nib_op_name(op->code);
 
     if (op->code != NIB_OP_EMBED && op->code != NIB_OP_MATMUL && op->code != NIB_OP_ATTENTION &&
-        op->code != NIB_OP_QUANT)
+        op->code != NIB_OP_QUANT && op->code != NIB_OP_NORM_ADD)
         return fail(err, errlen, "plan op %u: unknown opcode %u", i, op->code);
     if (op->flags & ~allowed_flags[op->code])
         return fail(err, errlen, "plan op %u (%s): unknown or misplaced flags or epilogue 0x%x", i,
                     name, op->flags & ~allowed_flags[op->code]);
     const int single = (op->flags & NIB_OPF_LAST_ROW) != 0;
-    if (op->code == NIB_OP_EMBED || op->code == NIB_OP_MATMUL) {
+    if (op->code == NIB_OP_EMBED || op->code == NIB_OP_MATMUL || op->code == NIB_OP_NORM_ADD) {
         if (op->tensor >= h->n_tensors)
             return fail(err, errlen, "plan op %u (%s): tensor index %u out of range", i, name,
                         op->tensor);
         t = &v->tensors[op->tensor];
-        if (t->dtype != NIB_DT_F32 && op->code != NIB_OP_MATMUL)
+        /* embeddings and matrices may be in any format (checked with the
+         * tensor table); a norm weight is f32 */
+        if (t->dtype != NIB_DT_F32 && op->code == NIB_OP_NORM_ADD)
             return fail(err, errlen, "plan op %u (%s): tensor '%s' must be f32, not %s", i, name,
                         t->name, nib_dtype_name(t->dtype));
     }
@@ -459,8 +464,35 @@ static int check_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t
     case NIB_OP_EMBED:
         if (t->cols != n || t->rows != hp->vocab_size)
             return fail(err, errlen, "plan op %u (embed): tensor shape does not match", i);
+        if (!isfinite(op->embed.scale))
+            return fail(err, errlen, "plan op %u (embed): scale %g is not finite", i,
+                        (double)op->embed.scale);
         add_rows(&r, op->dst, op->dst_stride, M, n * 4, single);
         break;
+    case NIB_OP_NORM_ADD: {
+        /* dst rows += RMSNorm(src0 rows) * w: every worker normalizes whole
+         * rows into its scratch and adds its part, so src0 must not be the
+         * dst another worker is writing */
+        const uint64_t rb = (uint64_t)(M - 1) * op->src0_stride + n * 4,
+                       db = (uint64_t)(M - 1) * op->dst_stride + n * 4;
+        if (t->rows != 1 || t->cols != n)
+            return fail(err, errlen, "plan op %u (norm_add): weight '%s' is %ux%u, not 1x%llu", i,
+                        t->name, t->rows, t->cols, (unsigned long long)n);
+        if (!(op->norm_add.eps > 0.0f && op->norm_add.eps < 1.0f))
+            return fail(err, errlen, "plan op %u (norm_add): eps %g is not in (0, 1)", i,
+                        (double)op->norm_add.eps);
+        if (((n * 4 + 63) & ~63ull) > h->wscratch_size)
+            return fail(err, errlen,
+                        "plan op %u (norm_add): needs %llu bytes of worker scratch, the blob gives "
+                        "%u",
+                        i, (unsigned long long)((n * 4 + 63) & ~63ull), h->wscratch_size);
+        if (op->src0 < op->dst + db && op->dst < op->src0 + rb)
+            return fail(err, errlen, "plan op %u (norm_add): source rows overlap the destination",
+                        i);
+        add_rows(&r, op->src0, op->src0_stride, M, n * 4, single);
+        add_rows(&r, op->dst, op->dst_stride, M, n * 4, single);
+        break;
+    }
     case NIB_OP_MATMUL: {
         const uint32_t f = op->flags;
         if (t->rows != n || t->cols != k)
@@ -495,6 +527,16 @@ static int check_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t
         }
         if (f & NIB_EPI_ADD)
             add_rows(&r, op->src1, op->src1_stride, M, n * 4, single);
+        if (f & NIB_EPI_BIAS) {
+            const uint32_t bt = op->matmul.bias;
+            if (bt >= h->n_tensors || v->tensors[bt].dtype != NIB_DT_F32 ||
+                v->tensors[bt].rows != 1 || v->tensors[bt].cols != n)
+                return fail(err, errlen, "plan op %u (matmul): bias is not an f32 1x%llu tensor", i,
+                            (unsigned long long)n);
+        }
+        if ((f & NIB_EPI_SOFTCAP) && !(isfinite(op->matmul.softcap) && op->matmul.softcap > 0.0f))
+            return fail(err, errlen, "plan op %u (matmul): soft-cap %g is not finite and > 0", i,
+                        (double)op->matmul.softcap);
         if ((f & NIB_OPF_QOUT) && !(f & NIB_EPI_SILU_MUL))
             return fail(err, errlen, "plan op %u (matmul): only gate|up quantizes its output", i);
         if (f & NIB_EPI_SILU_MUL) {
@@ -502,6 +544,9 @@ static int check_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t
             const struct nib_silu_mul_params *sm = &op->matmul.silu_mul;
             if (sm->n_out == 0 || n != 2ull * ((sm->n_out + 7ull) / 8 * 8))
                 return fail(err, errlen, "plan op %u (matmul): silu-mul rows do not pair up", i);
+            if (sm->act > 1)
+                return fail(err, errlen, "plan op %u (matmul): unknown gated activation %u", i,
+                            sm->act);
             add_rows(&r, op->aux, op->aux_stride, M, n * 4, single);
             if (!(f & NIB_OPF_QOUT))
                 add_rows(&r, op->dst, op->dst_stride, M, sm->n_out * 4ull, single);
@@ -524,6 +569,21 @@ static int check_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t
             const struct nib_tensor_rec *rt = &v->tensors[rk->table];
             if (rt->dtype != NIB_DT_F32 || rt->rows != ctx || rt->cols != rd)
                 return fail(err, errlen, "plan op %u (matmul): RoPE table shape does not match", i);
+            if (rk->q_norm != UINT32_MAX || rk->k_norm != UINT32_MAX) {
+                /* per-head Q/K norms: both, f32 1 x head_dim; K heads start on a
+                 * head boundary so shares and steps of whole heads cover them */
+                for (int j = 0; j < 2; j++) {
+                    uint32_t nt = j ? rk->k_norm : rk->q_norm;
+                    if (nt >= h->n_tensors || v->tensors[nt].dtype != NIB_DT_F32 ||
+                        v->tensors[nt].rows != 1 || v->tensors[nt].cols != hd)
+                        return fail(err, errlen,
+                                    "plan op %u (matmul): %s norm is not an f32 1x%llu tensor", i,
+                                    j ? "K" : "Q", (unsigned long long)hd);
+                }
+                if (!(rk->qk_eps > 0.0f && rk->qk_eps < 1.0f) || rk->k_off % hd)
+                    return fail(err, errlen, "plan op %u (matmul): bad Q/K norm eps or K offset",
+                                i);
+            }
             if ((uint64_t)op->aux_stride < kv * 4 || op->aux_stride % 4 || rk->v_cache_off % 4)
                 return fail(err, errlen, "plan op %u (matmul): KV cache row stride too small", i);
             if (op->aux + rk->v_cache_off < op->aux)
@@ -544,8 +604,15 @@ static int check_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t
         const struct nib_attention_params *a = &op->attention;
         if (k == 0 || a->n_kv_heads == 0 || n % a->n_kv_heads ||
             (uint64_t)a->cache_stride < (uint64_t)a->n_kv_heads * k * 4 || a->cache_stride % 4 ||
-            !(a->scale > 0.0f))
+            !(a->scale > 0.0f) || !isfinite(a->scale))
             return fail(err, errlen, "plan op %u (attention): bad head geometry", i);
+        if (a->window > ctx)
+            return fail(err, errlen,
+                        "plan op %u (attention): window %u is longer than the context %llu", i,
+                        a->window, (unsigned long long)ctx);
+        if (!(isfinite(a->softcap) && a->softcap >= 0.0f))
+            return fail(err, errlen, "plan op %u (attention): soft-cap %g is not finite and >= 0",
+                        i, (double)a->softcap);
         add_rows(&r, op->src0, op->src0_stride, M, n * k * 4, single);
         if (op->flags & NIB_OPF_QOUT) {
             /* units of unit_heads heads, each a whole number of blocks (or all heads) */

@@ -46,20 +46,51 @@ static struct nib_qact qact_at(const struct nib_blob_view *v, uint8_t *mem, uint
     return a;
 }
 
+static uint32_t gcd_u32(uint32_t a, uint32_t b)
+{
+    while (b) {
+        uint32_t r = a % b;
+        a = b;
+        b = r;
+    }
+    return a;
+}
+
+/* The least multiple of `unit` rows that is also whole heads of hd rows
+ * (hd <= n <= 4 x NIB_MAX_VOCAB, checked at boot: no overflow). */
+static uint32_t whole_heads(uint32_t unit, uint32_t hd)
+{
+    return unit / gcd_u32(unit, hd) * hd;
+}
+
+/* A fused QKV with per-head Q/K norms: its shares and epilogue steps
+ * cover whole heads (the norm is a reduction over the head). */
+static int qk_normed(const struct nib_op *op)
+{
+    return (op->flags & NIB_EPI_ROPE_KV) && op->matmul.rope_kv.q_norm != UINT32_MAX;
+}
+
 /* Units an op is split in, and the block size of the split. */
 static uint32_t op_units(const struct nib_op *op, uint32_t *block)
 {
     *block = NIB_EXEC_ELEM_BLOCK;
     switch (op->code) {
     case NIB_OP_MATMUL:
-        /* Whole quantization blocks of its outputs when gate|up quantizes them. */
-        *block = (op->flags & NIB_OPF_QOUT) ? 2 * op->matmul.silu_mul.qblock : NIB_EXEC_ROW_BLOCK;
+        /* Whole quantization blocks of its outputs when gate|up quantizes
+         * them; whole heads when the fused QKV normalizes its heads. */
+        *block = (op->flags & NIB_OPF_QOUT) ? 2 * op->matmul.silu_mul.qblock
+                 : qk_normed(op) ? whole_heads(NIB_EXEC_ROW_BLOCK, op->matmul.rope_kv.head_dim)
+                                 : NIB_EXEC_ROW_BLOCK;
         return op->n;
     case NIB_OP_ATTENTION:
         /* heads, in units that cover whole activation blocks when quantizing */
         *block = (op->flags & NIB_OPF_QOUT) ? op->attention.unit_heads : 1;
         return op->n;
     case NIB_OP_EMBED: return op->n; /* elements */
+    case NIB_OP_NORM_ADD:
+        /* elements: every worker normalizes whole rows itself (the same
+         * bits on every worker) and adds its own elements */
+        return op->n;
     default:
         /* QUANT (a reduction over a whole row), and any op
          * without a split of its own: one share, worker 0's. */
@@ -123,12 +154,22 @@ static void epi_rope_kv(const struct nib_qkernels *qk, const struct nib_blob_vie
     const struct nib_rope_kv_params *p = &op->matmul.rope_kv;
     const float *cs = nib_tensor_f32(v, p->table) + (uint64_t)pos * p->rope_dim;
     const uint32_t q_rows = p->q_rows, k_off = p->k_off, v_off = p->v_off, kv = p->kv_rows;
-    if (r0 < q_rows)
-        qk->rope_rows(y, r0, r1 < q_rows ? r1 : q_rows, p->head_dim, p->rope_dim, cs);
+    const uint32_t hd = p->head_dim;
+    const int normed = p->q_norm != UINT32_MAX;
+    if (r0 < q_rows) {
+        uint32_t e = r1 < q_rows ? r1 : q_rows;
+        /* per-head RMSNorm before RoPE: r0 is a head boundary here (shares
+         * and steps of whole heads), in place (element-wise after the sum) */
+        for (uint32_t h = r0; normed && h < e; h += hd)
+            qk->rmsnorm(y + h, nib_tensor_f32(v, p->q_norm), y + h, hd, p->qk_eps);
+        qk->rope_rows(y, r0, e, hd, p->rope_dim, cs);
+    }
     uint8_t *kc = mem + op->aux + (uint64_t)pos * op->aux_stride, *vc = kc + p->v_cache_off;
     if (r1 > k_off && r0 < k_off + kv) {
         uint32_t b = r0 > k_off ? r0 - k_off : 0, e = (r1 < k_off + kv ? r1 : k_off + kv) - k_off;
-        qk->rope_rows(y + k_off, b, e, p->head_dim, p->rope_dim, cs);
+        for (uint32_t h = b; normed && h < e; h += hd)
+            qk->rmsnorm(y + k_off + h, nib_tensor_f32(v, p->k_norm), y + k_off + h, hd, p->qk_eps);
+        qk->rope_rows(y + k_off, b, e, hd, p->rope_dim, cs);
         memcpy(kc + b * 4ull, y + k_off + b, (e - b) * 4ull);
     }
     if (r1 > v_off && r0 < v_off + kv) {
@@ -140,14 +181,21 @@ static void epi_rope_kv(const struct nib_qkernels *qk, const struct nib_blob_vie
 /* Fused gate|up epilogue: each 16 rows r.. hold gate rows 8j.. and up
  * rows 8j.. (j = r / 16); output 8j + i = silu(gate) * up, for the outputs
  * of rows [r0, r1) below n_out, written from h (output r0 / 2 at h[0]). */
-static void epi_silu_mul(const struct nib_qkernels *qk, const float *gu, float *h, uint32_t n_out,
+static void epi_silu_mul(nib_silu_mul_fn act_mul, const float *gu, float *h, uint32_t n_out,
                          uint32_t r0, uint32_t r1)
 {
     for (uint32_t r = r0; r + 2 * NIB_Q_TILE_N <= r1; r += 2 * NIB_Q_TILE_N) {
         uint32_t o = r / 2, cnt = o + NIB_Q_TILE_N <= n_out ? NIB_Q_TILE_N : n_out - o;
         if (o < n_out)
-            qk->silu_mul(gu + r, gu + r + NIB_Q_TILE_N, h + (o - r0 / 2), cnt);
+            act_mul(gu + r, gu + r + NIB_Q_TILE_N, h + (o - r0 / 2), cnt);
     }
+}
+
+/* NIB_EPI_BIAS: y[r] += bias[r] on rows [r0, r1). */
+static void epi_bias(const float *bias, float *y, uint32_t r0, uint32_t r1)
+{
+    for (uint32_t r = r0; r < r1; r++)
+        y[r] += bias[r];
 }
 
 /* Largest non-NaN value of y[r0, r1) and its first index. */
@@ -192,7 +240,8 @@ static void exec_matmul(const struct nib_qkernels *qk, const struct nib_blob_vie
                         uint8_t *ws, const struct nib_op *op, uint32_t m, uint32_t pos, uint32_t b,
                         uint32_t e)
 {
-    const uint32_t epi = op->flags & (NIB_EPI_ROPE_KV | NIB_EPI_SILU_MUL | NIB_EPI_ARGMAX);
+    const uint32_t epi = op->flags & (NIB_EPI_ROPE_KV | NIB_EPI_SILU_MUL | NIB_EPI_ARGMAX |
+                                      NIB_EPI_BIAS | NIB_EPI_SOFTCAP);
     /* The kernel's output: dst, or the raw gate|up rows at aux. */
     const int raw_to_aux = (epi & NIB_EPI_SILU_MUL) != 0;
     const int qout = (op->flags & NIB_OPF_QOUT) != 0;
@@ -220,10 +269,16 @@ static void exec_matmul(const struct nib_qkernels *qk, const struct nib_blob_vie
         return;
     }
     /* Epilogues run step by step, right after the kernel wrote the step's
-     * rows, by the worker that wrote them. A quantizing gate|up steps by
-     * exactly one block of outputs (2 x qblock rows: its shares start there). */
+     * rows, by the worker that wrote them, in the order bias, soft-cap,
+     * RoPE/KV, gated activation, argmax. A quantizing gate|up steps by
+     * exactly one block of outputs (2 x qblock rows: its shares start
+     * there); a fused QKV with per-head norms by whole heads. */
     const struct nib_silu_mul_params *sm = &op->matmul.silu_mul;
-    const uint32_t step = qout ? 2 * sm->qblock : EPI_ROWS;
+    const uint32_t step = qout            ? 2 * sm->qblock
+                          : qk_normed(op) ? whole_heads(EPI_ROWS, op->matmul.rope_kv.head_dim)
+                                          : EPI_ROWS;
+    const nib_silu_mul_fn act_mul = sm->act == 1 ? qk->gelu_mul : qk->silu_mul;
+    const float *bias = (epi & NIB_EPI_BIAS) ? nib_tensor_f32(v, op->matmul.bias) : NULL;
     struct nib_qact qa;
     if (qout)
         qa = qact_at(v, mem, op->dst, sm->n_out, sm->qblock);
@@ -232,14 +287,16 @@ static void exec_matmul(const struct nib_qkernels *qk, const struct nib_blob_vie
         matmul_rows(qk, v, &c, r0, r1);
         for (uint32_t t = c.t0; t < c.t0 + c.mt; t++) {
             float *yt = c.y + (uint64_t)t * c.ys;
+            if (bias)
+                epi_bias(bias, yt, r0, r1);
             if (epi & NIB_EPI_ROPE_KV)
                 epi_rope_kv(qk, v, mem, op, yt, pos + t, r0, r1);
             if ((epi & NIB_EPI_SILU_MUL) && !qout)
-                epi_silu_mul(qk, yt, row_at(mem, op->dst, op->dst_stride, t) + r0 / 2, sm->n_out,
-                             r0, r1);
+                epi_silu_mul(act_mul, yt, row_at(mem, op->dst, op->dst_stride, t) + r0 / 2,
+                             sm->n_out, r0, r1);
             if ((epi & NIB_EPI_SILU_MUL) && qout && r0 / 2 < sm->n_out) {
                 float h[NIB_QACT_MAX_BLOCK]; /* one block of outputs, never in memory as f32 */
-                epi_silu_mul(qk, yt, h, sm->n_out, r0, r1);
+                epi_silu_mul(act_mul, yt, h, sm->n_out, r0, r1);
                 struct nib_qact blk =
                     nib_qact_blocks(&qa, t, r0 / 2 / sm->qblock, r0 / 2 / sm->qblock + 1);
                 qk->qact(&blk, 0, h);
@@ -268,9 +325,35 @@ void nib_exec_op(const struct nib_qkernels *qk, const struct nib_blob_view *v, u
     switch (op->code) {
     case NIB_OP_EMBED: {
         const uint32_t *tokens = (const uint32_t *)(const void *)(mem + v->h->token_slot_off);
+        const float scale = op->embed.scale;
+        const struct nib_tensor_rec *tr = &v->tensors[op->tensor];
+        struct nib_qlayout l;
+        const int quantized = tr->dtype != NIB_DT_F32;
+        if (quantized) /* the one row each token reads, dequantized exactly */
+            nib_qlayout_get(&l, tr->dtype, tr->group, tr->rows, tr->cols);
         for (uint32_t t = t0; t < m; t++) {
-            const float *row = nib_tensor_f32(v, op->tensor) + (uint64_t)tokens[t] * op->n;
-            memcpy(row_at(mem, op->dst, op->dst_stride, t) + b, row + b, (size_t)(e - b) * 4);
+            float *d = row_at(mem, op->dst, op->dst_stride, t) + b;
+            if (quantized)
+                nib_qrow_f32(&l, v->weights + tr->offset, tokens[t], b, e, d);
+            else
+                memcpy(d, nib_tensor_f32(v, op->tensor) + (uint64_t)tokens[t] * op->n + b,
+                       (size_t)(e - b) * 4);
+            if (scale != 1.0f)
+                for (uint32_t i = 0; i < e - b; i++)
+                    d[i] *= scale;
+        }
+        break;
+    }
+    case NIB_OP_NORM_ADD: {
+        /* every worker normalizes the whole row into its scratch (the same
+         * bits whoever does it), then adds its own elements */
+        float *nrm = (float *)(void *)wscratch;
+        for (uint32_t t = t0; t < m; t++) {
+            float *d = row_at(mem, op->dst, op->dst_stride, t);
+            qk->rmsnorm(row_at(mem, op->src0, op->src0_stride, t), nib_tensor_f32(v, op->tensor),
+                        nrm, op->n, op->norm_add.eps);
+            for (uint32_t i = b; i < e; i++)
+                d[i] += nrm[i];
         }
         break;
     }
@@ -293,8 +376,9 @@ void nib_exec_op(const struct nib_qkernels *qk, const struct nib_blob_view *v, u
                               : row_at(mem, op->dst, op->dst_stride, t);
             qk->attention(row_at(mem, op->src0, op->src0_stride, t), f32_at(mem, op->src1),
                           f32_at(mem, op->src1 + p->v_cache_off), out, f32_at(mem, p->scratch), b,
-                          e, op->k, op->n / p->n_kv_heads, p->cache_stride / 4, 0, pos + t, ctx,
-                          p->scale, 0.0f);
+                          e, op->k, op->n / p->n_kv_heads, p->cache_stride / 4,
+                          p->window && pos + t + 1 > p->window ? pos + t + 1 - p->window : 0,
+                          pos + t, ctx, p->scale, p->softcap);
             if (qout) { /* b * k is a block boundary; the last unit may end in a partial block */
                 uint32_t b0 = b * op->k / p->qblock, b1 = (e * op->k + p->qblock - 1) / p->qblock;
                 struct nib_qact blk = nib_qact_blocks(&a, t, b0, b1);
@@ -370,6 +454,10 @@ int nib_exec_access(const struct nib_blob_view *v, const struct nib_op *op, uint
                 1);
         break;
     }
+    case NIB_OP_NORM_ADD: /* whole rows read, own elements written */
+        acc_rows(out, &c, op->src0, op->src0_stride, M, 0, op->n * 4ull, 0);
+        acc_rows(out, &c, op->dst, op->dst_stride, M, b * 4ull, e * 4ull, 1);
+        break;
     case NIB_OP_QUANT:
         acc_rows(out, &c, op->src0, op->src0_stride, M, 0, op->n * 4ull, 0);
         acc(out, &c, op->dst, 0, nib_qact_footprint(M, op->n, op->quant.block), 1);

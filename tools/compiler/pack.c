@@ -121,19 +121,35 @@ static int put_f32_row(struct sink *s, const struct llama_weight *w, uint32_t r,
 
 /* One tensor's payload, row by row. */
 static int write_tensor(struct sink *s, const struct plan_tensor *t, const struct nib_hparams *hp,
-                        float *row, char *err, size_t errlen)
+                        const float *freq_factors, float *row, char *err, size_t errlen)
 {
     if (t->kind == PT_ROPE_TABLE) {
-        /* Same arithmetic as the reference implementations: float powf/cosf. */
+        /* Same arithmetic as the reference implementations: float powf/cosf;
+         * Llama 3's frequency factors divide each pair's frequency. */
         for (uint32_t pos = 0; pos < t->rec.rows; pos++) {
             for (uint32_t i = 0; i < t->rec.cols; i += 2) {
                 float freq = 1.0f / powf(hp->rope_theta, (float)i / (float)hp->rope_dim);
+                if (freq_factors)
+                    freq = freq / freq_factors[i / 2];
                 float val = (float)pos * freq;
                 row[i] = cosf(val);
                 row[i + 1] = sinf(val);
             }
             put(s, row, t->rec.cols * 4ull);
         }
+        return 0;
+    }
+    if (t->kind == PT_ROW_CAT) {
+        /* each source's elements at its row offset, zeros between */
+        memset(row, 0, t->rec.cols * 4ull);
+        for (uint32_t k = 0; k < t->n_src; k++)
+            if (t->src[k] && (t->row_off[k] + (uint64_t)t->src[k]->cols > t->rec.cols ||
+                              llama_weight_row_f32(t->src[k], 0, row + t->row_off[k]))) {
+                snprintf(err, errlen, "cannot convert the parts of tensor '%s' to f32",
+                         t->rec.name);
+                return -1;
+            }
+        put(s, row, t->rec.cols * 4ull);
         return 0;
     }
     if (t->rec.dtype != NIB_DT_F32)
@@ -235,7 +251,7 @@ int nib_pack_blob(struct nib_plan *p, const struct llama_model *m, FILE *out, ch
     pad_to(&s, h.weights.offset);
     for (uint32_t i = 0; i < p->n_tensors && rc == 0 && !s.failed; i++) {
         pad_to(&s, h.weights.offset + p->tensors[i].rec.offset);
-        rc = write_tensor(&s, &p->tensors[i], &p->h.hp, row, err, errlen);
+        rc = write_tensor(&s, &p->tensors[i], &p->h.hp, m->rope_freq_factors, row, err, errlen);
     }
     pad_to(&s, h.blob_size);
     free(row);

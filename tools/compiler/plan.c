@@ -24,8 +24,10 @@ struct builder {
     const struct llama_model *m;
     const struct plan_opts *o;
     uint32_t cap_t, cap_o;
-    uint64_t act;      /* next free activation byte */
-    uint64_t wscratch; /* private scratch a worker needs (NIB_OPF_NORM_IN) */
+    uint64_t act;       /* next free activation byte */
+    uint64_t wscratch;  /* private scratch a worker needs (NIB_OPF_NORM_IN, NORM_ADD) */
+    uint32_t row_align; /* add_tensor: quantized sources start on multiples of this
+                         * (0: NIB_Q_TILE_N) */
     int oom;
     char *err;
     size_t errlen;
@@ -79,7 +81,9 @@ static int precision_rank(struct nib_qspec s)
 {
     switch (s.dtype) {
     case NIB_DT_F32: return 1000;
+    case NIB_DT_Q8F: return 950 - (int)s.group; /* f32 scale and minimum per 16 or 32 */
     case NIB_DT_Q8C: return 900 - (int)s.group;
+    case NIB_DT_Q4F: return 550 - (int)s.group;
     case NIB_DT_Q4A: return 500 - (int)s.group;
     case NIB_DT_Q4: return 400 - (int)s.group;
     default: return 100;
@@ -173,7 +177,8 @@ static uint32_t add_tensor(struct builder *b, const char *name, enum plan_tensor
      * starts on a block so fused sources pack (and repack) independently.
      * Tile pairs (gate|up) interleave two sources' 8-row tiles, so every
      * 16-row block holds matching gate and up rows, for f32 too. */
-    uint32_t align = spec.dtype == NIB_DT_F32 ? 1 : NIB_Q_TILE_N, r = 0;
+    uint32_t align = spec.dtype == NIB_DT_F32 ? 1 : b->row_align ? b->row_align : NIB_Q_TILE_N;
+    uint32_t r = 0;
     t->tile_pairs = kind == PT_TILE_PAIRS;
     for (uint32_t i = 0; i < n_src; i++) {
         t->src[i] = src[i];
@@ -327,11 +332,75 @@ static uint32_t add_matrix(struct builder *b, const char *name, enum plan_tensor
     return add_tensor(b, name, kind, 0, cols, spec, src, n);
 }
 
-/* One layer's tensors, by role. */
+/* One layer's tensors, by role (UINT32_MAX: the layer has none). */
 struct layer_tensors {
     uint32_t attn_norm, wqkv, wo;
     uint32_t ffn_norm, gate_up, down;
+    uint32_t qkv_bias, q_norm, k_norm, post_attn_norm, post_ffn_norm;
 };
+
+static uint32_t gcd_u32(uint32_t a, uint32_t b)
+{
+    while (b) {
+        uint32_t r = a % b;
+        a = b;
+        b = r;
+    }
+    return a;
+}
+
+/* One f32 row holding the bias vectors of a fused QKV (any may be
+ * absent: zeros) at the rows their matrices occupy in it. */
+static uint32_t add_fused_bias(struct builder *b, const char *name, uint32_t fused,
+                               const struct llama_weight *bq, const struct llama_weight *bk,
+                               const struct llama_weight *bv)
+{
+    const struct llama_weight *src[3] = {bq->t ? bq : NULL, bk->t ? bk : NULL, bv->t ? bv : NULL};
+    uint32_t t = add_tensor(b, name, PT_ROWS, 1, b->p->tensors[fused].rec.rows, f32_spec, NULL, 0);
+    if (b->failed || b->oom)
+        return t;
+    struct plan_tensor *pt = &b->p->tensors[t], *f = &b->p->tensors[fused];
+    pt->kind = PT_ROW_CAT;
+    pt->n_src = 3;
+    for (int i = 0; i < 3; i++) {
+        pt->src[i] = src[i];
+        pt->row_off[i] = f->row_off[i];
+        if (src[i] && src[i]->cols != f->src[i]->rows)
+            fail(b, "%s: bias of %u elements for %u rows", name, src[i]->cols, f->src[i]->rows);
+    }
+    return t;
+}
+
+/* A vector that may be absent: its tensor, or UINT32_MAX. */
+static uint32_t add_opt_vector(struct builder *b, const char *fmt, uint32_t l,
+                               const struct llama_weight *w, uint32_t n)
+{
+    if (!w->t)
+        return UINT32_MAX;
+    char name[NIB_NAME_MAX];
+    snprintf(name, sizeof name, fmt, l);
+    if (w->cols != n)
+        fail(b, "%s has %u elements, expected %u", name, w->cols, n);
+    return add_vector(b, name, w, n);
+}
+
+/* dst rows += RMSNorm(src rows) * the weight (gemma2's post-norms): an op
+ * of its own (a reduction over the whole row, after a barrier); each
+ * worker normalizes whole rows in its scratch. */
+static void norm_add(struct builder *b, uint32_t norm, uint64_t src, uint32_t src_stride,
+                     uint64_t dst, uint32_t dst_stride, uint32_t n, float eps)
+{
+    uint64_t need = (n * 4ull + 63) & ~63ull;
+    if (need > b->wscratch)
+        b->wscratch = need;
+    struct nib_op *op = add_op(b, NIB_OP_NORM_ADD, norm);
+    op->src0 = src;
+    op->src0_stride = src_stride;
+    op->dst = dst;
+    op->dst_stride = dst_stride;
+    op->n = n;
+    op->norm_add.eps = eps;
+}
 
 int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct plan_opts *o,
                    char *err, size_t errlen)
@@ -357,9 +426,14 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
         return -1;
     }
 
-    /* Tensors first (their packed row counts size the buffers). */
-    uint32_t t_embd = add_tensor(&b, "token_embd", PT_ROWS, 0, dim, f32_spec,
-                                 (const struct llama_weight *const[]){&m->tok_embd}, 1);
+    p->h.hp.arch = m->arch;
+
+    /* Tensors first (their packed row counts size the buffers). The
+     * embedding table takes the matrices' format (or the source's exact
+     * one): the EMBED op dequantizes the one row each token reads. */
+    const struct llama_weight *embd_src[1] = {&m->tok_embd};
+    struct nib_qspec embd_spec = choose_spec(&b, "token_embd", 0, embd_src, 1);
+    uint32_t t_embd = add_tensor(&b, "token_embd", PT_ROWS, 0, dim, embd_spec, embd_src, 1);
     uint32_t t_rope =
         add_tensor(&b, "rope_cos_sin", PT_ROPE_TABLE, ctx, hp.rope_dim, f32_spec, NULL, 0);
     struct layer_tensors *lt = calloc(hp.n_layers ? hp.n_layers : 1, sizeof *lt);
@@ -374,7 +448,22 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
         snprintf(name, sizeof name, "blk.%u.attn_norm", l);
         t->attn_norm = add_vector(&b, name, &L->attn_norm, dim);
         snprintf(name, sizeof name, "blk.%u.attn_qkv", l);
+        /* per-head Q/K norms: K starts on a head so shares of whole heads fit */
+        b.row_align = L->q_norm.t ? NIB_Q_TILE_N / gcd_u32(NIB_Q_TILE_N, hd) * hd : 0;
         t->wqkv = add_matrix(&b, name, PT_ROWS, 0, dim, &L->wq, &L->wk, &L->wv);
+        b.row_align = 0;
+        t->qkv_bias = UINT32_MAX;
+        if (L->bq.t || L->bk.t || L->bv.t) {
+            snprintf(name, sizeof name, "blk.%u.attn_qkv_bias", l);
+            t->qkv_bias = add_fused_bias(&b, name, t->wqkv, &L->bq, &L->bk, &L->bv);
+        }
+        t->q_norm = add_opt_vector(&b, "blk.%u.attn_q_norm", l, &L->q_norm, hd);
+        t->k_norm = add_opt_vector(&b, "blk.%u.attn_k_norm", l, &L->k_norm, hd);
+        if ((t->q_norm == UINT32_MAX) != (t->k_norm == UINT32_MAX))
+            fail(&b, "layer %u has a per-head norm for only one of Q and K", l);
+        t->post_attn_norm =
+            add_opt_vector(&b, "blk.%u.post_attention_norm", l, &L->post_attn_norm, dim);
+        t->post_ffn_norm = add_opt_vector(&b, "blk.%u.post_ffw_norm", l, &L->post_ffn_norm, dim);
         snprintf(name, sizeof name, "blk.%u.attn_output", l);
         t->wo = add_matrix(&b, name, PT_ROWS, 0, q_dim, &L->wo, NULL, NULL);
         snprintf(name, sizeof name, "blk.%u.ffn_norm", l);
@@ -388,11 +477,12 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
     const struct llama_weight *out_w = m->output_tied ? &m->tok_embd : &m->output;
     const struct llama_weight *out_src[1] = {out_w};
     struct nib_qspec out_spec = choose_spec(&b, "output", 1, out_src, 1);
-    /* A tied f32 head reads the embedding table itself; otherwise it is a
-     * tensor of its own (a tied head in a quantized format is a packed copy). */
-    uint32_t t_out = (m->output_tied && out_spec.dtype == NIB_DT_F32)
-                         ? t_embd
-                         : add_tensor(&b, "output", PT_ROWS, 0, dim, out_spec, out_src, 1);
+    /* A tied head in the embedding table's format reads the table itself;
+     * otherwise it is a tensor of its own (a packed copy in its format). */
+    uint32_t t_out =
+        (m->output_tied && out_spec.dtype == embd_spec.dtype && out_spec.group == embd_spec.group)
+            ? t_embd
+            : add_tensor(&b, "output", PT_ROWS, 0, dim, out_spec, out_src, 1);
     if (b.failed || b.oom)
         goto fail;
 
@@ -420,6 +510,8 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
     uint64_t gu = rows_alloc(&b, max_gu, &gu_s);
     uint64_t hb = UINT64_MAX; /* f32 FFN rows: only for a down projection that cannot
                                * have gate|up quantize for it (allocated when first needed) */
+    uint64_t po = UINT64_MAX; /* f32 rows of an output projection before its post-norm */
+    uint32_t po_s = 0;
     uint64_t scores = act_alloc(&b, (uint64_t)hp.n_heads * ctx * 4ull);
     p->h.logits_off = act_alloc(&b, p->tensors[t_out].rec.rows * 4ull);
     p->h.argmax_blocks = (hp.vocab_size + NIB_ARGMAX_BLOCK - 1) / NIB_ARGMAX_BLOCK;
@@ -435,6 +527,7 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
     op->dst = x;
     op->dst_stride = x_s;
     op->n = dim;
+    op->embed.scale = m->embed_scale > 0.0f ? m->embed_scale : 1.0f;
     for (uint32_t l = 0; l < hp.n_layers; l++) {
         const struct layer_tensors *t = &lt[l];
         /* attention block: norm + QKV with RoPE and the KV write */
@@ -449,7 +542,14 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
             .head_dim = hd,
             .rope_dim = hp.rope_dim,
             .v_cache_off = (uint32_t)(ctx * row),
+            .q_norm = t->q_norm,
+            .k_norm = t->k_norm,
+            .qk_eps = t->q_norm != UINT32_MAX ? hp.norm_eps : 0.0f,
         };
+        if (t->qkv_bias != UINT32_MAX) {
+            op->flags |= NIB_EPI_BIAS;
+            op->matmul.bias = t->qkv_bias;
+        }
         op->aux = l * layer_kv; /* relative to the KV cache for now */
         op->aux_stride = (uint32_t)row;
         op = add_op(&b, NIB_OP_ATTENTION, UINT32_MAX);
@@ -464,8 +564,10 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
             .n_kv_heads = hp.n_kv_heads,
             .cache_stride = (uint32_t)row,
             .v_cache_off = (uint32_t)(ctx * row),
-            .scale = 1.0f / sqrtf((float)hd),
+            .scale = m->attn_scale > 0.0f ? m->attn_scale : 1.0f / sqrtf((float)hd),
             .scratch = scores,
+            .window = m->layers[l].window < ctx ? m->layers[l].window : 0,
+            .softcap = m->attn_softcap,
         };
         uint32_t blk = block_of(&b, t->wo);
         uint64_t in;
@@ -489,10 +591,18 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
         } else {
             in = quantized_input(&b, t->wo, att_out, att_s, q_dim);
         }
-        op = matmul(&b, t->wo, in, att_s, x, x_s, q_dim);
-        op->flags = NIB_EPI_ADD;
-        op->src1 = x; /* x = Wo a + x: each output reads only its own old value */
-        op->src1_stride = x_s;
+        if (t->post_attn_norm != UINT32_MAX) {
+            /* x += RMSNorm(Wo a) * w: the projection to its own rows, then the norm */
+            if (po == UINT64_MAX)
+                po = rows_alloc(&b, dim, &po_s);
+            matmul(&b, t->wo, in, att_s, po, po_s, q_dim);
+            norm_add(&b, t->post_attn_norm, po, po_s, x, x_s, dim, hp.norm_eps);
+        } else {
+            op = matmul(&b, t->wo, in, att_s, x, x_s, q_dim);
+            op->flags = NIB_EPI_ADD;
+            op->src1 = x; /* x = Wo a + x: each output reads only its own old value */
+            op->src1_stride = x_s;
+        }
         /* FFN block: norm + gate|up with SiLU-mul (quantizing), down + residual */
         blk = block_of(&b, t->down);
         if (!blk && hb == UINT64_MAX)
@@ -503,6 +613,7 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
         op->aux = gu;
         op->aux_stride = gu_s;
         op->matmul.silu_mul.n_out = ffn;
+        op->matmul.silu_mul.act = m->ffn_act;
         if (blk) {
             /* gate|up quantizes its outputs for the down projection */
             op->flags |= NIB_OPF_QOUT;
@@ -511,14 +622,26 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
         } else {
             in = quantized_input(&b, t->down, hb, h_s, ffn);
         }
-        op = matmul(&b, t->down, in, h_s, x, x_s, ffn);
-        op->flags = NIB_EPI_ADD;
-        op->src1 = x;
-        op->src1_stride = x_s;
+        if (t->post_ffn_norm != UINT32_MAX) {
+            if (po == UINT64_MAX)
+                po = rows_alloc(&b, dim, &po_s);
+            matmul(&b, t->down, in, h_s, po, po_s, ffn);
+            norm_add(&b, t->post_ffn_norm, po, po_s, x, x_s, dim, hp.norm_eps);
+        } else {
+            op = matmul(&b, t->down, in, h_s, x, x_s, ffn);
+            op->flags = NIB_EPI_ADD;
+            op->src1 = x;
+            op->src1_stride = x_s;
+        }
     }
     /* Head: final norm + LM head + argmax in one op, the last row only. */
     op = norm_matmul(&b, t_on, t_out, x, x_s, p->h.logits_off, 0, dim, hp.norm_eps);
     op->flags |= NIB_OPF_LAST_ROW | NIB_EPI_ARGMAX;
+    if (m->final_softcap > 0.0f) {
+        /* logits -> c tanh(l / c) before the argmax (gemma2) */
+        op->flags |= NIB_EPI_SOFTCAP;
+        op->matmul.softcap = m->final_softcap;
+    }
     if (b.failed || b.oom)
         goto fail;
     p->h.wscratch_size = (uint32_t)b.wscratch;

@@ -14,12 +14,15 @@ enum plan_tensor_kind {
     PT_ROWS = 0,   /* rows concatenated from up to 3 source weights */
     PT_ROPE_TABLE, /* cos/sin per position, computed */
     PT_TILE_PAIRS, /* (only as an argument to the planner's add_tensor) */
+    PT_ROW_CAT,    /* one f32 row: the elements of each vector source at its row_off
+                    * (a fused QKV's bias in the QKV row layout), zeros between */
 };
 
 struct plan_tensor {
     struct nib_tensor_rec rec; /* offset/size filled by the packer */
     enum plan_tensor_kind kind;
-    const struct llama_weight *src[3]; /* PT_ROWS: stacked in this order */
+    const struct llama_weight *src[3]; /* PT_ROWS: stacked in this order
+                                        * (PT_ROW_CAT: NULL = zeros) */
     uint32_t row_off[3];               /* first row of each source in the tensor */
     uint32_t n_src;
     int tile_pairs; /* 2 sources interleaved in 8-row tiles:
@@ -37,10 +40,12 @@ struct nib_plan {
     uint32_t n_ops;
 };
 
-/* Weight formats. Matrices take `matrix`; the LM head takes `output`;
- * embeddings (looked up one row per token) and norms stay f32. With
- * `source`, a tensor stored in the GGUF as Q4_0 or Q8_0 keeps that format
- * (repacked exactly, never rounded again). `precision` overrides per
+/* Weight formats. Matrices and the token-embedding table (read one row
+ * per token, dequantized by the EMBED op) take `matrix`; the LM head takes
+ * `output` (a tied head reads the embedding table itself when the two
+ * formats agree, else it is a packed copy); norms, biases and the RoPE
+ * table stay f32. With `source`, a quantized source tensor keeps a format
+ * that holds its values exactly (repacked, never rounded again). `precision` overrides per
  * tensor: "PATTERN=FORMAT,..." where PATTERN is a shell glob matched
  * against the GGUF names (blk.0.attn_q.weight, or without ".weight") and
  * nibble's fused names (blk.0.attn_qkv, blk.0.ffn_gate_up, output); later
