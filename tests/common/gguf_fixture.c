@@ -281,6 +281,30 @@ void fx_default_params(struct fx_params *p)
                             .ntype = T_F32};
 }
 
+void fx_arch_params(struct fx_params *p, const char *arch)
+{
+    fx_default_params(p);
+    p->arch = arch;
+    if (!strcmp(arch, "qwen2")) {
+        p->qkv_bias = 1;
+    } else if (!strcmp(arch, "qwen3")) {
+        p->qk_norm = 1;
+        p->head_dim = 6;
+    } else if (!strcmp(arch, "phi3")) {
+        p->fused_qkv = 1;
+        p->fused_up = 1;
+    } else if (!strcmp(arch, "gemma2")) {
+        p->post_norms = 1;
+        p->head_dim = 6;
+        p->tied = 1;
+    }
+}
+
+float fx_rope_freq(uint32_t i)
+{
+    return 1.0f + 0.5f * (float)i;
+}
+
 void fx_quant_params(struct fx_params *p, uint32_t wtype)
 {
     fx_default_params(p);
@@ -446,48 +470,96 @@ static void add_matrix(struct fx_model *m, const char *name, uint32_t type, uint
     fx_add_tensor(m, name, type, 2, ne);
 }
 
+static void add_vector(struct fx_model *m, const char *name, uint32_t type, uint64_t n)
+{
+    uint64_t ne[1] = {n};
+    fx_add_tensor(m, name, type, 1, ne);
+}
+
 static void add_tensors(struct fx_model *m)
 {
     const struct fx_params *p = &m->p;
-    uint64_t hd = p->dim / p->n_heads, q = p->n_heads * hd, kv = p->n_kv_heads * hd,
-             d1[1] = {p->dim};
+    uint64_t hd = p->head_dim ? p->head_dim : p->dim / p->n_heads, q = p->n_heads * hd,
+             kv = p->n_kv_heads * hd;
     add_matrix(m, "token_embd.weight", p->wtype, p->dim, p->vocab);
-    fx_add_tensor(m, "output_norm.weight", p->ntype, 1, d1);
+    add_vector(m, "output_norm.weight", p->ntype, p->dim);
     if (!p->tied)
         add_matrix(m, "output.weight", p->wtype, p->dim, p->vocab);
+    if (p->rope_freqs) {
+        float f[64];
+        for (uint32_t i = 0; i < p->rope_dim / 2 && i < 64; i++)
+            f[i] = fx_rope_freq(i);
+        add_vector(m, "rope_freqs.weight", T_F32, p->rope_dim / 2);
+        fx_tensor_set_raw(&m->t[m->n_t - 1], f, p->rope_dim / 2 * sizeof(float));
+    }
     for (uint32_t l = 0; l < p->n_layers; l++) {
         char n[64];
-#define NAME(part) (snprintf(n, sizeof n, "blk.%u." part ".weight", l), n)
-        fx_add_tensor(m, NAME("attn_norm"), p->ntype, 1, d1);
-        add_matrix(m, NAME("attn_q"), p->wtype, p->dim, q);
-        add_matrix(m, NAME("attn_k"), p->wtype, p->dim, kv);
-        add_matrix(m, NAME("attn_v"), p->wtype, p->dim, kv);
-        add_matrix(m, NAME("attn_output"), p->wtype, q, p->dim);
-        fx_add_tensor(m, NAME("ffn_norm"), p->ntype, 1, d1);
-        add_matrix(m, NAME("ffn_gate"), p->wtype, p->dim, p->ffn_dim);
-        add_matrix(m, NAME("ffn_up"), p->wtype, p->dim, p->ffn_dim);
-        add_matrix(m, NAME("ffn_down"), p->wtype, p->ffn_dim, p->dim);
+#define NAME(part) (snprintf(n, sizeof n, "blk.%u." part, l), n)
+        add_vector(m, NAME("attn_norm.weight"), p->ntype, p->dim);
+        if (p->fused_qkv) {
+            add_matrix(m, NAME("attn_qkv.weight"), p->wtype, p->dim, q + 2 * kv);
+            if (p->qkv_bias)
+                add_vector(m, NAME("attn_qkv.bias"), T_F32, q + 2 * kv);
+        } else {
+            add_matrix(m, NAME("attn_q.weight"), p->wtype, p->dim, q);
+            add_matrix(m, NAME("attn_k.weight"), p->wtype, p->dim, kv);
+            add_matrix(m, NAME("attn_v.weight"), p->wtype, p->dim, kv);
+            if (p->qkv_bias) {
+                add_vector(m, NAME("attn_q.bias"), T_F32, q);
+                add_vector(m, NAME("attn_k.bias"), T_F32, kv);
+                add_vector(m, NAME("attn_v.bias"), T_F32, kv);
+            }
+        }
+        if (p->qk_norm) {
+            add_vector(m, NAME("attn_q_norm.weight"), p->ntype, hd);
+            add_vector(m, NAME("attn_k_norm.weight"), p->ntype, hd);
+        }
+        add_matrix(m, NAME("attn_output.weight"), p->wtype, q, p->dim);
+        if (p->post_norms)
+            add_vector(m, NAME("post_attention_norm.weight"), p->ntype, p->dim);
+        add_vector(m, NAME("ffn_norm.weight"), p->ntype, p->dim);
+        if (p->fused_up) {
+            add_matrix(m, NAME("ffn_up.weight"), p->wtype, p->dim, 2 * p->ffn_dim);
+        } else {
+            add_matrix(m, NAME("ffn_gate.weight"), p->wtype, p->dim, p->ffn_dim);
+            add_matrix(m, NAME("ffn_up.weight"), p->wtype, p->dim, p->ffn_dim);
+        }
+        add_matrix(m, NAME("ffn_down.weight"), p->wtype, p->ffn_dim, p->dim);
+        if (p->post_norms)
+            add_vector(m, NAME("post_ffw_norm.weight"), p->ntype, p->dim);
 #undef NAME
     }
 }
 
+/* "<arch>.<suffix>" */
+static const char *akey(const struct fx_params *p, const char *suffix, char buf[96])
+{
+    snprintf(buf, 96, "%s.%s", p->arch ? p->arch : "llama", suffix);
+    return buf;
+}
+
 void fx_model_init(struct fx_model *m, const struct fx_params *p)
 {
+    char k[96];
     memset(m, 0, sizeof *m);
     m->p = *p;
-    fx_set_str(m, "general.architecture", "llama");
+    fx_set_str(m, "general.architecture", p->arch ? p->arch : "llama");
     fx_set_str(m, "general.name", "nibble fixture");
     if (p->alignment)
         fx_set_u32(m, "general.alignment", p->alignment);
-    fx_set_u32(m, "llama.context_length", p->ctx);
-    fx_set_u32(m, "llama.embedding_length", p->dim);
-    fx_set_u32(m, "llama.block_count", p->n_layers);
-    fx_set_u32(m, "llama.feed_forward_length", p->ffn_dim);
-    fx_set_u32(m, "llama.attention.head_count", p->n_heads);
-    fx_set_u32(m, "llama.attention.head_count_kv", p->n_kv_heads);
-    fx_set_u32(m, "llama.rope.dimension_count", p->rope_dim);
-    fx_set_f32(m, "llama.rope.freq_base", 500000.0f);
-    fx_set_f32(m, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    fx_set_u32(m, akey(p, "context_length", k), p->ctx);
+    fx_set_u32(m, akey(p, "embedding_length", k), p->dim);
+    fx_set_u32(m, akey(p, "block_count", k), p->n_layers);
+    fx_set_u32(m, akey(p, "feed_forward_length", k), p->ffn_dim);
+    fx_set_u32(m, akey(p, "attention.head_count", k), p->n_heads);
+    fx_set_u32(m, akey(p, "attention.head_count_kv", k), p->n_kv_heads);
+    if (p->head_dim) {
+        fx_set_u32(m, akey(p, "attention.key_length", k), p->head_dim);
+        fx_set_u32(m, akey(p, "attention.value_length", k), p->head_dim);
+    }
+    fx_set_u32(m, akey(p, "rope.dimension_count", k), p->rope_dim);
+    fx_set_f32(m, akey(p, "rope.freq_base", k), 500000.0f);
+    fx_set_f32(m, akey(p, "attention.layer_norm_rms_epsilon", k), 1e-5f);
     fx_set_str(m, "tokenizer.ggml.model", "llama");
     add_vocab(m, p->vocab);
     fx_set_u32(m, "tokenizer.ggml.bos_token_id", 1);

@@ -19,10 +19,25 @@ struct fx_params {
     uint32_t ntype;     /* ggml type of every norm */
     int tied;           /* omit output.weight */
     uint32_t alignment; /* 0: no general.alignment key (reader uses 32) */
+    /* Architectures other than llama (fx_arch_params sets these). */
+    const char *arch;  /* general.architecture and the key prefix; NULL: "llama" */
+    uint32_t head_dim; /* 0: dim / n_heads, no key; else <arch>.attention.key_length and
+                        * value_length (Q is n_heads * head_dim wide) */
+    int fused_qkv;     /* blk.N.attn_qkv.weight (Q|K|V rows) instead of attn_q/k/v */
+    int qkv_bias;      /* attn_q/k/v.bias (attn_qkv.bias when fused), F32 */
+    int qk_norm;       /* attn_q_norm / attn_k_norm [head_dim] (qwen3) */
+    int fused_up;      /* ffn_up of 2 * ffn_dim rows (gate | up) and no ffn_gate (phi3) */
+    int post_norms;    /* post_attention_norm / post_ffw_norm (gemma2) */
+    int rope_freqs;    /* rope_freqs.weight [rope_dim / 2], element i = fx_rope_freq(i) */
 };
 
 /* dim 8, 2 layers, 2 heads, 1 KV head, ffn 16, vocab 20, all F32. */
 void fx_default_params(struct fx_params *p);
+/* The default shape as architecture `arch` writes it ("llama", "qwen2",
+ * "qwen3", "phi3", "gemma2"): qwen2 Q/K/V biases, qwen3 per-head norms and
+ * head_dim 6 (Q wider than dim), phi3 fused attn_qkv and gate|up, gemma2
+ * post-norms, head_dim 6 and tied output. Keys use the arch prefix. */
+void fx_arch_params(struct fx_params *p, const char *arch);
 /* Shapes whose input dims are multiples of 32 (dim 32, 4 heads, 2 KV heads,
  * ffn 64), matrices of `wtype`, norms F32. */
 void fx_quant_params(struct fx_params *p, uint32_t wtype);
@@ -102,6 +117,9 @@ void fx_build_default(struct fx_file *f, const struct fx_params *p);
 
 /* Exact value of element i of a generated payload of `type`. */
 float fx_value(uint32_t type, uint32_t seed, uint64_t i);
+
+/* Element i of a fixture's rope_freqs.weight (positive, exact). */
+float fx_rope_freq(uint32_t i);
 
 /* Little-endian patching of a built file. */
 void fx_put_u32(uint8_t *p, uint32_t v);

@@ -267,8 +267,8 @@ START_TEST(test_import_q4_0)
 }
 END_TEST
 
-/* Q4_1 is refused for model weights, but the row converter handles it for
- * any tensor a caller binds by hand. */
+/* Q4_1: the row converter handles it for any tensor a caller binds by
+ * hand, and model weights in it import. */
 START_TEST(test_q4_1)
 {
     struct fx_params p;
@@ -294,8 +294,15 @@ START_TEST(test_q4_1)
     ck_assert_int_eq(llama_weight_row_f32(&w, 0, row), -1);
     unload(&L);
 
-    fx_tensor(&fm, "blk.1.attn_q.weight")->type = GGML_TYPE_Q4_1;
-    expect_import_fail(&fm, "tensor 'blk.1.attn_q.weight' has unsupported dtype q4_1");
+    /* a Q4_1 model weight imports and decodes (every GGUF type nibble reads) */
+    struct fx_tensor *aq = fx_tensor(&fm, "blk.1.attn_q.weight");
+    aq->type = GGML_TYPE_Q4_1;
+    expect_import_ok(&fm, &L);
+    ck_assert_uint_eq(L.m.layers[1].wq.t->type, GGML_TYPE_Q4_1);
+    ck_assert_int_eq(llama_weight_row_f32(&L.m.layers[1].wq, 1, row), 0);
+    for (uint32_t c = 0; c < 32; c++)
+        ck_assert(row[c] == fx_value(GGML_TYPE_Q4_1, aq->seed, 32 + c));
+    unload(&L);
     fx_model_free(&fm);
 }
 END_TEST
@@ -700,12 +707,472 @@ START_TEST(test_extra_tensors_ignored)
     fx_default_params(&p);
     fx_model_init(&fm, &p);
     uint64_t ne[1] = {2};
-    fx_add_tensor(&fm, "rope_freqs.weight", GGML_TYPE_F32, 1, ne);
+    fx_add_tensor(&fm, "blk.0.attn_rot_embd", GGML_TYPE_F32, 1, ne); /* a name nibble never reads */
     uint64_t ne2[2] = {64, 2};
     fx_add_tensor(&fm, "blk.5.attn_q.weight", GGML_TYPE_Q4_1, 2, ne2); /* beyond block_count */
     expect_import_ok(&fm, &L);
     check_weights(&fm, &L.m);
     unload(&L);
+    fx_model_free(&fm);
+}
+END_TEST
+
+/* ---- architectures ---- */
+
+static void arch_model(struct fx_model *fm, const char *arch)
+{
+    struct fx_params p;
+    fx_arch_params(&p, arch);
+    fx_model_init(fm, &p);
+}
+
+/* View entry i of a rotate-half source (heads of hd entries, the first rd
+ * rotating): the source entry it holds, computed here independently of
+ * tools/compiler/weight_view.c. */
+static uint32_t neox_entry(uint32_t i, uint32_t hd, uint32_t rd)
+{
+    if (hd == 0 || i % hd >= rd)
+        return i;
+    uint32_t j = i % hd;
+    return i - j + (j % 2 ? rd / 2 + j / 2 : j / 2);
+}
+
+/* w views tensor `name` from source row (matrix) or element (vector) row0,
+ * reordered in heads of hd with rd rotating (hd 0: none), and every value
+ * read through it is the fixture's value at that place. */
+static void check_view(struct fx_model *fm, const struct llama_weight *w, const char *name,
+                       uint32_t rows, uint32_t cols, uint32_t row0, uint32_t hd, uint32_t rd)
+{
+    const struct fx_tensor *t = fx_tensor(fm, name);
+    ck_assert_msg(t != NULL, "fixture has no %s", name);
+    ck_assert_msg(w->t && gguf_str_eq(w->t->name, name), "%s: bound to another tensor", name);
+    ck_assert_uint_eq(w->rows, rows);
+    ck_assert_uint_eq(w->cols, cols);
+    ck_assert_uint_eq(w->row0, row0);
+    ck_assert_uint_eq(w->neox_head, hd);
+    ck_assert_uint_eq(w->neox_rope_dim, rd);
+    ck_assert(w->add == 0.0f);
+    float row[256];
+    for (uint32_t r = 0; r < rows; r++) {
+        ck_assert_int_eq(llama_weight_row_f32(w, r, row), 0);
+        for (uint32_t c = 0; c < cols; c++) {
+            uint64_t at = rows == 1 ? row0 + neox_entry(c, hd, rd)
+                                    : (uint64_t)(row0 + neox_entry(r, hd, rd)) * t->ne[0] + c;
+            float want = fx_value(t->type, t->seed, at);
+            ck_assert_msg(row[c] == want, "%s view [%u][%u] = %g, expected %g", name, r, c, row[c],
+                          want);
+        }
+    }
+}
+
+static void check_common(const struct llama_model *m, uint32_t arch, uint32_t act)
+{
+    ck_assert_uint_eq(m->arch, arch);
+    ck_assert_uint_eq(m->hp.arch, arch);
+    ck_assert_uint_eq(m->ffn_act, act);
+    ck_assert_str_eq(llama_arch_name(arch), arch == LLAMA_ARCH_LLAMA   ? "llama"
+                                            : arch == LLAMA_ARCH_QWEN2 ? "qwen2"
+                                            : arch == LLAMA_ARCH_QWEN3 ? "qwen3"
+                                            : arch == LLAMA_ARCH_PHI3  ? "phi3"
+                                                                       : "gemma2");
+}
+
+START_TEST(test_arch_llama)
+{
+    struct fx_model fm;
+    struct loaded L;
+    arch_model(&fm, "llama");
+    expect_import_ok(&fm, &L);
+    check_common(&L.m, LLAMA_ARCH_LLAMA, LLAMA_ACT_SILU);
+    ck_assert(L.m.embed_scale == 1.0f);
+    ck_assert(L.m.attn_scale == 0.5f); /* 1/sqrt(4) */
+    ck_assert(L.m.attn_softcap == 0.0f && L.m.final_softcap == 0.0f);
+    ck_assert_ptr_null(L.m.rope_freq_factors);
+    for (uint32_t l = 0; l < 2; l++) {
+        const struct llama_layer *ly = &L.m.layers[l];
+        ck_assert_uint_eq(ly->window, 0);
+        ck_assert_uint_eq(ly->wq.neox_head, 0); /* llama: interleaved RoPE as nibble's */
+        ck_assert_ptr_null(ly->bq.t);
+        ck_assert_ptr_null(ly->q_norm.t);
+        ck_assert_ptr_null(ly->post_attn_norm.t);
+    }
+    check_weights(&fm, &L.m);
+    unload(&L);
+    fx_model_free(&fm);
+
+    /* Llama 3.x: rope_freqs.weight (divisors), tied embeddings; a linear
+     * scaling factor multiplies every divisor. */
+    struct fx_params p;
+    fx_arch_params(&p, "llama");
+    p.rope_dim = 4, p.rope_freqs = 1, p.tied = 1;
+    fx_model_init(&fm, &p);
+    expect_import_ok(&fm, &L);
+    ck_assert_int_eq(L.m.output_tied, 1);
+    ck_assert_ptr_nonnull(L.m.rope_freq_factors);
+    ck_assert(L.m.rope_freq_factors[0] == fx_rope_freq(0));
+    ck_assert(L.m.rope_freq_factors[1] == fx_rope_freq(1));
+    unload(&L);
+    fx_set_str(&fm, "llama.rope.scaling.type", "linear");
+    fx_set_f32(&fm, "llama.rope.scaling.factor", 4.0f);
+    expect_import_ok(&fm, &L);
+    ck_assert(L.m.rope_freq_factors[0] == 4 * fx_rope_freq(0));
+    ck_assert(L.m.rope_freq_factors[1] == 4 * fx_rope_freq(1));
+    unload(&L);
+    ck_assert(fx_del_tensor(&fm, "rope_freqs.weight"));
+    fx_del(&fm, "llama.rope.scaling.factor");
+    fx_set_f32(&fm, "llama.rope.scale_linear", 2.0f); /* the older key */
+    expect_import_ok(&fm, &L);
+    ck_assert(L.m.rope_freq_factors[0] == 2.0f && L.m.rope_freq_factors[1] == 2.0f);
+    unload(&L);
+    fx_set_str(&fm, "llama.rope.scaling.type", "none");
+    fx_set_f32(&fm, "llama.rope.scale_linear", 1.0f);
+    expect_import_ok(&fm, &L);
+    ck_assert_ptr_null(L.m.rope_freq_factors);
+    unload(&L);
+
+    /* bad factors */
+    uint64_t ne[1] = {2};
+    struct fx_tensor *t = fx_add_tensor(&fm, "rope_freqs.weight", GGML_TYPE_F32, 1, ne);
+    float bad[2] = {1.0f, 0.0f};
+    fx_tensor_set_raw(t, bad, sizeof bad);
+    expect_import_fail(&fm, "tensor 'rope_freqs.weight' element 1 is 0: factors must be positive");
+    bad[1] = NAN;
+    fx_tensor_set_raw(t, bad, sizeof bad);
+    expect_import_fail(&fm, "element 1 is nan");
+    t->ne[0] = 1;
+    fx_tensor_set_raw(t, bad, 4);
+    expect_import_fail(&fm, "tensor 'rope_freqs.weight' has shape [1], expected [2]");
+    fx_model_free(&fm);
+
+    /* Mistral-style head size from metadata (key_length 6 with dim 8) */
+    fx_arch_params(&p, "llama");
+    p.head_dim = 6;
+    fx_model_init(&fm, &p);
+    expect_import_ok(&fm, &L);
+    ck_assert_uint_eq(L.m.hp.head_dim, 6);
+    ck_assert_uint_eq(L.m.layers[0].wq.rows, 12);
+    ck_assert_uint_eq(L.m.layers[0].wo.cols, 12);
+    ck_assert(L.m.attn_scale == 1.0f / sqrtf(6.0f));
+    unload(&L);
+    fx_model_free(&fm);
+}
+END_TEST
+
+START_TEST(test_arch_qwen2)
+{
+    struct fx_model fm;
+    struct loaded L;
+    arch_model(&fm, "qwen2");
+    fx_set_u32(&fm, "qwen2.rope.dimension_count", 4); /* the whole head rotates */
+    expect_import_ok(&fm, &L);
+    check_common(&L.m, LLAMA_ARCH_QWEN2, LLAMA_ACT_SILU);
+    ck_assert_uint_eq(L.m.hp.dim, 8);
+    ck_assert_uint_eq(L.m.hp.head_dim, 4);
+    ck_assert(L.m.attn_scale == 0.5f);
+    for (uint32_t l = 0; l < 2; l++) {
+        const struct llama_layer *ly = &L.m.layers[l];
+        char n[64];
+#define N(part) (snprintf(n, sizeof n, "blk.%u." part, l), n)
+        check_view(&fm, &ly->wq, N("attn_q.weight"), 8, 8, 0, 4, 4);
+        check_view(&fm, &ly->wk, N("attn_k.weight"), 4, 8, 0, 4, 4);
+        check_view(&fm, &ly->wv, N("attn_v.weight"), 4, 8, 0, 0, 0);
+        check_view(&fm, &ly->bq, N("attn_q.bias"), 1, 8, 0, 4, 4);
+        check_view(&fm, &ly->bk, N("attn_k.bias"), 1, 4, 0, 4, 4);
+        check_view(&fm, &ly->bv, N("attn_v.bias"), 1, 4, 0, 0, 0);
+        check_view(&fm, &ly->wo, N("attn_output.weight"), 8, 8, 0, 0, 0);
+        check_view(&fm, &ly->w_gate, N("ffn_gate.weight"), 16, 8, 0, 0, 0);
+#undef N
+    }
+    /* by hand: source row 2 (the first half's second pair member) is view row 1 */
+    float a[8], b[8];
+    struct llama_weight src = L.m.layers[0].wq;
+    src.neox_head = src.neox_rope_dim = 0;
+    ck_assert_int_eq(llama_weight_row_f32(&L.m.layers[0].wq, 1, a), 0);
+    ck_assert_int_eq(llama_weight_row_f32(&src, 2, b), 0);
+    ck_assert(!memcmp(a, b, sizeof a));
+    unload(&L);
+
+    /* biases are optional (llama.cpp: TENSOR_NOT_REQUIRED) */
+    ck_assert(fx_del_tensor(&fm, "blk.0.attn_q.bias"));
+    expect_import_ok(&fm, &L);
+    ck_assert_ptr_null(L.m.layers[0].bq.t);
+    ck_assert_ptr_nonnull(L.m.layers[0].bk.t);
+    unload(&L);
+    fx_tensor(&fm, "blk.1.attn_k.bias")->ne[0] = 8;
+    expect_import_fail(&fm, "tensor 'blk.1.attn_k.bias' has shape [8], expected [4]");
+    fx_model_free(&fm);
+}
+END_TEST
+
+START_TEST(test_arch_qwen3)
+{
+    struct fx_model fm;
+    struct loaded L;
+    arch_model(&fm, "qwen3");
+    fx_set_u32(&fm, "qwen3.rope.dimension_count", 6);
+    expect_import_ok(&fm, &L);
+    check_common(&L.m, LLAMA_ARCH_QWEN3, LLAMA_ACT_SILU);
+    ck_assert_uint_eq(L.m.hp.head_dim, 6); /* not dim / heads = 4 */
+    ck_assert_uint_eq(L.m.hp.rope_dim, 6);
+    ck_assert(L.m.attn_scale == 1.0f / sqrtf(6.0f));
+    for (uint32_t l = 0; l < 2; l++) {
+        const struct llama_layer *ly = &L.m.layers[l];
+        char n[64];
+#define N(part) (snprintf(n, sizeof n, "blk.%u." part, l), n)
+        check_view(&fm, &ly->wq, N("attn_q.weight"), 12, 8, 0, 6, 6);
+        check_view(&fm, &ly->wk, N("attn_k.weight"), 6, 8, 0, 6, 6);
+        check_view(&fm, &ly->wv, N("attn_v.weight"), 6, 8, 0, 0, 0);
+        check_view(&fm, &ly->q_norm, N("attn_q_norm.weight"), 1, 6, 0, 6, 6);
+        check_view(&fm, &ly->k_norm, N("attn_k_norm.weight"), 1, 6, 0, 6, 6);
+        check_view(&fm, &ly->wo, N("attn_output.weight"), 8, 12, 0, 0, 0);
+        ck_assert_ptr_null(ly->bq.t);
+#undef N
+    }
+    unload(&L);
+    fx_set_u32(&fm, "qwen3.attention.value_length", 4);
+    expect_import_fail(&fm,
+                       "unsupported metadata 'qwen3.attention.value_length' = 4: value heads must "
+                       "be as wide as key heads (qwen3.attention.key_length 6)");
+    fx_set_u32(&fm, "qwen3.attention.value_length", 6);
+    fx_set_u32(&fm, "qwen3.attention.key_length", 5);
+    expect_import_fail(&fm, "value_length' = 6");
+    fx_del(&fm, "qwen3.attention.value_length"); /* llama.cpp's default: dim / heads */
+    expect_import_fail(&fm, "value_length' = 4");
+    fx_set_u32(&fm, "qwen3.attention.value_length", 5);
+    expect_import_fail(&fm, "head dimension 5 is odd");
+    fx_set_u32(&fm, "qwen3.attention.key_length", 0);
+    fx_set_u32(&fm, "qwen3.attention.value_length", 0);
+    expect_import_fail(&fm, "qwen3.attention.key_length 0: attention width 0");
+    fx_set_u32(&fm, "qwen3.attention.key_length", 40000);
+    fx_set_u32(&fm, "qwen3.attention.value_length", 40000);
+    expect_import_fail(&fm, "attention width 80000 (x 2 heads) is out of range [1, 65536]");
+    fx_set_u32(&fm, "qwen3.attention.key_length", 6);
+    fx_set_u32(&fm, "qwen3.attention.value_length", 6);
+    ck_assert(fx_del_tensor(&fm, "blk.1.attn_k_norm.weight"));
+    expect_import_fail(&fm, "missing tensor 'blk.1.attn_k_norm.weight'");
+    fx_model_free(&fm);
+}
+END_TEST
+
+START_TEST(test_arch_phi3)
+{
+    struct fx_model fm;
+    struct loaded L;
+    arch_model(&fm, "phi3");
+    expect_import_ok(&fm, &L);
+    check_common(&L.m, LLAMA_ARCH_PHI3, LLAMA_ACT_SILU);
+    for (uint32_t l = 0; l < 2; l++) {
+        const struct llama_layer *ly = &L.m.layers[l];
+        char n[64];
+#define N(part) (snprintf(n, sizeof n, "blk.%u." part, l), n)
+        /* Q|K|V rows of attn_qkv: Q 8 rows, K 4, V 4; rope_dim 2 of heads of 4 */
+        check_view(&fm, &ly->wq, N("attn_qkv.weight"), 8, 8, 0, 4, 2);
+        check_view(&fm, &ly->wk, N("attn_qkv.weight"), 4, 8, 8, 4, 2);
+        check_view(&fm, &ly->wv, N("attn_qkv.weight"), 4, 8, 12, 0, 0);
+        /* gate rows then up rows of ffn_up */
+        check_view(&fm, &ly->w_gate, N("ffn_up.weight"), 16, 8, 0, 0, 0);
+        check_view(&fm, &ly->w_up, N("ffn_up.weight"), 16, 8, 16, 0, 0);
+        check_view(&fm, &ly->w_down, N("ffn_down.weight"), 8, 16, 0, 0, 0);
+        ck_assert_ptr_null(ly->bq.t);
+#undef N
+    }
+    unload(&L);
+    fx_model_free(&fm);
+
+    /* a fused bias gives vector views; separate biases with a fused matrix
+     * count only as a set */
+    struct fx_params p;
+    fx_arch_params(&p, "phi3");
+    p.qkv_bias = 1;
+    fx_model_init(&fm, &p);
+    expect_import_ok(&fm, &L);
+    check_view(&fm, &L.m.layers[1].bq, "blk.1.attn_qkv.bias", 1, 8, 0, 4, 2);
+    check_view(&fm, &L.m.layers[1].bk, "blk.1.attn_qkv.bias", 1, 4, 8, 4, 2);
+    check_view(&fm, &L.m.layers[1].bv, "blk.1.attn_qkv.bias", 1, 4, 12, 0, 0);
+    unload(&L);
+    ck_assert(fx_del_tensor(&fm, "blk.1.attn_qkv.bias"));
+    uint64_t ne[1] = {8};
+    fx_add_tensor(&fm, "blk.1.attn_q.bias", GGML_TYPE_F32, 1, ne);
+    expect_import_fail(&fm, "tensor 'blk.1.attn_qkv.weight' comes with only some of "
+                            "attn_q/k/v.bias");
+    fx_model_free(&fm);
+
+    /* ffn_up must hold both halves */
+    arch_model(&fm, "phi3");
+    fx_tensor(&fm, "blk.0.ffn_up.weight")->ne[1] = 16;
+    expect_import_fail(&fm, "tensor 'blk.0.ffn_up.weight' has shape [8, 16], expected [8, 32]");
+    fx_model_free(&fm);
+}
+END_TEST
+
+START_TEST(test_arch_gemma2)
+{
+    struct fx_model fm;
+    struct loaded L;
+    arch_model(&fm, "gemma2");
+    expect_import_ok(&fm, &L);
+    check_common(&L.m, LLAMA_ARCH_GEMMA2, LLAMA_ACT_GELU_TANH);
+    ck_assert(L.m.embed_scale == sqrtf(8.0f));
+    ck_assert(L.m.attn_scale == 1.0f / sqrtf(6.0f)); /* 1/sqrt(key_length) */
+    ck_assert(L.m.attn_softcap == 50.0f);            /* llama.cpp's defaults */
+    ck_assert(L.m.final_softcap == 30.0f);
+    ck_assert_int_eq(L.m.output_tied, 1);
+    ck_assert_ptr_eq(L.m.output.t, L.m.tok_embd.t);
+    ck_assert_uint_eq(L.m.layers[0].window, 4096); /* even layers slide */
+    ck_assert_uint_eq(L.m.layers[1].window, 0);
+    for (uint32_t l = 0; l < 2; l++) {
+        const struct llama_layer *ly = &L.m.layers[l];
+        char n[64];
+#define N(part) (snprintf(n, sizeof n, "blk.%u." part, l), n)
+        check_view(&fm, &ly->wq, N("attn_q.weight"), 12, 8, 0, 6, 2);
+        check_view(&fm, &ly->wk, N("attn_k.weight"), 6, 8, 0, 6, 2);
+        check_view(&fm, &ly->post_attn_norm, N("post_attention_norm.weight"), 1, 8, 0, 0, 0);
+        check_view(&fm, &ly->post_ffn_norm, N("post_ffw_norm.weight"), 1, 8, 0, 0, 0);
+#undef N
+    }
+    unload(&L);
+
+    /* explicit values; output.weight is never read (llama.cpp ties gemma2) */
+    fx_set_f32(&fm, "gemma2.attn_logit_softcapping", 20.0f);
+    fx_set_f32(&fm, "gemma2.final_logit_softcapping", 15.0f);
+    fx_set_u32(&fm, "gemma2.attention.sliding_window", 16);
+    uint64_t ne[2] = {8, 20};
+    fx_add_tensor(&fm, "output.weight", GGML_TYPE_F32, 2, ne);
+    expect_import_ok(&fm, &L);
+    ck_assert(L.m.attn_softcap == 20.0f && L.m.final_softcap == 15.0f);
+    ck_assert_uint_eq(L.m.layers[0].window, 16);
+    ck_assert_uint_eq(L.m.layers[1].window, 0);
+    ck_assert_int_eq(L.m.output_tied, 1);
+    unload(&L);
+    /* a pattern of 1 (no sliding layer), and a per-layer bool array */
+    fx_set_u32(&fm, "gemma2.attention.sliding_window_pattern", 1);
+    expect_import_ok(&fm, &L);
+    ck_assert_uint_eq(L.m.layers[0].window, 0);
+    ck_assert_uint_eq(L.m.layers[1].window, 0);
+    unload(&L);
+    uint8_t arr[4 + 8 + 2] = {0};
+    fx_put_u32(arr, GGUF_TYPE_BOOL);
+    fx_put_u64(arr + 4, 2);
+    arr[13] = 1;
+    fx_set_raw(&fm, "gemma2.attention.sliding_window_pattern", GGUF_TYPE_ARRAY, arr, sizeof arr);
+    expect_import_ok(&fm, &L);
+    ck_assert_uint_eq(L.m.layers[0].window, 0);
+    ck_assert_uint_eq(L.m.layers[1].window, 16);
+    unload(&L);
+    fx_put_u64(arr + 4, 1);
+    fx_set_raw(&fm, "gemma2.attention.sliding_window_pattern", GGUF_TYPE_ARRAY, arr, 13);
+    expect_import_fail(&fm, "metadata 'gemma2.attention.sliding_window_pattern' has 1 entries, "
+                            "expected 2");
+    fx_put_u32(arr, GGUF_TYPE_UINT8);
+    fx_set_raw(&fm, "gemma2.attention.sliding_window_pattern", GGUF_TYPE_ARRAY, arr, 13);
+    expect_import_fail(&fm, "has type array of uint8, expected integer or array of bool");
+    fx_del(&fm, "gemma2.attention.sliding_window_pattern");
+
+    /* refused values */
+    fx_set_u32(&fm, "gemma2.attention.sliding_window", 0);
+    expect_import_fail(&fm, "gemma2.attention.sliding_window is 0");
+    fx_set_u32(&fm, "gemma2.attention.sliding_window", 16);
+    fx_set_f32(&fm, "gemma2.attn_logit_softcapping", 0.0f);
+    expect_import_fail(&fm, "gemma2.attn_logit_softcapping 0 must be positive and finite");
+    fx_set_f32(&fm, "gemma2.attn_logit_softcapping", 50.0f);
+    fx_set_f32(&fm, "gemma2.final_logit_softcapping", INFINITY);
+    expect_import_fail(&fm, "gemma2.final_logit_softcapping inf must be positive and finite");
+    fx_set_f32(&fm, "gemma2.final_logit_softcapping", 30.0f);
+    fx_set_f32(&fm, "gemma2.rope.freq_base_swa", 10000.0f);
+    expect_import_fail(&fm, "unsupported metadata 'gemma2.rope.freq_base_swa' = 10000");
+    fx_set_f32(&fm, "gemma2.rope.freq_base_swa", 500000.0f); /* the same base: fine */
+    ck_assert(fx_del_tensor(&fm, "blk.0.post_ffw_norm.weight"));
+    expect_import_fail(&fm, "missing tensor 'blk.0.post_ffw_norm.weight'");
+    fx_model_free(&fm);
+
+    /* 46 layers (Gemma 2 27B): llama.cpp scales by 1/sqrt(dim / heads) */
+    struct fx_params p;
+    fx_arch_params(&p, "gemma2");
+    p.n_layers = 46;
+    fx_model_init(&fm, &p);
+    expect_import_ok(&fm, &L);
+    ck_assert(L.m.attn_scale == 0.5f); /* 1/sqrt(8 / 2) */
+    ck_assert_uint_eq(L.m.layers[44].window, 4096);
+    ck_assert_uint_eq(L.m.layers[45].window, 0);
+    unload(&L);
+    fx_model_free(&fm);
+}
+END_TEST
+
+/* Every refusal names what it refuses (and, for architectures, what is
+ * supported). */
+START_TEST(test_arch_refusals)
+{
+    struct fx_model fm;
+    arch_model(&fm, "llama");
+    fx_set_str(&fm, "general.architecture", "gemma3");
+    expect_import_fail(&fm, "unsupported architecture 'gemma3' (nibble reads llama (Llama 1-3.x, "
+                            "Mistral, SmolLM2, TinyLlama), qwen2, qwen3, phi3, gemma2)");
+    fx_set_str(&fm, "general.architecture", "llama");
+    fx_set_str(&fm, "llama.rope.scaling.type", "yarn");
+    expect_import_fail(&fm, "unsupported metadata 'llama.rope.scaling.type' = 'yarn' (nibble "
+                            "supports none and linear");
+    fx_set_u32(&fm, "llama.rope.scaling.type", 3);
+    expect_import_fail(&fm, "metadata 'llama.rope.scaling.type' has type uint32, expected string");
+    fx_del(&fm, "llama.rope.scaling.type");
+    fx_set_f32(&fm, "llama.rope.scaling.factor", -2.0f);
+    expect_import_fail(&fm, "llama.rope.scaling.factor -2 must be positive and finite");
+    fx_del(&fm, "llama.rope.scaling.factor");
+    fx_set_f32(&fm, "llama.rope.scaling.attn_factor", 1.5f);
+    expect_import_fail(&fm, "unsupported metadata 'llama.rope.scaling.attn_factor' = 1.5");
+    fx_del(&fm, "llama.rope.scaling.attn_factor");
+    fx_model_free(&fm);
+
+    arch_model(&fm, "qwen2");
+    fx_set_u32(&fm, "qwen2.expert_count", 60);
+    expect_import_fail(&fm, "unsupported metadata 'qwen2.expert_count' = 60: mixture of experts");
+    fx_model_free(&fm);
+
+    /* tensors nibble's forward pass has no place for, by name */
+    static const struct {
+        const char *arch, *tensor;
+        uint32_t n; /* elements (1-D) */
+        const char *phrase;
+    } foreign[] = {
+        {"llama", "blk.1.attn_output.bias", 8, "an attention output bias"},
+        {"llama", "blk.0.ffn_down.bias", 8, "FFN biases"},
+        {"qwen2", "blk.0.ffn_up.bias", 16, "FFN biases"},
+        {"llama", "blk.0.attn_norm.bias", 8, "LayerNorm biases"},
+        {"llama", "blk.0.attn_q_norm.weight", 4, "per-head Q/K norms"},
+        {"qwen2", "blk.1.post_ffw_norm.weight", 8, "post-norms"},
+        {"phi3", "blk.0.ffn_gate.weight", 8, "a separate gate"},
+        {"phi3", "rope_factors_long.weight", 1, "LongRoPE"},
+        {"qwen3", "rope_freqs.weight", 1, "RoPE frequency factors"},
+        {"gemma2", "output.bias", 20, "an output bias"},
+        {"llama", "blk.0.ffn_gate_inp.weight", 8, "mixture of experts"},
+    };
+    for (size_t i = 0; i < sizeof foreign / sizeof foreign[0]; i++) {
+        char want[160];
+        arch_model(&fm, foreign[i].arch);
+        uint64_t ne[1] = {foreign[i].n};
+        fx_add_tensor(&fm, foreign[i].tensor, GGML_TYPE_F32, 1, ne);
+        snprintf(want, sizeof want, "unsupported tensor '%s' in a %s model (nibble runs no %s",
+                 foreign[i].tensor, foreign[i].arch, foreign[i].phrase);
+        expect_import_fail(&fm, want);
+        fx_model_free(&fm);
+    }
+    /* the same names past block_count are not part of the model */
+    arch_model(&fm, "llama");
+    uint64_t ne[1] = {8};
+    fx_add_tensor(&fm, "blk.7.attn_output.bias", GGML_TYPE_F32, 1, ne);
+    struct loaded L;
+    expect_import_ok(&fm, &L);
+    unload(&L);
+    fx_model_free(&fm);
+
+    /* vectors (biases, norms) are f32, f16 or bf16; matrices any type */
+    struct fx_params p;
+    fx_quant_params(&p, GGML_TYPE_Q8_0);
+    p.arch = "qwen2", p.qkv_bias = 1;
+    fx_model_init(&fm, &p);
+    fx_tensor(&fm, "blk.0.attn_q.bias")->type = GGML_TYPE_Q8_0;
+    expect_import_fail(&fm, "tensor 'blk.0.attn_q.bias' has unsupported dtype q8_0 (norm weights, "
+                            "biases and RoPE factors must be f32, f16 or bf16)");
     fx_model_free(&fm);
 }
 END_TEST
@@ -893,4 +1360,5 @@ TU_SUITE("llama_import", "import", NULL, NULL, 120, test_import_f32, test_import
          test_import_q8_0, test_import_q4_0, test_q4_1, test_tied_output, test_missing_tensors,
          test_wrong_shapes, test_unsupported, test_missing_metadata, test_metadata_types,
          test_defaults, test_sanity_checks, test_vocab_checks, test_extra_tensors_ignored,
-         test_real_models)
+         test_arch_llama, test_arch_qwen2, test_arch_qwen3, test_arch_phi3, test_arch_gemma2,
+         test_arch_refusals, test_real_models)

@@ -414,8 +414,7 @@ static int bind_layer(struct imp *x, const struct nib_hparams *hp, uint32_t l,
     if (bind(x, &L->attn_norm, TNAME(n, l, "attn_norm.weight"), VEC, hp->dim, 0, 1) ||
         bind_qkv(x, hp, l, L) ||
         bind(x, &L->wo, TNAME(n, l, "attn_output.weight"), MATRIX, q, hp->dim, 1) ||
-        bind(x, &L->ffn_norm, TNAME(n, l, "ffn_norm.weight"), VEC, hp->dim, 0, 1) ||
-        bind(x, &L->w_down, TNAME(n, l, "ffn_down.weight"), MATRIX, hp->ffn_dim, hp->dim, 1))
+        bind(x, &L->ffn_norm, TNAME(n, l, "ffn_norm.weight"), VEC, hp->dim, 0, 1))
         return -1;
     if (arch == LLAMA_ARCH_PHI3) { /* ffn_up holds gate rows then up rows (ggml_swiglu's halves) */
         struct llama_weight up;
@@ -428,6 +427,8 @@ static int bind_layer(struct imp *x, const struct nib_hparams *hp, uint32_t l,
                bind(x, &L->w_up, TNAME(n, l, "ffn_up.weight"), MATRIX, hp->dim, hp->ffn_dim, 1)) {
         return -1;
     }
+    if (bind(x, &L->w_down, TNAME(n, l, "ffn_down.weight"), MATRIX, hp->ffn_dim, hp->dim, 1))
+        return -1;
     if (arch == LLAMA_ARCH_QWEN3 &&
         (bind(x, &L->q_norm, TNAME(n, l, "attn_q_norm.weight"), VEC, hp->head_dim, 0, 1) ||
          bind(x, &L->k_norm, TNAME(n, l, "attn_k_norm.weight"), VEC, hp->head_dim, 0, 1)))
