@@ -67,8 +67,10 @@ struct nib_qact nib_qact_blocks(const struct nib_qact *a, uint32_t row, uint32_t
     v.m = 1;
     v.n_blocks = b1 - b0;
     v.k_pad = v.n_blocks * a->block;
+    /* blocks of 16: the last block of a row can be padding only (k_pad
+     * rounds to 32); its view has k = 0 and quantizes to zeros */
     uint32_t end = b1 * a->block < a->k ? b1 * a->block : a->k;
-    v.k = end - b0 * a->block;
+    v.k = end > b0 * a->block ? end - b0 * a->block : 0;
     return v;
 }
 

@@ -54,10 +54,13 @@ int nib_qact_init(struct nib_qact *a, void *mem, uint32_t m, uint32_t k, uint32_
 struct nib_qact nib_qact_rows(const struct nib_qact *a, uint32_t r0, uint32_t m);
 
 /* The view of blocks [b0, b1) of row `row` of a, as one row (same
- * memory; b0 < b1 <= n_blocks, b0 * block < k): quantizing
+ * memory; b0 < b1 <= n_blocks): quantizing
  * x + b0 * block into it fills exactly those blocks, with the bits a
  * whole-row quantization gives them. Lets a producer split by blocks
- * (attention heads, FFN row blocks) quantize its own part. */
+ * (attention heads, FFN row blocks) quantize its own part. With blocks
+ * of 16 the last block of a row may lie wholly in the padding (k_pad
+ * rounds up to 32): its view has k = 0 and quantizing it writes zeros,
+ * which a producer splitting by blocks must do too. */
 struct nib_qact nib_qact_blocks(const struct nib_qact *a, uint32_t row, uint32_t b0, uint32_t b1);
 
 /* Quantize x[0..k) into row `row` of a. */

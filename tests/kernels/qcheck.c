@@ -67,7 +67,7 @@ static void random_x(uint64_t *s, float *x, size_t n)
 
 static const char *dt_name(uint32_t d)
 {
-    static const char *const names[] = {"f32", "q4", "q4a", "q4c", "q8c"};
+    static const char *const names[] = {"f32", "q4", "q4a", "q4c", "q8c", "q4f", "q8f"};
     return d < sizeof names / sizeof names[0] ? names[d] : "?";
 }
 
@@ -76,14 +76,31 @@ struct fmt {
     uint32_t dtype, group;
 };
 static const struct fmt fmts[] = {
-    {NIB_DT_Q4, 32},  {NIB_DT_Q4, 64},   {NIB_DT_Q4, 128},  {NIB_DT_Q4A, 32},
-    {NIB_DT_Q4A, 64}, {NIB_DT_Q4A, 128}, {NIB_DT_Q4C, 0},   {NIB_DT_Q8C, 0},
-    {NIB_DT_Q8C, 32}, {NIB_DT_Q8C, 64},  {NIB_DT_Q8C, 128},
+    {NIB_DT_Q4, 32},   {NIB_DT_Q4, 64},  {NIB_DT_Q4, 128}, {NIB_DT_Q4A, 32}, {NIB_DT_Q4A, 64},
+    {NIB_DT_Q4A, 128}, {NIB_DT_Q4C, 0},  {NIB_DT_Q8C, 0},  {NIB_DT_Q8C, 32}, {NIB_DT_Q8C, 64},
+    {NIB_DT_Q8C, 128}, {NIB_DT_Q4F, 16}, {NIB_DT_Q4F, 32}, {NIB_DT_Q8F, 16}, {NIB_DT_Q8F, 32},
 };
 #define N_FMTS (sizeof fmts / sizeof fmts[0])
 
+/* An f32 scale or minimum of random sign: usually small, sometimes 0,
+ * huge (1e25), tiny (1e-30) or subnormal, so the two fmas of q4f/q8f
+ * meet every magnitude (all products stay finite). */
+static float random_f32_param(uint64_t *s)
+{
+    float v = rnd_unit(s) * 0.05f;
+    switch (rnd_below(s, 16)) {
+    case 0: return 0.0f;
+    case 1: return v * 1e25f;
+    case 2: return v * 1e-30f;
+    case 3: return v * 1e-38f; /* subnormal */
+    case 4: return -0.0f;
+    default: return v;
+    }
+}
+
 /* Random packed weights: random codes, finite scales of random sign and
- * magnitude, zero points 0..15. */
+ * magnitude, zero points 0..15, minimums (q4f, q8f) of random sign and
+ * magnitude. */
 static uint8_t *random_w(uint64_t *s, const struct nib_qlayout *l)
 {
     uint8_t *w = xalloc(l->size);
@@ -91,7 +108,11 @@ static uint8_t *random_w(uint64_t *s, const struct nib_qlayout *l)
         w[i] = (uint8_t)rnd(s);
     for (uint32_t r = 0; r < l->n_pad; r++)
         for (uint32_t j = 0; j < l->n_sgroups; j++) {
-            float v = rnd_unit(s) * 0.05f;
+            float v = l->has_min ? random_f32_param(s) : rnd_unit(s) * 0.05f;
+            if (l->has_min) {
+                float mn = random_f32_param(s);
+                memcpy(w + nib_ql_min_off(l, r, j), &mn, 4);
+            }
             uint64_t off = nib_ql_scale_off(l, r, j);
             if (l->scale_bytes == 2) {
                 uint16_t h = nib_f32_to_f16(v);
@@ -130,9 +151,9 @@ int qcheck_qact(const struct nib_qkernels *ref, const struct nib_qkernels *var, 
                 char *msg, size_t len)
 {
     int nfail = 0;
-    static const uint32_t blocks[] = {0, 32, 64, 128};
+    static const uint32_t blocks[] = {0, 16, 32, 64, 128};
     for (int iter = 0; iter < 300 && !nfail; iter++) {
-        uint32_t k = iter < 8 ? 172 : pick_k(&seed), block = blocks[iter % 4], m = 2;
+        uint32_t k = iter < 10 ? 172 : pick_k(&seed), block = blocks[iter % 5], m = 2;
         struct nib_qact a, b;
         void *ma = make_act(&a, m, k, block), *mb = make_act(&b, m, k, block);
         memset(a.q, 0x55, (size_t)m * a.k_pad); /* padding must be rewritten */
@@ -267,13 +288,18 @@ int qcheck_gemm_vs_gemv(const struct nib_qkernels *kt, uint64_t seed, char *msg,
 
 /* ---- against double precision ---- */
 
-static double dq_weight(const struct nib_qlayout *l, const uint8_t *w, uint32_t r, uint32_t k)
+/* Weight (r, k) as scale * (code - zero point), or for q4f/q8f as
+ * scale * code + *mn (both parts returned: the kernel rounds each part's
+ * sum, so their magnitudes, not only the weight's, bound its error). */
+static double dq_weight(const struct nib_qlayout *l, const uint8_t *w, uint32_t r, uint32_t k,
+                        double *mn)
 {
+    *mn = 0;
     unsigned shift;
     uint64_t off = nib_ql_code_off(l, r, k, &shift);
     uint32_t j = k / l->gsize;
     int code = l->code_bits == 8 ? (int8_t)w[off] : (w[off] >> shift) & 15;
-    int zp = l->has_zp ? w[nib_ql_zp_off(l, r, j)] : l->code_bits == 4 ? 8 : 0;
+    int zp = l->has_zp ? w[nib_ql_zp_off(l, r, j)] : l->code_bits == 4 && !l->has_min ? 8 : 0;
     uint64_t so = nib_ql_scale_off(l, r, j);
     float s;
     if (l->scale_bytes == 2) {
@@ -282,6 +308,12 @@ static double dq_weight(const struct nib_qlayout *l, const uint8_t *w, uint32_t 
         s = nib_f16_to_f32(h);
     } else {
         memcpy(&s, w + so, 4);
+    }
+    if (l->has_min) { /* q4f, q8f: s * code + min, in double */
+        float m;
+        memcpy(&m, w + nib_ql_min_off(l, r, j), 4);
+        *mn = m;
+        return (double)s * code;
     }
     return (double)s * (code - zp);
 }
@@ -304,9 +336,10 @@ int qcheck_vs_double(const struct nib_qkernels *kt, uint64_t seed, char *msg, si
         for (uint32_t r = 0; r < n && !nfail; r++) {
             double sum = 0, mag = 0;
             for (uint32_t i = 0; i < k; i++) {
-                double t = dq_weight(&l, w, r, i) * (double)a.q[i] * a.scale[i / a.block];
-                sum += t;
-                mag += fabs(t);
+                double mn, wc = dq_weight(&l, w, r, i, &mn),
+                           av = (double)a.q[i] * a.scale[i / a.block];
+                sum += wc * av + mn * av;
+                mag += fabs(wc * av) + fabs(mn * av);
             }
             if (fabs(y[r] - sum) > 1e-5 * mag + 1e-30)
                 fail(&nfail, msg, len, "%s %s/%u %ux%u row %u: %.9g, double gives %.9g", kt->name,
@@ -322,13 +355,14 @@ int qcheck_vs_double(const struct nib_qkernels *kt, uint64_t seed, char *msg, si
 int qcheck_worst_case(const struct nib_qkernels *kt, char *msg, size_t len)
 {
     int nfail = 0;
-    static const struct fmt wf[] = {{NIB_DT_Q4, 32},   {NIB_DT_Q4, 64}, {NIB_DT_Q4, 128},
-                                    {NIB_DT_Q4A, 128}, {NIB_DT_Q4C, 0}, {NIB_DT_Q8C, 0},
-                                    {NIB_DT_Q8C, 128}};
+    static const struct fmt wf[] = {{NIB_DT_Q4, 32},   {NIB_DT_Q4, 64},  {NIB_DT_Q4, 128},
+                                    {NIB_DT_Q4A, 128}, {NIB_DT_Q4C, 0},  {NIB_DT_Q8C, 0},
+                                    {NIB_DT_Q8C, 128}, {NIB_DT_Q4F, 16}, {NIB_DT_Q4F, 32},
+                                    {NIB_DT_Q8F, 16},  {NIB_DT_Q8F, 32}};
     for (size_t fi = 0; fi < sizeof wf / sizeof wf[0]; fi++) {
         const struct fmt f = wf[fi];
         const uint32_t n = 16, k = 1024;
-        const int q8 = f.dtype == NIB_DT_Q8C;
+        const int q8 = f.dtype == NIB_DT_Q8C || f.dtype == NIB_DT_Q8F;
         struct nib_qlayout l;
         nib_qlayout_get(&l, f.dtype, f.group, n, k);
         uint8_t *w = xalloc(l.size);
@@ -346,6 +380,10 @@ int qcheck_worst_case(const struct nib_qkernels *kt, char *msg, size_t len)
                 }
                 if (l.has_zp)
                     w[nib_ql_zp_off(&l, r, j)] = 0;
+                if (l.has_min) { /* minimum 1: the activation sums' fma too */
+                    float one = 1.0f;
+                    memcpy(w + nib_ql_min_off(&l, r, j), &one, 4);
+                }
             }
         /* 4-bit: -128 is the worst (2*15*128 = 3840 per vpmaddubsw lane);
          * 8-bit: activations never hold -128, so -127 and +127. */
@@ -358,7 +396,9 @@ int qcheck_worst_case(const struct nib_qkernels *kt, char *msg, size_t len)
                 a.scale[b] = 1.0f;
                 a.sum[b] = avals[ai] * (int32_t)a.block;
             }
-            int wcode = q8 ? -128 : 15, zp = q8 || l.has_zp ? 0 : 8;
+            int wcode = q8 ? -128 : 15, zp = q8 || l.has_zp || l.has_min ? 0 : 8;
+            if (l.has_min)
+                zp = -1; /* weight = code + 1 */
             /* every term is (wcode - zp) * aval; |total| < 2^24: exact in float */
             float expect = (float)((int64_t)(wcode - zp) * avals[ai] * k);
             float y[16];
@@ -454,11 +494,11 @@ int qcheck_attention(const struct nib_qkernels *ref, const struct nib_qkernels *
 
 int qcheck_qact_blocks(const struct nib_qkernels *kt, uint64_t seed, char *msg, size_t len)
 {
-    static const uint32_t blocks[] = {32, 64, 128};
+    static const uint32_t blocks[] = {16, 32, 64, 128};
     uint64_t s = seed * 104729u + 11;
     int nfail = 0;
-    for (int round = 0; round < 40 && !nfail; round++) {
-        uint32_t block = blocks[round % 3], k = 1 + rnd_below(&s, 700), m = 1 + rnd_below(&s, 3);
+    for (int round = 0; round < 48 && !nfail; round++) {
+        uint32_t block = blocks[round % 4], k = 1 + rnd_below(&s, 700), m = 1 + rnd_below(&s, 3);
         struct nib_qact a, b;
         void *ma = make_act(&a, m, k, block), *mb = make_act(&b, m, k, block);
         float *x = xalloc((size_t)k * 4);

@@ -60,6 +60,9 @@ START_TEST(test_format_validity)
         {NIB_DT_Q4, 128, 1}, {NIB_DT_Q4, 0, 0},   {NIB_DT_Q4, 16, 0},  {NIB_DT_Q4, 256, 0},
         {NIB_DT_Q4A, 32, 1}, {NIB_DT_Q4A, 0, 0},  {NIB_DT_Q4C, 0, 1},  {NIB_DT_Q4C, 32, 0},
         {NIB_DT_Q8C, 0, 1},  {NIB_DT_Q8C, 32, 1}, {NIB_DT_Q8C, 48, 0}, {NIB_DT_COUNT, 0, 0},
+        {NIB_DT_Q4F, 16, 1}, {NIB_DT_Q4F, 32, 1}, {NIB_DT_Q4F, 0, 0},  {NIB_DT_Q4F, 64, 0},
+        {NIB_DT_Q8F, 16, 1}, {NIB_DT_Q8F, 32, 1}, {NIB_DT_Q8F, 0, 0},  {NIB_DT_Q8F, 128, 0},
+        {NIB_DT_Q8C, 16, 0}, {NIB_DT_Q4, 16, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ck_assert_int_eq(nib_qformat_valid(cases[i].dtype, cases[i].group), cases[i].ok);
@@ -69,8 +72,14 @@ START_TEST(test_format_validity)
     ck_assert_uint_eq(nib_qformat_tile_k(NIB_DT_Q4, 64), 64);
     ck_assert_uint_eq(nib_qformat_tile_k(NIB_DT_Q4C, 0), 32);
     ck_assert_uint_eq(nib_qformat_tile_n(NIB_DT_F32, 0), 1);
+    /* groups of 16 pad K in pairs: activation rows stay 32-byte aligned */
+    ck_assert_uint_eq(nib_qformat_tile_k(NIB_DT_Q4F, 16), 32);
+    ck_assert_uint_eq(nib_qformat_tile_k(NIB_DT_Q8F, 32), 32);
+    ck_assert_uint_eq(nib_qformat_act_block(NIB_DT_Q8F, 16), 16);
 }
 END_TEST
+
+static void layout_covers(uint32_t dtype, uint32_t group);
 
 START_TEST(test_format_sizes)
 {
@@ -94,8 +103,40 @@ START_TEST(test_format_sizes)
     ck_assert_uint_eq(nib_qformat_size(NIB_DT_Q4, 32, 0, 64), 0);
     ck_assert_int_eq(nib_qlayout_get(&l, NIB_DT_F32, 0, 8, 8), -1);
     ck_assert_uint_eq(l.size, 0);
-    /* every code of every row lands on a distinct byte/nibble inside the tensor */
-    ck_assert_int_eq(nib_qlayout_get(&l, NIB_DT_Q4A, 64, 11, 100), 0);
+    /* q4f and q8f: codes, 8 f32 scales, 8 f32 minimums per group; bytes per
+     * weight 0.75 (q4f/32), 1.0 (q4f/16), 1.25 (q8f/32), 1.5 (q8f/16) */
+    ck_assert_uint_eq(nib_qformat_size(NIB_DT_Q4F, 32, 2048, 2048), 2048ull * 2048 * 3 / 4);
+    ck_assert_uint_eq(nib_qformat_size(NIB_DT_Q4F, 16, 2048, 2048), 2048ull * 2048);
+    ck_assert_uint_eq(nib_qformat_size(NIB_DT_Q8F, 32, 2048, 2048), 2048ull * 2048 * 5 / 4);
+    ck_assert_uint_eq(nib_qformat_size(NIB_DT_Q8F, 16, 2048, 2048), 2048ull * 2048 * 3 / 2);
+    ck_assert_int_eq(nib_qlayout_get(&l, NIB_DT_Q4F, 16, 9, 40), 0);
+    ck_assert_uint_eq(l.k_pad, 64); /* 40 -> 64, not 48: groups of 16 in pairs */
+    ck_assert_uint_eq(l.n_sgroups, 4);
+    ck_assert_uint_eq(l.sgroup_bytes, 64 + 32 + 32);
+    ck_assert_uint_eq(l.has_min, 1);
+    ck_assert_uint_eq(l.scale_bytes, 4);
+    ck_assert_uint_eq(l.size, 2 * 4 * 128);
+    ck_assert_int_eq(nib_qlayout_get(&l, NIB_DT_Q8F, 16, 8, 16), 0);
+    ck_assert_uint_eq(l.code_bits, 8);
+    ck_assert_uint_eq(l.sgroup_bytes, 128 + 64);
+    ck_assert_uint_eq(l.size, 2 * 192);
+    ck_assert_int_eq(nib_qlayout_get(&l, NIB_DT_Q4, 32, 8, 8), 0);
+    ck_assert_uint_eq(l.has_min, 0);
+    /* every code of every row lands on a distinct byte/nibble inside the
+     * tensor, and the scales, zero points and minimums use the rest */
+    static const uint32_t layouts[][2] = {
+        {NIB_DT_Q4A, 64}, {NIB_DT_Q4F, 16}, {NIB_DT_Q4F, 32}, {NIB_DT_Q8F, 16}, {NIB_DT_Q8F, 32}};
+    for (size_t li = 0; li < sizeof layouts / sizeof layouts[0]; li++)
+        layout_covers(layouts[li][0], layouts[li][1]);
+}
+END_TEST
+
+/* Each code, scale, zero point and minimum of an 11 x 100 tensor has its
+ * own place, inside the tensor, and no byte is left unused. */
+static void layout_covers(uint32_t dtype, uint32_t group)
+{
+    struct nib_qlayout l;
+    ck_assert_int_eq(nib_qlayout_get(&l, dtype, group, 11, 100), 0);
     uint8_t *seen = calloc(l.size * 2, 1);
     for (uint32_t r = 0; r < l.n_pad; r++)
         for (uint32_t k = 0; k < l.k_pad; k++) {
@@ -106,13 +147,121 @@ START_TEST(test_format_sizes)
         }
     for (uint32_t r = 0; r < l.n_pad; r++)
         for (uint32_t j = 0; j < l.n_sgroups; j++) {
-            uint64_t so = nib_ql_scale_off(&l, r, j), zo = nib_ql_zp_off(&l, r, j);
-            CHECK(seen[2 * so]++ + seen[2 * so + 2]++ + seen[2 * zo]++ == 0,
-                  "scale/zp (%u,%u) overlap", r, j);
+            uint64_t so = nib_ql_scale_off(&l, r, j);
+            for (uint32_t b = 0; b < l.scale_bytes; b++)
+                CHECK(seen[2 * (so + b)]++ == 0, "scale (%u,%u) overlaps", r, j);
+            if (l.has_zp)
+                CHECK(seen[2 * nib_ql_zp_off(&l, r, j)]++ == 0, "zero point (%u,%u) overlaps", r,
+                      j);
+            for (uint32_t b = 0; l.has_min && b < 4; b++)
+                CHECK(seen[2 * (nib_ql_min_off(&l, r, j) + b)]++ == 0, "minimum (%u,%u) overlaps",
+                      r, j);
         }
     for (uint64_t i = 0; i < l.size; i++) /* and nothing is left unused */
-        CHECK(seen[2 * i] || seen[2 * i + 1], "byte %llu unused", (unsigned long long)i);
+        CHECK(seen[2 * i] || seen[2 * i + 1], "dtype %u/%u: byte %llu unused", dtype, group,
+              (unsigned long long)i);
     free(seen);
+}
+
+/* Weight (r, k) of a rows x cols tensor, decoded straight from the byte
+ * layout docs/blob-format.md draws (not through kernels/qformat.h). */
+static float doc_weight(uint32_t dtype, uint32_t group, uint32_t cols, const uint8_t *w, uint32_t r,
+                        uint32_t k)
+{
+    const int fmin = dtype == NIB_DT_Q4F || dtype == NIB_DT_Q8F;
+    const int bits = dtype == NIB_DT_Q8C || dtype == NIB_DT_Q8F ? 8 : 4;
+    const uint32_t unit = group > 32 ? group : 32, k_pad = (cols + unit - 1) / unit * unit;
+    const uint32_t g = group ? group : k_pad, sbytes = group && !fmin ? 2 : 4;
+    const uint32_t code_bytes = 8 * g * bits / 8;
+    const uint32_t sgb = code_bytes + 8 * sbytes + (dtype == NIB_DT_Q4A ? 8 : 0) + (fmin ? 32 : 0);
+    const uint8_t *base = w + (uint64_t)(r / 8) * (k_pad / g) * sgb + (uint64_t)(k / g) * sgb;
+    const uint32_t kk = k % g, rr = r % 8;
+    int code;
+    if (bits == 4) {
+        uint8_t byte = base[(kk / 8) * 32 + 4 * rr + kk % 4];
+        code = kk % 8 >= 4 ? byte >> 4 : byte & 15;
+    } else {
+        code = (int8_t)base[(kk / 4) * 32 + 4 * rr + kk % 4];
+    }
+    float scale;
+    if (sbytes == 2) {
+        uint16_t h;
+        memcpy(&h, base + code_bytes + 2 * rr, 2);
+        scale = gguf_f16_to_f32(h); /* an independent f16 decoder */
+    } else {
+        memcpy(&scale, base + code_bytes + 4 * rr, 4);
+    }
+    if (fmin) {
+        float mn;
+        memcpy(&mn, base + code_bytes + 32 + 4 * rr, 4);
+        return fmaf(scale, (float)code, mn);
+    }
+    int zp = dtype == NIB_DT_Q4A ? base[code_bytes + 16 + rr] : bits == 4 ? 8 : 0;
+    return (float)(code - zp) * scale;
+}
+
+/* nib_qrow_f32 on random bytes (every code, scale and minimum bit
+ * pattern), ranges of columns anywhere in the row: bitwise the documented
+ * formula; and nib_dequantize_row is the same function. */
+START_TEST(test_qrow_f32)
+{
+    static const uint32_t fmts[][2] = {
+        {NIB_DT_Q4, 32},  {NIB_DT_Q4, 128}, {NIB_DT_Q4A, 64}, {NIB_DT_Q4C, 0},  {NIB_DT_Q8C, 0},
+        {NIB_DT_Q8C, 32}, {NIB_DT_Q4F, 16}, {NIB_DT_Q4F, 32}, {NIB_DT_Q8F, 16}, {NIB_DT_Q8F, 32},
+    };
+    uint64_t s = 99;
+    for (int it = 0; it < 200; it++) {
+        uint32_t dt = fmts[it % 10][0], g = fmts[it % 10][1];
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        uint32_t rows = 1 + (uint32_t)(s >> 40) % 20, cols = 1 + (uint32_t)(s >> 20) % 300;
+        struct nib_qlayout l;
+        ck_assert_int_eq(nib_qlayout_get(&l, dt, g, rows, cols), 0);
+        uint8_t *w = malloc(l.size);
+        for (uint64_t i = 0; i < l.size; i++)
+            w[i] = (uint8_t)((s = s * 6364136223846793005ull + 1442695040888963407ull) >> 56);
+        float *out = malloc(l.k_pad * sizeof *out), *all = malloc(cols * sizeof *all);
+        for (uint32_t r = 0; r < rows; r++) {
+            uint32_t c0 = (uint32_t)(s >> 13) % cols,
+                     c1 = c0 + (uint32_t)(s >> 29) % (cols - c0 + 1);
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            nib_qrow_f32(&l, w, r, c0, c1, out);
+            for (uint32_t k = c0; k < c1; k++) {
+                float want = doc_weight(dt, g, cols, w, r, k);
+                CHECK(memcmp(&want, &out[k - c0], 4) == 0 || (isnan(want) && isnan(out[k - c0])),
+                      "format %u/%u row %u col %u: %a, the documented formula gives %a", dt, g, r,
+                      k, (double)out[k - c0], (double)want);
+            }
+            nib_dequantize_row(&l, w, r, all);
+            nib_qrow_f32(&l, w, r, 0, cols, out);
+            CHECK(memcmp(all, out, cols * sizeof *out) == 0, "dequantize_row != qrow_f32");
+        }
+        free(w), free(out), free(all);
+    }
+    /* extremes of q4f and q8f: codes 0/15 and -128/127, negative, huge,
+     * tiny scales and minimums, against fmaf */
+    struct nib_qlayout l;
+    static const float params[] = {0.0f, -0.0f, 1.0f, -3.5f, 3e38f, -3e38f, 1e-45f, 1e-30f};
+    static const int codes[2][2] = {{0, 15}, {-128, 127}};
+    for (int q8 = 0; q8 < 2; q8++) {
+        ck_assert_int_eq(nib_qlayout_get(&l, q8 ? NIB_DT_Q8F : NIB_DT_Q4F, 16, 8, 32), 0);
+        uint8_t *w = calloc(l.size, 1);
+        for (size_t a = 0; a < 8; a++)
+            for (size_t b = 0; b < 8; b++)
+                for (int ci = 0; ci < 2; ci++) {
+                    float sc = params[a], mn = params[b], got;
+                    memcpy(w + nib_ql_scale_off(&l, 3, 1), &sc, 4);
+                    memcpy(w + nib_ql_min_off(&l, 3, 1), &mn, 4);
+                    unsigned sh;
+                    uint64_t off = nib_ql_code_off(&l, 3, 21, &sh);
+                    w[off] = q8 ? (uint8_t)(int8_t)codes[1][ci] : (uint8_t)(codes[0][ci] << sh);
+                    nib_qrow_f32(&l, w, 3, 21, 22, &got);
+                    float want = fmaf(sc, (float)codes[q8][ci], mn);
+                    CHECK(memcmp(&got, &want, 4) == 0, "q%df scale %g min %g code %d: %a, fmaf %a",
+                          q8 ? 8 : 4, (double)sc, (double)mn, codes[q8][ci], (double)got,
+                          (double)want);
+                }
+        free(w);
+    }
 }
 END_TEST
 
@@ -151,12 +300,12 @@ END_TEST
 
 START_TEST(test_qact_contract)
 {
-    static const uint32_t blocks[] = {0, 32, 64, 128};
+    static const uint32_t blocks[] = {0, 32, 64, 128, 16};
     uint64_t s = 7;
     for (int it = 0; it < 200; it++) {
         uint32_t k =
             it < 4 ? 172 : 1 + (uint32_t)((s = s * 6364136223846793005ull + 1) >> 33) % 300;
-        uint32_t block = blocks[it % 4];
+        uint32_t block = blocks[it % 5];
         size_t fp = nib_qact_footprint(1, k, block);
         ck_assert_uint_gt(fp, 0);
         void *mem = aligned_alloc(64, (fp + 63) & ~(size_t)63);
@@ -208,6 +357,26 @@ START_TEST(test_qact_contract)
     static _Alignas(64) uint8_t buf[1024];
     ck_assert_int_eq(nib_qact_init(&a, buf + 1, 1, 64, 32), -1);
     ck_assert_int_eq(nib_qact_init(&a, buf, 1, 64, 32), 0);
+    ck_assert_uint_eq(nib_qact_footprint(1, 64, 8), 0);
+    /* blocks of 16 pad K to 32, as the weights do */
+    ck_assert_int_eq(nib_qact_init(&a, buf, 2, 40, 16), 0);
+    ck_assert_uint_eq(a.k_pad, 64);
+    ck_assert_uint_eq(a.n_blocks, 4);
+    ck_assert_uint_eq(a.block, 16);
+    struct nib_qlayout l;
+    ck_assert_int_eq(nib_qlayout_get(&l, NIB_DT_Q4F, 16, 8, 40), 0);
+    ck_assert(nib_qact_fits(&a, &l));
+    /* a view of a block wholly in the padding quantizes to zeros */
+    struct nib_qact v = nib_qact_blocks(&a, 1, 3, 4);
+    ck_assert_uint_eq(v.k, 0);
+    memset(a.q, 0x55, 128);
+    a.scale[7] = 1.0f, a.sum[7] = 5;
+    float none[1] = {0};
+    nib_qact_s8_f32_scalar(&v, 0, none);
+    for (int i = 0; i < 16; i++)
+        ck_assert_int_eq(a.q[64 + 48 + i], 0);
+    ck_assert(a.scale[7] == 0.0f && a.sum[7] == 0);
+    ck_assert_int_eq(a.q[64 + 47], 0x55); /* the block before is not touched */
 }
 END_TEST
 
@@ -400,9 +569,11 @@ START_TEST(test_quantize_error)
         const char *spec;
         double max_rel_rmse;
     } cases[] = {
-        /* measured: 0.107 0.131 0.152 0.085 0.120 0.173 0.0114 0.0067 */
-        {"q4", 0.12},      {"q4/64", 0.15}, {"q4/128", 0.17}, {"q4a", 0.10},
-        {"q4a/128", 0.14}, {"q4c", 0.20},   {"q8c", 0.013},   {"q8c/32", 0.008},
+        /* measured: 0.107 0.131 0.152 0.085 0.120 0.173 0.0114 0.0067,
+         * q4f 0.078 0.059, q8f 0.0046 0.0036 */
+        {"q4", 0.12},      {"q4/64", 0.15},  {"q4/128", 0.17}, {"q4a", 0.10},
+        {"q4a/128", 0.14}, {"q4c", 0.20},    {"q8c", 0.013},   {"q8c/32", 0.008},
+        {"q4f", 0.09},     {"q4f/16", 0.07}, {"q8f", 0.006},   {"q8f/16", 0.005},
     };
     const uint32_t rows = 19, cols = 172;
     float *w = gaussianish(rows * cols, 3, 0.02f), *back = malloc(cols * sizeof *back);
@@ -417,7 +588,7 @@ START_TEST(test_quantize_error)
         double se = 0, ss = 0;
         for (uint32_t r = 0; r < rows; r++) {
             nib_dequantize_row(&l, p, r, back);
-            for (uint32_t j = 0; j < l.n_sgroups; j++) {
+            for (uint32_t j = 0; j * l.gsize < cols; j++) { /* groups of padding only: below */
                 uint32_t k0 = j * l.gsize, n = cols - k0 < l.gsize ? cols - k0 : l.gsize;
                 const float *x = w + r * cols + k0;
                 double gse = 0;
@@ -444,15 +615,24 @@ START_TEST(test_quantize_error)
         printf("quantize %-8s relative rms error %.4f\n", cases[c].spec, rel);
         ck_assert_msg(rel < cases[c].max_rel_rmse, "%s: relative rms error %.4f >= %.4f",
                       cases[c].spec, rel, cases[c].max_rel_rmse);
-        /* padding: codes past K and rows past N are the format's zero */
+        /* padding: codes past K and rows past N are the format's zero (q4f,
+         * q8f: code 0, and scale and minimum 0 in groups of padding only) */
         float *pad = malloc(l.k_pad * sizeof *pad);
         struct nib_qlayout lp = l;
         lp.cols = l.k_pad; /* dequantize the padded columns too */
         for (uint32_t r = 0; r < l.n_pad; r++) {
             nib_dequantize_row(&lp, p, r, pad);
-            for (uint32_t k = r < rows ? cols : 0; k < l.k_pad; k++)
-                CHECK(pad[k] == 0.0f, "%s: padding at row %u col %u is %g", cases[c].spec, r, k,
-                      (double)pad[k]);
+            for (uint32_t k = r < rows ? cols : 0; k < l.k_pad; k++) {
+                unsigned sh;
+                uint64_t off = nib_ql_code_off(&l, r, k, &sh);
+                int code = (p[off] >> sh) & (l.code_bits == 8 ? 0xff : 0xf);
+                if (l.has_min && r < rows && k / l.gsize * l.gsize < cols)
+                    CHECK(code == 0, "%s: padding code at row %u col %u is %d", cases[c].spec, r, k,
+                          code);
+                else
+                    CHECK(pad[k] == 0.0f, "%s: padding at row %u col %u is %g", cases[c].spec, r, k,
+                          (double)pad[k]);
+            }
         }
         free(pad);
         free(p);
@@ -466,7 +646,8 @@ END_TEST
  * kernel stay close to the f32 matmul. */
 START_TEST(test_quantized_gemv_close_to_f32)
 {
-    static const char *specs[] = {"q4", "q4/128", "q4a/64", "q4c", "q8c", "q8c/32"};
+    static const char *specs[] = {"q4",     "q4/128", "q4a/64", "q4c", "q8c",
+                                  "q8c/32", "q4f",    "q4f/16", "q8f", "q8f/16"};
     const uint32_t rows = 37, cols = 172;
     float *w = gaussianish(rows * cols, 11, 0.05f), *x = gaussianish(cols, 12, 1.0f);
     float yf[37], yq[37];
@@ -495,8 +676,7 @@ START_TEST(test_quantized_gemv_close_to_f32)
             e += ((double)yq[r] - yf[r]) * ((double)yq[r] - yf[r]);
         e = sqrt(e / rows) / ref;
         printf("gemv %-7s vs f32: relative rms error %.4f\n", specs[c], e);
-        ck_assert_msg(e < (spec.dtype == NIB_DT_Q8C ? 0.02 : 0.15), "%s: relative error %.4f",
-                      specs[c], e);
+        ck_assert_msg(e < (l.code_bits == 8 ? 0.02 : 0.15), "%s: relative error %.4f", specs[c], e);
         free(mem);
         free(p);
     }
@@ -520,6 +700,22 @@ START_TEST(test_quantize_rejects)
     ck_assert_uint_eq(spec.group, 64);
     char b[16];
     ck_assert_str_eq(nib_qspec_str(spec, b, sizeof b), "q8c/64");
+    static const struct {
+        const char *s;
+        uint32_t dtype, group;
+    } fs[] = {{"q4f", NIB_DT_Q4F, 32}, {"q4f/16", NIB_DT_Q4F, 16}, {"q4f/32", NIB_DT_Q4F, 32},
+              {"q8f", NIB_DT_Q8F, 32}, {"q8f/16", NIB_DT_Q8F, 16}, {"q8f/32", NIB_DT_Q8F, 32}};
+    for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++) {
+        ck_assert_int_eq(nib_qspec_parse(fs[i].s, &spec, err, sizeof err), 0);
+        ck_assert_uint_eq(spec.dtype, fs[i].dtype);
+        ck_assert_uint_eq(spec.group, fs[i].group);
+        ck_assert_ptr_nonnull(
+            strstr(nib_qspec_str(spec, b, sizeof b), fs[i].s[1] == '4' ? "q4f/" : "q8f/"));
+    }
+    ck_assert_int_eq(nib_qspec_parse("q4f/64", &spec, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "16 or 32") != NULL, "%s", err);
+    ck_assert_int_eq(nib_qspec_parse("q8f/0", &spec, err, sizeof err), -1);
+    ck_assert_int_eq(nib_qspec_parse("q4/16", &spec, err, sizeof err), -1);
     float w[64] = {0};
     uint8_t out[512];
     w[5] = NAN;
@@ -647,7 +843,8 @@ END_TEST
 Suite *nib_test_suite(void)
 {
     Suite *s = suite_create("qkernels");
-    TU_CASE(s, "format", NULL, NULL, 60, test_format_validity, test_format_sizes, test_f16);
+    TU_CASE(s, "format", NULL, NULL, 60, test_format_validity, test_format_sizes, test_f16,
+            test_qrow_f32);
     TU_CASE(s, "kernels", NULL, NULL, 120, test_qact_contract, test_qact_simd,
             test_gemm_simd_equals_scalar, test_gemm_equals_gemvs, test_attention_simd_equals_scalar,
             test_qact_by_blocks, test_f32_ops_simd_equals_scalar, test_gemv_vs_double,

@@ -23,8 +23,9 @@ int nib_qspec_parse(const char *s, struct nib_qspec *spec, char *err, size_t err
         const char *name;
         uint32_t dtype, group;
     } base[] = {
-        {"f32", NIB_DT_F32, 0}, {"q4", NIB_DT_Q4, 32},  {"q4a", NIB_DT_Q4A, 32},
-        {"q4c", NIB_DT_Q4C, 0}, {"q8c", NIB_DT_Q8C, 0},
+        {"f32", NIB_DT_F32, 0},  {"q4", NIB_DT_Q4, 32},  {"q4a", NIB_DT_Q4A, 32},
+        {"q4c", NIB_DT_Q4C, 0},  {"q8c", NIB_DT_Q8C, 0}, {"q4f", NIB_DT_Q4F, 32},
+        {"q8f", NIB_DT_Q8F, 32},
     };
     const char *slash = strchr(s, '/');
     size_t n = slash ? (size_t)(slash - s) : strlen(s);
@@ -46,24 +47,26 @@ int nib_qspec_parse(const char *s, struct nib_qspec *spec, char *err, size_t err
             snprintf(
                 err, errlen,
                 "format '%s': invalid group (q4 and q4a take 32, 64 or 128; q8c takes none, 32, "
-                "64 or 128; f32 and q4c take none)",
+                "64 or 128; q4f and q8f take 16 or 32; f32 and q4c take none)",
                 s);
             return -1;
         }
         return 0;
     }
     snprintf(err, errlen,
-             "unknown format '%s' (expected f32, q4, q4a, q4c or q8c, optionally /GROUP)", s);
+             "unknown format '%s' (expected f32, q4, q4a, q4c, q8c, q4f or q8f, optionally /GROUP)",
+             s);
     return -1;
 }
 
 const char *nib_qspec_str(struct nib_qspec spec, char *buf, size_t len)
 {
-    const char *name = nib_dtype_name(spec.dtype);
+    static const char *const names[NIB_DT_COUNT] = {"f32", "q4", "q4a", "q4c", "q8c", "q4f", "q8f"};
+    const char *name = spec.dtype < NIB_DT_COUNT ? names[spec.dtype] : "?";
     if (spec.group)
-        snprintf(buf, len, "%s/%u", name ? name : "?", spec.group);
+        snprintf(buf, len, "%s/%u", name, spec.group);
     else
-        snprintf(buf, len, "%s", name ? name : "?");
+        snprintf(buf, len, "%s", name);
     return buf;
 }
 
@@ -78,15 +81,6 @@ static void put_code(const struct nib_qlayout *l, uint8_t *out, uint32_t r, uint
         return;
     }
     out[off] = (uint8_t)((out[off] & ~(0xfu << shift)) | ((unsigned)code & 0xfu) << shift);
-}
-
-static int get_code(const struct nib_qlayout *l, const uint8_t *in, uint32_t r, uint32_t k)
-{
-    unsigned shift;
-    uint64_t off = nib_ql_code_off(l, r, k, &shift);
-    if (l->code_bits == 8)
-        return (int8_t)in[off];
-    return (in[off] >> shift) & 0xf;
 }
 
 /* A scale: f16 bits or a float, as the layout stores it. */
@@ -105,17 +99,9 @@ static void put_scale(const struct nib_qlayout *l, uint8_t *out, uint32_t r, uin
         memcpy(out + off, &s.f, 4);
 }
 
-static float get_scale(const struct nib_qlayout *l, const uint8_t *in, uint32_t r, uint32_t j)
+static void put_min(const struct nib_qlayout *l, uint8_t *out, uint32_t r, uint32_t j, float m)
 {
-    uint64_t off = nib_ql_scale_off(l, r, j);
-    if (l->scale_bytes == 2) {
-        uint16_t h;
-        memcpy(&h, in + off, 2);
-        return nib_f16_to_f32(h);
-    }
-    float f;
-    memcpy(&f, in + off, 4);
-    return f;
+    memcpy(out + nib_ql_min_off(l, r, j), &m, 4);
 }
 
 /* ---- choosing scales ---- */
@@ -270,6 +256,82 @@ static struct qscale quant_sym8(const float *x, uint32_t n, int f16, int *codes)
     return s;
 }
 
+/* Codes of x[0..n) for w = fmaf(s, code, m), code in [lo, hi] (the q4f
+ * and q8f dequantization), and the squared error. */
+static double fit_min(const float *x, uint32_t n, float s, float m, int lo, int hi, int *codes)
+{
+    double sse = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        float q = s != 0.0f ? __builtin_rintf((x[i] - m) / s) : 0.0f;
+        q = q < (float)lo ? (float)lo : q > (float)hi ? (float)hi : q;
+        float ef = (float)((double)x[i] - (double)__builtin_fmaf(s, q, m));
+        sse += (double)ef * ef;
+        codes[i] = (int)q;
+    }
+    return sse;
+}
+
+/* Scale and minimum (q4f: codes 0..15; q8f: -128..127) of one group: w =
+ * fmaf(s, code, m). Candidates put the group's minimum on code lo and
+ * its range on hi - lo steps (shrunk a little, or centred), and each
+ * best so far is refined by least squares over its codes (s and m
+ * together). All zero-range groups are exact: s = 0, m = the value.
+ * Returns s (non-finite when the range overflows a float), *m. */
+static float quant_min(const float *x, uint32_t n, int lo, int hi, float *m, int *codes, int *tmp)
+{
+    float mn = x[0], mx = x[0];
+    for (uint32_t i = 1; i < n; i++) {
+        mn = x[i] < mn ? x[i] : mn;
+        mx = x[i] > mx ? x[i] : mx;
+    }
+    *m = mn;
+    for (uint32_t i = 0; i < n; i++)
+        codes[i] = 0;
+    if (mx == mn)
+        return 0.0f;
+    const float steps = (float)(hi - lo), range = mx - mn;
+    if (!isfinite(range))
+        return range;
+    static const float shrink[] = {1.0f, 0.97f, 0.94f, 0.9f, 0.85f};
+    double best_sse = INFINITY;
+    float best_s = 0.0f;
+    for (size_t i = 0; i < sizeof shrink / sizeof shrink[0]; i++) {
+        float s = range / steps * shrink[i];
+        if (!(s > 0.0f))
+            continue;
+        /* code lo at the minimum, or the slack split on both sides */
+        const float m0[2] = {mn - (float)lo * s, mn - (float)lo * s + (range - s * steps) * 0.5f};
+        for (int c = 0; c < 2; c++) {
+            double e = fit_min(x, n, s, m0[c], lo, hi, tmp);
+            if (e < best_sse) {
+                best_sse = e, best_s = s, *m = m0[c];
+                memcpy(codes, tmp, n * sizeof *codes);
+            }
+        }
+    }
+    for (int round = 0; round < 2; round++) { /* least squares for the best codes */
+        double cm = 0, xm = 0, cc = 0, cx = 0;
+        for (uint32_t i = 0; i < n; i++)
+            cm += codes[i], xm += x[i];
+        cm /= n, xm /= n;
+        for (uint32_t i = 0; i < n; i++) {
+            cc += (codes[i] - cm) * (codes[i] - cm);
+            cx += (codes[i] - cm) * ((double)x[i] - xm);
+        }
+        if (!(cc > 0))
+            break;
+        float s = (float)(cx / cc), mm = (float)(xm - cx / cc * cm);
+        if (!(s > 0.0f) || !isfinite(s) || !isfinite(mm))
+            break;
+        double e = fit_min(x, n, s, mm, lo, hi, tmp);
+        if (!(e < best_sse))
+            break;
+        best_sse = e, best_s = s, *m = mm;
+        memcpy(codes, tmp, n * sizeof *codes);
+    }
+    return best_s;
+}
+
 /* ---- quantize ---- */
 
 int nib_quantize(struct nib_qspec spec, uint32_t rows, uint32_t cols, nib_row_fn row, void *ctx,
@@ -307,17 +369,23 @@ int nib_quantize(struct nib_qspec spec, uint32_t rows, uint32_t cols, nib_row_fn
         for (uint32_t j = 0; j < l.n_sgroups && rc == 0; j++) {
             uint32_t k0 = j * l.gsize, n = 0, zp = 0;
             struct qscale s = mkscale(0.0f, l.scale_bytes == 2);
-            if (r < rows) {
+            float mn = 0.0f;
+            if (r < rows && k0 < cols) { /* else padding only (groups of 16 come in pairs) */
                 n = cols - k0 < l.gsize ? cols - k0 : l.gsize;
                 int z = 0;
                 switch (spec.dtype) {
                 case NIB_DT_Q4:
                 case NIB_DT_Q4C: s = quant_sym4(x + k0, n, l.scale_bytes == 2, codes, tmp); break;
                 case NIB_DT_Q4A: s = quant_asym4(x + k0, n, &z, codes, tmp); break;
+                case NIB_DT_Q4F: s.f = quant_min(x + k0, n, 0, 15, &mn, codes, tmp); break;
+                case NIB_DT_Q8F: s.f = quant_min(x + k0, n, -128, 127, &mn, codes, tmp); break;
                 default: s = quant_sym8(x + k0, n, l.scale_bytes == 2, codes); break;
                 }
                 zp = (uint32_t)z;
-                if (!isfinite(s.f)) {
+                if (!isfinite(s.f) && l.has_min) {
+                    snprintf(err, errlen, "row %u: weights span more than a float's range", r);
+                    rc = -1;
+                } else if (!isfinite(s.f)) {
                     snprintf(err, errlen,
                              "row %u: weights too large for an f16 scale (use q4c or q8c)", r);
                     rc = -1;
@@ -328,6 +396,8 @@ int nib_quantize(struct nib_qspec spec, uint32_t rows, uint32_t cols, nib_row_fn
             put_scale(&l, out, r, j, s);
             if (l.has_zp)
                 out[nib_ql_zp_off(&l, r, j)] = (uint8_t)zp;
+            if (l.has_min)
+                put_min(&l, out, r, j, mn);
         }
     }
     free(x), free(codes), free(tmp);
@@ -355,10 +425,5 @@ int nib_quantize_f32(struct nib_qspec spec, uint32_t rows, uint32_t cols, const 
 
 void nib_dequantize_row(const struct nib_qlayout *l, const uint8_t *packed, uint32_t r, float *out)
 {
-    for (uint32_t j = 0; j < l->n_sgroups; j++) {
-        float s = get_scale(l, packed, r, j);
-        int zp = l->has_zp ? packed[nib_ql_zp_off(l, r, j)] : l->code_bits == 4 ? 8 : 0;
-        for (uint32_t k = j * l->gsize; k < (j + 1) * l->gsize && k < l->cols; k++)
-            out[k] = (float)(get_code(l, packed, r, k) - zp) * s;
-    }
+    nib_qrow_f32(l, packed, r, 0, l->cols, out); /* the kernels' own definition */
 }

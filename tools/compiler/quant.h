@@ -22,7 +22,8 @@ struct nib_qspec {
 };
 
 /* "f32", "q4" (group 32), "q4/64", "q4a", "q4a/128", "q4c", "q8c",
- * "q8c/32" ... 0, or -1 with a message naming the problem. */
+ * "q8c/32", "q4f" (group 32), "q4f/16", "q8f" (group 32), "q8f/16" ... 0,
+ * or -1 with a message naming the problem. */
 int nib_qspec_parse(const char *s, struct nib_qspec *spec, char *err, size_t errlen);
 /* "q4/32", "q4c", ... into buf (>= 16 bytes); returns buf. */
 const char *nib_qspec_str(struct nib_qspec spec, char *buf, size_t len);
@@ -42,7 +43,8 @@ int nib_quantize(struct nib_qspec spec, uint32_t rows, uint32_t cols, nib_row_fn
 int nib_quantize_f32(struct nib_qspec spec, uint32_t rows, uint32_t cols, const float *w,
                      uint8_t *out, char *err, size_t errlen);
 
-/* Row r of a packed tensor as floats, out[0..cols). */
+/* Row r of a packed tensor as floats, out[0..cols): nib_qrow_f32
+ * (kernels/qformat.h), the value every kernel's arithmetic stands for. */
 void nib_dequantize_row(const struct nib_qlayout *l, const uint8_t *packed, uint32_t r, float *out);
 
 /* The format a GGUF tensor type repacks into without rounding: Q4_0 ->
