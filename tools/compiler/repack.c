@@ -327,8 +327,11 @@ int nib_repack_into(const struct llama_weight *w, struct nib_qspec target, uint8
                     "type %s has no exact nibble format (types that repack: Q4_0, Q4_1, Q5_0, "
                     "Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS)",
                     ggml_type_name(t->type));
-    if (target.dtype == NIB_DT_F32 || !nib_qformat_valid(target.dtype, target.group) ||
-        target.group == 0 || j.k->group % target.group)
+    if (target.dtype != NIB_DT_Q4 && target.dtype != NIB_DT_Q8C && target.dtype != NIB_DT_Q4F &&
+        target.dtype != NIB_DT_Q8F)
+        return fail(&j, "%s is not a repack target (q4, q8c, q4f and q8f are)", fmt);
+    if (!nib_qformat_valid(target.dtype, target.group) || target.group == 0 ||
+        j.k->group % target.group)
         return fail(&j, "%s groups of %u cannot be held by %s (its group must divide %u)", ti->name,
                     j.k->group, fmt, j.k->group);
     if (w->add != 0.0f)
