@@ -60,6 +60,11 @@ int nib_qact_init(struct nib_qact *a, void *mem, uint32_t m, uint32_t k, uint32_
 
 struct nib_qact nib_qact_blocks(const struct nib_qact *a, uint32_t row, uint32_t b0, uint32_t b1)
 {
+    /* blocks of 16: the last block of a row can be padding only (k_pad
+     * rounds to 32); the view that reaches the row's last input takes it
+     * along, so producers splitting by blocks need not know it exists */
+    if (b1 * a->block >= a->k)
+        b1 = a->n_blocks;
     struct nib_qact v = *a;
     v.q += (size_t)row * a->k_pad + (size_t)b0 * a->block;
     v.scale += (size_t)row * a->n_blocks + b0;
@@ -67,8 +72,7 @@ struct nib_qact nib_qact_blocks(const struct nib_qact *a, uint32_t row, uint32_t
     v.m = 1;
     v.n_blocks = b1 - b0;
     v.k_pad = v.n_blocks * a->block;
-    /* blocks of 16: the last block of a row can be padding only (k_pad
-     * rounds to 32); its view has k = 0 and quantizes to zeros */
+    /* a view of padding only has k = 0 and quantizes to zeros */
     uint32_t end = b1 * a->block < a->k ? b1 * a->block : a->k;
     v.k = end > b0 * a->block ? end - b0 * a->block : 0;
     return v;

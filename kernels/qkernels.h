@@ -59,8 +59,9 @@ struct nib_qact nib_qact_rows(const struct nib_qact *a, uint32_t r0, uint32_t m)
  * whole-row quantization gives them. Lets a producer split by blocks
  * (attention heads, FFN row blocks) quantize its own part. With blocks
  * of 16 the last block of a row may lie wholly in the padding (k_pad
- * rounds up to 32): its view has k = 0 and quantizing it writes zeros,
- * which a producer splitting by blocks must do too. */
+ * rounds up to 32): a view reaching the row's last input (b1 * block >=
+ * k) extends to the row's end and so writes that block's zeros too; a
+ * view of the padding block alone has k = 0. */
 struct nib_qact nib_qact_blocks(const struct nib_qact *a, uint32_t row, uint32_t b0, uint32_t b1);
 
 /* Quantize x[0..k) into row `row` of a. */

@@ -377,6 +377,19 @@ START_TEST(test_qact_contract)
         ck_assert_int_eq(a.q[64 + 48 + i], 0);
     ck_assert(a.scale[7] == 0.0f && a.sum[7] == 0);
     ck_assert_int_eq(a.q[64 + 47], 0x55); /* the block before is not touched */
+    /* the view that reaches the last input takes the padding block along */
+    v = nib_qact_blocks(&a, 0, 2, 3);
+    ck_assert_uint_eq(v.n_blocks, 2);
+    ck_assert_uint_eq(v.k, 8);
+    float eight[8] = {1, -2, 3, -4, 5, -6, 7, -8};
+    a.scale[3] = 1.0f, a.sum[3] = 5;
+    nib_qact_s8_f32_scalar(&v, 0, eight);
+    ck_assert_int_eq(a.q[32], 16); /* 1 * 127 / 8, rounded */
+    ck_assert_int_eq(a.q[39], -127);
+    for (int i = 40; i < 64; i++)
+        ck_assert_int_eq(a.q[i], 0);
+    ck_assert(a.scale[3] == 0.0f && a.sum[3] == 0);
+    ck_assert_int_eq(a.q[31], 0x55);
 }
 END_TEST
 
