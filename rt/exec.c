@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/common/f32-math.h"
 #include "kernels/kernels.h"
 #include "kernels/qkernels.h"
 #include "model_blob/crc32c.h"
@@ -198,6 +199,14 @@ static void epi_bias(const float *bias, float *y, uint32_t r0, uint32_t r1)
         y[r] += bias[r];
 }
 
+/* NIB_EPI_SOFTCAP: y[r] = c * tanh(y[r] / c) on rows [r0, r1), with
+ * nibble's tanh (the same bits on every ISA). */
+static void epi_softcap(float c, float *y, uint32_t r0, uint32_t r1)
+{
+    for (uint32_t r = r0; r < r1; r++)
+        y[r] = nib_softcapf(y[r], c);
+}
+
 /* Largest non-NaN value of y[r0, r1) and its first index. */
 static void epi_argmax(const float *y, uint32_t r0, uint32_t r1, struct nib_argmax_block *out)
 {
@@ -289,6 +298,8 @@ static void exec_matmul(const struct nib_qkernels *qk, const struct nib_blob_vie
             float *yt = c.y + (uint64_t)t * c.ys;
             if (bias)
                 epi_bias(bias, yt, r0, r1);
+            if (epi & NIB_EPI_SOFTCAP)
+                epi_softcap(op->matmul.softcap, yt, r0, r1);
             if (epi & NIB_EPI_ROPE_KV)
                 epi_rope_kv(qk, v, mem, op, yt, pos + t, r0, r1);
             if ((epi & NIB_EPI_SILU_MUL) && !qout)
