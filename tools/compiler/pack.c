@@ -11,6 +11,7 @@
 #include "model_blob/crc32c.h"
 #include "tools/compiler/chat_compile.h"
 #include "tools/compiler/quant.h"
+#include "tools/compiler/repack.h"
 #include "tools/compiler/tok_pack.h"
 
 struct sink {
@@ -54,20 +55,27 @@ static int weight_row(void *ctx, uint32_t r, float *out)
 }
 
 /* One source of a quantized tensor, packed on its own into buf (size
- * bytes). A source already in the tensor's format (GGUF Q4_0 -> q4/32,
- * Q8_0 -> q8c/32) is repacked exactly; anything else is quantized from its
- * f32 rows. */
-static int pack_source(const struct plan_tensor *t, const struct llama_weight *w, uint8_t *buf,
-                       char *err, size_t errlen)
+ * bytes). A quantized source whose values the tensor's format holds is
+ * repacked exactly (tools/compiler/repack.h: every weight equal); anything
+ * else is quantized from its f32 rows, and with --quant source (where
+ * every tensor should keep its values) named on stderr. */
+static int pack_source(const struct plan_tensor *t, const struct llama_weight *w, int source,
+                       uint8_t *buf, char *err, size_t errlen)
 {
     const struct nib_tensor_rec *rec = &t->rec;
     struct nib_qspec want = {rec->dtype, rec->group}, have;
-    char why[256];
-    int rc;
-    if (nib_repack_spec(w->t->type, &have) == 0 && have.dtype == want.dtype &&
-        have.group == want.group)
-        rc = nib_repack_gguf(w, buf, why, sizeof why);
-    else
+    char why[256], fmt[32];
+    int rc = -1;
+    if (nib_repack_spec(w->t->type, &have) == 0) {
+        rc = nib_repack_into(w, want, buf, why, sizeof why);
+        if (rc && source)
+            fprintf(stderr,
+                    "nib compile: --quant source: '%s' (%.*s, %s) has no exact form in %s: "
+                    "requantized (%s)\n",
+                    rec->name, (int)w->t->name.len, w->t->name.ptr, ggml_type_name(w->t->type),
+                    nib_qspec_str(want, fmt, sizeof fmt), why);
+    }
+    if (rc)
         rc = nib_quantize(want, w->rows, rec->cols, weight_row, (void *)w, buf, why, sizeof why);
     if (rc)
         snprintf(err, errlen, "packing '%s': %s", rec->name, why);
@@ -76,7 +84,8 @@ static int pack_source(const struct plan_tensor *t, const struct llama_weight *w
 
 /* A quantized tensor. Sources start on an N-block, so packed sources
  * simply follow each other; tile pairs (gate|up) alternate N-blocks. */
-static int write_quantized(struct sink *s, const struct plan_tensor *t, char *err, size_t errlen)
+static int write_quantized(struct sink *s, const struct plan_tensor *t, int source, char *err,
+                           size_t errlen)
 {
     const struct nib_tensor_rec *rec = &t->rec;
     uint8_t *buf[3] = {NULL, NULL, NULL};
@@ -90,7 +99,7 @@ static int write_quantized(struct sink *s, const struct plan_tensor *t, char *er
             rc = -1;
             break;
         }
-        rc = pack_source(t, t->src[k], buf[k], err, errlen);
+        rc = pack_source(t, t->src[k], source, buf[k], err, errlen);
         if (rc == 0 && !t->tile_pairs)
             put(s, buf[k], size[k]);
     }
@@ -120,7 +129,7 @@ static int put_f32_row(struct sink *s, const struct llama_weight *w, uint32_t r,
 }
 
 /* One tensor's payload, row by row. */
-static int write_tensor(struct sink *s, const struct plan_tensor *t, const struct nib_hparams *hp,
+static int write_tensor(struct sink *s, const struct plan_tensor *t, const struct nib_plan *p,
                         const float *freq_factors, float *row, char *err, size_t errlen)
 {
     if (t->kind == PT_ROPE_TABLE) {
@@ -128,7 +137,7 @@ static int write_tensor(struct sink *s, const struct plan_tensor *t, const struc
          * Llama 3's frequency factors divide each pair's frequency. */
         for (uint32_t pos = 0; pos < t->rec.rows; pos++) {
             for (uint32_t i = 0; i < t->rec.cols; i += 2) {
-                float freq = 1.0f / powf(hp->rope_theta, (float)i / (float)hp->rope_dim);
+                float freq = 1.0f / powf(p->h.hp.rope_theta, (float)i / (float)p->h.hp.rope_dim);
                 if (freq_factors)
                     freq = freq / freq_factors[i / 2];
                 float val = (float)pos * freq;
@@ -153,7 +162,7 @@ static int write_tensor(struct sink *s, const struct plan_tensor *t, const struc
         return 0;
     }
     if (t->rec.dtype != NIB_DT_F32)
-        return write_quantized(s, t, err, errlen);
+        return write_quantized(s, t, p->source, err, errlen);
     if (t->tile_pairs) {
         /* 8 gate rows, then the same 8 up rows; rows past the end are 0. */
         for (uint32_t r0 = 0; r0 < t->src[0]->rows; r0 += NIB_Q_TILE_N)
@@ -251,7 +260,7 @@ int nib_pack_blob(struct nib_plan *p, const struct llama_model *m, FILE *out, ch
     pad_to(&s, h.weights.offset);
     for (uint32_t i = 0; i < p->n_tensors && rc == 0 && !s.failed; i++) {
         pad_to(&s, h.weights.offset + p->tensors[i].rec.offset);
-        rc = write_tensor(&s, &p->tensors[i], &p->h.hp, m->rope_freq_factors, row, err, errlen);
+        rc = write_tensor(&s, &p->tensors[i], p, m->rope_freq_factors, row, err, errlen);
     }
     pad_to(&s, h.blob_size);
     free(row);

@@ -9,6 +9,7 @@
 
 #include "kernels/qkernels.h"
 #include "model_blob/blob_view.h"
+#include "tools/compiler/repack.h"
 
 /* Quantized activation buffers, one per (K, block) pair, shared by every
  * op that needs that shape (the plan is sequential per token). */
@@ -131,17 +132,47 @@ static int apply_precision(struct builder *b, const char *name, struct nib_qspec
     return hit;
 }
 
+/* --quant source: the most compact format that holds every source of a
+ * fused tensor exactly (each source's own exact format, or a wider one:
+ * q8f/16 holds every GGUF quantized type). 0, or -1 when a source is not
+ * quantized. */
+static int exact_common(const struct llama_weight *const *src, uint32_t n_src,
+                        struct nib_qspec *out)
+{
+    struct nib_qspec cand[6];
+    uint32_t nc = 0;
+    for (uint32_t i = 0; i < n_src; i++)
+        if (nib_repack_spec(src[i]->t->type, &cand[nc++]))
+            return -1;
+    cand[nc++] = (struct nib_qspec){NIB_DT_Q4F, 16};
+    cand[nc++] = (struct nib_qspec){NIB_DT_Q8F, 32};
+    cand[nc++] = (struct nib_qspec){NIB_DT_Q8F, 16};
+    uint64_t best = UINT64_MAX;
+    for (uint32_t c = 0; c < nc; c++) {
+        int all = 1;
+        for (uint32_t i = 0; i < n_src && all; i++)
+            all = nib_repack_holds(src[i]->t->type, cand[c]);
+        uint64_t size = nib_qformat_size(cand[c].dtype, cand[c].group, 8, 512);
+        if (all && size < best) {
+            best = size;
+            *out = cand[c];
+        }
+    }
+    return best == UINT64_MAX ? -1 : 0;
+}
+
 /* The format of a matrix made of the given sources. */
 static struct nib_qspec choose_spec(struct builder *b, const char *fused_name, int is_output,
                                     const struct llama_weight *const *src, uint32_t n_src)
 {
     struct nib_qspec base = is_output ? b->o->output : b->o->matrix;
-    struct nib_qspec best = {0, 0};
+    struct nib_qspec best = {0, 0}, common;
     int best_rank = -1;
+    const int exact = b->o->source && exact_common(src, n_src, &common) == 0;
     for (uint32_t i = 0; i < n_src; i++) {
         struct nib_qspec s = base, r;
         if (b->o->source && nib_repack_spec(src[i]->t->type, &r) == 0)
-            s = r;
+            s = exact ? common : r;
         char gname[NIB_NAME_MAX + 16];
         snprintf(gname, sizeof gname, "%.*s", (int)src[i]->t->name.len, src[i]->t->name.ptr);
         apply_precision(b, gname, &s);
@@ -408,6 +439,7 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
     memset(p, 0, sizeof *p);
     struct builder b = {.p = p, .m = m, .o = o, .err = err, .errlen = errlen};
     p->h.max_batch = o->max_batch ? o->max_batch : NIB_PLAN_DEFAULT_BATCH;
+    p->source = o->source;
     if (p->h.max_batch > NIB_MAX_BATCH) {
         snprintf(err, errlen, "batch %u is more than %u rows", p->h.max_batch, NIB_MAX_BATCH);
         return -1;

@@ -38,6 +38,7 @@ struct nib_plan {
     uint32_t n_tensors;
     struct nib_op *ops;
     uint32_t n_ops;
+    int source; /* --quant source: the packer names any tensor it had to requantize */
 };
 
 /* Weight formats. Matrices and the token-embedding table (read one row
