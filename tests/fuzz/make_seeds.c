@@ -4,13 +4,15 @@
  *   make_seeds OUTDIR
  *
  * gguf/    small LLaMA GGUFs from the test fixture (F32, F16, Q8_0, Q4_0,
- *          tied output, version 2), whole and cut at section bounds
+ *          tied output, version 2), whole and cut at section bounds; two
+ *          whose matrices mix the other GGUF types (random block bytes)
  * request/ requests: good text, good ids, and one bad field each
  * ctl/     control conversations (fuzz_ctl.c's record format) and one message
  *
  * The blob seeds come from `nib compile` of gguf/f32.gguf, cut to the bytes
  * before the weights (tests/fuzz/README.md). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "proto/ctl.h"
@@ -44,6 +46,45 @@ static int gguf_seed(const char *dir, const char *name, const struct fx_params *
         rc = put(dir, n, f.buf, f.bounds[i]);
     }
     fx_file_free(&f);
+    return rc;
+}
+
+/* The fixture's model with its matrices in the given types, round robin,
+ * their payloads random block bytes (the reader and the row conversion
+ * take any). K-quant rows need inputs that are multiples of 256. */
+static int gguf_mix_seed(const char *dir, const char *name, const uint32_t *types, size_t n,
+                         int kquant)
+{
+    struct fx_params p;
+    fx_quant_params(&p, GGML_TYPE_F32);
+    if (kquant) {
+        p.dim = 256, p.ffn_dim = 256, p.n_layers = 1, p.n_heads = 4, p.n_kv_heads = 1;
+    }
+    struct fx_model m;
+    fx_model_init(&m, &p);
+    uint64_t rng = 11;
+    size_t k = 0;
+    for (size_t i = 0; i < m.n_t; i++) {
+        struct fx_tensor *t = &m.t[i];
+        if (t->n_dims != 2)
+            continue;
+        t->type = types[k++ % n];
+        size_t len = (size_t)ggml_type_nbytes(t->type, t->ne[0] * t->ne[1]);
+        uint8_t *raw = malloc(len ? len : 1);
+        for (size_t b = 0; b < len; b++) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            raw[b] = (uint8_t)(rng >> 56);
+        }
+        fx_tensor_set_raw(t, raw, len);
+        free(raw);
+    }
+    struct fx_file f;
+    fx_build(&m, &f);
+    char file[128];
+    snprintf(file, sizeof file, "%s.gguf", name);
+    int rc = put(dir, file, f.buf, f.size);
+    fx_file_free(&f);
+    fx_model_free(&m);
     return rc;
 }
 
@@ -81,6 +122,14 @@ int main(int argc, char **argv)
     rc |= gguf_seed(gdir, "q8_0", &p, 0);
     fx_quant_params(&p, GGML_TYPE_Q4_0);
     rc |= gguf_seed(gdir, "q4_0", &p, 0);
+    static const uint32_t legacy[] = {GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1,
+                                      GGML_TYPE_IQ4_NL};
+    rc |= gguf_mix_seed(gdir, "mix-legacy", legacy, 4, 0);
+    /* embd, q, k, v, o, gate, up, down, output: small types on the big ones */
+    static const uint32_t kq[] = {GGML_TYPE_Q6_K, GGML_TYPE_Q2_K, GGML_TYPE_Q5_K,
+                                  GGML_TYPE_Q6_K, GGML_TYPE_Q3_K, GGML_TYPE_IQ4_XS,
+                                  GGML_TYPE_Q4_K, GGML_TYPE_Q2_K, GGML_TYPE_Q5_K};
+    rc |= gguf_mix_seed(gdir, "mix-kquant", kq, 9, 1);
 
     struct nib_request r;
     memset(&r, 0, sizeof r);
