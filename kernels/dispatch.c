@@ -30,6 +30,7 @@
         .rmsnorm = nib_rmsnorm_f32_##sfx,                                                          \
         .rope_rows = nib_rope_f32_##sfx,                                                           \
         .silu_mul = nib_silumul_f32_##sfx,                                                         \
+        .gelu_mul = nib_gelumul_f32_##sfx,                                                         \
         .gemv_f32 = nib_gemv_f32_##sfx,                                                            \
     };
 NIB_COMPILED_ISAS(TABLE)

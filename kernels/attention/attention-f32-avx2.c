@@ -9,10 +9,10 @@
 
 NIB_ATTENTION_DECL(nib_attention_f32_avx2)
 {
-    nib_pre_attention(q, kc, vc, out, att, h_begin, h_end, head_dim, group, row_stride, pos, ctx);
-    (void)t0; /* the sliding window and soft-capping: issue 11, in progress */
-    (void)softcap;
-    const size_t n = pos + 1;
+    nib_pre_attention(q, kc, vc, out, att, h_begin, h_end, head_dim, group, row_stride, t0, pos,
+                      ctx, softcap);
+    const size_t n = pos - t0 + 1;
+    const float *k0 = kc + t0 * row_stride, *v0 = vc + t0 * row_stride;
     for (size_t h = h_begin; h < h_end; h++) {
         const float *qh = q + h * head_dim;
         size_t kv_off = (h / group) * head_dim;
@@ -20,7 +20,14 @@ NIB_ATTENTION_DECL(nib_attention_f32_avx2)
         __m256 vmax = _mm256_set1_ps(-INFINITY);
         size_t t = 0;
         for (; t < n; t++)
-            a[t] = nib_dot_avx2(qh, kc + t * row_stride + kv_off, head_dim) * scale;
+            a[t] = nib_dot_avx2(qh, k0 + t * row_stride + kv_off, head_dim) * scale;
+        if (softcap > 0.0f) {
+            const __m256 vc8 = _mm256_set1_ps(softcap);
+            for (t = 0; t + 8 <= n; t += 8)
+                _mm256_storeu_ps(a + t, nib_softcap8_avx2(_mm256_loadu_ps(a + t), vc8));
+            for (; t < n; t++)
+                a[t] = nib_softcapf(a[t], softcap);
+        }
         for (t = 0; t + 8 <= n; t += 8)
             vmax = _mm256_max_ps(_mm256_loadu_ps(a + t), vmax); /* NaN scores never win */
         float lanes[8], max;
@@ -45,7 +52,7 @@ NIB_ATTENTION_DECL(nib_attention_f32_avx2)
         for (; i + 32 <= head_dim; i += 32) {
             __m256 o0 = _mm256_setzero_ps(), o1 = o0, o2 = o0, o3 = o0;
             for (t = 0; t < n; t++) {
-                const float *v = vc + t * row_stride + kv_off + i;
+                const float *v = v0 + t * row_stride + kv_off + i;
                 __m256 w = _mm256_set1_ps(a[t]);
                 o0 = _mm256_fmadd_ps(w, _mm256_loadu_ps(v), o0);
                 o1 = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + 8), o1);
@@ -61,10 +68,10 @@ NIB_ATTENTION_DECL(nib_attention_f32_avx2)
             __m256 o0 = _mm256_setzero_ps();
             for (t = 0; t < n; t++)
                 o0 = _mm256_fmadd_ps(_mm256_set1_ps(a[t]),
-                                     _mm256_loadu_ps(vc + t * row_stride + kv_off + i), o0);
+                                     _mm256_loadu_ps(v0 + t * row_stride + kv_off + i), o0);
             _mm256_storeu_ps(o + i, o0);
         }
-        nib_att_out_dims(a, vc + kv_off, row_stride, o, i, head_dim, n);
+        nib_att_out_dims(a, v0 + kv_off, row_stride, o, i, head_dim, n);
     }
 }
 #else

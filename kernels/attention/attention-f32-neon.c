@@ -9,22 +9,29 @@
 
 NIB_ATTENTION_DECL(nib_attention_f32_neon)
 {
-    nib_pre_attention(q, kc, vc, out, att, h_begin, h_end, head_dim, group, row_stride, pos, ctx);
-    (void)t0; /* the sliding window and soft-capping: issue 11, in progress */
-    (void)softcap;
-    const size_t n = pos + 1;
+    nib_pre_attention(q, kc, vc, out, att, h_begin, h_end, head_dim, group, row_stride, t0, pos,
+                      ctx, softcap);
+    const size_t n = pos - t0 + 1;
+    const float *k0 = kc + t0 * row_stride, *v0 = vc + t0 * row_stride;
     for (size_t h = h_begin; h < h_end; h++) {
         const float *qh = q + h * head_dim;
         size_t kv_off = (h / group) * head_dim;
         float *a = att + h * ctx;
-        float max = -INFINITY;
-        for (size_t t = 0; t < n; t++) {
-            a[t] = nib_dot_neon(qh, kc + t * row_stride + kv_off, head_dim) * scale;
-            max = a[t] > max ? a[t] : max;
-        }
-        float32x4_t vm = vdupq_n_f32(max), slo = vdupq_n_f32(0.0f), shi = slo;
         size_t t = 0;
-        for (; t + 8 <= n; t += 8) {
+        for (; t < n; t++)
+            a[t] = nib_dot_neon(qh, k0 + t * row_stride + kv_off, head_dim) * scale;
+        if (softcap > 0.0f) {
+            const float32x4_t vc4 = vdupq_n_f32(softcap);
+            for (t = 0; t + 4 <= n; t += 4)
+                vst1q_f32(a + t, nib_softcap4_neon(vld1q_f32(a + t), vc4));
+            for (; t < n; t++)
+                a[t] = nib_softcapf(a[t], softcap);
+        }
+        float max = -INFINITY;
+        for (t = 0; t < n; t++)
+            max = a[t] > max ? a[t] : max;
+        float32x4_t vm = vdupq_n_f32(max), slo = vdupq_n_f32(0.0f), shi = slo;
+        for (t = 0; t + 8 <= n; t += 8) {
             float32x4_t e0 = nib_exp4_neon(vsubq_f32(vld1q_f32(a + t), vm));
             float32x4_t e1 = nib_exp4_neon(vsubq_f32(vld1q_f32(a + t + 4), vm));
             vst1q_f32(a + t, e0);
@@ -41,7 +48,7 @@ NIB_ATTENTION_DECL(nib_attention_f32_neon)
         for (; i + 16 <= head_dim; i += 16) {
             float32x4_t o0 = vdupq_n_f32(0.0f), o1 = o0, o2 = o0, o3 = o0;
             for (t = 0; t < n; t++) {
-                const float *v = vc + t * row_stride + kv_off + i;
+                const float *v = v0 + t * row_stride + kv_off + i;
                 float32x4_t w = vdupq_n_f32(a[t]);
                 o0 = vfmaq_f32(o0, w, vld1q_f32(v));
                 o1 = vfmaq_f32(o1, w, vld1q_f32(v + 4));
@@ -53,7 +60,7 @@ NIB_ATTENTION_DECL(nib_attention_f32_neon)
             vst1q_f32(o + i + 8, o2);
             vst1q_f32(o + i + 12, o3);
         }
-        nib_att_out_dims(a, vc + kv_off, row_stride, o, i, head_dim, n);
+        nib_att_out_dims(a, v0 + kv_off, row_stride, o, i, head_dim, n);
     }
 }
 #else

@@ -54,4 +54,35 @@ static inline __m256 nib_exp8_avx2(__m256 x)
     return _mm256_and_ps(y, _mm256_cmp_ps(x, lo, _CMP_GE_OQ));
 }
 
+/* nib_tanhf of 8 lanes: both branches, then a select (NaN: the polynomial). */
+static inline __m256 nib_tanh8_avx2(__m256 x)
+{
+    const __m256 sign = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f);
+    __m256 a = _mm256_andnot_ps(sign, x);
+    __m256 e = nib_exp8_avx2(_mm256_add_ps(a, a));
+    __m256 big = _mm256_sub_ps(one, _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, one)));
+    __m256 z = _mm256_mul_ps(a, a), p = _mm256_set1_ps(nib_tanh_c[0]);
+    for (int i = 1; i < 6; i++)
+        p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(nib_tanh_c[i]));
+    __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(a, z), p, a);
+    __m256 r =
+        _mm256_blendv_ps(small, big, _mm256_cmp_ps(a, _mm256_set1_ps(NIB_TANH_SMALL), _CMP_GE_OQ));
+    return _mm256_or_ps(r, _mm256_and_ps(x, sign));
+}
+
+/* nib_softcapf of 8 lanes (c > 0). */
+static inline __m256 nib_softcap8_avx2(__m256 s, __m256 c)
+{
+    return _mm256_mul_ps(c, nib_tanh8_avx2(_mm256_div_ps(s, c)));
+}
+
+/* nib_gelu_mul1 of 8 lanes. */
+static inline __m256 nib_gelu_mul8_avx2(__m256 a, __m256 b)
+{
+    __m256 v = _mm256_mul_ps(a, _mm256_fmadd_ps(_mm256_mul_ps(a, a), _mm256_set1_ps(NIB_GELU_K1),
+                                                _mm256_set1_ps(NIB_GELU_K0)));
+    __m256 d = _mm256_add_ps(_mm256_set1_ps(1.0f), nib_exp8_avx2(v));
+    return _mm256_mul_ps(_mm256_div_ps(a, d), b);
+}
+
 #endif

@@ -54,4 +54,36 @@ static inline float32x4_t nib_exp4_neon(float32x4_t x)
     return vbslq_f32(vcgeq_f32(x, lo), y, vdupq_n_f32(0.0f));
 }
 
+/* nib_tanhf of 4 lanes: both branches, then a select (NaN: the polynomial). */
+static inline float32x4_t nib_tanh4_neon(float32x4_t x)
+{
+    const float32x4_t one = vdupq_n_f32(1.0f);
+    const uint32x4_t sign = vdupq_n_u32(0x80000000u);
+    float32x4_t a = vabsq_f32(x);
+    float32x4_t e = nib_exp4_neon(vaddq_f32(a, a));
+    float32x4_t big = vsubq_f32(one, vdivq_f32(vdupq_n_f32(2.0f), vaddq_f32(e, one)));
+    float32x4_t z = vmulq_f32(a, a), p = vdupq_n_f32(nib_tanh_c[0]);
+    for (int i = 1; i < 6; i++)
+        p = vfmaq_f32(vdupq_n_f32(nib_tanh_c[i]), p, z);
+    float32x4_t small = vfmaq_f32(a, vmulq_f32(a, z), p);
+    float32x4_t r = vbslq_f32(vcgeq_f32(a, vdupq_n_f32(NIB_TANH_SMALL)), big, small);
+    return vreinterpretq_f32_u32(
+        vorrq_u32(vreinterpretq_u32_f32(r), vandq_u32(vreinterpretq_u32_f32(x), sign)));
+}
+
+/* nib_softcapf of 4 lanes (c > 0). */
+static inline float32x4_t nib_softcap4_neon(float32x4_t s, float32x4_t c)
+{
+    return vmulq_f32(c, nib_tanh4_neon(vdivq_f32(s, c)));
+}
+
+/* nib_gelu_mul1 of 4 lanes. */
+static inline float32x4_t nib_gelu_mul4_neon(float32x4_t a, float32x4_t b)
+{
+    float32x4_t v = vmulq_f32(
+        a, vfmaq_f32(vdupq_n_f32(NIB_GELU_K0), vmulq_f32(a, a), vdupq_n_f32(NIB_GELU_K1)));
+    float32x4_t d = vaddq_f32(vdupq_n_f32(1.0f), nib_exp4_neon(v));
+    return vmulq_f32(vdivq_f32(a, d), b);
+}
+
 #endif
