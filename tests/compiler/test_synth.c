@@ -1,9 +1,11 @@
 /* Tests for the GGUF writer and `nib synth`: what synth writes must parse
  * with nibble's own reader, carry the metadata and vocabulary llama.cpp
- * expects, and be a pure function of (shape, dtype, seed). */
+ * expects, import through llama_import as the architecture it names (every
+ * shape), and be a pure function of (shape, dtype, seed). */
 #include "tests/common/test_util.h"
 #include "tools/compiler/gguf.h"
 #include "tools/compiler/gguf_write.h"
+#include "tools/compiler/llama_import.h"
 #include "tools/compiler/synth.h"
 #include "model_blob/blob_format.h"
 
@@ -435,17 +437,51 @@ START_TEST(test_shape_table)
 {
     size_t n;
     const struct nib_synth_shape *s = nib_synth_shapes(&n);
-    ck_assert_uint_eq(n, 5);
+    ck_assert_uint_eq(n, 16);
+    /* The published configs (Hugging Face config.json) of each real shape;
+     * hd 0: dim / heads. */
     const struct {
         const char *name;
-        uint32_t dim, layers, ffn, heads, kv, vocab, ctx, dtype;
+        uint32_t dim, layers, ffn, heads, kv, vocab, ctx, dtype, arch, hd;
+        int tied;
+        float theta, eps;
+        uint64_t params; /* the models' published parameter counts */
     } want[] = {
-        {"stories260k", 64, 5, 172, 8, 4, 512, 512, GGML_TYPE_F32},
-        {"stories15m", 288, 6, 768, 6, 6, 32000, 256, GGML_TYPE_F32},
-        {"tinyllama-1.1b", 2048, 22, 5632, 32, 4, 32000, 2048, GGML_TYPE_F16},
-        {"llama-3b", 3200, 26, 8640, 32, 32, 32000, 2048, GGML_TYPE_F16},
-        {"test-hd64", 128, 2, 344, 2, 1, 512, 256, GGML_TYPE_F32},
+        {"stories260k", 64, 5, 172, 8, 4, 512, 512, GGML_TYPE_F32, LLAMA_ARCH_LLAMA, 0, 0, 10000,
+         1e-5f, 260032 + 64 * 512},
+        {"stories15m", 288, 6, 768, 6, 6, 32000, 256, GGML_TYPE_F32, LLAMA_ARCH_LLAMA, 0, 0, 10000,
+         1e-5f, 0},
+        {"tinyllama-1.1b", 2048, 22, 5632, 32, 4, 32000, 2048, GGML_TYPE_F16, LLAMA_ARCH_LLAMA, 0,
+         0, 10000, 1e-5f, 1100048384ull},
+        {"llama-3b", 3200, 26, 8640, 32, 32, 32000, 2048, GGML_TYPE_F16, LLAMA_ARCH_LLAMA, 0, 0,
+         10000, 1e-5f, 0},
+        {"test-hd64", 128, 2, 344, 2, 1, 512, 256, GGML_TYPE_F32, LLAMA_ARCH_LLAMA, 0, 0, 10000,
+         1e-5f, 0},
+        {"smollm2-135m", 576, 30, 1536, 9, 3, 49152, 8192, GGML_TYPE_F16, LLAMA_ARCH_LLAMA, 0, 1,
+         100000, 1e-5f, 134515008ull},
+        {"qwen2.5-0.5b", 896, 24, 4864, 14, 2, 151936, 32768, GGML_TYPE_F16, LLAMA_ARCH_QWEN2, 0, 1,
+         1e6f, 1e-6f, 494032768ull},
+        {"qwen3-0.6b", 1024, 28, 3072, 16, 8, 151936, 40960, GGML_TYPE_F16, LLAMA_ARCH_QWEN3, 128,
+         1, 1e6f, 1e-6f, 596049920ull},
+        /* + the 32 rope_freqs factors Hugging Face keeps as a buffer */
+        {"llama3.2-1b", 2048, 16, 8192, 32, 8, 128256, 131072, GGML_TYPE_F16, LLAMA_ARCH_LLAMA, 0,
+         1, 500000, 1e-5f, 1235814400ull + 32},
+        {"phi3-mini", 3072, 32, 8192, 32, 32, 32064, 4096, GGML_TYPE_F16, LLAMA_ARCH_PHI3, 0, 0,
+         10000, 1e-5f, 3821079552ull},
+        {"gemma2-2b", 2304, 26, 9216, 8, 4, 256000, 8192, GGML_TYPE_F16, LLAMA_ARCH_GEMMA2, 256, 1,
+         10000, 1e-6f, 2614341888ull},
+        {"test-llama3", 128, 2, 256, 2, 1, 512, 256, GGML_TYPE_F32, LLAMA_ARCH_LLAMA, 0, 1, 500000,
+         1e-5f, 0},
+        {"test-qwen2", 128, 2, 256, 2, 1, 512, 256, GGML_TYPE_F32, LLAMA_ARCH_QWEN2, 0, 1, 1e6f,
+         1e-6f, 0},
+        {"test-qwen3", 128, 2, 256, 4, 2, 512, 256, GGML_TYPE_F32, LLAMA_ARCH_QWEN3, 64, 1, 1e6f,
+         1e-6f, 0},
+        {"test-phi3", 128, 2, 256, 2, 2, 512, 256, GGML_TYPE_F32, LLAMA_ARCH_PHI3, 0, 0, 10000,
+         1e-5f, 0},
+        {"test-gemma2", 128, 4, 256, 4, 2, 512, 256, GGML_TYPE_F32, LLAMA_ARCH_GEMMA2, 64, 1, 10000,
+         1e-6f, 0},
     };
+    ck_assert_uint_eq(n, sizeof want / sizeof want[0]);
     for (size_t i = 0; i < n; i++) {
         ck_assert_str_eq(s[i].name, want[i].name);
         ck_assert_ptr_eq(nib_synth_find(want[i].name), &s[i]);
@@ -457,18 +493,33 @@ START_TEST(test_shape_table)
         ck_assert_uint_eq(s[i].vocab, want[i].vocab);
         ck_assert_uint_eq(s[i].ctx, want[i].ctx);
         ck_assert_uint_eq(s[i].dtype, want[i].dtype);
-        ck_assert_uint_eq(s[i].dim % s[i].n_heads, 0);
+        ck_assert_uint_eq(nib_synth_arch(&s[i]), want[i].arch);
+        ck_assert_uint_eq(s[i].head_dim, want[i].hd);
+        ck_assert_int_eq(s[i].tied, want[i].tied);
+        ck_assert(s[i].rope_theta == (i < 5 ? 0 : want[i].theta));
+        ck_assert(s[i].norm_eps == (i < 5 ? 0 : want[i].eps));
+        if (want[i].hd == 0)
+            ck_assert_uint_eq(s[i].dim % s[i].n_heads, 0);
         ck_assert_uint_eq(s[i].n_heads % s[i].n_kv_heads, 0);
+        if (want[i].params)
+            ck_assert_uint_eq(nib_synth_params(&s[i]), want[i].params);
     }
     ck_assert_ptr_null(nib_synth_find("stories260K-nope"));
     ck_assert_ptr_null(nib_synth_find(""));
 
+    /* the architecture-specific fields */
+    const struct nib_synth_shape *g = nib_synth_find("gemma2-2b");
+    ck_assert(g->attn_softcap == 50.0f && g->final_softcap == 30.0f);
+    ck_assert_uint_eq(g->window, 4096);
+    g = nib_synth_find("test-gemma2");
+    ck_assert_uint_eq(g->window, 16);
+    const struct nib_synth_shape *l3 = nib_synth_find("llama3.2-1b");
+    ck_assert(l3->llama3_factor == 32.0f);
+    ck_assert_uint_eq(l3->llama3_ctx, 8192);
+
     /* stories260K: llama2.c counts 260032 with a shared classifier; synth
      * writes a separate output.weight (64 x 512). */
-    ck_assert_uint_eq(nib_synth_params(&s[0]), 260032 + 64 * 512);
     ck_assert_uint_eq(nib_synth_bytes(&s[0], GGML_TYPE_F32), 4 * (260032 + 64 * 512));
-    /* TinyLlama 1.1B's published count (untied, 22 layers, GQA 32:4). */
-    ck_assert_uint_eq(nib_synth_params(&s[2]), 1100048384ull);
     /* f16: matrices halve, the 45 norm vectors stay f32. */
     ck_assert_uint_eq(nib_synth_bytes(&s[2], GGML_TYPE_F16),
                       2 * 1100048384ull + 2 * 2048 * (22 * 2 + 1));
@@ -922,6 +973,230 @@ START_TEST(test_writer_disk_full)
 }
 END_TEST
 
+/* ---- architectures ---- */
+
+/* A shape written into memory and imported. */
+struct imported {
+    char *mem;
+    size_t len;
+    struct gguf_file g;
+    struct llama_model m;
+};
+
+static void import_shape(struct imported *I, const struct nib_synth_shape *s, uint32_t dtype,
+                         uint64_t seed)
+{
+    char err[512];
+    memset(I, 0, sizeof *I);
+    FILE *f = open_memstream(&I->mem, &I->len);
+    ck_assert_int_eq(nib_synth_write(f, s, dtype, seed, 0, err, sizeof err), 0);
+    fclose(f);
+    open_ok(&I->g, (struct blob){(uint8_t *)I->mem, I->len});
+    ck_assert_msg(llama_import(&I->m, &I->g, err, sizeof err) == 0, "%s: %s", s->name, err);
+}
+
+static void import_free(struct imported *I)
+{
+    llama_model_free(&I->m);
+    gguf_close(&I->g);
+    free(I->mem);
+}
+
+/* What llama_import read equals what the shape says. */
+static void check_imported(const struct nib_synth_shape *s, const struct llama_model *m)
+{
+    const struct nib_hparams *hp = &m->hp;
+    uint32_t arch = nib_synth_arch(s), hd = s->head_dim ? s->head_dim : s->dim / s->n_heads;
+    ck_assert_uint_eq(m->arch, arch);
+    ck_assert_uint_eq(hp->dim, s->dim);
+    ck_assert_uint_eq(hp->n_layers, s->n_layers);
+    ck_assert_uint_eq(hp->ffn_dim, s->ffn);
+    ck_assert_uint_eq(hp->n_heads, s->n_heads);
+    ck_assert_uint_eq(hp->n_kv_heads, s->n_kv_heads);
+    ck_assert_uint_eq(hp->head_dim, hd);
+    ck_assert_uint_eq(hp->rope_dim, hd);
+    ck_assert_uint_eq(hp->vocab_size, s->vocab);
+    ck_assert_uint_eq(hp->ctx_len, s->ctx);
+    ck_assert(hp->rope_theta == (s->rope_theta > 0 ? s->rope_theta : 10000.0f));
+    ck_assert(hp->norm_eps == (s->norm_eps > 0 ? s->norm_eps : 1e-5f));
+    ck_assert_int_eq(m->output_tied, s->tied);
+    ck_assert_uint_eq(m->ffn_act, arch == LLAMA_ARCH_GEMMA2 ? LLAMA_ACT_GELU_TANH : LLAMA_ACT_SILU);
+    ck_assert(m->attn_softcap == s->attn_softcap);
+    ck_assert(m->final_softcap == s->final_softcap);
+    ck_assert(m->embed_scale == (arch == LLAMA_ARCH_GEMMA2 ? sqrtf((float)s->dim) : 1.0f));
+    ck_assert(m->attn_scale == 1.0f / sqrtf((float)hd));
+    ck_assert_int_eq(m->rope_freq_factors != NULL, s->llama3_factor > 0);
+    int neox = arch != LLAMA_ARCH_LLAMA;
+    for (uint32_t l = 0; l < hp->n_layers; l++) {
+        const struct llama_layer *L = &m->layers[l];
+        ck_assert_uint_eq(L->window, arch == LLAMA_ARCH_GEMMA2 && l % 2 == 0 ? s->window : 0);
+        ck_assert_uint_eq(L->wq.neox_head, neox ? hd : 0);
+        ck_assert_uint_eq(L->wk.neox_head, neox ? hd : 0);
+        ck_assert_int_eq(L->bq.t != NULL, arch == LLAMA_ARCH_QWEN2);
+        ck_assert_int_eq(L->bv.t != NULL, arch == LLAMA_ARCH_QWEN2);
+        ck_assert_int_eq(L->q_norm.t != NULL, arch == LLAMA_ARCH_QWEN3);
+        ck_assert_int_eq(L->post_ffn_norm.t != NULL, arch == LLAMA_ARCH_GEMMA2);
+        /* phi3: Q, K and V are views of one attn_qkv; gate and up of ffn_up */
+        ck_assert_int_eq(L->wq.t == L->wv.t, arch == LLAMA_ARCH_PHI3);
+        ck_assert_int_eq(L->w_gate.t == L->w_up.t, arch == LLAMA_ARCH_PHI3);
+        if (arch == LLAMA_ARCH_PHI3) {
+            ck_assert_uint_eq(L->wk.row0, s->n_heads * hd);
+            ck_assert_uint_eq(L->wv.row0, (s->n_heads + s->n_kv_heads) * hd);
+            ck_assert_uint_eq(L->w_up.row0, s->ffn);
+        }
+    }
+}
+
+/* Every small shape of each architecture imports with every field right,
+ * at every depth --layers gives. */
+START_TEST(test_arch_shapes_import)
+{
+    static const char *const names[] = {"test-hd64",  "test-llama3", "test-qwen2",
+                                        "test-qwen3", "test-phi3",   "test-gemma2"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const struct nib_synth_shape *s = nib_synth_find(names[i]);
+        ck_assert_ptr_nonnull(s);
+        struct imported I;
+        import_shape(&I, s, GGML_TYPE_F32, 1);
+        check_imported(s, &I.m);
+        import_free(&I);
+        struct nib_synth_shape one = *s;
+        one.n_layers = 1;
+        import_shape(&I, &one, GGML_TYPE_F16, 1);
+        check_imported(&one, &I.m);
+        ck_assert_ptr_null(gguf_find_tensor(&I.g, "blk.1.attn_norm.weight"));
+        import_free(&I);
+    }
+}
+END_TEST
+
+/* The real shapes at their real widths: one layer and a small vocabulary
+ * (the vocabulary only sizes the embedding rows), f16. */
+START_TEST(test_real_shapes_import)
+{
+    static const char *const names[] = {"smollm2-135m", "qwen2.5-0.5b", "qwen3-0.6b",
+                                        "llama3.2-1b",  "phi3-mini",    "gemma2-2b"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        struct nib_synth_shape s = *nib_synth_find(names[i]);
+        s.n_layers = 1;
+        s.vocab = NIB_SYNTH_MIN_VOCAB;
+        struct imported I;
+        import_shape(&I, &s, GGML_TYPE_F16, 0);
+        check_imported(&s, &I.m);
+        import_free(&I);
+    }
+}
+END_TEST
+
+/* The tensors and keys of each architecture, by the names llama.cpp
+ * loads; norms not all ones; Llama 3 factors as the converter computes. */
+START_TEST(test_arch_tensors)
+{
+    struct gguf_file g;
+    struct blob b = synth_blob("test-qwen2", GGML_TYPE_F32, 0);
+    open_ok(&g, b);
+    check_tensor(&g, "blk.1.attn_q.bias", GGML_TYPE_F32, 1, 128, 1);
+    check_tensor(&g, "blk.1.attn_k.bias", GGML_TYPE_F32, 1, 64, 1);
+    check_tensor(&g, "blk.1.attn_v.bias", GGML_TYPE_F32, 1, 64, 1);
+    ck_assert_ptr_null(gguf_find_tensor(&g, "output.weight")); /* tied */
+    ck_assert_uint_eq(g.n_tensors, 2 + 2 * 12);
+    const struct gguf_tensor *t = gguf_find_tensor(&g, "blk.0.attn_norm.weight");
+    uint64_t ones = 0;
+    for (uint64_t k = 0; k < t->n_elems; k++) {
+        float x = f32_at(t->data, k);
+        ck_assert(x >= 0.5f && x < 1.5f);
+        ones += x == 1.0f;
+    }
+    ck_assert_uint_lt(ones, 4);
+    t = gguf_find_tensor(&g, "blk.0.attn_k.bias");
+    for (uint64_t k = 0; k < t->n_elems; k++)
+        ck_assert(fabsf(f32_at(t->data, k)) <= 0.5f);
+    close_blob(&g, b);
+
+    b = synth_blob("test-qwen3", GGML_TYPE_F32, 0);
+    open_ok(&g, b);
+    check_tensor(&g, "blk.0.attn_q.weight", GGML_TYPE_F32, 2, 128, 256);
+    check_tensor(&g, "blk.0.attn_output.weight", GGML_TYPE_F32, 2, 256, 128);
+    check_tensor(&g, "blk.0.attn_q_norm.weight", GGML_TYPE_F32, 1, 64, 1);
+    check_tensor(&g, "blk.0.attn_k_norm.weight", GGML_TYPE_F32, 1, 64, 1);
+    ck_assert_uint_eq(u32_of(&g, "qwen3.attention.key_length"), 64);
+    ck_assert_uint_eq(u32_of(&g, "qwen3.attention.value_length"), 64);
+    close_blob(&g, b);
+
+    b = synth_blob("test-phi3", GGML_TYPE_F32, 0);
+    open_ok(&g, b);
+    check_tensor(&g, "blk.0.attn_qkv.weight", GGML_TYPE_F32, 2, 128, 128 + 2 * 128);
+    check_tensor(&g, "blk.0.ffn_up.weight", GGML_TYPE_F32, 2, 128, 512);
+    check_tensor(&g, "output.weight", GGML_TYPE_F32, 2, 128, 512);
+    ck_assert_ptr_null(gguf_find_tensor(&g, "blk.0.ffn_gate.weight"));
+    ck_assert_ptr_null(gguf_find_tensor(&g, "blk.0.attn_q.weight"));
+    struct gguf_str str;
+    ck_assert_int_eq(gguf_get_str(&g, "general.architecture", &str), 0);
+    ck_assert(gguf_str_eq(str, "phi3"));
+    /* llama.cpp looks "<|endoftext|>" up in any model named phi3 */
+    uint64_t n;
+    char **v = read_pieces(&g, &n);
+    ck_assert_str_eq(v[n - 1], "<|endoftext|>");
+    const struct gguf_kv *kt = gguf_find_kv(&g, "tokenizer.ggml.token_type");
+    int32_t type;
+    memcpy(&type, kt->val + 4 * (n - 1), 4);
+    ck_assert_int_eq(type, NIB_TOK_CONTROL);
+    free_pieces(v, n);
+    close_blob(&g, b);
+
+    b = synth_blob("test-gemma2", GGML_TYPE_F32, 0);
+    open_ok(&g, b);
+    check_tensor(&g, "blk.3.post_attention_norm.weight", GGML_TYPE_F32, 1, 128, 1);
+    check_tensor(&g, "blk.3.post_ffw_norm.weight", GGML_TYPE_F32, 1, 128, 1);
+    ck_assert_uint_eq(u32_of(&g, "gemma2.attention.sliding_window"), 16);
+    float f;
+    ck_assert_int_eq(gguf_get_f32(&g, "gemma2.attn_logit_softcapping", &f), 0);
+    ck_assert(f == 10.0f);
+    ck_assert_int_eq(gguf_get_f32(&g, "gemma2.final_logit_softcapping", &f), 0);
+    ck_assert(f == 5.0f);
+    close_blob(&g, b);
+
+    /* Llama 3 scaling: factor 8 from 64 positions, heads of 64, base 5e5:
+     * divisor 1 where the wavelength is under 64 / 4, 8 over 64, between
+     * them 1 / ((1 - s) / 8 + s) with s = (64 / wavelength - 1) / 3. */
+    b = synth_blob("test-llama3", GGML_TYPE_F32, 0);
+    open_ok(&g, b);
+    check_tensor(&g, "rope_freqs.weight", GGML_TYPE_F32, 1, 32, 1);
+    t = gguf_find_tensor(&g, "rope_freqs.weight");
+    int n1 = 0, n8 = 0, mid = 0;
+    for (int i = 0; i < 32; i++) {
+        double freq = pow(500000.0, -2.0 * i / 64), wl = 2 * M_PI / freq;
+        double want = wl < 16   ? 1
+                      : wl > 64 ? 8
+                                : 1 / ((1 - (64 / wl - 1) / 3) / 8 + (64 / wl - 1) / 3);
+        float x = f32_at(t->data, (uint64_t)i);
+        ck_assert_msg(fabs(x - want) <= 1e-5 * want, "factor %d: %g, expected %g", i, x, want);
+        n1 += x == 1.0f, n8 += x == 8.0f, mid += x > 1.0f && x < 8.0f;
+        if (i > 0)
+            ck_assert(x >= f32_at(t->data, (uint64_t)i - 1));
+    }
+    ck_assert(n1 > 0 && n8 > 0 && mid > 0); /* all three regimes occur */
+    struct llama_model m;
+    char err[256];
+    ck_assert_int_eq(llama_import(&m, &g, err, sizeof err), 0);
+    ck_assert(!memcmp(m.rope_freq_factors, t->data, 32 * sizeof(float)));
+    llama_model_free(&m);
+    close_blob(&g, b);
+
+    /* deterministic, seeded */
+    struct blob x = synth_blob("test-gemma2", GGML_TYPE_F32, 4);
+    struct blob y = synth_blob("test-gemma2", GGML_TYPE_F32, 4);
+    struct blob z = synth_blob("test-gemma2", GGML_TYPE_F32, 5);
+    ck_assert_uint_eq(x.n, y.n);
+    ck_assert(memcmp(x.p, y.p, x.n) == 0);
+    ck_assert_uint_eq(x.n, z.n);
+    ck_assert(memcmp(x.p, z.p, x.n) != 0);
+    free(x.p);
+    free(y.p);
+    free(z.p);
+}
+END_TEST
+
 /* ---- CLI ---- */
 
 static int run_cli(int argc, const char **argv)
@@ -961,6 +1236,34 @@ START_TEST(test_cli)
     free(cli.p);
     free(lib.p);
 
+    /* --layers cuts the depth: the same as the library with fewer layers */
+    ck_assert_int_eq(
+        run_cli(6, (const char *[]){"synth", "test-gemma2", "-o", path, "--layers", "2"}), 0);
+    cli = slurp(path);
+    struct nib_synth_shape two = *nib_synth_find("test-gemma2");
+    two.n_layers = 2;
+    char *mem = NULL, err[256];
+    size_t len = 0;
+    FILE *f = open_memstream(&mem, &len);
+    ck_assert_int_eq(nib_synth_write(f, &two, GGML_TYPE_F32, 0, 0, err, sizeof err), 0);
+    fclose(f);
+    ck_assert_uint_eq(cli.n, len);
+    ck_assert(memcmp(cli.p, mem, len) == 0);
+    struct gguf_file g;
+    open_ok(&g, cli);
+    ck_assert_uint_eq(u32_of(&g, "gemma2.block_count"), 2);
+    ck_assert_ptr_nonnull(gguf_find_tensor(&g, "blk.1.post_ffw_norm.weight"));
+    ck_assert_ptr_null(gguf_find_tensor(&g, "blk.2.attn_norm.weight"));
+    gguf_close(&g);
+    free(cli.p);
+    free(mem);
+    ck_assert_int_eq(
+        run_cli(6, (const char *[]){"synth", "test-gemma2", "-o", path, "--layers", "0"}), 2);
+    ck_assert_int_eq(
+        run_cli(6, (const char *[]){"synth", "test-gemma2", "-o", path, "--layers", "513"}), 2);
+    ck_assert_int_eq(
+        run_cli(6, (const char *[]){"synth", "test-gemma2", "-o", path, "--layers", "x"}), 2);
+
     /* Default: f32 for stories260k, seed 0. */
     ck_assert_int_eq(run_cli(4, (const char *[]){"synth", "stories260k", "-o", path}), 0);
     cli = slurp(path);
@@ -981,6 +1284,7 @@ Suite *nib_test_suite(void)
     tcase_add_loop_test(tc, test_writer_roundtrip, 0, 2);
     TU_CASE(s, "synth", NULL, NULL, 120, test_f16_conversion, test_shape_table, test_vocab_32000,
             test_stories260k_metadata, test_stories260k_tensors, test_stories260k_vocab,
-            test_deterministic, test_f16_matches_f32, test_stories15m_header, test_cli);
+            test_deterministic, test_f16_matches_f32, test_stories15m_header, test_cli,
+            test_arch_shapes_import, test_real_shapes_import, test_arch_tensors);
     return s;
 }

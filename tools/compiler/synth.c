@@ -9,6 +9,7 @@
 #include "tools/compiler/gguf.h"
 #include "tools/compiler/gguf_write.h"
 #include "tools/compiler/hf_tokenizer.h"
+#include "tools/compiler/llama_import.h"
 #include "tools/compiler/tok_spec.h"
 #include "tools/util/args.h"
 
@@ -22,19 +23,215 @@
 
 /* ---- shapes ---- */
 
+#define F16 GGML_TYPE_F16
+#define F32 GGML_TYPE_F32
+
+/* The real shapes' hyper-parameters are those of the published Hugging
+ * Face config.json of each model (hidden_size, num_hidden_layers,
+ * intermediate_size, attention and KV heads, head_dim, vocab_size,
+ * max_position_embeddings, rope_theta and rope_scaling, rms_norm_eps,
+ * soft-capping, sliding_window, tie_word_embeddings). LLAMA_SHAPE: the
+ * original LLaMA shapes, llama's defaults for everything else. */
+#define LLAMA_SHAPE(name_, dim_, layers_, ffn_, heads_, kv_, vocab_, ctx_, dtype_, tied_)          \
+    {                                                                                              \
+        .name = name_, .dim = dim_, .n_layers = layers_, .ffn = ffn_, .n_heads = heads_,           \
+        .n_kv_heads = kv_, .vocab = vocab_, .ctx = ctx_, .dtype = dtype_, .tied = tied_            \
+    }
+
 static const struct nib_synth_shape shapes[] = {
-    /* name            dim   L    ffn heads kv  vocab   ctx  dtype */
-    {"stories260k", 64, 5, 172, 8, 4, 512, 512, GGML_TYPE_F32, 0},
-    {"stories15m", 288, 6, 768, 6, 6, 32000, 256, GGML_TYPE_F32, 0},
-    {"tinyllama-1.1b", 2048, 22, 5632, 32, 4, 32000, 2048, GGML_TYPE_F16, 0},
-    {"llama-3b", 3200, 26, 8640, 32, 32, 32000, 2048, GGML_TYPE_F16, 0},
+    /*          name              dim   L    ffn heads kv  vocab   ctx  dtype */
+    LLAMA_SHAPE("stories260k", 64, 5, 172, 8, 4, 512, 512, GGML_TYPE_F32, 0),
+    LLAMA_SHAPE("stories15m", 288, 6, 768, 6, 6, 32000, 256, GGML_TYPE_F32, 0),
+    LLAMA_SHAPE("tinyllama-1.1b", 2048, 22, 5632, 32, 4, 32000, 2048, GGML_TYPE_F16, 0),
+    LLAMA_SHAPE("llama-3b", 3200, 26, 8640, 32, 32, 32000, 2048, GGML_TYPE_F16, 0),
     /* test shape: heads of 64 (attention quantizes its own heads in q4),
      * grouped-query, an FFN width (344) that ends in a partial block */
-    {"test-hd64", 128, 2, 344, 2, 1, 512, 256, GGML_TYPE_F32, 0},
+    LLAMA_SHAPE("test-hd64", 128, 2, 344, 2, 1, 512, 256, GGML_TYPE_F32, 0),
+    /* HuggingFaceTB/SmolLM2-135M: llama, tied */
+    {.name = "smollm2-135m",
+     .dim = 576,
+     .n_layers = 30,
+     .ffn = 1536,
+     .n_heads = 9,
+     .n_kv_heads = 3,
+     .vocab = 49152,
+     .ctx = 8192,
+     .dtype = F16,
+     .tied = 1,
+     .arch = LLAMA_ARCH_LLAMA,
+     .rope_theta = 100000.0f,
+     .norm_eps = 1e-5f,
+     .random_norms = 1},
+    /* Qwen/Qwen2.5-0.5B: Q/K/V biases, tied */
+    {.name = "qwen2.5-0.5b",
+     .dim = 896,
+     .n_layers = 24,
+     .ffn = 4864,
+     .n_heads = 14,
+     .n_kv_heads = 2,
+     .vocab = 151936,
+     .ctx = 32768,
+     .dtype = F16,
+     .tied = 1,
+     .arch = LLAMA_ARCH_QWEN2,
+     .rope_theta = 1000000.0f,
+     .norm_eps = 1e-6f,
+     .random_norms = 1},
+    /* Qwen/Qwen3-0.6B: per-head Q/K norms, heads of 128 (not 1024 / 16), tied */
+    {.name = "qwen3-0.6b",
+     .dim = 1024,
+     .n_layers = 28,
+     .ffn = 3072,
+     .n_heads = 16,
+     .n_kv_heads = 8,
+     .vocab = 151936,
+     .ctx = 40960,
+     .dtype = F16,
+     .tied = 1,
+     .arch = LLAMA_ARCH_QWEN3,
+     .head_dim = 128,
+     .rope_theta = 1000000.0f,
+     .norm_eps = 1e-6f,
+     .random_norms = 1},
+    /* meta-llama/Llama-3.2-1B: Llama 3 RoPE scaling (factor 32 from 8192), tied */
+    {.name = "llama3.2-1b",
+     .dim = 2048,
+     .n_layers = 16,
+     .ffn = 8192,
+     .n_heads = 32,
+     .n_kv_heads = 8,
+     .vocab = 128256,
+     .ctx = 131072,
+     .dtype = F16,
+     .tied = 1,
+     .arch = LLAMA_ARCH_LLAMA,
+     .rope_theta = 500000.0f,
+     .norm_eps = 1e-5f,
+     .llama3_factor = 32.0f,
+     .llama3_ctx = 8192,
+     .random_norms = 1},
+    /* microsoft/Phi-3-mini-4k-instruct: fused attn_qkv and gate|up */
+    {.name = "phi3-mini",
+     .dim = 3072,
+     .n_layers = 32,
+     .ffn = 8192,
+     .n_heads = 32,
+     .n_kv_heads = 32,
+     .vocab = 32064,
+     .ctx = 4096,
+     .dtype = F16,
+     .tied = 0,
+     .arch = LLAMA_ARCH_PHI3,
+     .rope_theta = 10000.0f,
+     .norm_eps = 1e-5f,
+     .window = 2047,
+     .random_norms = 1},
+    /* google/gemma-2-2b: heads of 256, soft-capping, sliding window 4096 on
+     * even layers, GELU, post-norms, tied */
+    {.name = "gemma2-2b",
+     .dim = 2304,
+     .n_layers = 26,
+     .ffn = 9216,
+     .n_heads = 8,
+     .n_kv_heads = 4,
+     .vocab = 256000,
+     .ctx = 8192,
+     .dtype = F16,
+     .tied = 1,
+     .arch = LLAMA_ARCH_GEMMA2,
+     .head_dim = 256,
+     .rope_theta = 10000.0f,
+     .norm_eps = 1e-6f,
+     .attn_softcap = 50.0f,
+     .final_softcap = 30.0f,
+     .window = 4096,
+     .random_norms = 1},
+    /* Small shapes of each architecture for unit tests (heads of 64). */
+    {.name = "test-llama3",
+     .dim = 128,
+     .n_layers = 2,
+     .ffn = 256,
+     .n_heads = 2,
+     .n_kv_heads = 1,
+     .vocab = 512,
+     .ctx = 256,
+     .dtype = F32,
+     .tied = 1,
+     .arch = LLAMA_ARCH_LLAMA,
+     .rope_theta = 500000.0f,
+     .norm_eps = 1e-5f,
+     .llama3_factor = 8.0f,
+     .llama3_ctx = 64,
+     .random_norms = 1},
+    {.name = "test-qwen2",
+     .dim = 128,
+     .n_layers = 2,
+     .ffn = 256,
+     .n_heads = 2,
+     .n_kv_heads = 1,
+     .vocab = 512,
+     .ctx = 256,
+     .dtype = F32,
+     .tied = 1,
+     .arch = LLAMA_ARCH_QWEN2,
+     .rope_theta = 1000000.0f,
+     .norm_eps = 1e-6f,
+     .random_norms = 1},
+    {.name = "test-qwen3",
+     .dim = 128,
+     .n_layers = 2,
+     .ffn = 256,
+     .n_heads = 4,
+     .n_kv_heads = 2,
+     .vocab = 512,
+     .ctx = 256,
+     .dtype = F32,
+     .tied = 1,
+     .arch = LLAMA_ARCH_QWEN3,
+     .head_dim = 64,
+     .rope_theta = 1000000.0f,
+     .norm_eps = 1e-6f,
+     .random_norms = 1},
+    {.name = "test-phi3",
+     .dim = 128,
+     .n_layers = 2,
+     .ffn = 256,
+     .n_heads = 2,
+     .n_kv_heads = 2,
+     .vocab = 512,
+     .ctx = 256,
+     .dtype = F32,
+     .tied = 0,
+     .arch = LLAMA_ARCH_PHI3,
+     .rope_theta = 10000.0f,
+     .norm_eps = 1e-5f,
+     .random_norms = 1},
+    /* sliding window 16 on layers 0 and 2, soft-caps small enough to bite */
+    {.name = "test-gemma2",
+     .dim = 128,
+     .n_layers = 4,
+     .ffn = 256,
+     .n_heads = 4,
+     .n_kv_heads = 2,
+     .vocab = 512,
+     .ctx = 256,
+     .dtype = F32,
+     .tied = 1,
+     .arch = LLAMA_ARCH_GEMMA2,
+     .head_dim = 64,
+     .rope_theta = 10000.0f,
+     .norm_eps = 1e-6f,
+     .attn_softcap = 10.0f,
+     .final_softcap = 5.0f,
+     .window = 16,
+     .random_norms = 1},
 };
 
-const struct nib_synth_shape nib_synth_vocab_shape = {"synth-vocab", 64, 2, 128, 4, 2, 0, 1024,
-                                                      GGML_TYPE_F16, 1};
+#undef F16
+#undef F32
+
+const struct nib_synth_shape nib_synth_vocab_shape =
+    LLAMA_SHAPE("synth-vocab", 64, 2, 128, 4, 2, 0, 1024, GGML_TYPE_F16, 1);
 
 const struct nib_synth_shape *nib_synth_shapes(size_t *n)
 {
@@ -50,49 +247,144 @@ const struct nib_synth_shape *nib_synth_find(const char *name)
     return NULL;
 }
 
-/* The tensor list, in file order. Every shape's tensors come from here, so
- * counting, writing and seeding can never disagree. */
+uint32_t nib_synth_arch(const struct nib_synth_shape *s)
+{
+    return s->arch ? s->arch : LLAMA_ARCH_LLAMA;
+}
+
+static uint32_t head_dim(const struct nib_synth_shape *s)
+{
+    return s->head_dim ? s->head_dim : s->dim / s->n_heads;
+}
+
+/* The tensors of a model, in file order. Every shape's tensors come from
+ * here, so counting, writing and seeding can never disagree; the original
+ * LLaMA shapes keep their order (and so their bytes). */
 enum {
     T_EMBD,
     T_OUT_NORM,
     T_OUT,
+    T_ROPE_FREQS,
     T_ATTN_NORM,
+    T_QKV, /* phi3: Q|K|V rows */
     T_Q,
     T_K,
     T_V,
+    T_QB,
+    T_KB,
+    T_VB,
+    T_QN,
+    T_KN,
     T_O,
+    T_POST_ATTN,
     T_FFN_NORM,
     T_GATE,
-    T_UP,
+    T_UP, /* phi3: gate|up rows */
     T_DOWN,
+    T_POST_FFN,
     T_COUNT
 };
+
+enum fill_kind { F_MATRIX, F_NORM, F_BIAS, F_ROPE };
 
 struct tdesc {
     char name[48];
     uint64_t ne[2];
     uint32_t n_dims;
-    int is_norm; /* RMSNorm weights: 1-D, F32, all ones */
+    int kind; /* enum fill_kind: norms, biases and RoPE factors are F32 vectors */
 };
+
+/* The global tensors (*ng) and the kinds of one layer's, in order. */
+static uint32_t layer_kinds(const struct nib_synth_shape *s, int out[T_COUNT], uint32_t *ng,
+                            int global[4])
+{
+    uint32_t arch = nib_synth_arch(s), n = 0, g = 0;
+    global[g++] = T_EMBD;
+    global[g++] = T_OUT_NORM;
+    if (!s->tied)
+        global[g++] = T_OUT;
+    if (s->llama3_factor > 0)
+        global[g++] = T_ROPE_FREQS;
+    *ng = g;
+    out[n++] = T_ATTN_NORM;
+    if (arch == LLAMA_ARCH_PHI3) {
+        out[n++] = T_QKV;
+    } else {
+        out[n++] = T_Q;
+        out[n++] = T_K;
+        out[n++] = T_V;
+    }
+    if (arch == LLAMA_ARCH_QWEN2) {
+        out[n++] = T_QB;
+        out[n++] = T_KB;
+        out[n++] = T_VB;
+    }
+    if (arch == LLAMA_ARCH_QWEN3) {
+        out[n++] = T_QN;
+        out[n++] = T_KN;
+    }
+    out[n++] = T_O;
+    if (arch == LLAMA_ARCH_GEMMA2)
+        out[n++] = T_POST_ATTN;
+    out[n++] = T_FFN_NORM;
+    if (arch != LLAMA_ARCH_PHI3)
+        out[n++] = T_GATE;
+    out[n++] = T_UP;
+    out[n++] = T_DOWN;
+    if (arch == LLAMA_ARCH_GEMMA2)
+        out[n++] = T_POST_FFN;
+    return n;
+}
 
 static void describe(const struct nib_synth_shape *s, int layer, int kind, struct tdesc *d)
 {
-    static const char *const names[T_COUNT] = {"token_embd", "output_norm", "output", "attn_norm",
-                                               "attn_q",     "attn_k",      "attn_v", "attn_output",
-                                               "ffn_norm",   "ffn_gate",    "ffn_up", "ffn_down"};
-    uint64_t dim = s->dim, kvdim = (uint64_t)s->dim / s->n_heads * s->n_kv_heads;
+    static const char *const names[T_COUNT] = {
+        [T_EMBD] = "token_embd.weight",
+        [T_OUT_NORM] = "output_norm.weight",
+        [T_OUT] = "output.weight",
+        [T_ROPE_FREQS] = "rope_freqs.weight",
+        [T_ATTN_NORM] = "attn_norm.weight",
+        [T_QKV] = "attn_qkv.weight",
+        [T_Q] = "attn_q.weight",
+        [T_K] = "attn_k.weight",
+        [T_V] = "attn_v.weight",
+        [T_QB] = "attn_q.bias",
+        [T_KB] = "attn_k.bias",
+        [T_VB] = "attn_v.bias",
+        [T_QN] = "attn_q_norm.weight",
+        [T_KN] = "attn_k_norm.weight",
+        [T_O] = "attn_output.weight",
+        [T_POST_ATTN] = "post_attention_norm.weight",
+        [T_FFN_NORM] = "ffn_norm.weight",
+        [T_GATE] = "ffn_gate.weight",
+        [T_UP] = "ffn_up.weight",
+        [T_DOWN] = "ffn_down.weight",
+        [T_POST_FFN] = "post_ffw_norm.weight",
+    };
+    uint64_t dim = s->dim, hd = head_dim(s), q = hd * s->n_heads, kv = hd * s->n_kv_heads;
+    uint64_t ffn_rows = nib_synth_arch(s) == LLAMA_ARCH_PHI3 ? 2ull * s->ffn : s->ffn;
     uint64_t ne[T_COUNT][2] = {
-        [T_EMBD] = {dim, s->vocab}, [T_OUT_NORM] = {dim, 1}, [T_OUT] = {dim, s->vocab},
-        [T_ATTN_NORM] = {dim, 1},   [T_Q] = {dim, dim},      [T_K] = {dim, kvdim},
-        [T_V] = {dim, kvdim},       [T_O] = {dim, dim},      [T_FFN_NORM] = {dim, 1},
-        [T_GATE] = {dim, s->ffn},   [T_UP] = {dim, s->ffn},  [T_DOWN] = {s->ffn, dim},
+        [T_EMBD] = {dim, s->vocab}, [T_OUT_NORM] = {dim, 1},
+        [T_OUT] = {dim, s->vocab},  [T_ROPE_FREQS] = {hd / 2, 1},
+        [T_ATTN_NORM] = {dim, 1},   [T_QKV] = {dim, q + 2 * kv},
+        [T_Q] = {dim, q},           [T_K] = {dim, kv},
+        [T_V] = {dim, kv},          [T_QB] = {q, 1},
+        [T_KB] = {kv, 1},           [T_VB] = {kv, 1},
+        [T_QN] = {hd, 1},           [T_KN] = {hd, 1},
+        [T_O] = {q, dim},           [T_POST_ATTN] = {dim, 1},
+        [T_FFN_NORM] = {dim, 1},    [T_GATE] = {dim, s->ffn},
+        [T_UP] = {dim, ffn_rows},   [T_DOWN] = {s->ffn, dim},
+        [T_POST_FFN] = {dim, 1},
     };
     if (layer < 0)
-        snprintf(d->name, sizeof d->name, "%s.weight", names[kind]);
+        snprintf(d->name, sizeof d->name, "%s", names[kind]);
     else
-        snprintf(d->name, sizeof d->name, "blk.%d.%s.weight", layer, names[kind]);
-    d->is_norm = kind == T_OUT_NORM || kind == T_ATTN_NORM || kind == T_FFN_NORM;
-    d->n_dims = d->is_norm ? 1 : 2;
+        snprintf(d->name, sizeof d->name, "blk.%d.%s", layer, names[kind]);
+    d->kind = kind == T_ROPE_FREQS                           ? F_ROPE
+              : kind == T_QB || kind == T_KB || kind == T_VB ? F_BIAS
+              : ne[kind][1] == 1                             ? F_NORM
+                                                             : F_MATRIX;
+    d->n_dims = d->kind == F_MATRIX ? 2 : 1;
     d->ne[0] = ne[kind][0];
     d->ne[1] = ne[kind][1];
 }
@@ -100,22 +392,29 @@ static void describe(const struct nib_synth_shape *s, int layer, int kind, struc
 /* Tensor number i (0-based, file order) of a shape; -1 past the end. */
 static int tensor_at(const struct nib_synth_shape *s, uint32_t i, struct tdesc *d)
 {
-    uint32_t top = s->tied ? 2 : 3; /* token_embd, output_norm[, output] */
-    if (i < top) {
-        describe(s, -1, T_EMBD + (int)i, d);
+    int kinds[T_COUNT], global[4];
+    uint32_t ng, per = layer_kinds(s, kinds, &ng, global);
+    if (i < ng) {
+        describe(s, -1, global[i], d);
         return 0;
     }
-    i -= top;
-    uint32_t per = T_COUNT - T_ATTN_NORM;
+    i -= ng;
     if (i >= s->n_layers * per)
         return -1;
-    describe(s, (int)(i / per), T_ATTN_NORM + (int)(i % per), d);
+    describe(s, (int)(i / per), kinds[i % per], d);
     return 0;
+}
+
+static uint32_t tensor_count(const struct nib_synth_shape *s)
+{
+    int kinds[T_COUNT], global[4];
+    uint32_t ng, per = layer_kinds(s, kinds, &ng, global);
+    return ng + s->n_layers * per;
 }
 
 static uint64_t tensor_bytes(const struct tdesc *d, uint32_t dtype)
 {
-    uint64_t esz = d->is_norm || dtype == GGML_TYPE_F32 ? 4 : 2;
+    uint64_t esz = d->kind != F_MATRIX || dtype == GGML_TYPE_F32 ? 4 : 2;
     return d->ne[0] * d->ne[1] * esz;
 }
 
@@ -415,12 +714,41 @@ static void progress_add(struct progress *p, uint64_t n)
 }
 
 struct tgen {
+    const struct nib_synth_shape *s;
     uint64_t key; /* PRNG stream of this tensor */
     float bound;  /* values uniform in [-bound, bound) */
-    int is_norm;
+    int kind;     /* enum fill_kind */
     int f16;
     struct progress *prog;
 };
+
+/* Llama 3 RoPE scaling as llama.cpp's converter turns rope_scaling into
+ * rope_freqs.weight: divisor i of frequency base^(-2i/d) (low and high
+ * frequency factors 1 and 4). */
+static float llama3_factor(const struct nib_synth_shape *s, uint64_t i)
+{
+    const double lo = 1.0, hi = 4.0, pi = 3.14159265358979323846;
+    uint32_t hd = head_dim(s);
+    float freq = 1.0f / powf(s->rope_theta, (float)(2 * i) / (float)hd);
+    double wavelen = 2 * pi / freq, old = s->llama3_ctx, factor = s->llama3_factor;
+    if (wavelen < old / hi)
+        return 1.0f;
+    if (wavelen > old / lo)
+        return (float)factor;
+    double smooth = (old / wavelen - lo) / (hi - lo);
+    return (float)(1 / ((1 - smooth) / factor + smooth));
+}
+
+/* Element i of a tensor (F32 payloads). */
+static float value(const struct tgen *g, uint64_t i)
+{
+    switch (g->kind) {
+    case F_NORM: return g->s->random_norms ? 1.0f + 0.5f * uniform(g->key, i) : 1.0f;
+    case F_BIAS: return 0.5f * uniform(g->key, i);
+    case F_ROPE: return llama3_factor(g->s, i);
+    default: return g->bound * uniform(g->key, i);
+    }
+}
 
 static int fill(void *ctx, uint64_t at, void *buf, uint64_t nbytes)
 {
@@ -430,35 +758,49 @@ static int fill(void *ctx, uint64_t at, void *buf, uint64_t nbytes)
         uint64_t i0 = at / 2, n = nbytes / 2;
         for (uint64_t i = 0; i < n; i++)
             o[i] = nib_f32_to_f16(g->bound * uniform(g->key, i0 + i));
-    } else if (g->is_norm) {
-        float *o = buf;
-        for (uint64_t i = 0; i < nbytes / 4; i++)
-            o[i] = 1.0f;
     } else {
         float *o = buf;
         uint64_t i0 = at / 4, n = nbytes / 4;
         for (uint64_t i = 0; i < n; i++)
-            o[i] = g->bound * uniform(g->key, i0 + i);
+            o[i] = value(g, i0 + i);
     }
     progress_add(g->prog, nbytes);
     return 0;
 }
 
+/* The hyper-parameters under "<arch>.", as llama.cpp's converters write
+ * them (the original LLaMA shapes: exactly the keys they always had). */
 static void add_metadata(struct gguf_writer *w, const struct nib_synth_shape *s, uint32_t dtype)
 {
-    gguf_w_str(w, "general.architecture", "llama");
+    const char *arch = llama_arch_name(nib_synth_arch(s));
+    char k[96];
+#define KEY(suffix) (snprintf(k, sizeof k, "%s.%s", arch, suffix), k)
+    gguf_w_str(w, "general.architecture", arch);
     gguf_w_str(w, "general.name", s->name);
     gguf_w_u32(w, "general.file_type", dtype == GGML_TYPE_F16 ? 1 : 0);
-    gguf_w_u32(w, "llama.context_length", s->ctx);
-    gguf_w_u32(w, "llama.embedding_length", s->dim);
-    gguf_w_u32(w, "llama.block_count", s->n_layers);
-    gguf_w_u32(w, "llama.feed_forward_length", s->ffn);
-    gguf_w_u32(w, "llama.rope.dimension_count", s->dim / s->n_heads);
-    gguf_w_u32(w, "llama.attention.head_count", s->n_heads);
-    gguf_w_u32(w, "llama.attention.head_count_kv", s->n_kv_heads);
-    gguf_w_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
-    gguf_w_f32(w, "llama.rope.freq_base", 10000.0f);
-    gguf_w_u32(w, "llama.vocab_size", s->vocab);
+    gguf_w_u32(w, KEY("context_length"), s->ctx);
+    gguf_w_u32(w, KEY("embedding_length"), s->dim);
+    gguf_w_u32(w, KEY("block_count"), s->n_layers);
+    gguf_w_u32(w, KEY("feed_forward_length"), s->ffn);
+    gguf_w_u32(w, KEY("rope.dimension_count"), head_dim(s));
+    gguf_w_u32(w, KEY("attention.head_count"), s->n_heads);
+    gguf_w_u32(w, KEY("attention.head_count_kv"), s->n_kv_heads);
+    gguf_w_f32(w, KEY("attention.layer_norm_rms_epsilon"), s->norm_eps > 0 ? s->norm_eps : 1e-5f);
+    gguf_w_f32(w, KEY("rope.freq_base"), s->rope_theta > 0 ? s->rope_theta : 10000.0f);
+    gguf_w_u32(w, KEY("vocab_size"), s->vocab);
+    if (s->head_dim) {
+        gguf_w_u32(w, KEY("attention.key_length"), s->head_dim);
+        gguf_w_u32(w, KEY("attention.value_length"), s->head_dim);
+    }
+    if (s->window)
+        gguf_w_u32(w, KEY("attention.sliding_window"), s->window);
+    if (s->attn_softcap > 0)
+        gguf_w_f32(w, KEY("attn_logit_softcapping"), s->attn_softcap);
+    if (s->final_softcap > 0)
+        gguf_w_f32(w, KEY("final_logit_softcapping"), s->final_softcap);
+    if (nib_synth_arch(s) == LLAMA_ARCH_PHI3) /* as the phi3 converter writes it */
+        gguf_w_u32(w, KEY("rope.scaling.original_context_length"), s->ctx);
+#undef KEY
 }
 
 static void add_tokenizer(struct gguf_writer *w, const struct nib_synth_vocab *v)
@@ -481,13 +823,28 @@ static void add_tensors(struct gguf_writer *w, const struct nib_synth_shape *s, 
     struct tdesc d;
     for (uint32_t i = 0; tensor_at(s, i, &d) == 0; i++) {
         struct tgen *g = &gens[i];
+        g->s = s;
         g->key = stream_key(seed, i);
         g->bound = 1.0f / sqrtf((float)d.ne[0]); /* keeps W·x at O(|x|) */
-        g->is_norm = d.is_norm;
-        g->f16 = !d.is_norm && dtype == GGML_TYPE_F16;
+        g->kind = d.kind;
+        g->f16 = d.kind == F_MATRIX && dtype == GGML_TYPE_F16;
         g->prog = prog;
         gguf_w_tensor(w, d.name, g->f16 ? GGML_TYPE_F16 : GGML_TYPE_F32, d.n_dims, d.ne, fill, g);
     }
+}
+
+/* llama.cpp sets token attributes by model name: a general.name holding
+ * "phi3" makes it look up "<|endoftext|>", which Phi-3's vocabulary has
+ * (as a control token): so does the synthetic one, as its last token. */
+static void phi3_specials(struct nib_synth_vocab *v)
+{
+    static const char eot[] = "<|endoftext|>";
+    uint32_t id = v->n - 1;
+    char *p = (char *)v->pieces[id]; /* points into v->storage */
+    memcpy(p, eot, sizeof eot);
+    v->lens[id] = sizeof eot - 1;
+    v->types[id] = NIB_TOK_CONTROL;
+    v->scores[id] = 0.0f;
 }
 
 /* Both writers: tok NULL writes the built-in SentencePiece vocabulary. */
@@ -501,8 +858,9 @@ static int synth_write(FILE *out, const struct nib_synth_shape *s, uint32_t dtyp
     struct nib_synth_vocab v = {0};
     if (!tok && nib_synth_vocab_build(&v, s->vocab, err, errlen) != 0)
         return -1;
-    uint32_t n_t = 3 + s->n_layers * (T_COUNT - T_ATTN_NORM);
-    struct tgen *gens = calloc(n_t, sizeof *gens);
+    if (!tok && nib_synth_arch(s) == LLAMA_ARCH_PHI3)
+        phi3_specials(&v);
+    struct tgen *gens = calloc(tensor_count(s), sizeof *gens);
     struct gguf_writer *w = gguf_writer_new(3, GGUF_DEFAULT_ALIGNMENT);
     struct progress prog = {s->name, 0, nib_synth_bytes(s, dtype), progress, isatty(STDERR_FILENO),
                             -1};
@@ -549,10 +907,12 @@ int nib_synth_write_vocab(FILE *out, const struct nib_synth_shape *s, uint32_t d
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: nib synth SHAPE -o FILE.gguf [--seed N] [--dtype f16|f32]\n"
+            "usage: nib synth SHAPE -o FILE.gguf [--seed N] [--dtype f16|f32] [--layers N]\n"
             "       nib synth [SHAPE] --vocab TOKENIZER -o FILE.gguf [--seed N] [--dtype f16|f32]\n"
             "       nib synth --list\n"
-            "Writes a LLaMA model of a real shape with random weights (seed 0 by default).\n"
+            "Writes a model of a real shape (llama, qwen2, qwen3, phi3 or gemma2) with random\n"
+            "weights (seed 0 by default) and the metadata llama.cpp reads for its architecture.\n"
+            "--layers N: the first N layers only (a real-width model of few layers).\n"
             "--vocab: the tokenizer of a tokenizer.json (or a Hugging Face directory) with\n"
             "its real vocabulary, merges, special tokens and chat template; SHAPE defaults\n"
             "to a small one (%s), and the output matrix is tied to the embeddings.\n",
@@ -561,12 +921,13 @@ static void usage(FILE *f)
 
 static void list_shapes(void)
 {
-    printf("%-16s %5s %6s %5s %5s %4s %6s %5s %5s %8s %9s\n", "shape", "dim", "layers", "ffn",
-           "heads", "kv", "vocab", "ctx", "dtype", "params", "size");
+    printf("%-15s %-6s %5s %6s %5s %5s %4s %4s %6s %6s %5s %8s %9s\n", "shape", "arch", "dim",
+           "layers", "ffn", "heads", "kv", "head", "vocab", "ctx", "dtype", "params", "size");
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const struct nib_synth_shape *s = &shapes[i];
-        printf("%-16s %5u %6u %5u %5u %4u %6u %5u %5s %7.1fM %6.1f MB\n", s->name, s->dim,
-               s->n_layers, s->ffn, s->n_heads, s->n_kv_heads, s->vocab, s->ctx,
+        printf("%-15s %-6s %5u %6u %5u %5u %4u %4u %6u %6u %5s %7.1fM %6.1f MB\n", s->name,
+               llama_arch_name(nib_synth_arch(s)), s->dim, s->n_layers, s->ffn, s->n_heads,
+               s->n_kv_heads, head_dim(s), s->vocab, s->ctx,
                s->dtype == GGML_TYPE_F16 ? "f16" : "f32", nib_synth_params(s) / 1e6,
                nib_synth_bytes(s, s->dtype) / 1048576.0);
     }
@@ -581,17 +942,18 @@ static void remove_partial(const char *path)
         unlink(path);
 }
 
-enum { O_LIST = NIB_ARGS_OPT, O_OUT, O_SEED, O_DTYPE, O_VOCAB };
+enum { O_LIST = NIB_ARGS_OPT, O_OUT, O_SEED, O_DTYPE, O_VOCAB, O_LAYERS };
 
 int nib_synth_main(int argc, char **argv)
 {
     static const struct nib_opt opts[] = {
-        {"--list", O_LIST, 0}, {"-o", O_OUT, 1},        {"--output", O_OUT, 1},
-        {"--seed", O_SEED, 1}, {"--dtype", O_DTYPE, 1}, {"--vocab", O_VOCAB, 1},
-        {NULL, 0, 0},
+        {"--list", O_LIST, 0},     {"-o", O_OUT, 1},
+        {"--output", O_OUT, 1},    {"--seed", O_SEED, 1},
+        {"--dtype", O_DTYPE, 1},   {"--vocab", O_VOCAB, 1},
+        {"--layers", O_LAYERS, 1}, {NULL, 0, 0},
     };
     const char *shape = NULL, *out = NULL, *vocab = NULL;
-    uint64_t seed = 0;
+    uint64_t seed = 0, layers = 0;
     uint32_t dtype = UINT32_MAX;
     struct nib_args a;
     nib_args_init(&a, "nib synth", argc, argv, opts, usage, &shape);
@@ -611,6 +973,12 @@ int nib_synth_main(int argc, char **argv)
         } else if (o == O_SEED) {
             if (nib_args_u64(&a, &seed))
                 return 2;
+        } else if (o == O_LAYERS) {
+            if (nib_args_u64(&a, &layers))
+                return 2;
+            if (layers == 0 || layers > NIB_MAX_LAYERS)
+                return nib_args_fail(&a, "--layers %llu is out of range [1, %u]",
+                                     (unsigned long long)layers, NIB_MAX_LAYERS);
         } else if (o == O_DTYPE) {
             if (strcmp(a.value, "f32") == 0)
                 dtype = GGML_TYPE_F32;
@@ -631,6 +999,10 @@ int nib_synth_main(int argc, char **argv)
     }
     if (dtype == UINT32_MAX)
         dtype = s->dtype;
+    struct nib_synth_shape cut = *s;
+    if (layers)
+        cut.n_layers = (uint32_t)layers;
+    s = &cut;
     char err[512];
     struct tok_spec tok;
     tok_spec_init(&tok);

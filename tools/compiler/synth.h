@@ -1,6 +1,8 @@
-/* `nib synth`: random-weight LLaMA models of real shapes, written as GGUF v3
- * that llama.cpp and nibble's own importer both load. Everything is a pure
- * function of (shape, dtype, seed): same arguments, same bytes. */
+/* `nib synth`: random-weight models of real shapes (llama, qwen2, qwen3,
+ * phi3, gemma2), written as GGUF v3 with the metadata and tensor names
+ * llama.cpp's converters write, so that llama.cpp and nibble's own importer
+ * both load them. Everything is a pure function of (shape, dtype, seed):
+ * same arguments, same bytes. */
 #ifndef NIB_SYNTH_H
 #define NIB_SYNTH_H
 
@@ -15,12 +17,28 @@ struct nib_synth_shape {
     uint32_t dim, n_layers, ffn, n_heads, n_kv_heads, vocab, ctx;
     uint32_t dtype; /* default ggml type of the matrices: F32 or F16 */
     int tied;       /* no output.weight: the classifier reuses token_embd */
+    /* Beyond the original LLaMA shapes; zero means llama's defaults. */
+    uint32_t arch;       /* enum llama_arch (tools/compiler/llama_import.h); 0: llama */
+    uint32_t head_dim;   /* attention.key_length/value_length; 0: dim / n_heads, unwritten */
+    float rope_theta;    /* 0: 10000 */
+    float norm_eps;      /* 0: 1e-5 */
+    float llama3_factor; /* Llama 3 RoPE scaling written as rope_freqs.weight (low/high
+                            * frequency factors 1 and 4); 0: none */
+    uint32_t llama3_ctx; /* its original_max_position_embeddings */
+    float attn_softcap;  /* gemma2 attn_logit_softcapping */
+    float final_softcap; /* gemma2 final_logit_softcapping */
+    uint32_t window;     /* attention.sliding_window (gemma2; phi3 writes it, llama.cpp
+                            * ignores it); 0: unwritten */
+    int random_norms;    /* norm weights 1 + U[-1/2, 1/2) rather than ones (so a norm
+                            * applied to the wrong entries shows); biases U[-1/2, 1/2) */
 };
 
 /* The built-in shapes; *n receives their count. */
 const struct nib_synth_shape *nib_synth_shapes(size_t *n);
 /* NULL when there is no shape of that name. */
 const struct nib_synth_shape *nib_synth_find(const char *name);
+/* The architecture a shape writes (enum llama_arch, never 0). */
+uint32_t nib_synth_arch(const struct nib_synth_shape *s);
 /* Parameters (elements of all tensors) and payload bytes in dtype. */
 uint64_t nib_synth_params(const struct nib_synth_shape *s);
 uint64_t nib_synth_bytes(const struct nib_synth_shape *s, uint32_t dtype);
