@@ -22,10 +22,14 @@
 
 #include "kernels/f16.h"
 #include "kernels/qformat.h"
+#include "model_blob/blob_view.h"
+#include "tests/common/gguf_fixture.h"
 #include "tests/common/test_util.h"
 #include "tools/compiler/ggml_dequant.h"
 #include "tools/compiler/gguf.h"
 #include "tools/compiler/llama_import.h"
+#include "tools/compiler/pack.h"
+#include "tools/compiler/plan.h"
 #include "tools/compiler/quant.h"
 #include "tools/compiler/repack.h"
 
@@ -751,6 +755,157 @@ START_TEST(test_q3k_bit_exact_in_q8f)
 }
 END_TEST
 
+/* ---- nib compile --quant source, end to end ---- */
+
+static const struct tdesc *desc_of(uint32_t type)
+{
+    for (size_t i = 0; i < N_TYPES; i++)
+        if (types[i].type == type)
+            return &types[i];
+    return NULL;
+}
+
+/* Give fixture tensor `name` type `type` and random finite blocks. */
+static void set_type(struct fx_model *m, const char *name, uint32_t type)
+{
+    struct fx_tensor *t = fx_tensor(m, name);
+    ck_assert_msg(t != NULL, "fixture has no %s", name);
+    const struct tdesc *td = desc_of(type);
+    uint64_t n = t->ne[0] * t->ne[1], nb = n / td->blck;
+    uint8_t *raw = malloc(nb * td->bytes);
+    for (uint64_t k = 0; k < nb; k++) {
+        struct lblk b;
+        fill(td, &b, (uint16_t)rnd_in(0x1000, 0x2c00) | (k % 3 ? 0 : 0x8000),
+             (uint16_t)rnd_in(0x1000, 0x2c00), 4, 4, 4);
+        encode(type, &b, raw + k * td->bytes);
+    }
+    t->type = type;
+    fx_tensor_set_raw(t, raw, nb * td->bytes);
+    free(raw);
+}
+
+/* Compile the model with --quant source into a blob in memory; then every
+ * row of every quantized source equals, weight for weight, its GGUF
+ * dequantization (a zero's sign aside), and nothing was requantized. */
+static void compile_exact(struct fx_model *fm, int *n_checked)
+{
+    struct fx_file f;
+    fx_build(fm, &f);
+    struct gguf_file g;
+    struct llama_model m;
+    char err[512];
+    ck_assert_msg(gguf_open(&g, f.buf, f.size, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(llama_import(&m, &g, err, sizeof err) == 0, "%s", err);
+    struct plan_opts o;
+    memset(&o, 0, sizeof o);
+    ck_assert_int_eq(nib_plan_opts_quant(&o, "source", err, sizeof err), 0);
+    struct nib_plan p;
+    ck_assert_msg(nib_plan_build(&p, &m, &o, err, sizeof err) == 0, "%s", err);
+    FILE *out = tmpfile();
+    ck_assert_ptr_nonnull(out);
+    ck_assert_msg(nib_pack_blob(&p, &m, out, err, sizeof err) == 0, "%s", err);
+    fseek(out, 0, SEEK_END);
+    long size = ftell(out);
+    uint8_t *blob = aligned_alloc(64, ((size_t)size + 63) & ~(size_t)63);
+    rewind(out);
+    ck_assert_uint_eq(fread(blob, 1, (size_t)size, out), (size_t)size);
+    fclose(out);
+    struct nib_blob_view v;
+    ck_assert_msg(nib_blob_open(&v, blob, (uint64_t)size, 1, err, sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq(v.h->n_tensors, p.n_tensors);
+    float *want = malloc(4096 * 4), *got = malloc(4096 * 4);
+    for (uint32_t i = 0; i < p.n_tensors; i++) {
+        const struct plan_tensor *pt = &p.tensors[i];
+        const struct nib_tensor_rec *rec = &v.tensors[i];
+        ck_assert_str_eq(rec->name, pt->rec.name);
+        if (pt->kind != PT_ROWS || rec->dtype == NIB_DT_F32)
+            continue;
+        struct nib_qlayout l;
+        ck_assert_int_eq(nib_qlayout_get(&l, rec->dtype, rec->group, rec->rows, rec->cols), 0);
+        for (uint32_t k = 0; k < pt->n_src; k++) {
+            const struct llama_weight *w = pt->src[k];
+            ck_assert_msg(nib_repack_spec(w->t->type, &(struct nib_qspec){0, 0}) == 0,
+                          "%s: source %u is not quantized", rec->name, k);
+            for (uint32_t r = 0; r < w->rows; r++) {
+                uint32_t pr = pt->tile_pairs ? r / 8 * 16 + k * 8 + r % 8 : pt->row_off[k] + r;
+                ck_assert_int_eq(llama_weight_row_f32(w, r, want), 0);
+                nib_qrow_f32(&l, v.weights + rec->offset, pr, 0, rec->cols, got);
+                for (uint32_t c = 0; c < rec->cols; c++)
+                    ck_assert_msg(!memcmp(&want[c], &got[c], 4) ||
+                                      (want[c] == 0.0f && got[c] == 0.0f),
+                                  "%s (%s from %s) row %u col %u: %.9g packed as %.9g", rec->name,
+                                  nib_dtype_name(rec->dtype), ggml_type_name(w->t->type), r, c,
+                                  (double)want[c], (double)got[c]);
+            }
+            (*n_checked)++;
+        }
+    }
+    free(want), free(got), free(blob);
+    nib_plan_free(&p);
+    llama_model_free(&m);
+    gguf_close(&g);
+    fx_file_free(&f);
+}
+
+/* A Q4_K_M-like file (Q4_K with Q6_K attn_v, ffn_down and output), and one
+ * whose fused projections mix types (Q|K|V in Q4_K, Q5_K, Q6_K; gate|up in
+ * Q2_K, Q3_K), compile with --quant source to weights equal to the GGUF's. */
+START_TEST(test_compile_source_kquant)
+{
+    struct fx_params pp;
+    fx_quant_params(&pp, GGML_TYPE_F32);
+    pp.dim = 256, pp.ffn_dim = 256, pp.n_layers = 1, pp.n_heads = 4, pp.n_kv_heads = 1;
+    int n = 0;
+    for (int variant = 0; variant < 2; variant++) {
+        struct fx_model fm;
+        fx_model_init(&fm, &pp);
+        static const char *const names[] = {
+            "token_embd.weight",   "blk.0.attn_q.weight",      "blk.0.attn_k.weight",
+            "blk.0.attn_v.weight", "blk.0.attn_output.weight", "blk.0.ffn_gate.weight",
+            "blk.0.ffn_up.weight", "blk.0.ffn_down.weight",    "output.weight"};
+        static const uint32_t q4km[] = {GGML_TYPE_Q4_K, GGML_TYPE_Q4_K, GGML_TYPE_Q4_K,
+                                        GGML_TYPE_Q6_K, GGML_TYPE_Q4_K, GGML_TYPE_Q4_K,
+                                        GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_Q6_K};
+        static const uint32_t mixed[] = {GGML_TYPE_IQ4_XS, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K,
+                                         GGML_TYPE_Q6_K,   GGML_TYPE_Q3_K, GGML_TYPE_Q2_K,
+                                         GGML_TYPE_Q3_K,   GGML_TYPE_Q5_K, GGML_TYPE_IQ4_XS};
+        for (int i = 0; i < 9; i++)
+            set_type(&fm, names[i], variant ? mixed[i] : q4km[i]);
+        compile_exact(&fm, &n);
+        fx_model_free(&fm);
+    }
+    ck_assert_int_ge(n, 14);
+}
+END_TEST
+
+/* The 32-element types the same way: Q|K|V in Q4_0, Q8_0, Q5_0 (q8c/32
+ * holds all three), gate|up in Q4_1 and Q5_1, IQ4_NL elsewhere. */
+START_TEST(test_compile_source_legacy)
+{
+    struct fx_params pp;
+    fx_quant_params(&pp, GGML_TYPE_F32);
+    struct fx_model fm;
+    fx_model_init(&fm, &pp);
+    int n = 0;
+    static const uint32_t ty[] = {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q5_0,  GGML_TYPE_IQ4_NL,
+                                  GGML_TYPE_Q4_1, GGML_TYPE_Q5_1, GGML_TYPE_IQ4_NL};
+    for (uint32_t l = 0; l < pp.n_layers; l++) {
+        static const char *const part[] = {"attn_q",   "attn_k", "attn_v",  "attn_output",
+                                           "ffn_gate", "ffn_up", "ffn_down"};
+        for (int i = 0; i < 7; i++) {
+            char name[64];
+            snprintf(name, sizeof name, "blk.%u.%s.weight", l, part[i]);
+            set_type(&fm, name, ty[(i + l) % 7]);
+        }
+    }
+    set_type(&fm, "token_embd.weight", GGML_TYPE_Q8_0);
+    set_type(&fm, "output.weight", GGML_TYPE_Q5_1);
+    compile_exact(&fm, &n);
+    fx_model_free(&fm);
+    ck_assert_int_ge(n, 14);
+}
+END_TEST
+
 Suite *nib_test_suite(void)
 {
     Suite *s = suite_create("ggml_dequant");
@@ -764,5 +919,6 @@ Suite *nib_test_suite(void)
     tcase_add_loop_test(t, test_repack_cross, 0, (int)N_TYPES);
     tcase_add_loop_test(t, test_views, 0, (int)N_TYPES);
     suite_add_tcase(s, t);
+    TU_CASE(s, "compile", NULL, NULL, 300, test_compile_source_kquant, test_compile_source_legacy);
     return s;
 }
