@@ -1,8 +1,16 @@
-// Greedy-decode a GGUF with llama.cpp (via node-llama-cpp's prebuilt CPU binary).
+// Greedy-decode a GGUF with llama.cpp (via node-llama-cpp's prebuilt CPU binary,
+// installed in tests/npm by .ci/install-deps.sh; NIB_NPM_DIR overrides).
 // usage: NODE_LLAMA_CPP_SKIP_DOWNLOAD=true node llama_greedy.mjs MODEL.gguf [PROMPT] [N]
 // Prints one JSON line: prompt_token_ids (BOS + SentencePiece, as llama.cpp
 // tokenizes), generated_token_ids (temperature 0), text; or {error} on failure.
-import {getLlama, LlamaLogLevel} from "node-llama-cpp";
+// (llama_eval.mjs is the token-id version the meson tests use.)
+import path from "node:path";
+import { pathToFileURL, fileURLToPath } from "node:url";
+
+const npmDir = process.env.NIB_NPM_DIR ||
+    path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "npm", "node_modules");
+const {getLlama, LlamaLogLevel} =
+    await import(pathToFileURL(path.join(npmDir, "node-llama-cpp", "dist", "index.js")).href);
 
 const [file, prompt = "Once upon a time", nArg = "32"] = process.argv.slice(2);
 const n = Number(nArg);

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Optional cross-check against llama.cpp (not part of CI: it needs the npm
-# registry). For each GGUF: llama.cpp's greedy continuation (through the npm
-# package node-llama-cpp's prebuilt CPU build) against nibble's appliance.
+# By hand, on any GGUF: llama.cpp's greedy continuation of a text prompt
+# (through the npm package node-llama-cpp's prebuilt CPU build) against a
+# real appliance built from the same file, tokenizer included. CI runs the
+# token-id form of this comparison instead, in process and on every
+# architecture (meson tests llamacpp-* in suite crosscheck, and the float64
+# reference in suite reference: tests/reference/, docs/accuracy.md).
 #
 #   bash tests/crosscheck/run.sh MODEL.gguf...      # prints "same" or the first divergence
 #
-# Setup, once (nothing is downloaded outside npm: scripts are not run):
-#   cd tests/crosscheck && NODE_LLAMA_CPP_SKIP_DOWNLOAD=true npm install --no-save \
-#       --ignore-scripts --omit=optional node-llama-cpp@3.22.1 @node-llama-cpp/linux-x64@3.22.1
+# node-llama-cpp comes from tests/npm (.ci/install-deps.sh runs npm ci there
+# without install scripts, so nothing is downloaded outside npm).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)

@@ -14,7 +14,7 @@ fi
 if git rev-parse --git-dir >/dev/null 2>&1; then
     mapfile -t files < <(git ls-files '*.c' '*.h')
 else
-    mapfile -t files < <(find . -name '*.[ch]' -not -path './build*' -not -path './.deps/*' | sed 's#^\./##')
+    mapfile -t files < <(find . -name '*.[ch]' -not -path './build*' -not -path './.deps/*' -not -path '*/node_modules/*' | sed 's#^\./##')
 fi
 bad=0
 for f in "${files[@]}"; do

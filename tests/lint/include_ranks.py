@@ -19,7 +19,7 @@ import re
 import sys
 
 ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), '..', '..'))
-SKIP_DIRS = {'.git', 'subprojects', '.deps'}
+SKIP_DIRS = {'.git', 'subprojects', '.deps', 'node_modules'}  # node_modules: npm packages (tests/npm)
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 # (rank, rank inside tools/): the second number only orders tools/ folders.
