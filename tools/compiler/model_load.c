@@ -2,14 +2,19 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "tools/util/tool_util.h"
+#include "tools/compiler/hf_import.h"
 #include "tools/compiler/pack.h"
 
 int nib_model_load(struct nib_loaded_model *lm, const char *path, char *err, size_t errlen)
 {
     memset(lm, 0, sizeof *lm);
     char why[400];
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) /* a Hugging Face directory */
+        return hf_import(&lm->hf, &lm->m, path, err, errlen);
     if (nib_map_file(path, &lm->data, &lm->size, why, sizeof why)) {
         snprintf(err, errlen, "%s", why);
         return -1;
@@ -33,6 +38,11 @@ int nib_model_load(struct nib_loaded_model *lm, const char *path, char *err, siz
 void nib_model_unload(struct nib_loaded_model *lm)
 {
     llama_model_free(&lm->m);
+    if (lm->hf) {
+        hf_dir_close(lm->hf);
+        memset(lm, 0, sizeof *lm);
+        return;
+    }
     gguf_close(&lm->g);
     nib_unmap_file(lm->data, lm->size);
     memset(lm, 0, sizeof *lm);

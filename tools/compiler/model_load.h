@@ -1,5 +1,6 @@
-/* A GGUF model opened for the toolchain: the file mapped, parsed, imported.
- * Shared by nib compile and nib eval. */
+/* A model opened for the toolchain: a GGUF file mapped, parsed, imported,
+ * or a Hugging Face directory (tools/compiler/hf_import.h). Shared by nib
+ * compile, nib eval and nib inspect. */
 #ifndef NIB_MODEL_LOAD_H
 #define NIB_MODEL_LOAD_H
 
@@ -11,14 +12,18 @@
 #include "tools/compiler/llama_import.h"
 #include "tools/compiler/plan.h"
 
+struct hf_dir;
+
 struct nib_loaded_model {
-    const uint8_t *data;
+    const uint8_t *data; /* GGUF: the mapped file */
     size_t size;
     struct gguf_file g;
+    struct hf_dir *hf; /* a Hugging Face directory's mapped safetensors, else NULL */
     struct llama_model m;
 };
 
-/* 0, or -1 with a message naming the file and the problem. */
+/* path: a GGUF file, or a Hugging Face model directory. 0, or -1 with a
+ * message naming the file and the problem. */
 int nib_model_load(struct nib_loaded_model *lm, const char *path, char *err, size_t errlen);
 void nib_model_unload(struct nib_loaded_model *lm);
 
