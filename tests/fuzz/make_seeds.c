@@ -130,6 +130,20 @@ int main(int argc, char **argv)
                                   GGML_TYPE_Q6_K, GGML_TYPE_Q3_K, GGML_TYPE_IQ4_XS,
                                   GGML_TYPE_Q4_K, GGML_TYPE_Q2_K, GGML_TYPE_Q5_K};
     rc |= gguf_mix_seed(gdir, "mix-kquant", kq, 9, 1);
+    /* every architecture llama_import reads (fx_arch_params): biases, Q/K
+     * norms, fused attn_qkv and gate|up, post-norms, Llama 3 RoPE factors */
+    static const char *const archs[] = {"qwen2", "qwen3", "phi3", "gemma2"};
+    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
+        char name[32];
+        fx_arch_params(&p, archs[i]);
+        p.qkv_bias |= !strcmp(archs[i], "phi3"); /* a fused bias too */
+        snprintf(name, sizeof name, "arch-%s", archs[i]);
+        rc |= gguf_seed(gdir, name, &p, 0);
+    }
+    fx_arch_params(&p, "llama");
+    p.rope_freqs = 1;
+    p.tied = 1;
+    rc |= gguf_seed(gdir, "arch-llama3", &p, 0);
 
     struct nib_request r;
     memset(&r, 0, sizeof r);
