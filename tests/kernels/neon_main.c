@@ -43,6 +43,12 @@ int main(void)
     report("attention neon == scalar", qcheck_attention(ref, neon, 21, msg, sizeof msg), msg);
     report("attention scalar vs double (aarch64)", qcheck_attention(ref, ref, 22, msg, sizeof msg),
            msg);
+    report("tanh vs double, NEON form == scalar (aarch64)", qcheck_tanh(msg, sizeof msg), msg);
+    report("gelu-mul neon == scalar", qcheck_gelu_mul(ref, neon, 25, msg, sizeof msg), msg);
+    report("attention window/softcap neon == scalar",
+           qcheck_attention_window(ref, neon, 26, msg, sizeof msg), msg);
+    report("attention window/softcap scalar vs double (aarch64)",
+           qcheck_attention_window(ref, ref, 27, msg, sizeof msg), msg);
     report("gemm of m tokens == m gemvs (neon)", qcheck_gemm_vs_gemv(neon, 11, msg, sizeof msg),
            msg);
     report("gemm of m tokens == m gemvs (scalar, aarch64)",

@@ -1,10 +1,20 @@
 #include "tests/kernels/qcheck.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "kernels/common/isa.h"
+#if NIB_HAVE_AVX2
+#include "kernels/common/f32-avx2.h"
+#elif NIB_HAVE_NEON
+#include "kernels/common/f32-neon.h"
+#else
+#include "kernels/common/f32-math.h"
+#endif
 
 /* ---- small helpers ---- */
 
@@ -640,5 +650,251 @@ int qcheck_f32_ops(const struct nib_qkernels *ref, const struct nib_qkernels *va
         }
     }
     free(x), free(w), free(o1), free(o2);
+    return nfail;
+}
+
+/* ---- tanh, GELU-mul, windowed and soft-capped attention ---- */
+
+/* The spacing of floats at |t| (2^-149 among the subnormals). */
+static double ulp_at(double t)
+{
+    t = fabs(t);
+    return t < 0x1p-126 ? 0x1p-149 : ldexp(1.0, ilogb(t) - 23);
+}
+
+/* nib_tanhf of n values through this build's SIMD form (scalar where
+ * there is none, and for the tail). */
+static void tanh_simd(const float *x, float *y, size_t n)
+{
+    size_t i = 0;
+#if NIB_HAVE_AVX2
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, nib_tanh8_avx2(_mm256_loadu_ps(x + i)));
+#elif NIB_HAVE_NEON
+    for (; i + 4 <= n; i += 4)
+        vst1q_f32(y + i, nib_tanh4_neon(vld1q_f32(x + i)));
+#endif
+    for (; i < n; i++)
+        y[i] = nib_tanhf(x[i]);
+}
+
+int qcheck_tanh(char *msg, size_t len)
+{
+    enum { BATCH = 4096 };
+    static const float special[] = {
+        0.0f,  -0.0f,  INFINITY,       -INFINITY,       FLT_MAX,   -FLT_MAX,
+        44.0f, -44.5f, 9.0f,           9.02f,           0x1p-149f, -1e-40f,
+        0.75f, -0.75f, 0x1.7ffffep-1f, -0x1.7ffffep-1f, 1e-20f,    20.0f};
+    float *x = xalloc(BATCH * 4), *y = xalloc(BATCH * 4), *ys = xalloc(BATCH * 4);
+    int nfail = 0;
+    double worst = 0, worst_x = 0;
+    uint64_t bits = 0;
+    int done = 0;
+    while (!done && !nfail) {
+        size_t n = 0;
+        if (bits == 0) /* the special values first */
+            for (; n < sizeof special / sizeof special[0]; n++)
+                x[n] = special[n];
+        /* every 4099th positive float (NaN excluded) and its negative */
+        for (; n + 2 <= BATCH && !done; bits += 4099) {
+            if (bits > 0x7f800000u) {
+                done = 1;
+                break;
+            }
+            uint32_t b = (uint32_t)bits;
+            memcpy(&x[n], &b, 4);
+            x[n + 1] = -x[n];
+            n += 2;
+        }
+        for (size_t i = 0; i < n; i++)
+            y[i] = nib_tanhf(x[i]);
+        tanh_simd(x, ys, n);
+        for (size_t i = 0; i < n && !nfail; i++) {
+            double want = tanh((double)x[i]), err = fabs(y[i] - want) / ulp_at(want);
+            uint32_t bx, by;
+            memcpy(&bx, &x[i], 4);
+            memcpy(&by, &y[i], 4);
+            if (memcmp(&y[i], &ys[i], 4))
+                fail(&nfail, msg, len, "tanh(%a): scalar %a, SIMD form %a", (double)x[i],
+                     (double)y[i], (double)ys[i]);
+            else if ((bx ^ by) >> 31) /* odd, signed zeros included */
+                fail(&nfail, msg, len, "tanh(%a) = %a: wrong sign", (double)x[i], (double)y[i]);
+            else if (!(err <= 1.1)) /* exhaustively 1.05 at most */
+                fail(&nfail, msg, len, "tanh(%.9g) = %.9g, double gives %.9g: %.2f ulp",
+                     (double)x[i], (double)y[i], want, err);
+            if (err > worst)
+                worst = err, worst_x = x[i];
+        }
+    }
+    float nan = __builtin_nanf(""), t = nib_tanhf(nan);
+    if (!nfail && t == t)
+        fail(&nfail, msg, len, "tanh(NaN) = %g", (double)t);
+    if (!nfail && worst < 0.5) /* a sweep that found nothing to round is no test */
+        fail(&nfail, msg, len, "tanh sweep: worst error only %.3f ulp (at %g)?", worst, worst_x);
+    free(x), free(y), free(ys);
+    return nfail;
+}
+
+int qcheck_gelu_mul(const struct nib_qkernels *ref, const struct nib_qkernels *var, uint64_t seed,
+                    char *msg, size_t len)
+{
+    static const uint32_t sizes[] = {1, 3, 4, 7, 8, 9, 64, 172, 2048};
+    static const float special[] = {
+        0.0f,  -0.0f,  0x1p-149f, -0x1p-149f, 1e-40f,   -1e-40f,   1e-30f, -1e-30f, 0.5f, -0.5f,
+        3.0f,  -3.0f,  8.0f,      -8.0f,      9.5f,     -9.5f,     20.0f,  -20.0f,  1e3f, -1e3f,
+        1e20f, -1e20f, FLT_MAX,   -FLT_MAX,   INFINITY, -INFINITY, -5.9f,  -6.2f};
+    const size_t n_special = sizeof special / sizeof special[0];
+    const double k = sqrt(2.0 / 3.14159265358979323846);
+    uint64_t s = seed * 7877u + 9;
+    int nfail = 0;
+    float *x = xalloc(4096 * 4), *b = xalloc(4096 * 4), *o1 = xalloc(4096 * 4),
+          *o2 = xalloc(4096 * 4);
+    for (int round = 0; round < 40 && !nfail; round++) {
+        uint32_t n = round < 9 ? sizes[round] : 1 + rnd_below(&s, 3000);
+        random_x(&s, x, n);
+        random_x(&s, b, n);
+        for (uint32_t i = 0; i < n; i++) {
+            switch (round % 4) {
+            case 1: x[i] *= 4.0f; break;
+            case 2: x[i] *= 30.0f; break;
+            case 3: x[i] = ldexpf(rnd_unit(&s), (int)rnd_below(&s, 200) - 140); break;
+            }
+            if (round % 2)
+                b[i] = 1.0f; /* gelu itself */
+        }
+        for (uint32_t i = 0; i < n && i < n_special; i++) /* the specials, in every lane */
+            x[(i * 7 + (uint32_t)round) % n] = special[(i + (uint32_t)round) % n_special];
+        if (round == 5)
+            x[n / 2] = __builtin_nanf("");
+        ref->gelu_mul(x, b, o1, n);
+        var->gelu_mul(x, b, o2, n);
+        if (memcmp(o1, o2, n * 4))
+            fail(&nfail, msg, len, "gelu-mul %s vs %s: n %u: outputs differ", var->name, ref->name,
+                 n);
+        for (uint32_t i = 0; i < n && !nfail; i++) {
+            double xi = x[i], u = k * (xi + 0.044715 * xi * xi * xi);
+            /* 0.5 x (1 + tanh u) = x / (1 + exp(-2u)), without 1 + tanh's
+             * cancellation for negative x */
+            double want = xi / (1.0 + exp(-2.0 * u)) * b[i];
+            if (!isfinite(xi) || !(fabs(want) <= FLT_MAX))
+                continue;
+            /* exp's argument carries a few roundings: its relative error
+             * scales with |2u| (where the logistic term matters); below
+             * exp's clamp (2u < -87) only an absolute bound is left */
+            double e = exp(-2.0 * u), amp = fabs(2.0 * u) * e / (1.0 + e);
+            double tol = (8.0 + 5.0 * amp) * 0x1p-24 * fabs(want) + 1e-37 * fabs(xi * b[i]) +
+                         0x1p-149 * (1.0 + fabs(b[i])); /* gelu, then the product, subnormal */
+            if (fabs(o2[i] - want) > tol)
+                fail(&nfail, msg, len, "gelu-mul %s: a %.9g b %.9g gives %.9g, double %.9g",
+                     var->name, xi, (double)b[i], (double)o2[i], want);
+            /* and the tanh form as written, where 1 + tanh u keeps its digits */
+            double tform = 0.5 * xi * (1.0 + tanh(u)) * b[i];
+            if (xi >= -2.0 && fabs(o2[i] - tform) > tol)
+                fail(&nfail, msg, len, "gelu-mul %s: a %.9g b %.9g gives %.9g, tanh form %.9g",
+                     var->name, xi, (double)b[i], (double)o2[i], tform);
+        }
+    }
+    free(x), free(b), free(o1), free(o2);
+    return nfail;
+}
+
+int qcheck_attention_window(const struct nib_qkernels *ref, const struct nib_qkernels *var,
+                            uint64_t seed, char *msg, size_t len)
+{
+    static const uint32_t head_dims[] = {8, 48, 64, 20, 128, 36, 256};
+    static const float caps[] = {0.0f, 50.0f, 0.5f, 30.0f};
+    uint64_t s = seed * 6007u + 1;
+    int nfail = 0;
+    for (int round = 0; round < 48 && !nfail; round++) {
+        uint32_t hd = head_dims[round % 7], kvh = 1 + rnd_below(&s, 3),
+                 group = 1 + rnd_below(&s, 3);
+        uint32_t heads = kvh * group, ctx = 1 + rnd_below(&s, 300), pos = rnd_below(&s, ctx);
+        uint32_t t0 = round % 3 == 0 ? 0 : round % 3 == 1 ? pos : rnd_below(&s, pos + 1);
+        if (round % 6 == 5 && pos >= 16)
+            t0 = pos - 15; /* a window of 16 */
+        uint32_t stride = kvh * hd + rnd_below(&s, 3) * 4;
+        float cap = round % 8 == 7 ? 0.01f + 100.0f * (rnd_unit(&s) + 1.0f) : caps[round % 4];
+        float scale = 1.0f / sqrtf((float)hd) * (round % 5 == 4 ? 60.0f : 1.0f);
+        float *q = xalloc((size_t)heads * hd * 4), *kc = xalloc((size_t)ctx * stride * 4);
+        float *vc = xalloc((size_t)ctx * stride * 4);
+        float *o1 = xalloc((size_t)heads * hd * 4), *o2 = xalloc((size_t)heads * hd * 4),
+              *o3 = xalloc((size_t)heads * hd * 4);
+        float *a1 = xalloc((size_t)heads * ctx * 4), *a2 = xalloc((size_t)heads * ctx * 4);
+        random_x(&s, q, (size_t)heads * hd);
+        random_x(&s, kc, (size_t)ctx * stride);
+        random_x(&s, vc, (size_t)ctx * stride);
+        if (round % 4 == 2)
+            for (size_t i = 0; i < (size_t)heads * hd; i++)
+                q[i] *= 20.0f; /* cap 0.5 saturates: tanh is +-1 for most scores */
+        /* keys outside the window are never read: NaN there poisons any
+         * output that reads them */
+        for (uint32_t t = 0; t < ctx; t++)
+            if (t < t0 || t > pos)
+                for (uint32_t i = 0; i < stride; i++)
+                    kc[(size_t)t * stride + i] = vc[(size_t)t * stride + i] = __builtin_nanf("");
+        const int nan_round = round == 11;
+        if (nan_round)
+            q[0] = __builtin_nanf(""); /* a NaN score under the cap: defined, identical */
+        uint32_t hb = rnd_below(&s, heads), he = hb + 1 + rnd_below(&s, heads - hb);
+        ref->attention(q, kc, vc, o1, a1, hb, he, hd, group, stride, t0, pos, ctx, scale, cap);
+        var->attention(q, kc, vc, o2, a2, hb, he, hd, group, stride, t0, pos, ctx, scale, cap);
+        /* the window t0..pos is the whole cache that starts at row t0 */
+        var->attention(q, kc + (size_t)t0 * stride, vc + (size_t)t0 * stride, o3, a2, hb, he, hd,
+                       group, stride, 0, pos - t0, ctx, scale, cap);
+        size_t ob = (size_t)hb * hd, on = (size_t)(he - hb) * hd;
+        if (memcmp(o1 + ob, o2 + ob, on * 4) != 0)
+            fail(&nfail, msg, len,
+                 "attention %s vs %s: head_dim %u, heads %u (group %u), keys %u..%u, softcap %g, "
+                 "heads [%u,%u): outputs differ",
+                 var->name, ref->name, hd, heads, group, t0, pos, (double)cap, hb, he);
+        else if (memcmp(o2 + ob, o3 + ob, on * 4) != 0)
+            fail(&nfail, msg, len,
+                 "attention %s: keys %u..%u differ from the same rows as a cache from 0 "
+                 "(head_dim %u, softcap %g)",
+                 var->name, t0, pos, hd, (double)cap);
+        for (size_t i = ob; i < ob + on && !nfail && !nan_round; i++)
+            if (!isfinite(o2[i]))
+                fail(&nfail, msg, len, "attention %s: keys %u..%u read a key outside the window",
+                     var->name, t0, pos);
+        /* against double precision: the window's softmax of capped scores */
+        for (uint32_t h = hb; h < he && !nfail && !nan_round; h++) {
+            const float *qh = q + (size_t)h * hd;
+            size_t off = (size_t)(h / group) * hd;
+            double mx = -INFINITY, w[300], sum = 0, score_err = 0;
+            for (uint32_t t = t0; t <= pos; t++) {
+                double d = 0, a = 0;
+                for (uint32_t i = 0; i < hd; i++) {
+                    d += (double)qh[i] * kc[(size_t)t * stride + off + i];
+                    a += fabs((double)qh[i] * kc[(size_t)t * stride + off + i]);
+                }
+                d *= scale;
+                if (cap > 0)
+                    d = cap * tanh(d / cap);
+                w[t - t0] = d;
+                mx = d > mx ? d : mx;
+                /* the raw score's rounding (see qcheck_attention), which the
+                 * cap never amplifies, plus the cap's own: tanh within
+                 * 1.1 ulp, a division and a product */
+                a = a * 2.0 * hd * 6e-8 * scale + (cap > 0 ? 4.0 * 0x1p-24 * cap : 0.0);
+                score_err = a > score_err ? a : score_err;
+            }
+            for (uint32_t t = 0; t <= pos - t0; t++)
+                sum += (w[t] = exp(w[t] - mx));
+            for (uint32_t i = 0; i < hd; i++) {
+                double o = 0, mag = 0;
+                for (uint32_t t = t0; t <= pos; t++) {
+                    o += w[t - t0] / sum * vc[(size_t)t * stride + off + i];
+                    mag += w[t - t0] / sum * fabs(vc[(size_t)t * stride + off + i]);
+                }
+                if (fabs(o - o2[(size_t)h * hd + i]) > (1e-5 + 2.0 * score_err) * mag + 1e-30)
+                    fail(&nfail, msg, len,
+                         "attention %s: head %u dim %u: %.9g, double gives %.9g (keys %u..%u, "
+                         "softcap %g, hd %u, scale %g)",
+                         var->name, h, i, o2[(size_t)h * hd + i], o, t0, pos, (double)cap, hd,
+                         scale);
+            }
+        }
+        free(q), free(kc), free(vc), free(o1), free(o2), free(o3), free(a1), free(a2);
+    }
     return nfail;
 }

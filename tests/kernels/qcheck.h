@@ -51,4 +51,24 @@ int qcheck_qact_blocks(const struct nib_qkernels *kt, uint64_t seed, char *msg, 
 int qcheck_attention(const struct nib_qkernels *ref, const struct nib_qkernels *var, uint64_t seed,
                      char *msg, size_t len);
 
+/* nib_tanhf (kernels/common/f32-math.h) on every 4099th float of each
+ * sign and special values: within 1.1 ulp of double tanh, odd (signed
+ * zeros too), NaN stays NaN, and this build's SIMD form gives its bits. */
+int qcheck_tanh(char *msg, size_t len);
+
+/* GELU-mul of var vs ref: bitwise equal on random lengths, magnitudes from
+ * subnormal to 1e20, +-0, +-FLT_MAX, +-inf and a NaN in every lane
+ * position; and against double precision, both as x / (1 + exp(-2u)) and
+ * as the tanh form 0.5 x (1 + tanh u) where that does not cancel. */
+int qcheck_gelu_mul(const struct nib_qkernels *ref, const struct nib_qkernels *var, uint64_t seed,
+                    char *msg, size_t len);
+
+/* Attention over keys t0..pos (t0 = 0, t0 = pos, between, windows of 16)
+ * with soft-caps 0, 50, 30, 0.5 (saturated) and random ones, of var vs
+ * ref: bitwise equal, equal to the same rows passed as a cache starting
+ * at t0, never reading a key outside the window (NaN there), and within
+ * tolerance of a double-precision softmax of capped scores. */
+int qcheck_attention_window(const struct nib_qkernels *ref, const struct nib_qkernels *var,
+                            uint64_t seed, char *msg, size_t len);
+
 #endif

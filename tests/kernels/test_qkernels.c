@@ -447,6 +447,34 @@ START_TEST(test_attention_simd_equals_scalar)
 }
 END_TEST
 
+START_TEST(test_tanh)
+{
+    ck_assert_msg(qcheck_tanh(msg, sizeof msg) == 0, "%s", msg);
+}
+END_TEST
+
+START_TEST(test_gelu_mul_simd_equals_scalar)
+{
+    ck_assert_msg(qcheck_gelu_mul(scalar(), scalar(), 1, msg, sizeof msg) == 0, "%s", msg);
+    const struct nib_qkernels *v = simd();
+    if (!v)
+        return;
+    for (uint64_t seed = 2; seed <= 4; seed++)
+        ck_assert_msg(qcheck_gelu_mul(scalar(), v, seed, msg, sizeof msg) == 0, "%s", msg);
+}
+END_TEST
+
+START_TEST(test_attention_window_softcap)
+{
+    ck_assert_msg(qcheck_attention_window(scalar(), scalar(), 1, msg, sizeof msg) == 0, "%s", msg);
+    const struct nib_qkernels *v = simd();
+    if (!v)
+        return;
+    for (uint64_t seed = 2; seed <= 4; seed++)
+        ck_assert_msg(qcheck_attention_window(scalar(), v, seed, msg, sizeof msg) == 0, "%s", msg);
+}
+END_TEST
+
 START_TEST(test_gemm_equals_gemvs)
 {
     ck_assert_msg(qcheck_gemm_vs_gemv(scalar(), 5, msg, sizeof msg) == 0, "%s", msg);
@@ -506,6 +534,7 @@ START_TEST(test_dispatch)
         ck_assert_uint_eq(t->isa, isas[i]);
         ck_assert(t->name && t->qact && t->attention && t->rmsnorm && t->rope_rows && t->silu_mul &&
                   t->gemv_f32);
+        ck_assert_ptr_nonnull(t->gelu_mul);
         for (uint32_t d = NIB_DT_Q4; d < NIB_DT_COUNT; d++)
             ck_assert_ptr_nonnull(t->gemm[d]);
     }
@@ -862,6 +891,8 @@ Suite *nib_test_suite(void)
             test_gemm_simd_equals_scalar, test_gemm_equals_gemvs, test_attention_simd_equals_scalar,
             test_qact_by_blocks, test_f32_ops_simd_equals_scalar, test_gemv_vs_double,
             test_int16_headroom, test_dispatch);
+    TU_CASE(s, "ops", NULL, NULL, 120, test_tanh, test_gelu_mul_simd_equals_scalar,
+            test_attention_window_softcap);
     TCase *pre = tcase_create("preconditions");
     tcase_add_loop_test_raise_signal(pre, test_precondition_asserts, SIGABRT, 0, 2);
     suite_add_tcase(s, pre);
