@@ -47,7 +47,7 @@ typedef NIB_ROPE_DECL((*nib_rope_rows_fn));
  * c * nib_tanhf(s / c) before the softmax (kernels/common/f32-math.h).
  * q: n_heads x head_dim; kc/vc: rows of row_stride floats, kv head h/group at
  * offset (h / group) * head_dim; out: n_heads x head_dim; att: scratch of
- * (pos+1) floats per head, n_heads x ctx. Heads [h_begin, h_end).
+ * (pos - t0 + 1) floats per head, n_heads x ctx. Heads [h_begin, h_end).
  * Every variant gives the scalar reference's bits: the order of every
  * operation is fixed in kernels/attention/attention-f32-scalar.c. */
 #define NIB_ATTENTION_DECL(name)                                                                   \
@@ -62,8 +62,10 @@ typedef NIB_ATTENTION_DECL((*nib_attention_fn));
 typedef NIB_SILUMUL_DECL((*nib_silu_mul_fn));
 
 /* out[i] = gelu(a[i]) * b[i], GELU's tanh form
- * 0.5 a (1 + tanh(sqrt(2/pi) (a + 0.044715 a^3))), with nibble's tanh
- * (kernels/common/f32-math.h); same signature as silu-mul. */
+ * 0.5 a (1 + tanh(u)), u = sqrt(2/pi) (a + 0.044715 a^3), computed as the
+ * identical a / (1 + exp(-2u)) with nibble's exp (nib_gelu_mul1 in
+ * kernels/common/f32-math.h: no cancellation for negative a); same
+ * signature as silu-mul. */
 #define NIB_GELUMUL_DECL(name) NIB_SILUMUL_DECL(name)
 
 /* nib_gemv_f32_<isa>, nib_rmsnorm_f32_<isa>, nib_rope_f32_<isa>,
