@@ -73,6 +73,20 @@ with tempfile.TemporaryDirectory() as d:
     for i in range(8):
         expect(["compile", put("junk.gguf", bytes(rng.randrange(256) for _ in range(4096))), "-o", out], 1,
                "nib compile", "random bytes #%d" % i)
+    # A Hugging Face directory: the missing file is named, an unsupported
+    # model_type lists the supported ones, a damaged safetensors names itself.
+    hf = os.path.join(d, "hf")
+    os.mkdir(hf)
+    expect(["compile", hf, "-o", out], 1, "config.json", "HF directory without config.json")
+    put("hf/config.json", b'{"model_type": "gpt2"}')
+    expect(["compile", hf, "-o", out], 1, "nibble reads llama, mistral, qwen2, qwen3, phi3, gemma2",
+           "HF directory of an unsupported model_type")
+    put("hf/config.json", b'{"model_type": "llama", "hidden_size": 8, "num_hidden_layers": 1, '
+        b'"num_attention_heads": 2, "intermediate_size": 8, "vocab_size": 8, '
+        b'"max_position_embeddings": 8}')
+    expect(["compile", hf, "-o", out], 1, "missing model.safetensors", "HF directory without weights")
+    put("hf/model.safetensors", b"\xff" * 8 + b"{}")
+    expect(["compile", hf, "-o", out], 1, "model.safetensors: header length", "damaged safetensors")
     if os.path.exists(out) or os.path.exists(out + ".tmp"):
         failures += 1
         print("FAIL: a failed compile left %s behind" % out)

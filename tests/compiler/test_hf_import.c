@@ -306,6 +306,9 @@ START_TEST(test_config)
     ck_assert(CFG("llama", ", \"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": "
                            "500000.0}") == 0);
     ck_assert(c.rope_theta == 500000.0f && !c.rope_llama3);
+    /* linear scaling: every frequency divided by the factor */
+    ck_assert(CFG("llama", ", \"rope_scaling\": {\"type\": \"linear\", \"factor\": 2.0}") == 0);
+    ck_assert(c.rs_linear == 2.0f && !c.rope_llama3);
     /* llama3 factors, as the converter computes them (here in double) */
     ck_assert(CFG("llama", ", \"rope_theta\": 500000.0, \"rope_scaling\": {\"factor\": 32.0, "
                            "\"high_freq_factor\": 4.0, \"low_freq_factor\": 1.0, "
@@ -486,9 +489,12 @@ START_TEST(test_refusals)
     refuse_with(&fm, dir, "\"hidden_act\": \"gelu\"",
                 "hidden_act 'gelu' is not supported (nibble reads silu)");
     refuse_with(&fm, dir, "\"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4.0}",
-                "rope_scaling.rope_type 'yarn' is not supported (nibble reads default, llama3)");
+                "rope_scaling.rope_type 'yarn' is not supported (nibble reads default, linear, "
+                "llama3)");
     refuse_with(&fm, dir, "\"rope_scaling\": {\"rope_type\": \"longrope\"}",
                 "rope_type 'longrope' is not supported");
+    refuse_with(&fm, dir, "\"rope_scaling\": {\"type\": \"linear\"}",
+                "rope_scaling.factor is missing");
     refuse_with(&fm, dir, "\"rope_scaling\": 3", "rope_scaling is number, expected an object");
     refuse_with(&fm, dir,
                 "\"rope_scaling\": {\"rope_type\": \"llama3\", \"low_freq_factor\": 4, "

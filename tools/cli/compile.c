@@ -1,4 +1,4 @@
-/* nib compile MODEL.gguf -o OUT.blob [--quant SPEC] [--precision ...] [--ctx N] [--batch N]
+/* nib compile MODEL.gguf|HF_DIR -o OUT.blob [--quant SPEC] [--precision ...] [--ctx N] [--batch N]
  * Import, plan, pack. The blob is written to OUT.blob.tmp and renamed into
  * place only when complete, so a failed compile never leaves a half blob. */
 #include <errno.h>
@@ -19,8 +19,10 @@ static void usage(FILE *f)
 {
     fprintf(
         f,
-        "usage: nib compile MODEL.gguf -o OUT.blob [--quant SPEC] [--precision P=F,...] [--ctx N] "
-        "[--batch N] [--chat-template FAMILY | --no-chat-template]\n"
+        "usage: nib compile MODEL.gguf|HF_DIR -o OUT.blob [--quant SPEC] [--precision P=F,...] "
+        "[--ctx N] [--batch N] [--chat-template FAMILY | --no-chat-template]\n"
+        "  HF_DIR        a Hugging Face model directory: config.json, model.safetensors (or\n"
+        "                shards with model.safetensors.index.json), tokenizer.json\n"
         "  --quant SPEC  f32 (exact reference), q4 (q4/32 layers, q8c LM head), source\n"
         "                (keep GGUF Q4_0/Q8_0 tensors exactly), or one format for every\n"
         "                matrix: q4[/G] q4a[/G] (G = 32, 64, 128), q4c, q8c[/G]\n"

@@ -287,10 +287,12 @@ static int read_rope(struct cfg *c, struct hf_config *hc)
         return -1;
     if (!strcmp(type, "default"))
         return 0;
+    if (!strcmp(type, "linear")) /* positions / factor: every frequency divided by it */
+        return cfg_pos_f32(c, rs, path, "factor", &hc->rs_linear, 0, 1);
     if (strcmp(type, "llama3")) {
         char b[72];
-        return cfail(c, "%srope_type '%s' is not supported (nibble reads default, llama3)", path,
-                     show(type, b));
+        return cfail(c, "%srope_type '%s' is not supported (nibble reads default, linear, llama3)",
+                     path, show(type, b));
     }
     hc->rope_llama3 = 1;
     if (cfg_pos_f32(c, rs, path, "factor", &hc->rs_factor, 8.0f, 0) ||
@@ -419,8 +421,9 @@ void hf_llama3_freq_factors(const struct hf_config *c, float *out)
     float high_wavelen = (float)((double)c->rs_orig_ctx / (double)c->rs_high_freq);
     float span = (float)((double)c->rs_high_freq - (double)c->rs_low_freq);
     for (uint32_t i = 0; i < c->rope_dim / 2; i++) {
-        /* the converter's frequencies use head_dim, not the rotary dims */
-        float freq = 1.0f / powf(c->rope_theta, (float)(2 * i) / (float)c->head_dim);
+        /* the frequencies RoPE rotates with (the converter's head_dim: the same
+         * for every model that has llama3 scaling, whose rotary dims are whole) */
+        float freq = 1.0f / powf(c->rope_theta, (float)(2 * i) / (float)c->rope_dim);
         float wavelen = two_pi / freq;
         if (wavelen < high_wavelen) {
             out[i] = 1.0f;

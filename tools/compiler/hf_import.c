@@ -447,11 +447,15 @@ static int fill_model(struct llama_model *m, const struct hf_config *c, const ch
     m->attn_scale = c->attn_scale;
     m->attn_softcap = c->attn_softcap;
     m->final_softcap = c->final_softcap;
-    if (c->rope_llama3) {
+    if (c->rope_llama3 || c->rs_linear > 0) {
         m->rope_freq_factors = malloc(c->rope_dim / 2 * sizeof(float));
         if (!m->rope_freq_factors)
             return fail(err, errlen, "out of memory");
-        hf_llama3_freq_factors(c, m->rope_freq_factors);
+        if (c->rope_llama3)
+            hf_llama3_freq_factors(c, m->rope_freq_factors);
+        else
+            for (uint32_t i = 0; i < c->rope_dim / 2; i++)
+                m->rope_freq_factors[i] = c->rs_linear;
     }
     if (hf_tokenizer_load(dir, &m->tok, err, errlen))
         return -1;

@@ -35,6 +35,7 @@ struct hf_config {
     float norm_eps, rope_theta;
     int tie;         /* tie_word_embeddings: 1, 0, or -1 when absent */
     int rope_llama3; /* rope_scaling rope_type llama3 */
+    float rs_linear; /* rope_type linear: its factor (0: none) */
     float rs_factor, rs_low_freq, rs_high_freq;
     uint32_t rs_orig_ctx;
     float attn_scale; /* 1/sqrt(head_dim), gemma2: query_pre_attn_scalar^-1/2 */
@@ -48,7 +49,8 @@ struct hf_config {
 int hf_config_parse(const char *text, size_t len, struct hf_config *c, char *err, size_t errlen);
 
 /* The llama3 rope_scaling divisors of the rope_dim / 2 RoPE frequencies,
- * computed in f32 as llama.cpp's converter does (rope_freqs.weight). */
+ * computed in f32 as llama.cpp's converter does (rope_freqs.weight). A
+ * linear rope_scaling divides every frequency by its factor instead. */
 void hf_llama3_freq_factors(const struct hf_config *c, float *out);
 
 struct hf_dir;
