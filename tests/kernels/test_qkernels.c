@@ -759,7 +759,7 @@ START_TEST(test_quantize_rejects)
     ck_assert_int_eq(nib_qspec_parse("q8f/0", &spec, err, sizeof err), -1);
     ck_assert_int_eq(nib_qspec_parse("q4/16", &spec, err, sizeof err), -1);
     float w[64] = {0};
-    uint8_t out[512];
+    uint8_t out[1024];
     w[5] = NAN;
     ck_assert_int_eq(nib_qspec_parse("q4", &spec, err, sizeof err), 0);
     ck_assert_int_eq(nib_quantize_f32(spec, 1, 64, w, out, err, sizeof err), -1);
@@ -769,6 +769,30 @@ START_TEST(test_quantize_rejects)
     ck_assert_msg(strstr(err, "f16") != NULL, "%s", err);
     spec.dtype = NIB_DT_Q4C, spec.group = 0; /* f32 scale: fine */
     ck_assert_int_eq(nib_quantize_f32(spec, 1, 64, w, out, err, sizeof err), 0);
+    /* q4f/q8f: f32 scale and minimum hold +-1e38, not a range beyond a
+     * float; constant groups are exact */
+    struct nib_qlayout l;
+    float back[64];
+    for (int q8 = 0; q8 < 2; q8++) {
+        spec = (struct nib_qspec){q8 ? NIB_DT_Q8F : NIB_DT_Q4F, 16};
+        ck_assert_int_eq(nib_qlayout_get(&l, spec.dtype, spec.group, 1, 64), 0);
+        ck_assert_uint_le(l.size, sizeof out);
+        memset(w, 0, sizeof w);
+        w[0] = 1e38f, w[1] = -1e38f, w[20] = 7.0f; /* group 1 constant 0 but one 7 */
+        for (int i = 32; i < 48; i++)
+            w[i] = -2.5f; /* a constant group: exact */
+        ck_assert_msg(nib_quantize_f32(spec, 1, 64, w, out, err, sizeof err) == 0, "%s", err);
+        nib_dequantize_row(&l, out, 0, back);
+        for (int i = 0; i < 2; i++) /* within one step of the 2e38 range */
+            ck_assert_msg(fabs((double)back[i] - w[i]) <= 2e38 / 15, "q%df: %g became %g",
+                          q8 ? 8 : 4, (double)w[i], (double)back[i]);
+        ck_assert(back[20] == 7.0f && back[21] == 0.0f);
+        for (int i = 32; i < 48; i++)
+            ck_assert(back[i] == -2.5f);
+        w[1] = -3e38f, w[0] = 3e38f;
+        ck_assert_int_eq(nib_quantize_f32(spec, 1, 64, w, out, err, sizeof err), -1);
+        ck_assert_msg(strstr(err, "float's range") != NULL, "%s", err);
+    }
 }
 END_TEST
 
