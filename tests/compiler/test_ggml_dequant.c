@@ -704,6 +704,12 @@ START_TEST(test_repack_refuses)
     ck_assert_int_eq(nib_repack_into(&w, q4, p, err, sizeof err), -1);
     ck_assert_msg(strstr(err, "does not fit"), "%s", err);
     s.t.nbytes = 8 * 36;
+    /* a tensor record with no shape (ne[0] = 0): refused, no division by zero */
+    s.t.ne[0] = 0;
+    ck_assert_int_eq(nib_repack_into(&w, q4, p, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "does not fit"), "%s", err);
+    ck_assert_int_eq(llama_weight_row_f32(&w, 0, (float *)p), -1);
+    s.t.ne[0] = 64;
     /* non-finite scale */
     put16(s.data + 18 * 3, 0x7c00); /* row 1, second block */
     ck_assert_int_eq(nib_repack_into(&w, q4, p, err, sizeof err), -1);

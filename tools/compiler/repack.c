@@ -235,7 +235,7 @@ static const uint8_t *src_row(struct job *j, uint32_t r, uint64_t rb)
 {
     const struct gguf_tensor *t = j->w->t;
     const struct ggml_type_info *ti = ggml_type_info(t->type);
-    uint64_t n_rows = t->n_elems / t->ne[0], off;
+    uint64_t n_rows = t->ne[0] ? t->n_elems / t->ne[0] : 0, off;
     if (j->w->rows == 1 && n_rows == 1) {
         off = j->w->row0;
         if (off % ti->blck || off + j->w->cols > t->n_elems)
