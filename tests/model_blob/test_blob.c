@@ -9,6 +9,7 @@
 #include "model_blob/blob_view.h"
 #include "model_blob/crc32c.h"
 #include "tests/common/test_util.h"
+#include "tests/rt/arch_model.h"
 
 static uint8_t *blob;
 static size_t blob_size;
@@ -331,6 +332,180 @@ START_TEST(tokenizer_lies_refused)
 }
 END_TEST
 
-TU_SUITE("blob", "validate", setup, teardown, 120, valid_blob_opens, every_flipped_byte_refused,
-         truncated_refused, header_lies_refused, tensor_lies_refused, plan_lies_refused,
-         tokenizer_lies_refused)
+/* ---- format 5's operands, on a model that has all of them ------------------- */
+
+/* Bias, per-head Q/K norms (head 16), GELU, post-norms (NORM_ADD ops),
+ * embedding scale, window, attention and final soft-caps. */
+static const struct am_cfg every_feature = {.what = "every feature",
+                                            .head_dim = 16,
+                                            .bias = 1,
+                                            .qk_norm = 1,
+                                            .post_norms = 1,
+                                            .gelu = 1,
+                                            .window = 4,
+                                            .embed_scale = 5.5f,
+                                            .attn_softcap = 0.5f,
+                                            .final_softcap = 1.5f};
+
+static void setup_arch(const char *quant)
+{
+    struct am_model m;
+    am_build(&m, &every_feature);
+    uint8_t *b = NULL;
+    ck_assert_msg(am_compile_raw(&m.m, quant, &b, &blob_size, err, sizeof err) == 0, "%s", err);
+    am_free(&m);
+    blob = b;
+    work = aligned_alloc(64, (blob_size + 63) & ~(size_t)63);
+    memcpy(work, blob, blob_size);
+    ck_assert_msg(open_work() == 0, "%s: %s", quant, err);
+}
+
+static void setup_arch_f32(void)
+{
+    setup_arch("f32");
+}
+
+static void setup_arch_q4(void)
+{
+    setup_arch("q4");
+}
+
+static uint32_t find_tensor(const char *name)
+{
+    for (uint32_t i = 0; i < H()->n_tensors; i++)
+        if (!strcmp(T(i)->name, name))
+            return i;
+    ck_abort_msg("no tensor '%s'", name);
+    return 0;
+}
+
+START_TEST(arch_operands_refused)
+{
+    const uint32_t emb = find_op(NIB_OP_EMBED), na = find_op(NIB_OP_NORM_ADD),
+                   at = find_op(NIB_OP_ATTENTION), qkv = find_matmul(NIB_EPI_ROPE_KV),
+                   gu = find_matmul(NIB_EPI_SILU_MUL), head = find_matmul(NIB_EPI_ARGMAX);
+    const uint32_t attn_norm = find_tensor("blk.0.attn_norm"), rope = find_tensor("rope_cos_sin");
+    const float inf = __builtin_inff(), nan = __builtin_nanf("");
+    ck_assert(OP(qkv)->flags & NIB_EPI_BIAS);
+    ck_assert(OP(head)->flags & NIB_EPI_SOFTCAP);
+    ck_assert_uint_eq(OP(gu)->matmul.silu_mul.act, 1);
+    ck_assert_uint_eq(OP(at)->attention.window, 4);
+    ck_assert_uint_ne(OP(qkv)->matmul.rope_kv.q_norm, UINT32_MAX);
+    /* embedding scale */
+    OP(emb)->embed.scale = inf;
+    EXPECT_REFUSED("embed): scale");
+    OP(emb)->embed.scale = nan;
+    EXPECT_REFUSED("embed): scale");
+    /* norm-add */
+    OP(na)->tensor = H()->n_tensors;
+    EXPECT_REFUSED("tensor index");
+    OP(na)->tensor = OP(qkv)->tensor;
+    EXPECT_REFUSED("norm_add");
+    OP(na)->tensor = rope;
+    EXPECT_REFUSED("norm_add): weight");
+    OP(na)->n += 1;
+    EXPECT_REFUSED("norm_add): weight");
+    OP(na)->norm_add.eps = 0.0f;
+    EXPECT_REFUSED("norm_add): eps");
+    OP(na)->norm_add.eps = nan;
+    EXPECT_REFUSED("norm_add): eps");
+    OP(na)->src0 = OP(na)->dst;
+    EXPECT_REFUSED("overlap the destination");
+    OP(na)->src0 = OP(na)->dst + 64;
+    EXPECT_REFUSED("overlap the destination");
+    OP(na)->dst = H()->act_size + H()->kv_size - 64;
+    EXPECT_REFUSED("outside runtime memory");
+    OP(na)->src0_stride = 4;
+    EXPECT_REFUSED("stride");
+    OP(na)->flags = NIB_OPF_LAST_ROW;
+    EXPECT_REFUSED("flags");
+    H()->wscratch_size = 64;
+    EXPECT_REFUSED("scratch");
+    /* bias */
+    OP(qkv)->matmul.bias = H()->n_tensors;
+    EXPECT_REFUSED("bias is not");
+    OP(qkv)->matmul.bias = attn_norm;
+    EXPECT_REFUSED("bias is not");
+    OP(qkv)->matmul.bias = OP(qkv)->tensor;
+    EXPECT_REFUSED("bias is not");
+    OP(at)->flags |= NIB_EPI_BIAS;
+    EXPECT_REFUSED("flags");
+    /* soft-caps */
+    OP(head)->matmul.softcap = 0.0f;
+    EXPECT_REFUSED("soft-cap");
+    OP(head)->matmul.softcap = -1.0f;
+    EXPECT_REFUSED("soft-cap");
+    OP(head)->matmul.softcap = nan;
+    EXPECT_REFUSED("soft-cap");
+    OP(head)->matmul.softcap = inf;
+    EXPECT_REFUSED("soft-cap");
+    OP(at)->attention.softcap = -1.0f;
+    EXPECT_REFUSED("attention): soft-cap");
+    OP(at)->attention.softcap = nan;
+    EXPECT_REFUSED("attention): soft-cap");
+    OP(at)->attention.softcap = inf;
+    EXPECT_REFUSED("attention): soft-cap");
+    /* window, scale */
+    OP(at)->attention.window = H()->hp.ctx_len + 1;
+    EXPECT_REFUSED("window");
+    OP(at)->attention.scale = inf;
+    EXPECT_REFUSED("head geometry");
+    /* per-head Q/K norms */
+    OP(qkv)->matmul.rope_kv.q_norm = UINT32_MAX;
+    EXPECT_REFUSED("Q norm");
+    OP(qkv)->matmul.rope_kv.k_norm = UINT32_MAX;
+    EXPECT_REFUSED("K norm");
+    OP(qkv)->matmul.rope_kv.k_norm = H()->n_tensors;
+    EXPECT_REFUSED("K norm");
+    OP(qkv)->matmul.rope_kv.q_norm = attn_norm;
+    EXPECT_REFUSED("Q norm");
+    OP(qkv)->matmul.rope_kv.q_norm = OP(qkv)->tensor;
+    EXPECT_REFUSED("Q norm");
+    OP(qkv)->matmul.rope_kv.qk_eps = 0.0f;
+    EXPECT_REFUSED("Q/K norm eps");
+    OP(qkv)->matmul.rope_kv.qk_eps = nan;
+    EXPECT_REFUSED("Q/K norm eps");
+    /* gated activation */
+    OP(gu)->matmul.silu_mul.act = 2;
+    EXPECT_REFUSED("gated activation");
+}
+END_TEST
+
+/* Quantized tables (q4 embedding, q4f/q8f tensors): a dtype or group that
+ * does not match the bytes is refused. */
+START_TEST(arch_quantized_tensors)
+{
+    const uint32_t emb = find_op(NIB_OP_EMBED);
+    struct nib_tensor_rec *t = T(OP(emb)->tensor);
+    ck_assert_uint_eq(t->dtype, NIB_DT_Q4);
+    t->dtype = NIB_DT_Q4F;
+    EXPECT_REFUSED("expected");
+    t->dtype = NIB_DT_Q8F;
+    EXPECT_REFUSED("expected");
+    t->group = 64;
+    EXPECT_REFUSED("expected");
+    t->dtype = NIB_DT_COUNT;
+    EXPECT_REFUSED("unknown dtype");
+    /* every format the planner writes opens (embedding, matrices, head) */
+    static const char *const quants[] = {"q4f/16", "q4f/32", "q8f/16", "q8f/32", "q4c", "q4a"};
+    struct am_model m;
+    am_build(&m, &every_feature);
+    for (size_t i = 0; i < sizeof quants / sizeof quants[0]; i++) {
+        struct nib_blob_view v;
+        free(am_compile(&m.m, quants[i], &v));
+    }
+    am_free(&m);
+}
+END_TEST
+
+Suite *nib_test_suite(void)
+{
+    Suite *s = suite_create("blob");
+    TU_CASE(s, "validate", setup, teardown, 120, valid_blob_opens, every_flipped_byte_refused,
+            truncated_refused, header_lies_refused, tensor_lies_refused, plan_lies_refused,
+            tokenizer_lies_refused);
+    TU_CASE(s, "format5-f32", setup_arch_f32, teardown, 120, arch_operands_refused);
+    TU_CASE(s, "format5-q4", setup_arch_q4, teardown, 120, arch_operands_refused,
+            arch_quantized_tensors);
+    return s;
+}

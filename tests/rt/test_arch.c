@@ -26,6 +26,7 @@
 #include "rt/team.h"
 #include "tests/common/gguf_fixture.h"
 #include "tests/common/test_util.h"
+#include "tests/rt/arch_model.h"
 #include "tests/rt/rt_fixture.h"
 #include "tools/compiler/gguf.h"
 #include "tools/compiler/llama_import.h"
@@ -33,26 +34,17 @@
 #include "tools/compiler/plan.h"
 #include "tools/compiler/quant.h"
 
-/* ---- the model ------------------------------------------------------------ */
+/* ---- the model (tests/rt/arch_model.c) ---------------------------------------- */
 
-#define DIM 32
-#define N_HEADS 4
-#define N_KV 2
-#define FFN 64
-#define N_LAYERS 2
-#define CTX 64
-#define ROPE_DIM 6
+#define DIM AM_DIM
+#define N_HEADS AM_HEADS
+#define N_KV AM_KV
+#define FFN AM_FFN
+#define N_LAYERS AM_LAYERS
+#define CTX AM_CTX
 #define N_TOK 40 /* positions run */
 
-struct cfg {
-    const char *what;
-    uint32_t head_dim; /* 0: DIM / N_HEADS */
-    int bias, qk_norm, post_norms, gelu, tied, freq_factors;
-    uint32_t window; /* on layer 0 (gemma2: even layers) */
-    float embed_scale, attn_scale, attn_softcap, final_softcap;
-};
-
-static const struct cfg cfgs[] = {
+static const struct am_cfg cfgs[] = {
     {.what = "llama"},
     {.what = "qkv bias (qwen2)", .bias = 1},
     {.what = "per-head Q/K norm, head 24 (qwen3)", .head_dim = 24, .qk_norm = 1},
@@ -76,150 +68,6 @@ static const struct cfg cfgs[] = {
      .final_softcap = 1.5f},
 };
 #define N_CFGS (sizeof cfgs / sizeof cfgs[0])
-
-/* Tensors made here: f32 data behind GGUF tensor records. */
-#define MAX_T 64
-struct built {
-    struct fx_file file;
-    struct gguf_file g;
-    struct llama_model m;
-    struct gguf_tensor t[MAX_T];
-    float *data[MAX_T];
-    uint32_t n_t;
-    uint64_t rng;
-};
-
-static float urand(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return (float)(z >> 40) / 16777216.0f * 2.0f - 1.0f; /* [-1, 1) */
-}
-
-/* A rows x cols f32 weight (rows 1: a vector) of values base + amp * u. */
-static struct llama_weight mk(struct built *b, uint32_t rows, uint32_t cols, float base, float amp)
-{
-    ck_assert_uint_lt(b->n_t, MAX_T);
-    uint32_t i = b->n_t++;
-    float *d = malloc((size_t)rows * cols * 4);
-    for (uint64_t k = 0; k < (uint64_t)rows * cols; k++)
-        d[k] = base + amp * urand(&b->rng);
-    b->data[i] = d;
-    struct gguf_tensor *t = &b->t[i];
-    *t = (struct gguf_tensor){.name = {4, "test"},
-                              .n_dims = rows > 1 ? 2 : 1,
-                              .ne = {cols, rows, 1, 1},
-                              .type = GGML_TYPE_F32,
-                              .n_elems = (uint64_t)rows * cols,
-                              .nbytes = (uint64_t)rows * cols * 4,
-                              .data = (const uint8_t *)d};
-    return (struct llama_weight){.t = t, .rows = rows, .cols = cols};
-}
-
-static struct llama_weight mat(struct built *b, uint32_t rows, uint32_t cols)
-{
-    return mk(b, rows, cols, 0.0f, 1.5f / sqrtf((float)cols));
-}
-
-static struct llama_weight norm_w(struct built *b, uint32_t n)
-{
-    return mk(b, 1, n, 1.0f, 0.3f);
-}
-
-/* The fixture's LLaMA model supplies the tokenizer and special ids; every
- * weight and hyper-parameter is replaced. */
-static void build(struct built *b, const struct cfg *c)
-{
-    memset(b, 0, sizeof *b);
-    b->rng = 12345;
-    struct fx_params fp;
-    fx_default_params(&fp);
-    fx_build_default(&b->file, &fp);
-    char err[256];
-    ck_assert_msg(gguf_open(&b->g, b->file.buf, b->file.size, err, sizeof err) == 0, "%s", err);
-    ck_assert_msg(llama_import(&b->m, &b->g, err, sizeof err) == 0, "%s", err);
-    struct llama_model *m = &b->m;
-    const uint32_t vocab = m->hp.vocab_size, hd = c->head_dim ? c->head_dim : DIM / N_HEADS;
-    ck_assert_uint_eq(m->hp.n_layers, N_LAYERS);
-    m->hp.dim = DIM;
-    m->hp.n_heads = N_HEADS;
-    m->hp.n_kv_heads = N_KV;
-    m->hp.head_dim = hd;
-    m->hp.ffn_dim = FFN;
-    m->hp.ctx_len = CTX;
-    m->hp.rope_dim = ROPE_DIM;
-    m->hp.rope_theta = 10000.0f;
-    m->hp.norm_eps = 1e-5f;
-    m->arch = LLAMA_ARCH_LLAMA;
-    m->ffn_act = c->gelu ? LLAMA_ACT_GELU_TANH : LLAMA_ACT_SILU;
-    m->embed_scale = c->embed_scale ? c->embed_scale : 1.0f;
-    m->attn_scale = c->attn_scale ? c->attn_scale : 1.0f / sqrtf((float)hd);
-    m->attn_softcap = c->attn_softcap;
-    m->final_softcap = c->final_softcap;
-    free(m->rope_freq_factors);
-    m->rope_freq_factors = NULL;
-    if (c->freq_factors) {
-        m->rope_freq_factors = malloc(ROPE_DIM / 2 * sizeof(float));
-        for (uint32_t i = 0; i < ROPE_DIM / 2; i++)
-            m->rope_freq_factors[i] = 1.0f + 7.0f * (float)i; /* 1, 8, 15 */
-    }
-    m->tok_embd = mk(b, vocab, DIM, 0.0f, 1.0f);
-    m->output_norm = norm_w(b, DIM);
-    m->output_tied = c->tied;
-    m->output = c->tied ? (struct llama_weight){0} : mat(b, vocab, DIM);
-    for (uint32_t l = 0; l < N_LAYERS; l++) {
-        struct llama_layer *L = &m->layers[l];
-        memset(L, 0, sizeof *L);
-        L->attn_norm = norm_w(b, DIM);
-        L->wq = mat(b, N_HEADS * hd, DIM);
-        L->wk = mat(b, N_KV * hd, DIM);
-        L->wv = mat(b, N_KV * hd, DIM);
-        L->wo = mat(b, DIM, N_HEADS * hd);
-        L->ffn_norm = norm_w(b, DIM);
-        L->w_gate = mat(b, FFN, DIM);
-        L->w_up = mat(b, FFN, DIM);
-        L->w_down = mat(b, DIM, FFN);
-        if (c->bias) {
-            L->bq = mk(b, 1, N_HEADS * hd, 0.0f, 0.5f);
-            L->bk = mk(b, 1, N_KV * hd, 0.0f, 0.5f);
-            L->bv = mk(b, 1, N_KV * hd, 0.0f, 0.5f);
-        }
-        if (c->qk_norm) {
-            L->q_norm = mk(b, 1, hd, 1.0f, 0.5f);
-            L->k_norm = mk(b, 1, hd, 1.0f, 0.5f);
-        }
-        if (c->post_norms) {
-            L->post_attn_norm = norm_w(b, DIM);
-            L->post_ffn_norm = norm_w(b, DIM);
-        }
-        L->window = l % 2 == 0 ? c->window : 0;
-    }
-}
-
-static void unbuild(struct built *b)
-{
-    llama_model_free(&b->m);
-    gguf_close(&b->g);
-    fx_file_free(&b->file);
-    for (uint32_t i = 0; i < b->n_t; i++)
-        free(b->data[i]);
-}
-
-/* Compile with --quant quant into a validated view. */
-static uint8_t *compile(const struct llama_model *m, const char *quant, struct nib_blob_view *v)
-{
-    char err[512];
-    struct plan_opts po = {.max_ctx = CTX, .max_batch = 8};
-    ck_assert_msg(nib_plan_opts_quant(&po, quant, err, sizeof err) == 0, "%s", err);
-    uint8_t *blob = NULL;
-    size_t size = 0;
-    ck_assert_msg(nib_blob_build_mem(m, &po, &blob, &size, err, sizeof err) == 0, "%s: %s", quant,
-                  err);
-    ck_assert_msg(nib_blob_open(v, blob, size, 1, err, sizeof err) == 0, "%s: %s", quant, err);
-    return blob;
-}
 
 static uint32_t token_at(uint32_t pos, uint32_t vocab)
 {
@@ -550,11 +398,11 @@ static double max_diff64(const double *a, const double *b, size_t n)
 
 START_TEST(f32_equals_float64)
 {
-    const struct cfg *c = &cfgs[_i];
-    struct built b;
-    build(&b, c);
+    const struct am_cfg *c = &cfgs[_i];
+    struct am_model b;
+    am_build(&b, c);
     struct nib_blob_view v;
-    uint8_t *blob = compile(&b.m, "f32", &v);
+    uint8_t *blob = am_compile(&b.m, "f32", &v);
     const uint32_t vocab = v.h->hp.vocab_size;
     struct run r = run_blob(&v, nib_qkernels_get(NIB_ISA_SCALAR), 1, NULL, 0);
     struct ref_opts all = {0};
@@ -597,33 +445,33 @@ START_TEST(f32_equals_float64)
     free(ref);
     run_free(&r);
     free(blob);
-    unbuild(&b);
+    am_free(&b);
 }
 END_TEST
 
 START_TEST(bitwise_f32)
 {
-    struct built b;
-    build(&b, &cfgs[_i]);
+    struct am_model b;
+    am_build(&b, &cfgs[_i]);
     struct nib_blob_view v;
-    uint8_t *blob = compile(&b.m, "f32", &v);
+    uint8_t *blob = am_compile(&b.m, "f32", &v);
     bitwise_everywhere(&v, cfgs[_i].what);
     barriers_cover(&v, cfgs[_i].what);
     free(blob);
-    unbuild(&b);
+    am_free(&b);
 }
 END_TEST
 
 START_TEST(bitwise_q4)
 {
-    struct built b;
-    build(&b, &cfgs[_i]);
+    struct am_model b;
+    am_build(&b, &cfgs[_i]);
     struct nib_blob_view v;
-    uint8_t *blob = compile(&b.m, "q4", &v);
+    uint8_t *blob = am_compile(&b.m, "q4", &v);
     bitwise_everywhere(&v, cfgs[_i].what);
     barriers_cover(&v, cfgs[_i].what);
     free(blob);
-    unbuild(&b);
+    am_free(&b);
 }
 END_TEST
 
@@ -633,12 +481,12 @@ START_TEST(quantized_embedding_rows)
 {
     static const char *const quants[] = {"q4",     "q4a/64", "q4c",    "q8c",   "q8c/32",
                                          "q4f/16", "q4f/32", "q8f/16", "q8f/32"};
-    struct built b;
-    build(&b, &cfgs[5]); /* with an embedding scale */
+    struct am_model b;
+    am_build(&b, &cfgs[5]); /* with an embedding scale */
     ck_assert(b.m.embed_scale != 1.0f);
     for (size_t qi = 0; qi < sizeof quants / sizeof quants[0]; qi++) {
         struct nib_blob_view v;
-        uint8_t *blob = compile(&b.m, quants[qi], &v);
+        uint8_t *blob = am_compile(&b.m, quants[qi], &v);
         const struct nib_op *emb = &v.ops[0];
         ck_assert_uint_eq(emb->code, NIB_OP_EMBED);
         ck_assert_float_eq(emb->embed.scale, b.m.embed_scale);
@@ -669,7 +517,7 @@ START_TEST(quantized_embedding_rows)
         free(arena);
         free(blob);
     }
-    unbuild(&b);
+    am_free(&b);
 }
 END_TEST
 
@@ -677,8 +525,8 @@ END_TEST
  * (one copy), and is a tensor of its own when they do not. */
 START_TEST(tied_head_shares_the_table)
 {
-    struct built b;
-    build(&b, &cfgs[11]);
+    struct am_model b;
+    am_build(&b, &cfgs[11]);
     ck_assert(b.m.output_tied);
     static const struct {
         const char *quant;
@@ -686,7 +534,7 @@ START_TEST(tied_head_shares_the_table)
     } cases[] = {{"f32", 1}, {"q8c", 1}, {"q4/32", 1}, {"q4", 0}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct nib_blob_view v;
-        uint8_t *blob = compile(&b.m, cases[i].quant, &v);
+        uint8_t *blob = am_compile(&b.m, cases[i].quant, &v);
         const struct nib_op *head = &v.ops[v.h->n_ops - 1];
         ck_assert(head->flags & NIB_EPI_ARGMAX);
         ck_assert_msg((head->tensor == v.ops[0].tensor) == cases[i].shared,
@@ -694,7 +542,7 @@ START_TEST(tied_head_shares_the_table)
                       v.ops[0].tensor);
         free(blob);
     }
-    unbuild(&b);
+    am_free(&b);
 }
 END_TEST
 
