@@ -17,7 +17,6 @@
 #include "tools/compiler/ggml_dequant.h"
 
 #include "kernels/f16.h"
-#include "tools/compiler/gguf.h"
 
 #include <string.h>
 

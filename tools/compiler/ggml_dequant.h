@@ -6,6 +6,26 @@
 
 #include <stdint.h>
 
+/* The ggml tensor types nibble reads (GGUF tensor infos carry these
+ * numbers; others are refused by name, tools/compiler/gguf.c). */
+enum ggml_type {
+    GGML_TYPE_F32 = 0,
+    GGML_TYPE_F16 = 1,
+    GGML_TYPE_Q4_0 = 2,
+    GGML_TYPE_Q4_1 = 3,
+    GGML_TYPE_Q5_0 = 6,
+    GGML_TYPE_Q5_1 = 7,
+    GGML_TYPE_Q8_0 = 8,
+    GGML_TYPE_Q2_K = 10,
+    GGML_TYPE_Q3_K = 11,
+    GGML_TYPE_Q4_K = 12,
+    GGML_TYPE_Q5_K = 13,
+    GGML_TYPE_Q6_K = 14,
+    GGML_TYPE_IQ4_NL = 20,
+    GGML_TYPE_IQ4_XS = 23,
+    GGML_TYPE_BF16 = 30,
+};
+
 /* One ggml type: `blck` elements are stored in `bytes` bytes. */
 struct ggml_type_info {
     const char *name; /* as llama.cpp names it: "f32", "q4_K", "iq4_nl", ... */

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tools/compiler/ggml_dequant.h" /* enum ggml_type, the type table */
+
 #define GGUF_MAGIC 0x46554747u /* "GGUF" little-endian */
 #define GGUF_DEFAULT_ALIGNMENT 32u
 #define GGUF_MAX_DIMS 4
@@ -27,25 +29,6 @@ enum gguf_type {
     GGUF_TYPE_INT64 = 11,
     GGUF_TYPE_FLOAT64 = 12,
     GGUF_TYPE_COUNT
-};
-
-/* ggml tensor types nibble knows the size of (others are rejected by name). */
-enum ggml_type {
-    GGML_TYPE_F32 = 0,
-    GGML_TYPE_F16 = 1,
-    GGML_TYPE_Q4_0 = 2,
-    GGML_TYPE_Q4_1 = 3,
-    GGML_TYPE_Q5_0 = 6,
-    GGML_TYPE_Q5_1 = 7,
-    GGML_TYPE_Q8_0 = 8,
-    GGML_TYPE_Q2_K = 10,
-    GGML_TYPE_Q3_K = 11,
-    GGML_TYPE_Q4_K = 12,
-    GGML_TYPE_Q5_K = 13,
-    GGML_TYPE_Q6_K = 14,
-    GGML_TYPE_IQ4_NL = 20,
-    GGML_TYPE_IQ4_XS = 23,
-    GGML_TYPE_BF16 = 30,
 };
 
 struct gguf_str {
