@@ -47,7 +47,13 @@
 #include "rt/team.h"
 #include "rt/tokenizer.h"
 
-extern const unsigned char nib_blob_start[], nib_blob_end[];
+/* model_blob/blob_incbin.S. Only the start and the size are referenced from
+ * C: the blob is the last thing in the image (linker/nib_blob.ld), so its
+ * start is near the code but its end may be gigabytes away, beyond what a
+ * 32-bit PC-relative reference reaches; the size is a 64-bit constant in
+ * .rodata. */
+extern const unsigned char nib_blob_start[];
+extern const uint64_t nib_blob_size;
 
 #ifndef NIB_VERSION
 #error "NIB_VERSION (the meson project version) is passed by linker/link-appliance.sh --version"
@@ -248,7 +254,7 @@ int main(int argc, char **argv)
 
     /* 1. the blob, as embedded */
     struct nib_blob_view v;
-    uint64_t blob_size = (uint64_t)(nib_blob_end - nib_blob_start);
+    uint64_t blob_size = nib_blob_size;
     if (nib_blob_open(&v, nib_blob_start, blob_size, 1, err, sizeof err) ||
         nib_tok_check(&v, err, sizeof err))
         return refuse("blob", err);

@@ -38,10 +38,14 @@
 #      (why each: see the top of linker/nib_blob.ld);
 #   4. runs the layout checker on the result with BLOB: static, .nib_blob
 #      alone in a read-only PT_LOAD whose p_vaddr and p_offset are multiples
-#      of 2 MiB, bytes equal to BLOB. On a violation it relinks once with
+#      of 2 MiB, last in the image (code and data end below it, so a blob of
+#      any size links: see linker/nib_blob.ld), nib_blob_size equal to its
+#      size, bytes equal to BLOB. On a violation it relinks once with
 #      -z max-page-size=0x200000 (for a linker that does not raise p_align to
 #      the section's alignment); a violation after that fails the build and
 #      OUTPUT is not written;
+#      The assembled blob object (as large as the blob) is deleted once
+#      linked; OUTPUT.work keeps the small objects and the check's log.
 #   5. writes OUTPUT.d, a Make-style depfile (sources, headers, linker script,
 #      .incbin stub, libnuma) for meson's custom_target(depfile: ...).
 set -euo pipefail
@@ -98,6 +102,8 @@ work=$output.work
 rm -rf -- "$work" "$output.tmp"
 mkdir -p -- "$work"
 work=$(realpath -e -- "$work")
+# The assembled blob is as large as the blob: never left behind, linked or not.
+trap 'rm -f -- "$work/nib_blob.o"' EXIT
 ln -s -- "$blob" "$work/nib.blob"
 
 # --- kernel headers ------------------------------------------------------------
@@ -190,7 +196,7 @@ if ! "$check" "$output.tmp" "$blob" > "$work/check.log" 2>&1; then
     if ! "$check" "$output.tmp" "$blob" > "$work/check.log" 2>&1; then
         cat "$work/check.log" >&2
         rm -f -- "$output.tmp"
-        die "$output violates the blob layout (2 MiB-aligned, read-only PT_LOAD holding only .nib_blob)"
+        die "$output violates the blob layout (2 MiB-aligned, read-only PT_LOAD holding only .nib_blob, last in the image)"
     fi
 fi
 mv -f -- "$output.tmp" "$output"

@@ -13,8 +13,13 @@
  *     inside it;
  *   - p_vaddr % 2 MiB == 0 and p_offset % 2 MiB == 0;
  *   - the segment is readable, not writable, not executable;
+ *   - the blob is last: every other allocated section ends at or below its
+ *     first byte and no PT_LOAD starts above it, so no reference from code
+ *     to code or data spans the blob, whatever its size (linker/nib_blob.ld
+ *     says why);
  *   - nib_blob_start / nib_blob_end (when a .symtab is present) bound the
- *     section exactly;
+ *     section exactly, and nib_blob_size (the 64-bit constant boot code
+ *     reads instead of nib_blob_end) holds the section's size;
  *   - PT_GNU_STACK, when present, is not executable;
  *   - with BLOB: the embedded bytes are exactly the file's bytes.
  *
@@ -330,6 +335,37 @@ int main(int argc, char **argv)
             printf("  segment holds .nib_blob alone\n");
     }
 
+    /* The blob is last: code and data end below it. */
+    int above = 0;
+    for (unsigned i = 0; i < shnum; i++) {
+        const Elf64_Shdr *s = &sh[i];
+        if ((int)i == nb || !(s->sh_flags & SHF_ALLOC) || s->sh_size == 0)
+            continue;
+        if ((s->sh_flags & SHF_TLS) && s->sh_type == SHT_NOBITS)
+            continue; /* .tbss: its address range is a template inside .tdata's */
+        if (s->sh_addr + s->sh_size > bs->sh_addr) {
+            const char *nm = s->sh_name < shstr->sh_size ? names + s->sh_name : "?";
+            if (s->sh_addr >= bs->sh_addr + bs->sh_size)
+                fail("section %.64s (addr 0x%" PRIx64 ") lies above the blob: code and data must"
+                     " end below it (linker/nib_blob.ld puts the blob after .bss)",
+                     nm, s->sh_addr);
+            else if (s->sh_addr < bs->sh_addr)
+                fail("section %.64s (addr 0x%" PRIx64 ", size 0x%" PRIx64 ") reaches into the blob",
+                     nm, s->sh_addr, s->sh_size);
+            above++;
+        }
+    }
+    for (unsigned i = 0; i < phnum; i++) {
+        if ((int)i != seg && ph[i].p_type == PT_LOAD && ph[i].p_vaddr >= bs->sh_addr) {
+            fail("PT_LOAD #%u (vaddr 0x%" PRIx64 ") lies above the blob: the blob's segment must"
+                 " be the last",
+                 i, ph[i].p_vaddr);
+            above++;
+        }
+    }
+    if (!above)
+        printf("  blob is last: code and data end below 0x%" PRIx64 "\n", bs->sh_addr);
+
     /* Symbols, when the file still has a symbol table. */
     uint64_t s0 = 0, s1 = 0;
     int h0 = find_symbol(&f, sh, shnum, "nib_blob_start", &s0);
@@ -338,6 +374,34 @@ int main(int argc, char **argv)
         printf("  nib_blob_start 0x%" PRIx64 ", nib_blob_end 0x%" PRIx64 "\n", s0, s1);
         if (s0 != bs->sh_addr || s1 != bs->sh_addr + bs->sh_size)
             fail("nib_blob_start/nib_blob_end do not bound .nib_blob exactly");
+        uint64_t sz_addr = 0;
+        if (!find_symbol(&f, sh, shnum, "nib_blob_size", &sz_addr)) {
+            fail("no symbol nib_blob_size (model_blob/blob_incbin.S defines it; boot code"
+                 " reads the blob's size from it)");
+        } else {
+            /* Its 8 bytes, through the allocated PROGBITS section holding them. */
+            int found = 0;
+            for (unsigned i = 0; i < shnum && !found; i++) {
+                const Elf64_Shdr *s = &sh[i];
+                if (!(s->sh_flags & SHF_ALLOC) || s->sh_type != SHT_PROGBITS ||
+                    sz_addr < s->sh_addr || s->sh_size < 8 || sz_addr - s->sh_addr > s->sh_size - 8)
+                    continue;
+                found = 1;
+                uint64_t off = s->sh_offset + (sz_addr - s->sh_addr), val;
+                if (!in_file(off, 8, f.n)) {
+                    fail("nib_blob_size lies outside the file");
+                    break;
+                }
+                memcpy(&val, f.p + off, 8);
+                printf("  nib_blob_size 0x%" PRIx64 " = %" PRIu64 "\n", sz_addr, val);
+                if (val != bs->sh_size)
+                    fail("nib_blob_size holds %" PRIu64 ", .nib_blob has %" PRIu64 " bytes", val,
+                         bs->sh_size);
+            }
+            if (!found)
+                fail("nib_blob_size (0x%" PRIx64 ") is not in an allocated PROGBITS section",
+                     sz_addr);
+        }
     } else {
         printf("  symbols: not checked (no nib_blob_start/nib_blob_end in .symtab)\n");
     }

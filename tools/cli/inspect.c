@@ -1,6 +1,21 @@
 /* nib inspect OUT.blob: print the header, tensor table, plan and sizes, and
- * verify everything the appliance verifies at boot (checksum included). */
+ * verify everything the appliance verifies at boot (checksum included).
+ * --json prints the same facts as one JSON object.
+ *
+ * Footprint (struct footprint below), two different numbers:
+ *   resident bytes   the whole weights section: what the appliance copies into
+ *                    memory at boot and keeps there;
+ *   bytes per token  what one decode step streams from memory: every matmul
+ *                    weight of the plan once (a weight two matmuls share, such
+ *                    as a tied LM head, counts once) plus one row of the
+ *                    embedding table (its size / rows: codes and scales of one
+ *                    row), unless that table is also a matmul weight (tied
+ *                    head), which then counts whole. The rest of the section
+ *                    (norm weights, RoPE tables, biases) is listed apart as
+ *                    "other": small, read at most once per token. */
+#include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "model_blob/blob_view.h"
@@ -140,21 +155,156 @@ static void print_blob(const struct nib_blob_view *v, int show_plan)
     }
 }
 
+/* Where each tensor's bytes go, per token (see the top of this file). */
+enum tensor_role { ROLE_OTHER, ROLE_MATMUL, ROLE_EMBED };
+static const char *const role_names[] = {"other", "matmul", "embedding"};
+
+struct footprint {
+    uint64_t resident;   /* the weights section */
+    uint64_t matmul;     /* distinct matmul weights, whole */
+    uint64_t embed_row;  /* one row's share of the embedding table (0: tied, counted in matmul) */
+    uint64_t embed_size; /* the embedding table, whole */
+    uint64_t other;      /* resident - matmul - embedding table (padding included) */
+    uint64_t per_token;  /* matmul + embed_row */
+    uint32_t embed;      /* tensor index, UINT32_MAX: none */
+    uint8_t *role;       /* per tensor, enum tensor_role */
+};
+
+static int footprint(const struct nib_blob_view *v, struct footprint *f)
+{
+    const struct nib_blob_header *h = v->h;
+    memset(f, 0, sizeof *f);
+    f->embed = UINT32_MAX;
+    f->role = calloc(h->n_tensors ? h->n_tensors : 1, 1);
+    if (!f->role)
+        return -1;
+    for (uint32_t i = 0; i < h->n_ops; i++) {
+        const struct nib_op *op = &v->ops[i];
+        if (op->tensor >= h->n_tensors)
+            continue;
+        if (op->code == NIB_OP_MATMUL)
+            f->role[op->tensor] = ROLE_MATMUL;
+        else if (op->code == NIB_OP_EMBED && f->embed == UINT32_MAX)
+            f->embed = op->tensor;
+    }
+    f->resident = h->weights.size;
+    for (uint32_t i = 0; i < h->n_tensors; i++)
+        if (f->role[i] == ROLE_MATMUL)
+            f->matmul += v->tensors[i].size;
+    if (f->embed != UINT32_MAX) {
+        const struct nib_tensor_rec *t = &v->tensors[f->embed];
+        f->embed_size = t->size;
+        if (f->role[f->embed] != ROLE_MATMUL) {
+            f->role[f->embed] = ROLE_EMBED;
+            f->embed_row = t->rows ? (t->size + t->rows - 1) / t->rows : 0;
+        }
+    }
+    uint64_t counted = f->matmul + (f->embed_row ? f->embed_size : 0);
+    f->other = f->resident > counted ? f->resident - counted : 0;
+    f->per_token = f->matmul + f->embed_row;
+    return 0;
+}
+
+static void print_footprint(const struct nib_blob_view *v, const struct footprint *f)
+{
+    printf("weights: resident %" PRIu64 " bytes (%.1f MiB: the weights section, in memory from "
+           "boot on)\n",
+           f->resident, f->resident / 1048576.0);
+    printf("         read per token %" PRIu64 " bytes (%.1f MiB): matmul weights %" PRIu64,
+           f->per_token, f->per_token / 1048576.0, f->matmul);
+    if (f->embed == UINT32_MAX)
+        printf(", no embedding table\n");
+    else if (f->embed_row)
+        printf(" + one embedding row %" PRIu64 " (of '%s', %s, %" PRIu64 " bytes whole)\n",
+               f->embed_row, v->tensors[f->embed].name, nib_dtype_name(v->tensors[f->embed].dtype),
+               f->embed_size);
+    else
+        printf(" (the embedding table '%s' is the LM head's weight: counted whole)\n",
+               v->tensors[f->embed].name);
+    printf("         other %" PRIu64 " bytes (norm weights, RoPE tables, biases, alignment)\n",
+           f->other);
+}
+
+static void json_str(const char *s, size_t max)
+{
+    putchar('"');
+    for (size_t i = 0; i < max && s[i]; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\')
+            printf("\\%c", c);
+        else if (c < 0x20 || c >= 0x7f)
+            printf("\\u%04x", c);
+        else
+            putchar(c);
+    }
+    putchar('"');
+}
+
+static void print_json(const struct nib_blob_view *v, const struct footprint *f)
+{
+    const struct nib_blob_header *h = v->h;
+    const struct nib_hparams *hp = &h->hp;
+    printf("{\"format_version\": %u, \"blob_bytes\": %" PRIu64 ", \"crc32c\": \"%08x\", "
+           "\"checksum_ok\": true,\n",
+           h->version, (uint64_t)h->blob_size, h->crc32c);
+    printf(" \"model\": {\"dim\": %u, \"layers\": %u, \"heads\": %u, \"kv_heads\": %u, "
+           "\"head_dim\": %u, \"ffn\": %u, \"vocab\": %u, \"ctx\": %u},\n",
+           hp->dim, hp->n_layers, hp->n_heads, hp->n_kv_heads, hp->head_dim, hp->ffn_dim,
+           hp->vocab_size, hp->ctx_len);
+    printf(" \"sections\": {\"tensors\": %" PRIu64 ", \"plan\": %" PRIu64
+           ", \"tokenizer\": %" PRIu64 ", \"weights\": %" PRIu64 "},\n",
+           (uint64_t)h->tensors.size, (uint64_t)h->plan.size, (uint64_t)h->tokenizer.size,
+           (uint64_t)h->weights.size);
+    printf(" \"runtime_bytes\": {\"activations\": %" PRIu64 ", \"kv_cache\": %" PRIu64 "},\n",
+           (uint64_t)h->act_size, (uint64_t)h->kv_size);
+    printf(" \"weights\": {\"resident_bytes\": %" PRIu64 ", \"per_token_bytes\": %" PRIu64
+           ", \"matmul_bytes\": %" PRIu64 ", \"embedding_row_bytes\": %" PRIu64
+           ", \"embedding_bytes\": %" PRIu64 ", \"embedding_tensor\": ",
+           f->resident, f->per_token, f->matmul, f->embed_row, f->embed_size);
+    if (f->embed == UINT32_MAX)
+        printf("null");
+    else
+        json_str(v->tensors[f->embed].name, sizeof v->tensors[f->embed].name);
+    printf(", \"other_bytes\": %" PRIu64 "},\n", f->other);
+    printf(" \"n_ops\": %u,\n \"tensors\": [", h->n_ops);
+    for (uint32_t i = 0; i < h->n_tensors; i++) {
+        const struct nib_tensor_rec *t = &v->tensors[i];
+        printf("%s\n  {\"name\": ", i ? "," : "");
+        json_str(t->name, sizeof t->name);
+        printf(
+            ", \"dtype\": \"%s\", \"rows\": %u, \"cols\": %u, \"group\": %u, \"offset\": %" PRIu64
+            ", \"bytes\": %" PRIu64 ", \"role\": \"%s\"}",
+            nib_dtype_name(t->dtype), t->rows, t->cols, t->group, (uint64_t)t->offset,
+            (uint64_t)t->size, role_names[f->role[i]]);
+    }
+    printf("]}\n");
+}
+
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: nib inspect BLOB [--no-plan]\n");
+    fprintf(f,
+            "usage: nib inspect BLOB [--no-plan] [--json]\n"
+            "  prints the header, the tokenizer, the tensor table, the plan and the weight\n"
+            "  bytes: resident (the whole weights section, kept in memory) and read per token\n"
+            "  (every matmul weight once plus one embedding row), and verifies the blob as\n"
+            "  the appliance does at boot; --json: the same facts (no plan) as one JSON object\n");
 }
 
 int nib_inspect_main(int argc, char **argv)
 {
-    static const struct nib_opt opts[] = {{"--no-plan", NIB_ARGS_OPT, 0}, {NULL, 0, 0}};
+    enum { O_NO_PLAN = NIB_ARGS_OPT, O_JSON };
+    static const struct nib_opt opts[] = {
+        {"--no-plan", O_NO_PLAN, 0}, {"--json", O_JSON, 0}, {NULL, 0, 0}};
     const char *path = NULL;
-    int show_plan = 1;
+    int show_plan = 1, json = 0;
     struct nib_args a;
     nib_args_init(&a, "nib inspect", argc, argv, opts, usage, &path);
     int o;
     while ((o = nib_args_next(&a)) > NIB_ARGS_END) {
-        show_plan = 0; /* --no-plan */
+        if (o == O_NO_PLAN)
+            show_plan = 0;
+        else if (o == O_JSON)
+            json = 1;
     }
     if (o == NIB_ARGS_EXIT)
         return a.status;
@@ -173,8 +323,19 @@ int nib_inspect_main(int argc, char **argv)
         fprintf(stderr, "nib inspect: %s: invalid blob: %s\n", path, err);
         rc = 1;
     } else {
-        print_blob(&v, show_plan);
-        printf("\nchecksum: ok\n");
+        struct footprint f;
+        if (footprint(&v, &f)) {
+            fprintf(stderr, "nib inspect: out of memory\n");
+            rc = 1;
+        } else if (json) {
+            print_json(&v, &f);
+        } else {
+            print_blob(&v, show_plan);
+            printf("\n");
+            print_footprint(&v, &f);
+            printf("\nchecksum: ok\n");
+        }
+        free(f.role);
     }
     nib_unmap_file(data, size);
     return rc;
