@@ -53,6 +53,7 @@ static void usage(FILE *f)
         "usage: nib eval MODEL.gguf [--quant SPEC] [--precision P=F,...] [--baseline OTHER.gguf]\n"
         "                [--text FILE] [--tokens N] [--ctx N] [--json]\n"
         "  compares SPEC (default f32) against the same model in f32 on the text;\n"
+        "  MODEL and OTHER: a GGUF file or a Hugging Face directory (nib compile's input)\n"
         "  --baseline: compares OTHER.gguf (e.g. a GGUF Q4_0 of the same model, kept\n"
         "  exactly as stored) instead of a compiled MODEL\n"
         "  (default: a short built-in story text); --tokens caps the positions scored (default "
