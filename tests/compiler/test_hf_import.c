@@ -700,6 +700,189 @@ static float *permuted(const struct hd_tensor *t, uint32_t heads)
     return o;
 }
 
+/* The fixture written as llama.cpp's converter writes it: GGUF names and
+ * keys of its architecture, llama's Q/K rows permuted, Gemma norms + 1
+ * (the GGUF importer reads them as they are). */
+static void write_gguf(struct hd_model *fm, const char *path)
+{
+    const struct hd_params *p = &fm->p;
+    const char *arch = !strcmp(p->model_type, "mistral") ? "llama" : p->model_type;
+    int is_llama = !strcmp(arch, "llama");
+    char k[128];
+#define KEY(s) (snprintf(k, sizeof k, "%s.%s", arch, s), k)
+    struct gguf_writer *w = gguf_writer_new(3, 32);
+    gguf_w_str(w, "general.architecture", arch);
+    gguf_w_u32(w, KEY("embedding_length"), p->dim);
+    gguf_w_u32(w, KEY("block_count"), p->n_layers);
+    gguf_w_u32(w, KEY("feed_forward_length"), p->ffn);
+    gguf_w_u32(w, KEY("attention.head_count"), p->n_heads);
+    gguf_w_u32(w, KEY("attention.head_count_kv"), p->n_kv_heads);
+    gguf_w_u32(w, KEY("attention.key_length"), p->head_dim);
+    gguf_w_u32(w, KEY("attention.value_length"), p->head_dim);
+    gguf_w_u32(w, KEY("context_length"), p->ctx);
+    gguf_w_u32(w, KEY("rope.dimension_count"),
+               p->partial > 0 ? (uint32_t)(p->head_dim * p->partial) : p->head_dim);
+    gguf_w_f32(w, KEY("rope.freq_base"), p->theta);
+    gguf_w_f32(w, KEY("attention.layer_norm_rms_epsilon"), p->eps);
+    if (p->gemma) {
+        gguf_w_f32(w, KEY("attn_logit_softcapping"), 2.5f);
+        gguf_w_f32(w, KEY("final_logit_softcapping"), 3.0f);
+        gguf_w_u32(w, KEY("attention.sliding_window"), p->window);
+    }
+#undef KEY
+    gguf_w_str(w, "tokenizer.ggml.model", "llama");
+    const char *toks[64];
+    static char tbuf[64][8];
+    float scores[64];
+    int32_t types[64];
+    ck_assert_uint_le(p->vocab, 64);
+    for (uint32_t i = 0; i < p->vocab; i++) {
+        snprintf(tbuf[i], sizeof tbuf[i], "t%u", i);
+        toks[i] = i == 0 ? "<unk>" : i == 1 ? "<s>" : i == 2 ? "</s>" : tbuf[i];
+        scores[i] = -(float)i;
+        types[i] = i < 3 ? (i == 0 ? 2 : 3) : 1;
+    }
+    gguf_w_arr_str(w, "tokenizer.ggml.tokens", toks, NULL, p->vocab);
+    gguf_w_arr_f32(w, "tokenizer.ggml.scores", scores, p->vocab);
+    gguf_w_arr_i32(w, "tokenizer.ggml.token_type", types, p->vocab);
+    gguf_w_u32(w, "tokenizer.ggml.bos_token_id", 1);
+    gguf_w_u32(w, "tokenizer.ggml.eos_token_id", 2);
+    static const struct {
+        const char *hf, *gguf;
+        int perm; /* llama: 1 q (n_heads), 2 k (n_kv_heads) */
+    } names[] = {
+        {"model.embed_tokens.weight", "token_embd.weight", 0},
+        {"lm_head.weight", "output.weight", 0},
+        {"model.norm.weight", "output_norm.weight", 0},
+        {"model.layers.%u.input_layernorm.weight", "blk.%u.attn_norm.weight", 0},
+        {"model.layers.%u.self_attn.q_proj.weight", "blk.%u.attn_q.weight", 1},
+        {"model.layers.%u.self_attn.k_proj.weight", "blk.%u.attn_k.weight", 2},
+        {"model.layers.%u.self_attn.v_proj.weight", "blk.%u.attn_v.weight", 0},
+        {"model.layers.%u.self_attn.q_proj.bias", "blk.%u.attn_q.bias", 0},
+        {"model.layers.%u.self_attn.k_proj.bias", "blk.%u.attn_k.bias", 0},
+        {"model.layers.%u.self_attn.v_proj.bias", "blk.%u.attn_v.bias", 0},
+        {"model.layers.%u.self_attn.q_norm.weight", "blk.%u.attn_q_norm.weight", 0},
+        {"model.layers.%u.self_attn.k_norm.weight", "blk.%u.attn_k_norm.weight", 0},
+        {"model.layers.%u.self_attn.qkv_proj.weight", "blk.%u.attn_qkv.weight", 0},
+        {"model.layers.%u.self_attn.o_proj.weight", "blk.%u.attn_output.weight", 0},
+        {"model.layers.%u.mlp.gate_proj.weight", "blk.%u.ffn_gate.weight", 0},
+        {"model.layers.%u.mlp.up_proj.weight", "blk.%u.ffn_up.weight", 0},
+        {"model.layers.%u.mlp.gate_up_proj.weight", "blk.%u.ffn_up.weight", 0},
+        {"model.layers.%u.mlp.down_proj.weight", "blk.%u.ffn_down.weight", 0},
+    };
+    static const char *const gemma_norms[][2] = {
+        {"model.layers.%u.post_attention_layernorm.weight", "blk.%u.post_attention_norm.weight"},
+        {"model.layers.%u.pre_feedforward_layernorm.weight", "blk.%u.ffn_norm.weight"},
+        {"model.layers.%u.post_feedforward_layernorm.weight", "blk.%u.post_ffw_norm.weight"},
+    };
+    static char gn[512][64];
+    static float *bufs[512];
+    uint32_t ngn = 0;
+    for (uint32_t l = 0; l < p->n_layers + 1; l++) { /* l == n_layers: the global tensors */
+        for (size_t i = 0; i < sizeof names / sizeof names[0] + 3; i++) {
+            const char *hf, *gg;
+            int perm = 0;
+            if (i < sizeof names / sizeof names[0]) {
+                hf = names[i].hf, gg = names[i].gguf, perm = is_llama ? names[i].perm : 0;
+            } else {
+                hf = gemma_norms[i - sizeof names / sizeof names[0]][0];
+                gg = gemma_norms[i - sizeof names / sizeof names[0]][1];
+            }
+            if ((strstr(hf, "%u") != NULL) != (l < p->n_layers))
+                continue;
+            if (!p->gemma && !strcmp(gg, "blk.%u.ffn_norm.weight"))
+                hf = "model.layers.%u.post_attention_layernorm.weight";
+            else if (!p->gemma && strstr(gg, "post_"))
+                continue;
+            char hn[128];
+            snprintf(hn, sizeof hn, hf, l);
+            const struct hd_tensor *t = hd_find(fm, hn);
+            if (!t)
+                continue;
+            ck_assert_uint_lt(ngn, 512);
+            float *data = malloc(t->n * sizeof *data);
+            if (perm) {
+                float *q = permuted(t, perm == 1 ? p->n_heads : p->n_kv_heads);
+                memcpy(data, q, t->n * sizeof *data);
+                free(q);
+            } else {
+                memcpy(data, t->v, t->n * sizeof *data);
+            }
+            if (p->gemma && strstr(hn, "norm.weight"))
+                for (uint64_t e = 0; e < t->n; e++)
+                    data[e] += 1.0f; /* exact: k/64 + 1 */
+            bufs[ngn] = data;
+            snprintf(gn[ngn], sizeof gn[ngn], gg, l);
+            uint64_t ne[2] = {t->nd == 2 ? t->shape[1] : t->shape[0], t->shape[0]};
+            gguf_w_tensor_data(w, gn[ngn], GGML_TYPE_F32, t->nd, ne, data);
+            ngn++;
+        }
+    }
+    FILE *fp = fopen(path, "wb");
+    ck_assert_msg(gguf_writer_write(w, fp, err, sizeof err) == 0, "%s", err);
+    fclose(fp);
+    gguf_writer_free(w);
+    for (uint32_t i = 0; i < ngn; i++)
+        free(bufs[i]);
+}
+
+/* Logits of two models over the same ids: bit-identical (1) or not (0). */
+static int same_logits(const struct llama_model *a, const struct llama_model *b, uint32_t vocab,
+                       uint32_t n)
+{
+    struct plan_opts po = {0};
+    ck_assert_int_eq(nib_plan_opts_quant(&po, "f32", err, sizeof err), 0);
+    struct runner ra, rb;
+    ck_assert_msg(runner_open(&ra, a, &po, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(runner_open(&rb, b, &po, err, sizeof err) == 0, "%s", err);
+    int same = 1;
+    for (uint32_t pos = 0; pos < n; pos++) {
+        uint32_t id = (pos * 5 + 3) % vocab;
+        const float *la = nib_exec_token(&ra.e, id, pos), *lb = nib_exec_token(&rb.e, id, pos);
+        ck_assert(la && lb);
+        same &= !memcmp(la, lb, vocab * sizeof(float));
+    }
+    runner_close(&ra);
+    runner_close(&rb);
+    return same;
+}
+
+/* Every model_type: the directory and the GGUF llama.cpp's converter would
+ * write from it compile to bit-identical f32 logits (the HF importer gives
+ * each architecture the GGUF importer's semantics). */
+START_TEST(test_same_as_gguf)
+{
+    for (size_t a = 0; a < sizeof model_types / sizeof model_types[0]; a++) {
+        struct hd_params p;
+        hd_default(&p, model_types[a]);
+        struct hd_model fm;
+        hd_init(&fm, &p, 300 + a);
+        char dir[4096], path[4200];
+        hd_mkdir(dir, sizeof dir, model_types[a]);
+        hd_write_dir(&fm, dir);
+        snprintf(path, sizeof path, "%s.gguf", dir);
+        write_gguf(&fm, path);
+        struct nib_loaded_model x, y;
+        load_dir(&x, dir);
+        ck_assert_msg(nib_model_load(&y, path, err, sizeof err) == 0, "%s: %s", model_types[a],
+                      err);
+        ck_assert_uint_eq(x.m.arch, y.m.arch);
+        ck_assert(x.m.attn_scale == y.m.attn_scale && x.m.embed_scale == y.m.embed_scale);
+        ck_assert(x.m.attn_softcap == y.m.attn_softcap && x.m.final_softcap == y.m.final_softcap);
+        ck_assert_uint_eq(x.m.hp.rope_dim, y.m.hp.rope_dim);
+        for (uint32_t l = 0; l < p.n_layers; l++)
+            ck_assert_uint_eq(x.m.layers[l].window, y.m.layers[l].window);
+        ck_assert_msg(same_logits(&x.m, &y.m, p.vocab, 24), "%s: logits differ from the GGUF's",
+                      model_types[a]);
+        nib_model_unload(&x);
+        nib_model_unload(&y);
+        unlink(path);
+        hd_rmdir(dir);
+        hd_free(&fm);
+    }
+}
+END_TEST
+
 START_TEST(test_permutation_vs_gguf)
 {
     struct hd_params p;
@@ -710,81 +893,8 @@ START_TEST(test_permutation_vs_gguf)
     char dir[4096], path[4200];
     hd_mkdir(dir, sizeof dir, "perm");
     hd_write_dir(&fm, dir);
-
-    struct gguf_writer *w = gguf_writer_new(3, 32);
-    gguf_w_str(w, "general.architecture", "llama");
-    gguf_w_u32(w, "llama.embedding_length", p.dim);
-    gguf_w_u32(w, "llama.block_count", p.n_layers);
-    gguf_w_u32(w, "llama.feed_forward_length", p.ffn);
-    gguf_w_u32(w, "llama.attention.head_count", p.n_heads);
-    gguf_w_u32(w, "llama.attention.head_count_kv", p.n_kv_heads);
-    gguf_w_u32(w, "llama.context_length", p.ctx);
-    gguf_w_u32(w, "llama.rope.dimension_count", p.head_dim);
-    gguf_w_f32(w, "llama.rope.freq_base", p.theta);
-    gguf_w_f32(w, "llama.attention.layer_norm_rms_epsilon", p.eps);
-    gguf_w_str(w, "tokenizer.ggml.model", "llama");
-    const char *toks[64];
-    char tbuf[64][8];
-    float scores[64];
-    int32_t types[64];
-    for (uint32_t i = 0; i < p.vocab; i++) {
-        snprintf(tbuf[i], sizeof tbuf[i],
-                 i == 0   ? "<unk>"
-                 : i == 1 ? "<s>"
-                 : i == 2 ? "</s>"
-                          : "t%u",
-                 i);
-        toks[i] = tbuf[i];
-        scores[i] = -(float)i;
-        types[i] = i < 3 ? (i == 0 ? 2 : 3) : 1;
-    }
-    gguf_w_arr_str(w, "tokenizer.ggml.tokens", toks, NULL, p.vocab);
-    gguf_w_arr_f32(w, "tokenizer.ggml.scores", scores, p.vocab);
-    gguf_w_arr_i32(w, "tokenizer.ggml.token_type", types, p.vocab);
-    gguf_w_u32(w, "tokenizer.ggml.bos_token_id", 1);
-    gguf_w_u32(w, "tokenizer.ggml.eos_token_id", 2);
-    static const struct {
-        const char *hf, *gguf;
-        int perm; /* 1: q (n_heads), 2: k (n_kv_heads) */
-    } names[] = {
-        {"model.layers.%u.input_layernorm.weight", "blk.%u.attn_norm.weight", 0},
-        {"model.layers.%u.self_attn.q_proj.weight", "blk.%u.attn_q.weight", 1},
-        {"model.layers.%u.self_attn.k_proj.weight", "blk.%u.attn_k.weight", 2},
-        {"model.layers.%u.self_attn.v_proj.weight", "blk.%u.attn_v.weight", 0},
-        {"model.layers.%u.self_attn.o_proj.weight", "blk.%u.attn_output.weight", 0},
-        {"model.layers.%u.post_attention_layernorm.weight", "blk.%u.ffn_norm.weight", 0},
-        {"model.layers.%u.mlp.gate_proj.weight", "blk.%u.ffn_gate.weight", 0},
-        {"model.layers.%u.mlp.up_proj.weight", "blk.%u.ffn_up.weight", 0},
-        {"model.layers.%u.mlp.down_proj.weight", "blk.%u.ffn_down.weight", 0},
-    };
-    float *bufs[64];
-    uint32_t nb = 0;
-    const struct hd_tensor *e = hd_find(&fm, "model.embed_tokens.weight"),
-                           *on = hd_find(&fm, "model.norm.weight");
-    uint64_t ne_e[2] = {p.dim, p.vocab}, ne_n[1] = {p.dim};
-    gguf_w_tensor_data(w, "token_embd.weight", GGML_TYPE_F32, 2, ne_e, e->v);
-    gguf_w_tensor_data(w, "output_norm.weight", GGML_TYPE_F32, 1, ne_n, on->v);
-    char gn[128][64];
-    uint32_t ngn = 0;
-    for (uint32_t l = 0; l < p.n_layers; l++)
-        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-            const struct hd_tensor *t = T(&fm, names[i].hf, l);
-            const float *data = t->v;
-            if (names[i].perm) {
-                bufs[nb] = permuted(t, names[i].perm == 1 ? p.n_heads : p.n_kv_heads);
-                data = bufs[nb++];
-            }
-            snprintf(gn[ngn], sizeof gn[ngn], names[i].gguf, l);
-            uint64_t ne[2] = {t->nd == 2 ? t->shape[1] : t->shape[0], t->shape[0]};
-            gguf_w_tensor_data(w, gn[ngn++], GGML_TYPE_F32, t->nd, ne, data);
-        }
     snprintf(path, sizeof path, "%s.gguf", dir);
-    FILE *fp = fopen(path, "wb");
-    ck_assert_msg(gguf_writer_write(w, fp, err, sizeof err) == 0, "%s", err);
-    fclose(fp);
-    gguf_writer_free(w);
-    for (uint32_t i = 0; i < nb; i++)
-        free(bufs[i]);
+    write_gguf(&fm, path);
 
     struct nib_loaded_model a, b;
     load_dir(&a, dir);
@@ -882,7 +992,8 @@ Suite *nib_test_suite(void)
     Suite *s = suite_create("hf_import");
     TU_CASE(s, "import", NULL, NULL, 300, test_views, test_config, test_tie, test_sharded,
             test_refusals);
-    TU_CASE(s, "run", NULL, NULL, 300, test_logits, test_permutation_vs_gguf, test_llama3_rope);
+    TU_CASE(s, "run", NULL, NULL, 300, test_logits, test_permutation_vs_gguf, test_same_as_gguf,
+            test_llama3_rope);
     return s;
 }
 
