@@ -28,7 +28,11 @@ the two are not expected to agree token for token.
 
 --synth SHAPE writes `nib synth SHAPE --layers N --seed S [--dtype D]`
 into a temporary directory first; --fixture MIX writes a quantized model
-(qfixture.py: every GGUF quantized type nibble reads, random blocks). Exit 0 pass, 1 fail, 77 skip (numpy,
+(qfixture.py: every GGUF quantized type nibble reads, random blocks);
+--hf-from SHAPE writes a Hugging Face directory of that shape with a real
+tokenizer (hffixture.py; ref64 must read it as the same model as the GGUF it
+came from, to 1e-6, which checks the rotate-half / Gemma-norm conversions
+from both sides). Exit 0 pass, 1 fail, 77 skip (numpy,
 node or node-llama-cpp missing, or the model file absent).
 """
 import argparse
@@ -210,6 +214,10 @@ def main():
     ap.add_argument("--dtype", default=None)
     ap.add_argument("--synth-arg", action="append", default=[], help="more nib synth arguments")
     ap.add_argument("--fixture", help="a quantized fixture mix (qfixture.py), written first")
+    ap.add_argument("--hf-from", metavar="SHAPE",
+                    help="ref: a Hugging Face directory made from nib synth SHAPE --vocab "
+                         "TOKENIZER_DIR (hffixture.py), written first")
+    ap.add_argument("--tokenizer-dir", help="--hf-from: the Hugging Face tokenizer to use")
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--nib", required=True)
     ap.add_argument("--driver", required=True)
@@ -230,6 +238,30 @@ def main():
                 return 1
             path = os.path.join(work, "q-%s.gguf" % a.fixture)
             qfixture.build(base, path, a.fixture, a.seed)
+        elif a.hf_from:
+            import hffixture
+            tok = a.tokenizer_dir
+            if not tok or not os.path.exists(os.path.join(tok, "tokenizer.json")):
+                print("SKIP: %s/tokenizer.json not found (../shared/models)" % tok)
+                return 77
+            gg = os.path.join(work, a.hf_from + ".gguf")
+            cmd = [a.nib, "synth", a.hf_from, "--vocab", tok, "--layers", str(a.layers),
+                   "--seed", str(a.seed), "-o", gg]
+            if run(cmd).returncode != 0:
+                print("FAIL: %s" % " ".join(cmd))
+                return 1
+            path = os.path.join(work, a.hf_from + "-hf")
+            hffixture.build(gg, path, tok)
+            # the two forms through ref64's two readers: the same model
+            m_g, m_h = ref64.load_model(gg), ref64.load_model(path)
+            ids = token_ids(m_h, path, 16, a.seed)
+            lg, lh = ref64.Runner(m_g).forward(ids), ref64.Runner(m_h).forward(ids)
+            d = np.abs(lg - lh).max() / np.abs(lg).max()
+            print("ref64 on the GGUF and on the Hugging Face directory made from it: %.3g x "
+                  "max|logit| apart" % d)
+            if d > 1e-6:
+                print("FAIL: the directory is not the GGUF's model (hffixture.py or ref64)")
+                return 1
         elif a.synth:
             path = os.path.join(work, a.synth + ".gguf")
             cmd = [a.nib, "synth", a.synth, "--layers", str(a.layers), "--seed", str(a.seed),
