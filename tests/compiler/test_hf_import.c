@@ -337,6 +337,103 @@ START_TEST(test_config)
 }
 END_TEST
 
+/* The published config.json of each model the issue names (their
+ * architecture fields as released; tokenizer-only fields left out). */
+START_TEST(test_real_configs)
+{
+    static const struct {
+        const char *name, *json;
+        uint32_t arch, dim, layers, heads, kv, head_dim, rope_dim, ffn, vocab, ctx;
+        int tie, llama3;
+        uint32_t window0, window1; /* layers 0 and 1 */
+    } cfgs[] = {
+        {"SmolLM2-135M",
+         "{\"architectures\": [\"LlamaForCausalLM\"], \"attention_bias\": false, \"bos_token_id\": "
+         "0, \"eos_token_id\": 0, \"hidden_act\": \"silu\", \"hidden_size\": 576, "
+         "\"initializer_range\": 0.041666666666666664, \"intermediate_size\": 1536, "
+         "\"is_llama_config\": true, \"max_position_embeddings\": 8192, \"model_type\": \"llama\", "
+         "\"num_attention_heads\": 9, \"num_hidden_layers\": 30, \"num_key_value_heads\": 3, "
+         "\"pretraining_tp\": 1, \"rms_norm_eps\": 1e-05, \"rope_interleaved\": false, "
+         "\"rope_scaling\": null, \"rope_theta\": 100000, \"tie_word_embeddings\": true, "
+         "\"torch_dtype\": \"bfloat16\", \"use_cache\": true, \"vocab_size\": 49152}",
+         LLAMA_ARCH_LLAMA, 576, 30, 9, 3, 64, 64, 1536, 49152, 8192, 1, 0, 0, 0},
+        {"Qwen2.5-0.5B",
+         "{\"architectures\": [\"Qwen2ForCausalLM\"], \"attention_dropout\": 0.0, "
+         "\"bos_token_id\": 151643, \"eos_token_id\": 151643, \"hidden_act\": \"silu\", "
+         "\"hidden_size\": 896, \"initializer_range\": 0.02, \"intermediate_size\": 4864, "
+         "\"max_position_embeddings\": 32768, \"max_window_layers\": 24, \"model_type\": "
+         "\"qwen2\", \"num_attention_heads\": 14, \"num_hidden_layers\": 24, "
+         "\"num_key_value_heads\": 2, \"rms_norm_eps\": 1e-06, \"rope_theta\": 1000000.0, "
+         "\"sliding_window\": 32768, \"tie_word_embeddings\": true, \"torch_dtype\": "
+         "\"bfloat16\", \"use_cache\": true, \"use_sliding_window\": false, \"vocab_size\": "
+         "151936}",
+         LLAMA_ARCH_QWEN2, 896, 24, 14, 2, 64, 64, 4864, 151936, 32768, 1, 0, 0, 0},
+        {"Qwen3-0.6B",
+         "{\"architectures\": [\"Qwen3ForCausalLM\"], \"attention_bias\": false, "
+         "\"attention_dropout\": 0.0, \"bos_token_id\": 151643, \"eos_token_id\": 151645, "
+         "\"head_dim\": 128, \"hidden_act\": \"silu\", \"hidden_size\": 1024, "
+         "\"initializer_range\": 0.02, \"intermediate_size\": 3072, \"max_position_embeddings\": "
+         "40960, \"max_window_layers\": 28, \"model_type\": \"qwen3\", \"num_attention_heads\": "
+         "16, \"num_hidden_layers\": 28, \"num_key_value_heads\": 8, \"rms_norm_eps\": 1e-06, "
+         "\"rope_scaling\": null, \"rope_theta\": 1000000, \"sliding_window\": null, "
+         "\"tie_word_embeddings\": true, \"torch_dtype\": \"bfloat16\", \"use_cache\": true, "
+         "\"use_sliding_window\": false, \"vocab_size\": 151936}",
+         LLAMA_ARCH_QWEN3, 1024, 28, 16, 8, 128, 128, 3072, 151936, 40960, 1, 0, 0, 0},
+        {"Llama-3.2-1B",
+         "{\"architectures\": [\"LlamaForCausalLM\"], \"attention_bias\": false, "
+         "\"attention_dropout\": 0.0, \"bos_token_id\": 128000, \"eos_token_id\": 128001, "
+         "\"head_dim\": 64, \"hidden_act\": \"silu\", \"hidden_size\": 2048, "
+         "\"initializer_range\": 0.02, \"intermediate_size\": 8192, \"max_position_embeddings\": "
+         "131072, \"mlp_bias\": false, \"model_type\": \"llama\", \"num_attention_heads\": 32, "
+         "\"num_hidden_layers\": 16, \"num_key_value_heads\": 8, \"pretraining_tp\": 1, "
+         "\"rms_norm_eps\": 1e-05, \"rope_scaling\": {\"factor\": 32.0, \"high_freq_factor\": 4.0, "
+         "\"low_freq_factor\": 1.0, \"original_max_position_embeddings\": 8192, \"rope_type\": "
+         "\"llama3\"}, \"rope_theta\": 500000.0, \"tie_word_embeddings\": true, \"torch_dtype\": "
+         "\"bfloat16\", \"use_cache\": true, \"vocab_size\": 128256}",
+         LLAMA_ARCH_LLAMA, 2048, 16, 32, 8, 64, 64, 8192, 128256, 131072, 1, 1, 0, 0},
+        {"Phi-3-mini-4k-instruct",
+         "{\"architectures\": [\"Phi3ForCausalLM\"], \"attention_bias\": false, "
+         "\"attention_dropout\": 0.0, \"bos_token_id\": 1, \"embd_pdrop\": 0.0, \"eos_token_id\": "
+         "32000, \"hidden_act\": \"silu\", \"hidden_size\": 3072, \"initializer_range\": 0.02, "
+         "\"intermediate_size\": 8192, \"max_position_embeddings\": 4096, \"model_type\": "
+         "\"phi3\", \"num_attention_heads\": 32, \"num_hidden_layers\": 32, "
+         "\"num_key_value_heads\": 32, \"original_max_position_embeddings\": 4096, "
+         "\"pad_token_id\": 32000, \"resid_pdrop\": 0.0, \"rms_norm_eps\": 1e-05, "
+         "\"rope_scaling\": null, \"rope_theta\": 10000.0, \"sliding_window\": 2047, "
+         "\"tie_word_embeddings\": false, \"torch_dtype\": \"bfloat16\", \"use_cache\": true, "
+         "\"vocab_size\": 32064}",
+         LLAMA_ARCH_PHI3, 3072, 32, 32, 32, 96, 96, 8192, 32064, 4096, 0, 0, 2047, 2047},
+        {"gemma-2-2b",
+         "{\"architectures\": [\"Gemma2ForCausalLM\"], \"attention_bias\": false, "
+         "\"attention_dropout\": 0.0, \"attn_logit_softcapping\": 50.0, \"bos_token_id\": 2, "
+         "\"cache_implementation\": \"hybrid\", \"eos_token_id\": 1, "
+         "\"final_logit_softcapping\": 30.0, \"head_dim\": 256, \"hidden_act\": "
+         "\"gelu_pytorch_tanh\", \"hidden_activation\": \"gelu_pytorch_tanh\", \"hidden_size\": "
+         "2304, \"initializer_range\": 0.02, \"intermediate_size\": 9216, "
+         "\"max_position_embeddings\": 8192, \"model_type\": \"gemma2\", "
+         "\"num_attention_heads\": 8, \"num_hidden_layers\": 26, \"num_key_value_heads\": 4, "
+         "\"pad_token_id\": 0, \"query_pre_attn_scalar\": 256, \"rms_norm_eps\": 1e-06, "
+         "\"rope_theta\": 10000.0, \"sliding_window\": 4096, \"torch_dtype\": \"float32\", "
+         "\"use_cache\": true, \"vocab_size\": 256000}",
+         LLAMA_ARCH_GEMMA2, 2304, 26, 8, 4, 256, 256, 9216, 256000, 8192, -1, 0, 4096, 0},
+    };
+    for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
+        struct hf_config c;
+        ck_assert_msg(hf_config_parse(cfgs[i].json, strlen(cfgs[i].json), &c, err, sizeof err) == 0,
+                      "%s: %s", cfgs[i].name, err);
+        ck_assert_msg(c.arch == cfgs[i].arch && c.dim == cfgs[i].dim &&
+                          c.n_layers == cfgs[i].layers && c.n_heads == cfgs[i].heads &&
+                          c.n_kv_heads == cfgs[i].kv && c.head_dim == cfgs[i].head_dim &&
+                          c.rope_dim == cfgs[i].rope_dim && c.ffn_dim == cfgs[i].ffn &&
+                          c.vocab_size == cfgs[i].vocab && c.ctx_len == cfgs[i].ctx &&
+                          c.tie == cfgs[i].tie && c.rope_llama3 == cfgs[i].llama3,
+                      "%s: shape", cfgs[i].name);
+        ck_assert_msg(c.window[0] == cfgs[i].window0 && c.window[1] == cfgs[i].window1,
+                      "%s: windows %u %u", cfgs[i].name, c.window[0], c.window[1]);
+    }
+}
+END_TEST
+
 /* A checkpoint that stores its tied matrix as lm_head.weight only, with
  * tie_word_embeddings true (TinyStories-656K), and an untied one. */
 START_TEST(test_tie)
@@ -990,8 +1087,8 @@ END_TEST
 Suite *nib_test_suite(void)
 {
     Suite *s = suite_create("hf_import");
-    TU_CASE(s, "import", NULL, NULL, 300, test_views, test_config, test_tie, test_sharded,
-            test_refusals);
+    TU_CASE(s, "import", NULL, NULL, 300, test_views, test_config, test_real_configs, test_tie,
+            test_sharded, test_refusals);
     TU_CASE(s, "run", NULL, NULL, 300, test_logits, test_permutation_vs_gguf, test_same_as_gguf,
             test_llama3_rope);
     return s;
