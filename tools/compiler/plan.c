@@ -464,7 +464,9 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
      * embedding table takes the matrices' format (or the source's exact
      * one): the EMBED op dequantizes the one row each token reads. */
     const struct llama_weight *embd_src[1] = {&m->tok_embd};
-    struct nib_qspec embd_spec = choose_spec(&b, "token_embd", 0, embd_src, 1);
+    /* A tied table is the LM head too: one copy, in the head's format. */
+    struct nib_qspec embd_spec = m->output_tied ? choose_spec(&b, "output", 1, embd_src, 1)
+                                                : choose_spec(&b, "token_embd", 0, embd_src, 1);
     uint32_t t_embd = add_tensor(&b, "token_embd", PT_ROWS, 0, dim, embd_spec, embd_src, 1);
     uint32_t t_rope =
         add_tensor(&b, "rope_cos_sin", PT_ROPE_TABLE, ctx, hp.rope_dim, f32_spec, NULL, 0);
