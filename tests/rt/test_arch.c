@@ -521,28 +521,32 @@ START_TEST(quantized_embedding_rows)
 }
 END_TEST
 
-/* A tied head reads the embedding table itself when the formats agree
- * (one copy), and is a tensor of its own when they do not. */
+/* A tied embedding table is the LM head too: one copy, in the head's
+ * format (q8c in the default q4); an untied head is a tensor of its own. */
 START_TEST(tied_head_shares_the_table)
 {
-    struct am_model b;
-    am_build(&b, &cfgs[11]);
-    ck_assert(b.m.output_tied);
     static const struct {
         const char *quant;
-        int shared;
-    } cases[] = {{"f32", 1}, {"q8c", 1}, {"q4/32", 1}, {"q4", 0}};
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        struct nib_blob_view v;
-        uint8_t *blob = am_compile(&b.m, cases[i].quant, &v);
-        const struct nib_op *head = &v.ops[v.h->n_ops - 1];
-        ck_assert(head->flags & NIB_EPI_ARGMAX);
-        ck_assert_msg((head->tensor == v.ops[0].tensor) == cases[i].shared,
-                      "%s: head tensor %u, embedding %u", cases[i].quant, head->tensor,
-                      v.ops[0].tensor);
-        free(blob);
+        uint32_t dtype;
+    } cases[] = {
+        {"f32", NIB_DT_F32}, {"q8c", NIB_DT_Q8C}, {"q4/32", NIB_DT_Q4}, {"q4", NIB_DT_Q8C}};
+    for (int tied = 0; tied < 2; tied++) {
+        struct am_model b;
+        am_build(&b, &cfgs[tied ? 11 : 0]);
+        ck_assert_int_eq(b.m.output_tied, tied);
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            struct nib_blob_view v;
+            uint8_t *blob = am_compile(&b.m, cases[i].quant, &v);
+            const struct nib_op *head = &v.ops[v.h->n_ops - 1];
+            ck_assert(head->flags & NIB_EPI_ARGMAX);
+            ck_assert_msg((head->tensor == v.ops[0].tensor) == tied,
+                          "%s: head tensor %u, embedding %u", cases[i].quant, head->tensor,
+                          v.ops[0].tensor);
+            ck_assert_uint_eq(v.tensors[head->tensor].dtype, cases[i].dtype);
+            free(blob);
+        }
+        am_free(&b);
     }
-    am_free(&b);
 }
 END_TEST
 
