@@ -130,20 +130,22 @@ static double *reference(const struct llama_model *m, const struct ref_opts *o)
     const uint32_t hd = hp->head_dim, qd = hp->n_heads * hd, kvd = hp->n_kv_heads * hd;
     const uint32_t vocab = hp->vocab_size, grp = hp->n_heads / hp->n_kv_heads;
     double *logits = malloc((size_t)N_TOK * vocab * sizeof *logits);
-    double *kc = calloc((size_t)N_LAYERS * CTX * kvd, sizeof *kc);
-    double *vc = calloc((size_t)N_LAYERS * CTX * kvd, sizeof *vc);
-    double x[DIM], xn[DIM], w[DIM], q[256], k[256], v[256], att[256], t[256], g[FFN], u[FFN],
-        hvec[FFN], sc[CTX], bias[256], nw[256];
+    const uint32_t dim = hp->dim, ffn = hp->ffn_dim, n_layers = hp->n_layers;
+    double *kc = calloc((size_t)n_layers * CTX * kvd, sizeof *kc);
+    double *vc = calloc((size_t)n_layers * CTX * kvd, sizeof *vc);
+    double x[256], xn[256], w[256], q[256], k[256], v[256], att[256], t[256], g[256], u[256],
+        hvec[256], sc[CTX], bias[256], nw[256];
+    ck_assert(dim <= 256 && ffn <= 256 && qd <= 256 && kvd <= 256);
     double *E = rows64(&m->tok_embd);
     for (uint32_t pos = 0; pos < N_TOK; pos++) {
         uint32_t tok = token_at(pos, vocab);
-        double es = o->no_scale ? 1.0 : (double)m->embed_scale;
-        for (uint32_t i = 0; i < DIM; i++)
-            x[i] = E[(size_t)tok * DIM + i] * es;
-        for (uint32_t l = 0; l < N_LAYERS; l++) {
+        double es = o->no_scale || m->embed_scale == 0 ? 1.0 : (double)m->embed_scale;
+        for (uint32_t i = 0; i < dim; i++)
+            x[i] = E[(size_t)tok * dim + i] * es;
+        for (uint32_t l = 0; l < n_layers; l++) {
             const struct llama_layer *L = &m->layers[l];
             vec64(&L->attn_norm, w);
-            rmsnorm64(x, w, xn, DIM, hp->norm_eps);
+            rmsnorm64(x, w, xn, dim, hp->norm_eps);
             matvec64(&L->wq, xn, q);
             matvec64(&L->wk, xn, k);
             matvec64(&L->wv, xn, v);
@@ -181,7 +183,8 @@ static double *reference(const struct llama_model *m, const struct ref_opts *o)
             }
             memcpy(kc + ((size_t)l * CTX + pos) * kvd, k, kvd * sizeof *k);
             memcpy(vc + ((size_t)l * CTX + pos) * kvd, v, kvd * sizeof *v);
-            double scale = o->default_attn_scale ? 1.0 / sqrt((double)hd) : (double)m->attn_scale;
+            double scale = o->default_attn_scale || m->attn_scale == 0 ? 1.0 / sqrt((double)hd)
+                                                                       : (double)m->attn_scale;
             uint32_t win = o->no_window ? 0 : L->window;
             uint32_t t0 = win && pos + 1 > win ? pos + 1 - win : 0;
             for (uint32_t h = 0; h < hp->n_heads; h++) {
@@ -211,15 +214,15 @@ static double *reference(const struct llama_model *m, const struct ref_opts *o)
             matvec64(&L->wo, att, t);
             if (L->post_attn_norm.t && !o->no_post) {
                 vec64(&L->post_attn_norm, w);
-                rmsnorm64(t, w, t, DIM, hp->norm_eps);
+                rmsnorm64(t, w, t, dim, hp->norm_eps);
             }
-            for (uint32_t i = 0; i < DIM; i++)
+            for (uint32_t i = 0; i < dim; i++)
                 x[i] += t[i];
             vec64(&L->ffn_norm, w);
-            rmsnorm64(x, w, xn, DIM, hp->norm_eps);
+            rmsnorm64(x, w, xn, dim, hp->norm_eps);
             matvec64(&L->w_gate, xn, g);
             matvec64(&L->w_up, xn, u);
-            for (uint32_t i = 0; i < FFN; i++) {
+            for (uint32_t i = 0; i < ffn; i++) {
                 double a = g[i];
                 double act = m->ffn_act == LLAMA_ACT_GELU_TANH && !o->silu
                                  ? 0.5 * a * (1 + tanh(sqrt(2 / M_PI) * (a + 0.044715 * a * a * a)))
@@ -229,13 +232,13 @@ static double *reference(const struct llama_model *m, const struct ref_opts *o)
             matvec64(&L->w_down, hvec, t);
             if (L->post_ffn_norm.t && !o->no_post) {
                 vec64(&L->post_ffn_norm, w);
-                rmsnorm64(t, w, t, DIM, hp->norm_eps);
+                rmsnorm64(t, w, t, dim, hp->norm_eps);
             }
-            for (uint32_t i = 0; i < DIM; i++)
+            for (uint32_t i = 0; i < dim; i++)
                 x[i] += t[i];
         }
         vec64(&m->output_norm, w);
-        rmsnorm64(x, w, xn, DIM, hp->norm_eps);
+        rmsnorm64(x, w, xn, dim, hp->norm_eps);
         double *out = logits + (size_t)pos * vocab;
         matvec64(m->output_tied ? &m->tok_embd : &m->output, xn, out);
         for (uint32_t i = 0; i < vocab && m->final_softcap > 0 && !o->no_final_cap; i++)
@@ -550,6 +553,53 @@ START_TEST(tied_head_shares_the_table)
 }
 END_TEST
 
+/* The test fixture's GGUF of each architecture through the real importer
+ * (views of fused sources, rotate-half reorders, per-arch keys), planner
+ * and packer: f32 logits equal the float64 pass over the same model
+ * description, and every run is bitwise equal (f32 and q4). */
+static const char *const fx_archs[] = {"llama", "qwen2", "qwen3", "phi3", "gemma2"};
+
+START_TEST(fixture_archs)
+{
+    const char *arch = fx_archs[_i];
+    struct fx_params fp;
+    struct fx_file file;
+    struct gguf_file g;
+    struct llama_model m;
+    char err[512];
+    fx_arch_params(&fp, arch);
+    fx_build_default(&file, &fp);
+    ck_assert_msg(gguf_open(&g, file.buf, file.size, err, sizeof err) == 0, "%s: %s", arch, err);
+    ck_assert_msg(llama_import(&m, &g, err, sizeof err) == 0, "%s: %s", arch, err);
+    ck_assert_str_eq(llama_arch_name(m.arch), arch);
+    struct nib_blob_view v;
+    uint8_t *blob = am_compile(&m, "f32", &v);
+    ck_assert_uint_eq(v.h->hp.arch, m.arch);
+    const uint32_t vocab = v.h->hp.vocab_size;
+    struct run r = run_blob(&v, nib_qkernels_get(NIB_ISA_SCALAR), 1, NULL, 0);
+    struct ref_opts all = {0};
+    double *ref = reference(&m, &all);
+    double amax = 0;
+    for (size_t i = 0; i < (size_t)N_TOK * vocab; i++)
+        amax = fmax(amax, fabs(ref[i]));
+    double d = max_diff(r.logits, ref, (size_t)N_TOK * vocab), tol = 2e-5 * (1 + amax);
+    ck_assert_msg(d <= tol, "%s: f32 logits differ from float64 by %g (tolerance %g)", arch, d,
+                  tol);
+    bitwise_everywhere(&v, arch);
+    barriers_cover(&v, arch);
+    free(ref);
+    run_free(&r);
+    free(blob);
+    blob = am_compile(&m, "q4", &v);
+    bitwise_everywhere(&v, arch);
+    barriers_cover(&v, arch);
+    free(blob);
+    llama_model_free(&m);
+    gguf_close(&g);
+    fx_file_free(&file);
+}
+END_TEST
+
 Suite *nib_test_suite(void)
 {
     Suite *s = suite_create("arch");
@@ -558,6 +608,10 @@ Suite *nib_test_suite(void)
     tcase_add_loop_test(tc, f32_equals_float64, 0, N_CFGS);
     tcase_add_loop_test(tc, bitwise_f32, 0, N_CFGS);
     tcase_add_loop_test(tc, bitwise_q4, 0, N_CFGS);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("fixture-archs");
+    tcase_set_timeout(tc, 300);
+    tcase_add_loop_test(tc, fixture_archs, 0, sizeof fx_archs / sizeof fx_archs[0]);
     suite_add_tcase(s, tc);
     TU_CASE(s, "formats", NULL, NULL, 300, quantized_embedding_rows, tied_head_shares_the_table);
     return s;
