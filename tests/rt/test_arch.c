@@ -42,7 +42,7 @@
 #define FFN AM_FFN
 #define N_LAYERS AM_LAYERS
 #define CTX AM_CTX
-#define N_TOK 40 /* positions run */
+#define N_TOK 28 /* positions run */
 
 static const struct am_cfg cfgs[] = {
     {.what = "llama"},
