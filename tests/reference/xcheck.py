@@ -80,6 +80,17 @@ def run(cmd, **kw):
     return r
 
 
+def mem_available_gb():
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) / (1 << 20)
+    except OSError:
+        pass
+    return float("inf")
+
+
 def token_ids(model, path, n, seed):
     """BOS (when the model has one) then n-1 pseudo-random ids of the vocabulary."""
     rng = np.random.default_rng(seed)
@@ -210,7 +221,9 @@ def main():
     ap.add_argument("mode", choices=["ref", "llamacpp"])
     ap.add_argument("--model", help="a GGUF file or Hugging Face directory")
     ap.add_argument("--synth", help="a nib synth shape, written first")
-    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--layers", type=int, default=2, help="0: every layer of the shape")
+    ap.add_argument("--min-mem-gb", type=float, default=0,
+                    help="skip when less memory than this is available")
     ap.add_argument("--dtype", default=None)
     ap.add_argument("--synth-arg", action="append", default=[], help="more nib synth arguments")
     ap.add_argument("--fixture", help="a quantized fixture mix (qfixture.py), written first")
@@ -264,8 +277,14 @@ def main():
                 return 1
         elif a.synth:
             path = os.path.join(work, a.synth + ".gguf")
-            cmd = [a.nib, "synth", a.synth, "--layers", str(a.layers), "--seed", str(a.seed),
-                   "-o", path] + (["--dtype", a.dtype] if a.dtype else []) + a.synth_arg
+            if a.min_mem_gb and mem_available_gb() < a.min_mem_gb:
+                print("SKIP: %s needs about %g GB of available memory (nibble's f32 blob, the "
+                      "reference's chunks, the mapped file); %.1f GB available"
+                      % (a.synth, a.min_mem_gb, mem_available_gb()))
+                return 77
+            cmd = [a.nib, "synth", a.synth, "--seed", str(a.seed), "-o", path] + \
+                (["--layers", str(a.layers)] if a.layers else []) + \
+                (["--dtype", a.dtype] if a.dtype else []) + a.synth_arg
             if run(cmd).returncode != 0:
                 print("FAIL: %s" % " ".join(cmd))
                 return 1
