@@ -829,7 +829,7 @@ static void write_gguf(struct hd_model *fm, const char *path)
 #undef KEY
     gguf_w_str(w, "tokenizer.ggml.model", "llama");
     const char *toks[64];
-    static char tbuf[64][8];
+    static char tbuf[64][16];
     float scores[64];
     int32_t types[64];
     ck_assert_uint_le(p->vocab, 64);
