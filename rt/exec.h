@@ -3,10 +3,12 @@
  * once at boot by nib_blob_open.
  *
  * Work split. Every op is divided among n workers by a FIXED rule: rows of
- * a matmul in blocks of NIB_EXEC_ROW_BLOCK, heads of attention, blocks of
- * elements of the embedding; a quant op (a reduction over the whole row)
- * runs on worker 0 alone, and a norm before a matmul is computed by every
- * worker for itself (NIB_OPF_NORM_IN). Each output element is computed by
+ * a matmul in blocks of NIB_EXEC_ROW_BLOCK (whole heads for a fused QKV
+ * with per-head Q/K norms), heads of attention, blocks of elements of the
+ * embedding and of a norm_add; a quant op (a reduction over the whole row)
+ * runs on worker 0 alone, and a norm before a matmul or a norm_add is
+ * computed by every worker for itself (NIB_OPF_NORM_IN; norm_add's whole
+ * row into the worker's scratch). Each output element is computed by
  * exactly the same instructions in the same order whoever computes it, so
  * the result is bit-identical for any number of workers (docs/runtime.md).
  * nib_exec_access lists what each share reads and writes so that
