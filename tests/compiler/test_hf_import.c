@@ -730,7 +730,8 @@ START_TEST(test_logits)
         struct hd_params p;
         hd_default(&p, types[a]);
         if (!strcmp(types[a], "mistral"))
-            p.window = 5; /* every layer slides */
+            p.window = 5;       /* every layer slides */
+        p.dtype = (int)(a % 3); /* F32, F16 and BF16 sources in turn */
         struct hd_model fm;
         hd_init(&fm, &p, 500 + a);
         char dir[4096];
