@@ -17,6 +17,7 @@
 #include "tools/compiler/gguf.h"
 #include "tools/compiler/llama_import.h"
 #include "tools/compiler/quant.h"
+#include "tools/compiler/repack.h"
 
 #if defined(__F16C__)
 #include <immintrin.h>

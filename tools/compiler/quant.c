@@ -1,19 +1,17 @@
-/* Weight quantizers, dequantizer and exact GGUF repacking (tools/compiler/quant.h).
+/* Weight quantizers and dequantizer (tools/compiler/quant.h).
  *
  * Determinism: the same weights give the same packed bytes on every build,
  * whether or not the compiler fuses a*b+c. Codes come from one IEEE
  * division and rintf; errors are measured in double, where d*q (24-bit
  * scale times a code of at most 8 bits) and e*e (e rounded to float
- * first) are exact products, so a fused and an unfused sum round alike. */
+ * first) are exact products, so a fused and an unfused sum round alike;
+ * q4f/q8f weights are formed by explicit fmaf, as the format defines. */
 #include "tools/compiler/quant.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "model_blob/blob_view.h"
-#include "tools/compiler/gguf.h"
 
 /* ---- format names ---- */
 

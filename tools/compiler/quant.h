@@ -1,12 +1,12 @@
 /* Weight quantizers (offline): f32 rows -> nibble's packed formats
- * (kernels/qformat.h), the inverse (dequantize, for tests and `nib eval`),
- * and exact repacking of GGUF Q4_0 / Q8_0 tensors.
+ * (kernels/qformat.h), and the inverse (dequantize, for tests and `nib
+ * eval`). Exact repacking of GGUF tensors is in tools/compiler/repack.h.
  *
- * Every dequantized weight is (float)(code - zero) * scale, one IEEE
- * multiply, the same expression GGUF's Q4_0/Q8_0 decoding uses, so a
- * repacked tensor dequantizes to exactly the source's values. Results do
- * not depend on the compiler contracting a*b+c: every sum that could be
- * contracted is exact in double (see quant.c). */
+ * Every dequantized weight is what nib_qrow_f32 defines: (float)(code -
+ * zero) * scale, one IEEE multiply, or fmaf(scale, code, minimum) for q4f
+ * and q8f. Results do not depend on the compiler contracting a*b+c: every
+ * sum that could be contracted is exact in double, and the q4f/q8f
+ * candidates are measured through explicit fmaf (see quant.c). */
 #ifndef NIB_QUANT_H
 #define NIB_QUANT_H
 
@@ -46,12 +46,5 @@ int nib_quantize_f32(struct nib_qspec spec, uint32_t rows, uint32_t cols, const 
 /* Row r of a packed tensor as floats, out[0..cols): nib_qrow_f32
  * (kernels/qformat.h), the value every kernel's arithmetic stands for. */
 void nib_dequantize_row(const struct nib_qlayout *l, const uint8_t *packed, uint32_t r, float *out);
-
-/* The format a GGUF tensor type repacks into without rounding: Q4_0 ->
- * q4/32, Q8_0 -> q8c/32. 0, or -1 for any other type. */
-int nib_repack_spec(uint32_t ggml_type, struct nib_qspec *spec);
-/* Repack a Q4_0 / Q8_0 weight into out (nib_qformat_size() bytes for the
- * spec nib_repack_spec gives). 0, or -1 with a message. */
-int nib_repack_gguf(const struct llama_weight *w, uint8_t *out, char *err, size_t errlen);
 
 #endif
