@@ -27,7 +27,7 @@ struct nib_qkernels;
 
 struct nib_exec {
     const struct nib_blob_view *v;
-    uint8_t *mem;                  /* act_size + kv_size bytes, caller-owned */
+    uint8_t *mem;                  /* act_size + kv_size bytes, 64-byte aligned, caller-owned */
     const struct nib_qkernels *qk; /* nib_exec_kernels(isa); NULL: the scalar reference */
     struct nib_team *team;         /* NULL: every op runs on the calling thread */
     const uint8_t *barrier_before; /* with a team (nib_exec_set_team): n_ops flags */

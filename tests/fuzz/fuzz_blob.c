@@ -74,8 +74,12 @@ static void exercise(const struct nib_blob_view *v)
     }
     if (v->mem_size > EXEC_MEM_MAX || h->hp.ctx_len == 0)
         return;
-    uint8_t *mem = calloc(1, v->mem_size + 64);
+    /* runtime memory is 64-byte aligned, as boot's huge pages are (the int8
+     * activation buffers inside it need their alignment) */
+    size_t mem_bytes = (size_t)(v->mem_size + 64 + 63) & ~(size_t)63;
+    uint8_t *mem = aligned_alloc(64, mem_bytes);
     FUZZ_ASSERT(mem != NULL);
+    memset(mem, 0, mem_bytes);
     struct nib_exec e = {.v = v, .mem = mem};
     uint32_t tok = h->hp.bos_id < h->hp.vocab_size ? h->hp.bos_id : 0;
     nib_exec_token(&e, tok, 0);
