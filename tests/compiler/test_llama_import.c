@@ -844,6 +844,16 @@ START_TEST(test_arch_llama)
     expect_import_fail(&fm, "tensor 'rope_freqs.weight' has shape [1], expected [2]");
     fx_model_free(&fm);
 
+    /* a fused attn_qkv is read for llama too (llama.cpp's create_tensor_qkv) */
+    fx_arch_params(&p, "llama");
+    p.fused_qkv = 1;
+    fx_model_init(&fm, &p);
+    expect_import_ok(&fm, &L);
+    check_view(&fm, &L.m.layers[1].wk, "blk.1.attn_qkv.weight", 4, 8, 8, 0, 0);
+    check_view(&fm, &L.m.layers[1].wv, "blk.1.attn_qkv.weight", 4, 8, 12, 0, 0);
+    unload(&L);
+    fx_model_free(&fm);
+
     /* Mistral-style head size from metadata (key_length 6 with dim 8) */
     fx_arch_params(&p, "llama");
     p.head_dim = 6;
@@ -974,8 +984,15 @@ START_TEST(test_arch_phi3)
         check_view(&fm, &ly->w_up, N("ffn_up.weight"), 16, 8, 16, 0, 0);
         check_view(&fm, &ly->w_down, N("ffn_down.weight"), 8, 16, 0, 0, 0);
         ck_assert_ptr_null(ly->bq.t);
+        ck_assert_uint_eq(ly->window, 0);
 #undef N
     }
+    unload(&L);
+    /* phi3's converter writes sliding_window; llama.cpp disables Phi-3 SWA */
+    fx_set_u32(&fm, "phi3.attention.sliding_window", 2047);
+    expect_import_ok(&fm, &L);
+    ck_assert_uint_eq(L.m.layers[0].window, 0);
+    ck_assert_uint_eq(L.m.layers[1].window, 0);
     unload(&L);
     fx_model_free(&fm);
 
