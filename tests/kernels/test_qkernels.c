@@ -589,6 +589,24 @@ static float *gaussianish(uint32_t n, uint64_t seed, float scale)
 
 /* Q4_0's own choice for one group: d = m / -8 (m the largest-magnitude
  * value), rounded to f16, codes clamped to -8..7. Its squared error. */
+/* Plain min/max for w = fmaf(s, code, m), code lo..hi: s = range /
+ * (hi - lo), the minimum on code lo (Q4_1's choice, with f32 s and m). */
+static double minmax_sse(const float *x, uint32_t n, int lo, int hi)
+{
+    float mn = x[0], mx = x[0];
+    for (uint32_t i = 1; i < n; i++)
+        mn = fminf(mn, x[i]), mx = fmaxf(mx, x[i]);
+    float s = (mx - mn) / (float)(hi - lo), m = mn - (float)lo * s;
+    double sse = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        float q = s != 0.0f ? rintf((x[i] - m) / s) : 0.0f;
+        q = q < (float)lo ? (float)lo : q > (float)hi ? (float)hi : q;
+        double e = (double)x[i] - fmaf(s, q, m);
+        sse += e * e;
+    }
+    return sse;
+}
+
 static double q4_0_sse(const float *x, uint32_t n)
 {
     float m = 0;
@@ -652,6 +670,13 @@ START_TEST(test_quantize_error)
                 if (spec.dtype == NIB_DT_Q4 && spec.group == 32)
                     CHECK(gse <= q4_0_sse(x, n) * (1 + 1e-9), "row %u group %u: %g > Q4_0 %g", r, j,
                           gse, q4_0_sse(x, n));
+                /* ...and q4f/q8f never worse than plain min/max (Q4_1's choice) */
+                if (l.has_min) {
+                    int lo = l.code_bits == 8 ? -128 : 0, hi = l.code_bits == 8 ? 127 : 15;
+                    CHECK(gse <= minmax_sse(x, n, lo, hi) * (1 + 1e-6),
+                          "%s row %u group %u: %g > min/max %g", cases[c].spec, r, j, gse,
+                          minmax_sse(x, n, lo, hi));
+                }
             }
         }
         double rel = sqrt(se / ss);
