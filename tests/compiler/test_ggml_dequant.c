@@ -26,6 +26,7 @@
 #include "tests/common/gguf_fixture.h"
 #include "tests/common/test_util.h"
 #include "tools/compiler/ggml_dequant.h"
+#include "tools/compiler/ggml_quant.h"
 #include "tools/compiler/gguf.h"
 #include "tools/compiler/llama_import.h"
 #include "tools/compiler/pack.h"
@@ -912,11 +913,90 @@ START_TEST(test_compile_source_legacy)
 }
 END_TEST
 
+/* ---- writing GGUF types (tools/compiler/ggml_quant.c) ---- */
+
+/* Rows of smooth random values quantized and dequantized again come back
+ * within each type's error; zeros stay zeros; bad input is refused. */
+START_TEST(test_quantize_roundtrip)
+{
+    static const struct {
+        uint32_t type;
+        double max_rel; /* RMS error / RMS value */
+    } lim[] = {
+        {GGML_TYPE_F32, 0},      {GGML_TYPE_F16, 1e-3},    {GGML_TYPE_BF16, 8e-3},
+        {GGML_TYPE_Q4_0, 0.15},  {GGML_TYPE_Q4_1, 0.12},   {GGML_TYPE_Q5_0, 0.07},
+        {GGML_TYPE_Q5_1, 0.06},  {GGML_TYPE_Q8_0, 0.01},   {GGML_TYPE_Q2_K, 0.45},
+        {GGML_TYPE_Q3_K, 0.25},  {GGML_TYPE_Q4_K, 0.13},   {GGML_TYPE_Q5_K, 0.07},
+        {GGML_TYPE_Q6_K, 0.035}, {GGML_TYPE_IQ4_NL, 0.15}, {GGML_TYPE_IQ4_XS, 0.15},
+    };
+    enum { N = 4 * QK };
+    float *x = malloc(N * 4), *y = malloc(N * 4);
+    uint8_t *q = malloc(N * 4);
+    for (int i = 0; i < N; i++) { /* sums of uniforms, some rows scaled up */
+        float v = 0;
+        for (int k = 0; k < 4; k++)
+            v += (float)rnd() / 2147483648.0f - 1.0f;
+        x[i] = v * (i < QK ? 1.0f : i < 2 * QK ? 1000.0f : 0.01f);
+    }
+    for (size_t t = 0; t < sizeof lim / sizeof lim[0]; t++) {
+        uint32_t ty = lim[t].type;
+        ck_assert_int_eq(ggml_quantize_row(ty, x, N, q), 0);
+        ck_assert_int_eq(ggml_dequant_row(ty, q, N, y), 0);
+        for (int r = 0; r < 4; r++) {
+            double e = 0, s = 0;
+            for (int i = r * QK; i < (r + 1) * QK; i++) {
+                e += ((double)y[i] - x[i]) * ((double)y[i] - x[i]);
+                s += (double)x[i] * x[i];
+            }
+            ck_assert_msg(sqrt(e / s) <= lim[t].max_rel, "%s row %d: relative error %g > %g",
+                          ggml_type_name(ty), r, sqrt(e / s), lim[t].max_rel);
+        }
+        /* zeros */
+        float z[QK] = {0};
+        ck_assert_int_eq(ggml_quantize_row(ty, z, QK, q), 0);
+        ck_assert_int_eq(ggml_dequant_row(ty, q, QK, y), 0);
+        for (int i = 0; i < QK; i++)
+            ck_assert_msg(y[i] == 0.0f, "%s: zero came back as %g", ggml_type_name(ty),
+                          (double)y[i]);
+        /* the quantized tensor repacks exactly into its nibble format */
+        struct nib_qspec sp;
+        if (nib_repack_spec(ty, &sp) == 0) {
+            struct gguf_tensor gt = {.name = {1, "q"},
+                                     .n_dims = 2,
+                                     .ne = {QK, 4, 1, 1},
+                                     .type = ty,
+                                     .n_elems = N,
+                                     .nbytes = ggml_type_nbytes(ty, N),
+                                     .data = q};
+            ck_assert_int_eq(ggml_quantize_row(ty, x, N, q), 0);
+            struct llama_weight w = {.t = &gt, .rows = 4, .cols = QK};
+            check_repack(&w, sp, ty == GGML_TYPE_Q3_K, "quantized");
+        }
+        /* refusals: partial block, non-finite input */
+        if (ggml_type_info(ty)->blck > 1)
+            ck_assert_int_eq(ggml_quantize_row(ty, x, ggml_type_info(ty)->blck + 1, q), -1);
+        x[5] = NAN;
+        ck_assert_int_eq(ggml_quantize_row(ty, x, QK, q), -1);
+        x[5] = INFINITY;
+        ck_assert_int_eq(ggml_quantize_row(ty, x, QK, q), -1);
+        x[5] = 0.5f;
+    }
+    /* a scale beyond the largest half */
+    float big[32];
+    for (int i = 0; i < 32; i++)
+        big[i] = 1e9f;
+    ck_assert_int_eq(ggml_quantize_row(GGML_TYPE_Q8_0, big, 32, q), -1);
+    ck_assert_int_eq(ggml_quantize_row(16, x, QK, q), -1);
+    free(x), free(y), free(q);
+}
+END_TEST
+
 Suite *nib_test_suite(void)
 {
     Suite *s = suite_create("ggml_dequant");
     TU_CASE(s, "table", NULL, NULL, 60, test_type_table, test_plain_types, test_dequant_refuses,
-            test_repack_specs, test_repack_refuses, test_vector_views, test_q3k_bit_exact_in_q8f);
+            test_repack_specs, test_repack_refuses, test_vector_views, test_q3k_bit_exact_in_q8f,
+            test_quantize_roundtrip);
     TCase *t = tcase_create("types");
     tcase_set_timeout(t, 300);
     tcase_add_loop_test(t, test_extremes, 0, (int)N_TYPES);
