@@ -613,8 +613,18 @@ def load_model(path):
 # forward pass
 # ---------------------------------------------------------------------------
 
-def qact(x, block):
-    """nibble's int8 activation quantization of each row, per block of inputs."""
+TIE_EPS = 1e-4  # |x*127/amax - (k + 1/2)| below this: a rounding tie (see qact)
+
+
+def qact(x, block, ties=None, flips=(), name="", pos0=0):
+    """nibble's int8 activation quantization of each row, per block of inputs.
+
+    Where x*127/amax lies within TIE_EPS of a half-integer, float64 and
+    nibble's f32 arithmetic may round to different codes (a value that is an
+    exact tie in real arithmetic, as rows of d * integer weights make, is a
+    few f32 ulps to either side in nibble); such elements are recorded in
+    ties as (name, position, index), and the ones in flips are rounded to
+    the other neighbour, so that a caller can find the rounding nibble took."""
     if not block:
         return x
     n, k = x.shape
@@ -622,7 +632,18 @@ def qact(x, block):
     xp = np.pad(x, ((0, 0), (0, pad))).reshape(n, -1, block)
     amax = np.abs(xp).max(axis=2, keepdims=True)
     inv = np.where(amax > 0, 127.0 / np.where(amax > 0, amax, 1), 0.0)
-    q = np.clip(np.round(xp * inv), -127, 127)  # numpy rounds half to even
+    v = (xp * inv).reshape(n, -1)
+    q = np.round(v)  # numpy rounds half to even
+    near = np.abs(np.abs(v - np.floor(v)) - 0.5) < TIE_EPS
+    if near.any() and ties is not None:
+        for r, i in zip(*np.nonzero(near)):
+            if i >= k:
+                continue
+            key = (name, pos0 + int(r), int(i))
+            ties.append(key)
+            if key in flips:
+                q[r, i] = q[r, i] - 1 if q[r, i] >= v[r, i] else q[r, i] + 1
+    q = np.clip(q, -127, 127).reshape(n, -1, block)
     return (q * (amax / 127.0)).reshape(n, -1)[:, :k]
 
 
@@ -655,8 +676,9 @@ def gelu_tanh(x):
 class Runner:
     """Keeps the KV cache: forward(ids) appends tokens, returns their logits."""
 
-    def __init__(self, m, qblocks=None):
+    def __init__(self, m, qblocks=None, flips=()):
         self.m, self.qb = m, qblocks or {}
+        self.ties, self.flips = [], set(flips)  # see qact
         self.k = [np.zeros((0, m.n_kv, m.head_dim)) for _ in m.layers]
         self.v = [np.zeros((0, m.n_kv, m.head_dim)) for _ in m.layers]
         self.pos = 0
@@ -668,8 +690,11 @@ class Runner:
             self.vectors[key] = w.vector()
         return self.vectors[key]
 
+    def qa(self, name, x):
+        return qact(x, self.qb.get(name, 0), self.ties, self.flips, name, self.pos)
+
     def mm(self, name, w, x):
-        return w.matmul(qact(x, self.qb.get(name, 0)))
+        return w.matmul(self.qa(name, x))
 
     def forward(self, ids):
         m = self.m
@@ -679,7 +704,7 @@ class Runner:
         for i, L in enumerate(m.layers):
             p = "blk.%d." % i
             h = rmsnorm(x, self.vec(L.attn_norm), m.eps, m.norm_add)
-            hq = qact(h, self.qb.get(p + "attn_qkv", 0))
+            hq = self.qa(p + "attn_qkv", h)
             q, k, v = L.wq.matmul(hq), L.wk.matmul(hq), L.wv.matmul(hq)
             if L.bq is not None:
                 q, k, v = q + self.vec(L.bq), k + self.vec(L.bk), v + self.vec(L.bv)
@@ -719,7 +744,7 @@ class Runner:
                 o = rmsnorm(o, self.vec(L.post_attn_norm), m.eps, m.norm_add)
             x = x + o
             h = rmsnorm(x, self.vec(L.ffn_norm), m.eps, m.norm_add)
-            hq = qact(h, self.qb.get(p + "ffn_gate_up", 0))
+            hq = self.qa(p + "ffn_gate_up", h)
             g, u = L.w_gate.matmul(hq), L.w_up.matmul(hq)
             a = gelu_tanh(g) if m.act == "gelu_tanh" else g / (1.0 + np.exp(-g))
             d = self.mm(p + "ffn_down", L.w_down, a * u)
