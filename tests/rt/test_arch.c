@@ -600,6 +600,60 @@ START_TEST(fixture_archs)
 }
 END_TEST
 
+/* --quant source (point 7): a GGUF's quantized embedding table keeps its
+ * exact nibble form (Q4_0 -> q4/32, Q4_1 -> q4f/32, Q8_0 -> q8c/32), each
+ * row the EMBED op produces equals ggml's dequantization of the source row
+ * bit for bit, a tied head reads that one table, and every run is bitwise
+ * equal. */
+START_TEST(source_embedding_exact)
+{
+    static const struct {
+        uint32_t wtype, dtype, group;
+        int tied;
+    } cases[] = {{GGML_TYPE_Q4_0, NIB_DT_Q4, 32, 0},
+                 {GGML_TYPE_Q4_1, NIB_DT_Q4F, 32, 1},
+                 {GGML_TYPE_Q8_0, NIB_DT_Q8C, 32, 1}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        struct fx_params fp;
+        struct fx_file file;
+        struct gguf_file g;
+        struct llama_model m;
+        char err[512];
+        fx_quant_params(&fp, cases[c].wtype);
+        fp.tied = cases[c].tied;
+        fx_build_default(&file, &fp);
+        ck_assert_msg(gguf_open(&g, file.buf, file.size, err, sizeof err) == 0, "%s", err);
+        ck_assert_msg(llama_import(&m, &g, err, sizeof err) == 0, "%s", err);
+        struct nib_blob_view v;
+        uint8_t *blob = am_compile(&m, "source", &v);
+        const struct nib_op *emb = &v.ops[0], *head = &v.ops[v.h->n_ops - 1];
+        const struct nib_tensor_rec *t = &v.tensors[emb->tensor];
+        ck_assert_uint_eq(t->dtype, cases[c].dtype);
+        ck_assert_uint_eq(t->group, cases[c].group);
+        ck_assert_int_eq(head->tensor == emb->tensor, cases[c].tied);
+        uint8_t *arena = tu_new_arena(&v);
+        uint32_t *slot = (uint32_t *)(void *)(arena + v.h->token_slot_off);
+        float want[256];
+        ck_assert_uint_le(emb->n, 256);
+        for (uint32_t tok = 0; tok < v.h->hp.vocab_size; tok++) {
+            slot[0] = tok;
+            nib_exec_op(nib_qkernels_get(NIB_ISA_SCALAR), &v, arena, arena + v.h->wscratch_off, emb,
+                        1, 0, 0, 1);
+            ck_assert_int_eq(llama_weight_row_f32(&m.tok_embd, tok, want), 0);
+            ck_assert_msg(memcmp(arena + emb->dst, want, emb->n * 4ull) == 0,
+                          "type %u: embedding row %u differs from the source's", cases[c].wtype,
+                          tok);
+        }
+        free(arena);
+        bitwise_everywhere(&v, "source");
+        free(blob);
+        llama_model_free(&m);
+        gguf_close(&g);
+        fx_file_free(&file);
+    }
+}
+END_TEST
+
 Suite *nib_test_suite(void)
 {
     Suite *s = suite_create("arch");
@@ -613,6 +667,7 @@ Suite *nib_test_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, fixture_archs, 0, sizeof fx_archs / sizeof fx_archs[0]);
     suite_add_tcase(s, tc);
-    TU_CASE(s, "formats", NULL, NULL, 300, quantized_embedding_rows, tied_head_shares_the_table);
+    TU_CASE(s, "formats", NULL, NULL, 300, quantized_embedding_rows, tied_head_shares_the_table,
+            source_embedding_exact);
     return s;
 }
