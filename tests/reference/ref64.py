@@ -453,7 +453,12 @@ def gguf_model(g):
         m.attn_softcap = float(k("attn_logit_softcapping", 50.0))
         m.final_softcap = float(k("final_logit_softcapping", 30.0))
         win = int(k("attention.sliding_window", 4096))
-        m.windows = [win if i % 2 == 0 else 0 for i in range(m.n_layers)]
+        # llama.cpp: a per-layer bool array, or every n-th layer global (default 2)
+        pat = md.get(arch + ".attention.sliding_window_pattern", 2)
+        if isinstance(pat, np.ndarray):
+            m.windows = [win if pat[i] else 0 for i in range(m.n_layers)]
+        else:
+            m.windows = [win if i % int(pat) < int(pat) - 1 else 0 for i in range(m.n_layers)]
         qpas = md.get(arch + ".attention.query_pre_attn_scalar")
         if qpas is not None:
             m.attn_scale = 1.0 / math.sqrt(float(qpas))
