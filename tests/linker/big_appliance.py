@@ -223,6 +223,8 @@ def run_3b(opts, link_cmd, sources):
             if os.path.exists(p):
                 os.unlink(p)
         shutil.rmtree(app + ".work", ignore_errors=True)
+        if os.path.exists(app + ".d"):
+            os.unlink(app + ".d")
     print("all llama-3b appliance checks passed")
 
 
@@ -281,6 +283,8 @@ def run_layout(opts, link_cmd, sources):
             if os.path.exists(p):
                 os.unlink(p)
         shutil.rmtree(app + ".work", ignore_errors=True)
+        if os.path.exists(app + ".d"):
+            os.unlink(app + ".d")
     print("all layout checks passed")
 
 
