@@ -266,7 +266,8 @@ def main():
     ap.add_argument("--synth", help="a nib synth shape, written first")
     ap.add_argument("--layers", type=int, default=2, help="0: every layer of the shape")
     ap.add_argument("--min-mem-gb", type=float, default=0,
-                    help="skip when less memory than this is available")
+                    help="a big model: skip when less memory than this is available, or "
+                         "with NIB_SKIP_BIG=1 (as tests/linker's big appliances)")
     ap.add_argument("--dtype", default=None)
     ap.add_argument("--synth-arg", action="append", default=[], help="more nib synth arguments")
     ap.add_argument("--fixture", help="a quantized fixture mix (qfixture.py), written first")
@@ -320,6 +321,10 @@ def main():
                 return 1
         elif a.synth:
             path = os.path.join(work, a.synth + ".gguf")
+            if a.min_mem_gb and os.environ.get("NIB_SKIP_BIG") == "1":
+                print("SKIP: NIB_SKIP_BIG=1: %s at full depth not run (it takes minutes and "
+                      "about %g GB of memory)" % (a.synth, a.min_mem_gb))
+                return 77
             if a.min_mem_gb and mem_available_gb() < a.min_mem_gb:
                 print("SKIP: %s needs about %g GB of available memory (nibble's f32 blob, the "
                       "reference's chunks, the mapped file); %.1f GB available"
