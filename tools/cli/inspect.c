@@ -21,6 +21,7 @@
 #include "model_blob/blob_view.h"
 #include "rt/tokenizer.h"
 #include "tools/cli/cli.h"
+#include "tools/compiler/llama_import.h"
 #include "tools/util/args.h"
 #include "tools/util/tool_util.h"
 
@@ -36,8 +37,15 @@ static void print_params(const struct nib_op *op)
                    p->rope_kv.table, p->rope_kv.q_rows, p->rope_kv.k_off, p->rope_kv.v_off,
                    p->rope_kv.kv_rows, p->rope_kv.head_dim, p->rope_kv.rope_dim,
                    p->rope_kv.v_cache_off);
+        if ((op->flags & NIB_EPI_ROPE_KV) && p->rope_kv.q_norm != UINT32_MAX)
+            printf(" q_norm=t%u k_norm=t%u qk_eps=%g", p->rope_kv.q_norm, p->rope_kv.k_norm,
+                   (double)p->rope_kv.qk_eps);
+        if (op->flags & NIB_EPI_BIAS)
+            printf(" bias=t%u", p->bias);
+        if (op->flags & NIB_EPI_SOFTCAP)
+            printf(" cap=%g", (double)p->softcap);
         if (op->flags & NIB_EPI_SILU_MUL)
-            printf(" out=%u", p->silu_mul.n_out);
+            printf(" out=%u%s", p->silu_mul.n_out, p->silu_mul.act ? " act=gelu" : "");
         if ((op->flags & NIB_EPI_SILU_MUL) && (op->flags & NIB_OPF_QOUT))
             printf(" qblock=%u", p->silu_mul.qblock);
     } else if (op->code == NIB_OP_ATTENTION) {
@@ -46,8 +54,17 @@ static void print_params(const struct nib_op *op)
                p->cache_stride, p->v_cache_off, (double)p->scale, (unsigned long long)p->scratch);
         if (op->flags & NIB_OPF_QOUT)
             printf(" qblock=%u unit_heads=%u", p->qblock, p->unit_heads);
+        if (p->window)
+            printf(" window=%u", p->window);
+        if (p->softcap > 0)
+            printf(" cap=%g", (double)p->softcap);
     } else if (op->code == NIB_OP_QUANT) {
         printf(" block=%u", op->quant.block);
+    } else if (op->code == NIB_OP_EMBED) {
+        if (op->embed.scale != 1.0f)
+            printf(" scale=%g", (double)op->embed.scale);
+    } else if (op->code == NIB_OP_NORM_ADD) {
+        printf(" eps=%g", (double)op->norm_add.eps);
     }
 }
 
@@ -106,9 +123,10 @@ static void print_blob(const struct nib_blob_view *v, int show_plan)
     const struct nib_hparams *hp = &h->hp;
     printf("blob: format version %u, %llu bytes, crc32c %08x, isa 0x%x\n", h->version,
            (unsigned long long)h->blob_size, h->crc32c, h->isa_required);
-    printf("model: dim %u, layers %u, heads %u (kv %u, head_dim %u), ffn %u, vocab %u, ctx %u\n",
-           hp->dim, hp->n_layers, hp->n_heads, hp->n_kv_heads, hp->head_dim, hp->ffn_dim,
-           hp->vocab_size, hp->ctx_len);
+    printf(
+        "model: %s, dim %u, layers %u, heads %u (kv %u, head_dim %u), ffn %u, vocab %u, ctx %u\n",
+        llama_arch_name(hp->arch), hp->dim, hp->n_layers, hp->n_heads, hp->n_kv_heads, hp->head_dim,
+        hp->ffn_dim, hp->vocab_size, hp->ctx_len);
     printf("       rope dim %u theta %g, rms eps %g, bos %u eos %u add_bos %u\n", hp->rope_dim,
            (double)hp->rope_theta, (double)hp->norm_eps, hp->bos_id, hp->eos_id, hp->add_bos);
     printf("sections: tensors @%llu (%llu), plan @%llu (%llu), tokenizer @%llu (%llu), weights "
@@ -143,7 +161,8 @@ static void print_blob(const struct nib_blob_view *v, int show_plan)
             {NIB_OPF_LAST_ROW, "last-row"}, {NIB_OPF_NORM_IN, "norm-in"},
             {NIB_OPF_QOUT, "int8-out"},     {NIB_EPI_ADD, "+residual"},
             {NIB_EPI_ROPE_KV, "+rope+kv"},  {NIB_EPI_SILU_MUL, "+silu*up"},
-            {NIB_EPI_ARGMAX, "+argmax"},
+            {NIB_EPI_ARGMAX, "+argmax"},    {NIB_EPI_BIAS, "+bias"},
+            {NIB_EPI_SOFTCAP, "+softcap"},
         };
         for (size_t j = 0; j < sizeof flags / sizeof flags[0]; j++)
             if (op->flags & flags[j].bit)
