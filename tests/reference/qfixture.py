@@ -10,11 +10,12 @@ values across its whole range) with the f16 scale fields set so that
 weights come out around 1/sqrt(inputs): the tests compare implementations
 on the same file, so the weights need not approximate anything.
 
-  qfixture.py BASE.gguf OUT.gguf --mix q4_k_m|all [--seed N]
+  qfixture.py BASE.gguf OUT.gguf --mix q4_k_m|q4_0|all [--seed N]
 
 mixes:
   q4_k_m  what llama.cpp's Q4_K_M writes: Q4_K, with Q6_K for attn_v,
           ffn_down and the output matrix (token_embd Q4_K);
+  q4_0    every matrix Q4_0, the output matrix Q8_0 (footprint.py);
   all     every type nibble reads, one per matrix: Q2_K Q3_K Q4_K Q5_K Q6_K
           IQ4_XS Q4_1 (layer 0), Q5_0 Q5_1 IQ4_NL Q8_0 Q4_0 Q4_K Q6_K
           (layer 1), token_embd Q6_K, output Q2_K.
@@ -46,6 +47,11 @@ MIXES = {
                        ffn_gate="Q4_K", ffn_up="Q4_K", ffn_down="Q6_K"),
                1: dict(attn_q="Q4_K", attn_k="Q4_K", attn_v="Q6_K", attn_output="Q4_K",
                        ffn_gate="Q4_K", ffn_up="Q4_K", ffn_down="Q6_K")},
+    "q4_0": {"token_embd": "Q4_0", "output": "Q8_0",
+             0: dict(attn_q="Q4_0", attn_k="Q4_0", attn_v="Q4_0", attn_output="Q4_0",
+                     ffn_gate="Q4_0", ffn_up="Q4_0", ffn_down="Q4_0"),
+             1: dict(attn_q="Q4_0", attn_k="Q4_0", attn_v="Q4_0", attn_output="Q4_0",
+                     ffn_gate="Q4_0", ffn_up="Q4_0", ffn_down="Q4_0")},
     "all": {"token_embd": "Q6_K", "output": "Q2_K",
             0: dict(attn_q="Q2_K", attn_k="Q3_K", attn_v="Q4_K", attn_output="Q5_K",
                     ffn_gate="Q6_K", ffn_up="IQ4_XS", ffn_down="Q4_1"),

@@ -45,22 +45,7 @@ import tempfile
 
 TOL = 1e-4
 
-
-def reexec_with_numpy():
-    try:
-        import numpy  # noqa: F401
-        return
-    except ImportError:
-        pass
-    for py in ("/usr/bin/python3", "/usr/local/bin/python3"):
-        if os.path.exists(py) and os.path.realpath(py) != os.path.realpath(sys.executable):
-            r = subprocess.run([py, "-c", "import numpy"], capture_output=True)
-            if r.returncode == 0:
-                os.execv(py, [py] + sys.argv)
-    print("SKIP: numpy not found (python3-numpy, .ci/install-deps.sh): the float64 reference "
-          "needs it")
-    sys.exit(77)
-
+from numpy_python import reexec_with_numpy  # noqa: E402
 
 reexec_with_numpy()
 import numpy as np  # noqa: E402
