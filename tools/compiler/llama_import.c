@@ -469,6 +469,7 @@ static const struct {
 },
   foreign_global[] = {
       {"output.bias", A_ALL, "an output bias"},
+      {"output.weight", A_GEMMA2, "separate output matrix (gemma2 ties it to token_embd)"},
       {"output_norm.bias", A_ALL, "LayerNorm biases"},
       {"rope_factors_long.weight", A_ALL, "LongRoPE (Phi-3 128k) frequency factors"},
       {"rope_factors_short.weight", A_ALL, "LongRoPE (Phi-3 128k) frequency factors"},

@@ -64,15 +64,21 @@ static int pack_source(const struct plan_tensor *t, const struct llama_weight *w
 {
     const struct nib_tensor_rec *rec = &t->rec;
     struct nib_qspec want = {rec->dtype, rec->group}, have;
-    char why[256], fmt[32];
+    char why[256], fmt[32], name[72];
     int rc = -1;
     if (nib_repack_spec(w->t->type, &have) == 0) {
-        rc = nib_repack_into(w, want, buf, why, sizeof why);
+        /* Only a format that holds every value of the type can take an
+         * exact repack; for any other the attempt would fail part-way. */
+        if (nib_repack_holds(w->t->type, want))
+            rc = nib_repack_into(w, want, buf, why, sizeof why);
+        else
+            snprintf(why, sizeof why, "%s does not hold every %s value",
+                     nib_qspec_str(want, fmt, sizeof fmt), ggml_type_name(w->t->type));
         if (rc && source)
             fprintf(stderr,
-                    "nib compile: --quant source: '%s' (%.*s, %s) has no exact form in %s: "
+                    "nib compile: --quant source: '%s' (%s, %s) has no exact form in %s: "
                     "requantized (%s)\n",
-                    rec->name, (int)w->t->name.len, w->t->name.ptr, ggml_type_name(w->t->type),
+                    rec->name, gguf_str_show(w->t->name, name), ggml_type_name(w->t->type),
                     nib_qspec_str(want, fmt, sizeof fmt), why);
     }
     if (rc)
