@@ -1,7 +1,7 @@
 /* config.json of a Hugging Face model directory (hf_import.h): the
  * hyper-parameters, per-architecture defaults as transformers has them, and
- * refusals naming the field. Only the JSON parser and libm: fuzzed by
- * tests/fuzz/fuzz_safetensors.c. */
+ * refusals naming the field. Only the JSON parser, tools/util's helpers and
+ * libm: fuzzed by tests/fuzz/fuzz_safetensors.c. */
 #include "tools/compiler/hf_import.h"
 
 #include <math.h>
@@ -11,23 +11,7 @@
 #include <string.h>
 
 #include "tools/util/json.h"
-
-static int vfail(char *err, size_t errlen, const char *fmt, va_list ap)
-{
-    vsnprintf(err, errlen, fmt, ap);
-    return -1;
-}
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vfail(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
+#include "tools/util/tool_util.h"
 
 /* A string from the file made safe to print: at most 64 bytes (then
  * "..."), control and non-ASCII bytes as '?'. */
@@ -66,7 +50,7 @@ static int cfail(struct cfg *c, const char *fmt, ...)
     va_list ap;
     va_start(ap, fmt);
     if (n > 0 && (size_t)n < c->errlen)
-        vfail(c->err + n, c->errlen - (size_t)n, fmt, ap);
+        nib_vfail(c->err + n, c->errlen - (size_t)n, fmt, ap);
     va_end(ap);
     return -1;
 }
@@ -390,7 +374,7 @@ int hf_config_parse(const char *text, size_t len, struct hf_config *hc, char *er
     char jerr[256];
     struct json_limits lim = {.max_bytes = 16u << 20, .max_depth = 32};
     if (json_parse(text, len, &lim, &doc, jerr, sizeof jerr))
-        return fail(err, errlen, "config.json: %s", jerr);
+        return nib_fail(err, errlen, "config.json: %s", jerr);
     struct cfg c = {json_root(doc), err, errlen};
     int rc = -1;
     if (!json_is(c.root, JSON_OBJECT)) {

@@ -3,7 +3,6 @@
  * through hf_tokenizer_load. */
 #include "tools/compiler/hf_import.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,23 +12,6 @@
 #include "tools/util/tool_util.h"
 #include "tools/compiler/hf_tokenizer.h"
 #include "tools/compiler/safetensors.h"
-
-static int vfail(char *err, size_t errlen, const char *fmt, va_list ap)
-{
-    vsnprintf(err, errlen, fmt, ap);
-    return -1;
-}
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vfail(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 /* ---- the directory ---- */
 
@@ -93,16 +75,16 @@ static int open_shard(struct hf_dir *d, uint32_t i, char *err, size_t errlen)
     struct hf_shard *s = &d->s[i];
     char why[400];
     if (nib_map_file(s->path, &s->map, &s->size, why, sizeof why))
-        return fail(err, errlen, "%s", why);
+        return nib_fail(err, errlen, "%s", why);
     if (st_open(&s->st, s->map, s->size, why, sizeof why))
-        return fail(err, errlen, "%s: %s", s->path, why);
+        return nib_fail(err, errlen, "%s: %s", s->path, why);
     /* a name in two shards would leave which one is meant undefined */
     for (uint32_t k = 0; k < i; k++)
         for (uint32_t t = 0; t < s->st.n_tensors; t++)
             if (st_find(&d->s[k].st, s->st.tensors[t].name.ptr)) {
                 char b[72];
-                return fail(err, errlen, "%s: tensor '%s' is also in %s", s->path,
-                            gguf_str_show(s->st.tensors[t].name, b), d->s[k].path);
+                return nib_fail(err, errlen, "%s: tensor '%s' is also in %s", s->path,
+                                gguf_str_show(s->st.tensors[t].name, b), d->s[k].path);
             }
     return 0;
 }
@@ -111,12 +93,12 @@ static int add_shard(struct hf_dir *d, const char *dir, const char *file, char *
 {
     struct hf_shard *s = realloc(d->s, (d->n + 1) * sizeof *s);
     if (!s)
-        return fail(err, errlen, "out of memory");
+        return nib_fail(err, errlen, "out of memory");
     d->s = s;
     memset(&s[d->n], 0, sizeof *s);
     s[d->n].path = join(dir, file);
     if (!s[d->n].path)
-        return fail(err, errlen, "out of memory");
+        return nib_fail(err, errlen, "out of memory");
     d->n++;
     return open_shard(d, d->n - 1, err, errlen);
 }
@@ -137,19 +119,19 @@ static int open_sharded(struct hf_dir *d, const char *dir, char *err, size_t err
     char why[400];
     int rc = -1;
     if (!ipath)
-        return fail(err, errlen, "out of memory");
+        return nib_fail(err, errlen, "out of memory");
     if (nib_map_file(ipath, &map, &size, why, sizeof why)) {
-        fail(err, errlen, "%s", why);
+        nib_fail(err, errlen, "%s", why);
         goto out;
     }
     struct json_limits lim = {.max_bytes = 64u << 20, .max_depth = 8};
     if (json_parse((const char *)map, size, &lim, &doc, why, sizeof why)) {
-        fail(err, errlen, "%s: %s", ipath, why);
+        nib_fail(err, errlen, "%s: %s", ipath, why);
         goto out;
     }
     const struct json_value *wm = json_get(json_root(doc), "weight_map");
     if (!json_is(wm, JSON_OBJECT) || wm->n == 0) {
-        fail(err, errlen, "%s: weight_map must be a non-empty object of tensor -> file", ipath);
+        nib_fail(err, errlen, "%s: weight_map must be a non-empty object of tensor -> file", ipath);
         goto out;
     }
     for (uint32_t i = 0; i < wm->n; i++) { /* each file once, in order of first mention */
@@ -157,8 +139,8 @@ static int open_sharded(struct hf_dir *d, const char *dir, char *err, size_t err
         if (!shard_name_ok(f)) {
             char b[72];
             struct gguf_str k = {wm->members[i].key_len, wm->members[i].key};
-            fail(err, errlen, "%s: weight_map.%s must name a file in the directory", ipath,
-                 gguf_str_show(k, b));
+            nib_fail(err, errlen, "%s: weight_map.%s must name a file in the directory", ipath,
+                     gguf_str_show(k, b));
             goto out;
         }
         int seen = 0;
@@ -179,8 +161,8 @@ static int open_sharded(struct hf_dir *d, const char *dir, char *err, size_t err
         if (!t) {
             char b[72], c[72];
             struct gguf_str k = {wm->members[i].key_len, wm->members[i].key};
-            fail(err, errlen, "%s: tensor '%s' is not in %s", ipath, gguf_str_show(k, b),
-                 gguf_str_show((struct gguf_str){f->n, f->str}, c));
+            nib_fail(err, errlen, "%s: tensor '%s' is not in %s", ipath, gguf_str_show(k, b),
+                     gguf_str_show((struct gguf_str){f->n, f->str}, c));
             goto out;
         }
     }
@@ -221,17 +203,18 @@ static int bind_rows(struct binder *b, struct llama_weight *w, const char *name,
     memset(w, 0, sizeof *w);
     const struct gguf_tensor *t = find(b->d, name);
     if (!t)
-        return required ? fail(b->err, b->errlen, "%s: missing tensor '%s'", b->dir, name) : 0;
+        return required ? nib_fail(b->err, b->errlen, "%s: missing tensor '%s'", b->dir, name) : 0;
     uint64_t want[GGUF_MAX_DIMS] = {cols, rows ? rows : 1, 1, 1};
     if (t->n_dims != (rows ? 2u : 1u) || memcmp(t->ne, want, sizeof want)) {
         char got[128];
         fmt_shape(got, sizeof got, t);
         if (rows)
-            return fail(b->err, b->errlen,
-                        "%s: tensor '%s' has shape %s; config.json makes it [%u, %u]", b->dir, name,
-                        got, rows, cols);
-        return fail(b->err, b->errlen, "%s: tensor '%s' has shape %s; config.json makes it [%u]",
-                    b->dir, name, got, cols);
+            return nib_fail(b->err, b->errlen,
+                            "%s: tensor '%s' has shape %s; config.json makes it [%u, %u]", b->dir,
+                            name, got, rows, cols);
+        return nib_fail(b->err, b->errlen,
+                        "%s: tensor '%s' has shape %s; config.json makes it [%u]", b->dir, name,
+                        got, cols);
     }
     w->t = t;
     w->cols = cols;
@@ -267,10 +250,10 @@ static int refuse_extra(struct binder *b, uint32_t l)
         char name[96];
         snprintf(name, sizeof name, "model.layers.%u.%s", l, parts[i]);
         if (find(b->d, name))
-            return fail(b->err, b->errlen,
-                        "%s: tensor '%s' is not supported (nibble has no bias "
-                        "there)",
-                        b->dir, name);
+            return nib_fail(b->err, b->errlen,
+                            "%s: tensor '%s' is not supported (nibble has no bias "
+                            "there)",
+                            b->dir, name);
     }
     return 0;
 }
@@ -309,9 +292,9 @@ static int bind_layer(struct binder *b, uint32_t l, struct llama_layer *L)
             bind(b, &L->bv, NAME("self_attn.v_proj.bias"), 0, kv, need))
             return -1;
         if ((L->bq.t != NULL) != (L->bk.t != NULL) || (L->bq.t != NULL) != (L->bv.t != NULL))
-            return fail(b->err, b->errlen,
-                        "%s: layer %u has some of the q/k/v_proj biases but not all three", b->dir,
-                        l);
+            return nib_fail(b->err, b->errlen,
+                            "%s: layer %u has some of the q/k/v_proj biases but not all three",
+                            b->dir, l);
     }
     if (bind(b, &L->wo, NAME("self_attn.o_proj.weight"), c->dim, q, 1) ||
         bind(b, &L->w_down, NAME("mlp.down_proj.weight"), c->dim, c->ffn_dim, 1))
@@ -347,10 +330,10 @@ static int bind_all(struct binder *b, struct llama_model *m)
     int have_head = find(b->d, "lm_head.weight") != NULL;
     int have_embd = find(b->d, "model.embed_tokens.weight") != NULL;
     if (c->tie == 0 && !have_head)
-        return fail(b->err, b->errlen,
-                    "%s: missing tensor 'lm_head.weight' (config.json tie_word_embeddings is "
-                    "false)",
-                    b->dir);
+        return nib_fail(b->err, b->errlen,
+                        "%s: missing tensor 'lm_head.weight' (config.json tie_word_embeddings is "
+                        "false)",
+                        b->dir);
     int tied = c->tie == 1 || !have_head;
     /* a tied checkpoint may store the shared matrix under either name */
     const char *embd = have_embd || !tied ? "model.embed_tokens.weight" : "lm_head.weight";
@@ -365,7 +348,7 @@ static int bind_all(struct binder *b, struct llama_model *m)
     }
     m->layers = calloc(c->n_layers, sizeof *m->layers);
     if (!m->layers)
-        return fail(b->err, b->errlen, "out of memory");
+        return nib_fail(b->err, b->errlen, "out of memory");
     for (uint32_t l = 0; l < c->n_layers; l++)
         if (bind_layer(b, l, &m->layers[l]))
             return -1;
@@ -380,14 +363,14 @@ static int bind_all(struct binder *b, struct llama_model *m)
 static int pad_vocab(struct tok_spec *t, uint32_t n, const char *dir, char *err, size_t errlen)
 {
     if (t->n_vocab > n)
-        return fail(err, errlen,
-                    "%s: tokenizer.json has %u tokens, more than config.json vocab_size %u", dir,
-                    t->n_vocab, n);
+        return nib_fail(err, errlen,
+                        "%s: tokenizer.json has %u tokens, more than config.json vocab_size %u",
+                        dir, t->n_vocab, n);
     if (t->n_vocab == n)
         return 0;
     struct tok_spec_token *tk = realloc(t->tokens, (size_t)n * sizeof *tk);
     if (!tk)
-        return fail(err, errlen, "out of memory");
+        return nib_fail(err, errlen, "out of memory");
     t->tokens = tk;
     for (uint32_t i = t->n_vocab; i < n; i++) {
         char piece[32];
@@ -396,7 +379,7 @@ static int pad_vocab(struct tok_spec *t, uint32_t n, const char *dir, char *err,
         tk[i].type = NIB_TOK_UNUSED;
         if (tok_spec_set_piece(&tk[i], piece, (size_t)len)) {
             t->n_vocab = i;
-            return fail(err, errlen, "out of memory");
+            return nib_fail(err, errlen, "out of memory");
         }
     }
     t->n_vocab = n;
@@ -411,15 +394,15 @@ static int read_config(const char *dir, struct hf_config *c, char *err, size_t e
     const uint8_t *map;
     size_t size;
     if (!p)
-        return fail(err, errlen, "out of memory");
+        return nib_fail(err, errlen, "out of memory");
     if (nib_map_file(p, &map, &size, why, sizeof why)) {
-        fail(err, errlen, "%s", why);
+        nib_fail(err, errlen, "%s", why);
         free(p);
         return -1;
     }
     int rc = hf_config_parse((const char *)map, size, c, why, sizeof why);
     if (rc)
-        fail(err, errlen, "%s/%s", dir, why);
+        nib_fail(err, errlen, "%s/%s", dir, why);
     nib_unmap_file(map, size);
     free(p);
     return rc;
@@ -450,7 +433,7 @@ static int fill_model(struct llama_model *m, const struct hf_config *c, const ch
     if (c->rope_llama3 || c->rs_linear > 0) {
         m->rope_freq_factors = malloc(c->rope_dim / 2 * sizeof(float));
         if (!m->rope_freq_factors)
-            return fail(err, errlen, "out of memory");
+            return nib_fail(err, errlen, "out of memory");
         if (c->rope_llama3)
             hf_llama3_freq_factors(c, m->rope_freq_factors);
         else
@@ -477,7 +460,7 @@ int hf_import(struct hf_dir **out, struct llama_model *m, const char *dir, char 
     if (!c || !d) {
         free(c);
         free(d);
-        return fail(err, errlen, "out of memory");
+        return nib_fail(err, errlen, "out of memory");
     }
     int rc = -1;
     if (read_config(dir, c, err, errlen))
@@ -489,12 +472,12 @@ int hf_import(struct hf_dir **out, struct llama_model *m, const char *dir, char 
         if (open_sharded(d, dir, err, errlen))
             goto out;
     } else {
-        fail(err, errlen,
-             "%s: missing model.safetensors (or model.safetensors.index.json and its shards)%s",
-             dir,
-             exists(dir, "pytorch_model.bin")
-                 ? "; pytorch_model.bin is not read: save the model as safetensors"
-                 : "");
+        nib_fail(err, errlen,
+                 "%s: missing model.safetensors (or model.safetensors.index.json and its shards)%s",
+                 dir,
+                 exists(dir, "pytorch_model.bin")
+                     ? "; pytorch_model.bin is not read: save the model as safetensors"
+                     : "");
         goto out;
     }
     struct binder b = {d, c, dir, err, errlen};

@@ -2,24 +2,12 @@
  * dtype, shape and offset is checked before a descriptor is filled in. */
 #include "tools/compiler/safetensors.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tools/util/json.h"
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
+#include "tools/util/tool_util.h"
 
 /* Every dtype the safetensors format defines, with its element size; only
  * the float types nibble reads map to a ggml type. */
@@ -69,20 +57,21 @@ static int parse_dtype(const struct json_value *v, uint32_t *type, const char *n
 {
     char nb[72], db[72];
     if (!json_is(v, JSON_STRING))
-        return fail(err, errlen, "tensor '%s': dtype is %s, not a string",
-                    show(name, strlen(name), nb), json_type_name(v));
+        return nib_fail(err, errlen, "tensor '%s': dtype is %s, not a string",
+                        show(name, strlen(name), nb), json_type_name(v));
     for (size_t i = 0; i < sizeof st_dtypes / sizeof st_dtypes[0]; i++) {
         if (!json_str_eq(v, st_dtypes[i].name))
             continue;
         if (st_dtypes[i].ggml < 0)
-            return fail(err, errlen,
-                        "tensor '%s': dtype %s is not supported (nibble reads F32, F16 and BF16)",
-                        show(name, strlen(name), nb), st_dtypes[i].name);
+            return nib_fail(
+                err, errlen,
+                "tensor '%s': dtype %s is not supported (nibble reads F32, F16 and BF16)",
+                show(name, strlen(name), nb), st_dtypes[i].name);
         *type = (uint32_t)st_dtypes[i].ggml;
         return 0;
     }
-    return fail(err, errlen, "tensor '%s': unknown dtype '%s' (nibble reads F32, F16 and BF16)",
-                show(name, strlen(name), nb), show(v->str, v->n, db));
+    return nib_fail(err, errlen, "tensor '%s': unknown dtype '%s' (nibble reads F32, F16 and BF16)",
+                    show(name, strlen(name), nb), show(v->str, v->n, db));
 }
 
 /* A JSON number that is a non-negative integer below limit. */
@@ -101,42 +90,43 @@ static int parse_tensor(const struct json_member *mem, struct gguf_tensor *t, ui
     char nb[72];
     const char *sn = show(name, mem->key_len, nb);
     if (mem->key_len == 0)
-        return fail(err, errlen, "a tensor has an empty name");
+        return nib_fail(err, errlen, "a tensor has an empty name");
     if (mem->key_len > ST_MAX_NAME)
-        return fail(err, errlen, "tensor '%s': name of %u bytes is longer than %u", sn,
-                    mem->key_len, ST_MAX_NAME);
+        return nib_fail(err, errlen, "tensor '%s': name of %u bytes is longer than %u", sn,
+                        mem->key_len, ST_MAX_NAME);
     if (memchr(name, 0, mem->key_len))
-        return fail(err, errlen, "tensor '%s': name holds a NUL byte", sn);
+        return nib_fail(err, errlen, "tensor '%s': name holds a NUL byte", sn);
     const struct json_value *o = &mem->value;
     if (!json_is(o, JSON_OBJECT))
-        return fail(err, errlen, "tensor '%s': is %s, not an object", sn, json_type_name(o));
+        return nib_fail(err, errlen, "tensor '%s': is %s, not an object", sn, json_type_name(o));
     for (uint32_t i = 0; i < o->n; i++) {
         const char *k = o->members[i].key;
         if (strcmp(k, "dtype") && strcmp(k, "shape") && strcmp(k, "data_offsets")) {
             char kb[72];
-            return fail(err, errlen,
-                        "tensor '%s': unknown field '%s' (a tensor has dtype, shape, data_offsets)",
-                        sn, show(k, o->members[i].key_len, kb));
+            return nib_fail(
+                err, errlen,
+                "tensor '%s': unknown field '%s' (a tensor has dtype, shape, data_offsets)", sn,
+                show(k, o->members[i].key_len, kb));
         }
     }
     const struct json_value *dt = json_get(o, "dtype"), *shape = json_get(o, "shape"),
                             *offs = json_get(o, "data_offsets");
     if (!dt || !shape || !offs)
-        return fail(err, errlen, "tensor '%s': missing %s", sn,
-                    !dt      ? "dtype"
-                    : !shape ? "shape"
-                             : "data_offsets");
+        return nib_fail(err, errlen, "tensor '%s': missing %s", sn,
+                        !dt      ? "dtype"
+                        : !shape ? "shape"
+                                 : "data_offsets");
     memset(t, 0, sizeof *t);
     t->name.ptr = name;
     t->name.len = mem->key_len;
     if (parse_dtype(dt, &t->type, name, err, errlen))
         return -1;
     if (!json_is(shape, JSON_ARRAY))
-        return fail(err, errlen, "tensor '%s': shape is %s, not an array", sn,
-                    json_type_name(shape));
+        return nib_fail(err, errlen, "tensor '%s': shape is %s, not an array", sn,
+                        json_type_name(shape));
     if (shape->n < 1 || shape->n > GGUF_MAX_DIMS)
-        return fail(err, errlen, "tensor '%s': shape has rank %u; nibble reads ranks 1 to %u", sn,
-                    shape->n, GGUF_MAX_DIMS);
+        return nib_fail(err, errlen, "tensor '%s': shape has rank %u; nibble reads ranks 1 to %u",
+                        sn, shape->n, GGUF_MAX_DIMS);
     t->n_dims = shape->n;
     uint64_t n = 1;
     for (uint32_t d = 0; d < GGUF_MAX_DIMS; d++)
@@ -144,37 +134,37 @@ static int parse_tensor(const struct json_member *mem, struct gguf_tensor *t, ui
     for (uint32_t d = 0; d < shape->n; d++) {
         uint64_t v;
         if (get_uint(&shape->items[d], (uint64_t)1 << 32, &v) || v == 0)
-            return fail(err, errlen, "tensor '%s': shape[%u] must be an integer in [1, 2^32 - 1]",
-                        sn, d);
+            return nib_fail(err, errlen,
+                            "tensor '%s': shape[%u] must be an integer in [1, 2^32 - 1]", sn, d);
         t->ne[shape->n - 1 - d] = v; /* row-major: the last dimension varies fastest */
         if (__builtin_mul_overflow(n, v, &n))
-            return fail(err, errlen, "tensor '%s': shape overflows", sn);
+            return nib_fail(err, errlen, "tensor '%s': shape overflows", sn);
     }
     t->n_elems = n;
     uint64_t esize = t->type == GGML_TYPE_F32 ? 4 : 2;
     if (__builtin_mul_overflow(n, esize, &t->nbytes))
-        return fail(err, errlen, "tensor '%s': shape overflows", sn);
+        return nib_fail(err, errlen, "tensor '%s': shape overflows", sn);
     uint64_t begin, end;
     if (!json_is(offs, JSON_ARRAY) || offs->n != 2)
-        return fail(err, errlen, "tensor '%s': data_offsets must be an array [begin, end]", sn);
+        return nib_fail(err, errlen, "tensor '%s': data_offsets must be an array [begin, end]", sn);
     if (get_uint(&offs->items[0], UINT64_MAX, &begin) ||
         get_uint(&offs->items[1], UINT64_MAX, &end))
-        return fail(err, errlen, "tensor '%s': data_offsets must be non-negative integers", sn);
+        return nib_fail(err, errlen, "tensor '%s': data_offsets must be non-negative integers", sn);
     if (end < begin)
-        return fail(err, errlen, "tensor '%s': data_offsets [%llu, %llu] end before they begin", sn,
-                    (unsigned long long)begin, (unsigned long long)end);
+        return nib_fail(err, errlen, "tensor '%s': data_offsets [%llu, %llu] end before they begin",
+                        sn, (unsigned long long)begin, (unsigned long long)end);
     if (end > data_size)
-        return fail(err, errlen,
-                    "tensor '%s': data_offsets [%llu, %llu] reach past the data section "
-                    "(%llu bytes)",
-                    sn, (unsigned long long)begin, (unsigned long long)end,
-                    (unsigned long long)data_size);
+        return nib_fail(err, errlen,
+                        "tensor '%s': data_offsets [%llu, %llu] reach past the data section "
+                        "(%llu bytes)",
+                        sn, (unsigned long long)begin, (unsigned long long)end,
+                        (unsigned long long)data_size);
     if (end - begin != t->nbytes)
-        return fail(err, errlen,
-                    "tensor '%s': data_offsets [%llu, %llu] hold %llu bytes, but the shape and "
-                    "dtype need %llu",
-                    sn, (unsigned long long)begin, (unsigned long long)end,
-                    (unsigned long long)(end - begin), (unsigned long long)t->nbytes);
+        return nib_fail(err, errlen,
+                        "tensor '%s': data_offsets [%llu, %llu] hold %llu bytes, but the shape and "
+                        "dtype need %llu",
+                        sn, (unsigned long long)begin, (unsigned long long)end,
+                        (unsigned long long)(end - begin), (unsigned long long)t->nbytes);
     t->offset = begin;
     return 0;
 }
@@ -182,13 +172,13 @@ static int parse_tensor(const struct json_member *mem, struct gguf_tensor *t, ui
 static int metadata_ok(const struct json_value *v, char *err, size_t errlen)
 {
     if (!json_is(v, JSON_OBJECT))
-        return fail(err, errlen, "__metadata__ is %s, not an object", json_type_name(v));
+        return nib_fail(err, errlen, "__metadata__ is %s, not an object", json_type_name(v));
     for (uint32_t i = 0; i < v->n; i++)
         if (!json_is(&v->members[i].value, JSON_STRING)) {
             char kb[72];
-            return fail(err, errlen, "__metadata__.%s is %s, not a string",
-                        show(v->members[i].key, v->members[i].key_len, kb),
-                        json_type_name(&v->members[i].value));
+            return nib_fail(err, errlen, "__metadata__.%s is %s, not a string",
+                            show(v->members[i].key, v->members[i].key_len, kb),
+                            json_type_name(&v->members[i].value));
         }
     return 0;
 }
@@ -212,7 +202,7 @@ static int check_overlaps(const struct st_file *f, char *err, size_t errlen)
         return 0;
     struct span *s = malloc((size_t)f->n_tensors * sizeof *s);
     if (!s)
-        return fail(err, errlen, "out of memory");
+        return nib_fail(err, errlen, "out of memory");
     for (uint32_t i = 0; i < f->n_tensors; i++)
         s[i] = (struct span){f->tensors[i].offset, f->tensors[i].offset + f->tensors[i].nbytes, i};
     qsort(s, f->n_tensors, sizeof *s, by_begin);
@@ -221,8 +211,8 @@ static int check_overlaps(const struct st_file *f, char *err, size_t errlen)
         if (s[i - 1].end > s[i].begin) {
             char ab[72], bb[72];
             const struct gguf_str *x = &f->tensors[s[i - 1].i].name, *y = &f->tensors[s[i].i].name;
-            rc = fail(err, errlen, "tensors '%s' and '%s' overlap in the data section",
-                      show(x->ptr, x->len, ab), show(y->ptr, y->len, bb));
+            rc = nib_fail(err, errlen, "tensors '%s' and '%s' overlap in the data section",
+                          show(x->ptr, x->len, ab), show(y->ptr, y->len, bb));
         }
     free(s);
     return rc;
@@ -232,23 +222,23 @@ int st_open(struct st_file *f, const uint8_t *buf, size_t size, char *err, size_
 {
     memset(f, 0, sizeof *f);
     if (size < 8)
-        return fail(err, errlen, "file of %zu bytes is too short for a safetensors header length",
-                    size);
+        return nib_fail(err, errlen,
+                        "file of %zu bytes is too short for a safetensors header length", size);
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--)
         n = n << 8 | buf[i];
     if (n < 2 || n > ST_MAX_HEADER)
-        return fail(err, errlen, "header length %llu is out of range [2, %u]",
-                    (unsigned long long)n, ST_MAX_HEADER);
+        return nib_fail(err, errlen, "header length %llu is out of range [2, %u]",
+                        (unsigned long long)n, ST_MAX_HEADER);
     if (n > size - 8)
-        return fail(err, errlen, "header length %llu reaches past the end of the %zu-byte file",
-                    (unsigned long long)n, size);
+        return nib_fail(err, errlen, "header length %llu reaches past the end of the %zu-byte file",
+                        (unsigned long long)n, size);
     if (buf[8] != '{')
-        return fail(err, errlen, "header does not start with '{'");
+        return nib_fail(err, errlen, "header does not start with '{'");
     char jerr[256];
     struct json_limits lim = {.max_bytes = (size_t)n, .max_depth = 4};
     if (json_parse((const char *)buf + 8, (size_t)n, &lim, &f->doc, jerr, sizeof jerr))
-        return fail(err, errlen, "header: %s", jerr);
+        return nib_fail(err, errlen, "header: %s", jerr);
     const struct json_value *root = json_root(f->doc);
     f->buf = buf;
     f->size = size;
@@ -256,12 +246,12 @@ int st_open(struct st_file *f, const uint8_t *buf, size_t size, char *err, size_
     f->data = buf + 8 + n;
     f->data_size = size - 8 - n;
     if (!json_is(root, JSON_OBJECT)) {
-        fail(err, errlen, "header is %s, not an object", json_type_name(root));
+        nib_fail(err, errlen, "header is %s, not an object", json_type_name(root));
         goto bad;
     }
     f->tensors = calloc(root->n ? root->n : 1, sizeof *f->tensors);
     if (!f->tensors) {
-        fail(err, errlen, "out of memory");
+        nib_fail(err, errlen, "out of memory");
         goto bad;
     }
     for (uint32_t i = 0; i < root->n; i++) {

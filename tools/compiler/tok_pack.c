@@ -3,7 +3,6 @@
  * are built here once, so the appliance only looks things up. */
 #include "tools/compiler/tok_pack.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,18 +10,10 @@
 #include "model_blob/blob_format.h"
 #include "rt/text/nfc.h"
 #include "rt/text/regex.h"
+#include "tools/util/tool_util.h"
 
 const char tok_gpt2_regex[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 static size_t up8(size_t x)
 {
@@ -140,18 +131,18 @@ static int build_merges(const struct tok_spec *s, struct nib_tok_merge **out, ui
     for (uint32_t i = 0; i < s->n_merges; i++) {
         const struct tok_spec_merge *m = &s->merges[i];
         if (m->left >= s->n_vocab || m->right >= s->n_vocab || m->result >= s->n_vocab)
-            return fail(err, errlen, "merge %u names a token outside the vocabulary", i);
+            return nib_fail(err, errlen, "merge %u names a token outside the vocabulary", i);
     }
     if (s->n_merges >= (1u << 24) || s->n_merges > NIB_TOK_MAX_MERGES / 2)
-        return fail(err, errlen, "%u merges, more than nibble's limit %u", s->n_merges,
-                    NIB_TOK_MAX_MERGES / 2);
+        return nib_fail(err, errlen, "%u merges, more than nibble's limit %u", s->n_merges,
+                        NIB_TOK_MAX_MERGES / 2);
     uint32_t n = 16;
     while (n < 2 * s->n_merges)
         n *= 2;
     for (; n <= NIB_TOK_MAX_MERGES; n *= 2) {
         struct nib_tok_merge *t = malloc((size_t)n * sizeof *t);
         if (!t)
-            return fail(err, errlen, "out of memory for the merge table");
+            return nib_fail(err, errlen, "out of memory for the merge table");
         memset(t, 0xFF, (size_t)n * sizeof *t);
         uint32_t probe = 0;
         for (uint32_t i = 0; i < s->n_merges; i++) {
@@ -171,7 +162,7 @@ static int build_merges(const struct tok_spec *s, struct nib_tok_merge **out, ui
         }
         free(t);
     }
-    return fail(err, errlen, "merge table does not fit");
+    return nib_fail(err, errlen, "merge table does not fit");
 }
 
 /* The added-token trie in breadth-first order: a node is a range of the
@@ -200,13 +191,13 @@ static int build_trie(const struct tok_spec *s, struct trie *tr, char *err, size
     struct key *k = calloc(s->n_added + 1, sizeof *k);
     uint32_t n = 0;
     if (!k)
-        return fail(err, errlen, "out of memory");
+        return nib_fail(err, errlen, "out of memory");
     size_t total = 1;
     for (uint32_t i = 0; i < s->n_added; i++) {
         const struct tok_spec_added *a = &s->added[i];
         if (a->id >= s->n_vocab) {
             free_keys(k, n);
-            return fail(err, errlen, "added token %u: id %u outside the vocabulary", i, a->id);
+            return nib_fail(err, errlen, "added token %u: id %u outside the vocabulary", i, a->id);
         }
         const struct tok_spec_token *t = &s->tokens[a->id];
         struct key *ky = &k[n];
@@ -220,7 +211,7 @@ static int build_trie(const struct tok_spec *s, struct trie *tr, char *err, size
             ky->normalized = 1;
             if (!(ky->bytes = normalize(s, t->bytes, t->len, &ky->len))) {
                 free_keys(k, n);
-                return fail(err, errlen, "out of memory");
+                return nib_fail(err, errlen, "out of memory");
             }
         }
         if (ky->len == 0 || ky->len > NIB_MAX_PIECE) {
@@ -238,7 +229,7 @@ static int build_trie(const struct tok_spec *s, struct trie *tr, char *err, size
     qsort(k, n, sizeof *k, cmp_keys);
     if (total > NIB_TOK_MAX_TRIE) {
         free_keys(k, n);
-        return fail(err, errlen, "added tokens too long in total (%zu bytes)", total);
+        return nib_fail(err, errlen, "added tokens too long in total (%zu bytes)", total);
     }
     tr->nodes = calloc(total, sizeof *tr->nodes);
     tr->edges = calloc(total, sizeof *tr->edges);
@@ -246,7 +237,7 @@ static int build_trie(const struct tok_spec *s, struct trie *tr, char *err, size
     if (!tr->nodes || !tr->edges || !q) {
         free_keys(k, n);
         free(q);
-        return fail(err, errlen, "out of memory");
+        return nib_fail(err, errlen, "out of memory");
     }
     uint32_t qh = 0, qt = 0;
     q[qt++] = (struct qitem){0, n, 0};
@@ -287,8 +278,8 @@ static int pack_steps(const struct tok_spec *s, struct nib_tok_norm_step *norm,
                       struct nib_tok_pre_step *pre, struct data *d, char *err, size_t errlen)
 {
     if (s->n_norm > NIB_TOK_MAX_STEPS || s->n_pre > NIB_TOK_MAX_STEPS)
-        return fail(err, errlen, "more than %u normalizer or pre-tokenizer steps",
-                    NIB_TOK_MAX_STEPS);
+        return nib_fail(err, errlen, "more than %u normalizer or pre-tokenizer steps",
+                        NIB_TOK_MAX_STEPS);
     for (uint32_t i = 0; i < s->n_norm; i++) {
         const struct tok_norm_step *n = &s->norm[i];
         struct nib_tok_norm_step *o = &norm[i];
@@ -300,14 +291,14 @@ static int pack_steps(const struct tok_spec *s, struct nib_tok_norm_step *norm,
             n->arg_len > NIB_TOK_MAX_ARG || n->pattern_len > NIB_TOK_MAX_ARG ||
             (n->kind == TOK_NORM_REPLACE && n->pattern_len == 0) ||
             (n->kind == TOK_NORM_PREPEND && n->arg_len == 0))
-            return fail(err, errlen, "normalizer step %u: kind %d or its strings unsupported", i,
-                        n->kind);
+            return nib_fail(err, errlen, "normalizer step %u: kind %d or its strings unsupported",
+                            i, n->kind);
         if (data_add(d, n->arg, n->arg_len, &o->arg_off))
-            return fail(err, errlen, "out of memory");
+            return nib_fail(err, errlen, "out of memory");
         o->arg_len = n->arg_len;
         if (n->kind == TOK_NORM_REPLACE) {
             if (data_add(d, n->pattern, n->pattern_len, &o->pat_off))
-                return fail(err, errlen, "out of memory");
+                return nib_fail(err, errlen, "out of memory");
             o->pat_len = n->pattern_len;
         }
     }
@@ -328,16 +319,16 @@ static int pack_steps(const struct tok_spec *s, struct nib_tok_norm_step *norm,
             const char *pat = p->kind == TOK_PRE_SPLIT_REGEX ? p->pattern : tok_gpt2_regex;
             size_t plen = p->kind == TOK_PRE_SPLIT_REGEX ? p->pattern_len : strlen(pat);
             if (!pat)
-                return fail(err, errlen, "pre-tokenizer step %u: no pattern", i);
+                return nib_fail(err, errlen, "pre-tokenizer step %u: no pattern", i);
             size_t cap = 64 + 64 * plen, used = 0;
             uint8_t *prog = malloc(cap);
             char why[200];
             if (!prog)
-                return fail(err, errlen, "out of memory");
+                return nib_fail(err, errlen, "out of memory");
             if (nib_re_compile(pat, plen, prog, cap, &used, why, sizeof why)) {
                 free(prog);
-                return fail(err, errlen, "pre-tokenizer step %u: regex '%.*s': %s", i,
-                            (int)(plen > 120 ? 120 : plen), pat, why);
+                return nib_fail(err, errlen, "pre-tokenizer step %u: regex '%.*s': %s", i,
+                                (int)(plen > 120 ? 120 : plen), pat, why);
             }
             /* programs are read as aligned words */
             uint32_t pad_off;
@@ -345,7 +336,7 @@ static int pack_steps(const struct tok_spec *s, struct nib_tok_norm_step *norm,
             if (data_add(d, zeros, up8(d->n) - d->n, &pad_off) ||
                 data_add(d, prog, used, &o->pat_off)) {
                 free(prog);
-                return fail(err, errlen, "out of memory");
+                return nib_fail(err, errlen, "out of memory");
             }
             free(prog);
             o->pat_len = (uint32_t)used;
@@ -357,23 +348,23 @@ static int pack_steps(const struct tok_spec *s, struct nib_tok_norm_step *norm,
         }
         case TOK_PRE_SPLIT_STRING:
             if (!p->pattern || p->pattern_len == 0 || p->pattern_len > NIB_TOK_MAX_ARG)
-                return fail(err, errlen, "pre-tokenizer step %u: split string of %u bytes", i,
-                            p->pattern_len);
+                return nib_fail(err, errlen, "pre-tokenizer step %u: split string of %u bytes", i,
+                                p->pattern_len);
             if (data_add(d, p->pattern, p->pattern_len, &o->pat_off))
-                return fail(err, errlen, "out of memory");
+                return nib_fail(err, errlen, "out of memory");
             o->pat_len = p->pattern_len;
             break;
         case TOK_PRE_DIGITS: o->flags = p->individual_digits ? NIB_TOKP_INDIVIDUAL : 0; break;
         case TOK_PRE_METASPACE:
             if (p->replacement == 0 || p->replacement > 0x10FFFF ||
                 (p->replacement >= 0xD800 && p->replacement <= 0xDFFF))
-                return fail(err, errlen, "pre-tokenizer step %u: bad Metaspace replacement", i);
+                return nib_fail(err, errlen, "pre-tokenizer step %u: bad Metaspace replacement", i);
             o->replacement = p->replacement;
             o->flags = p->prepend_scheme == TOK_PREPEND_ALWAYS  ? NIB_TOKP_PREPEND_ALWAYS
                        : p->prepend_scheme == TOK_PREPEND_FIRST ? NIB_TOKP_PREPEND_FIRST
                                                                 : 0;
             break;
-        default: return fail(err, errlen, "pre-tokenizer step %u: unknown kind %d", i, p->kind);
+        default: return nib_fail(err, errlen, "pre-tokenizer step %u: unknown kind %d", i, p->kind);
         }
     }
     return 0;
@@ -397,35 +388,36 @@ static void fallback_bytes(const struct tok_spec *s, uint32_t *bid)
 static int check_spec(const struct tok_spec *s, char *err, size_t errlen)
 {
     if (s->model != TOK_MODEL_SPM && s->model != TOK_MODEL_BPE)
-        return fail(err, errlen, "tokenizer model %d unknown", s->model);
+        return nib_fail(err, errlen, "tokenizer model %d unknown", s->model);
     if (s->n_vocab == 0 || s->n_vocab > NIB_MAX_VOCAB)
-        return fail(err, errlen, "vocabulary of %u tokens (1..%u)", s->n_vocab, NIB_MAX_VOCAB);
+        return nib_fail(err, errlen, "vocabulary of %u tokens (1..%u)", s->n_vocab, NIB_MAX_VOCAB);
     if (s->model == TOK_MODEL_SPM && (s->n_merges || s->n_norm || s->n_pre))
-        return fail(err, errlen, "a SentencePiece tokenizer has no merges or pipeline steps");
+        return nib_fail(err, errlen, "a SentencePiece tokenizer has no merges or pipeline steps");
     for (uint32_t i = 0; i < s->n_vocab; i++)
         if (s->tokens[i].len > NIB_MAX_PIECE || (s->tokens[i].len && !s->tokens[i].bytes))
-            return fail(err, errlen, "token %u is %u bytes, longer than the limit %u", i,
-                        s->tokens[i].len, NIB_MAX_PIECE);
+            return nib_fail(err, errlen, "token %u is %u bytes, longer than the limit %u", i,
+                            s->tokens[i].len, NIB_MAX_PIECE);
     int32_t ids[3] = {s->unk_id, s->bos_id, s->eos_id};
     for (int i = 0; i < 3; i++)
         if (ids[i] >= (int32_t)s->n_vocab)
-            return fail(err, errlen, "unk/bos/eos id %d outside the vocabulary", ids[i]);
+            return nib_fail(err, errlen, "unk/bos/eos id %d outside the vocabulary", ids[i]);
     if ((s->add_bos && s->bos_id < 0) || (s->add_eos && s->eos_id < 0))
-        return fail(err, errlen, "the tokenizer adds BOS/EOS but has none");
+        return nib_fail(err, errlen, "the tokenizer adds BOS/EOS but has none");
     if (s->model == TOK_MODEL_SPM && s->unk_id < 0)
-        return fail(err, errlen, "a SentencePiece tokenizer needs an unknown token");
+        return nib_fail(err, errlen, "a SentencePiece tokenizer needs an unknown token");
     if (s->n_eog > TOK_SPEC_MAX_EOG)
-        return fail(err, errlen, "end-of-generation set too large");
+        return nib_fail(err, errlen, "end-of-generation set too large");
     for (uint32_t i = 0; i < s->n_eog; i++)
         if (s->eog[i] >= s->n_vocab)
-            return fail(err, errlen, "end-of-generation id %u outside the vocabulary", s->eog[i]);
+            return nib_fail(err, errlen, "end-of-generation id %u outside the vocabulary",
+                            s->eog[i]);
     for (int b = 0; b < 256; b++)
         if ((s->byte_level || (s->model == TOK_MODEL_SPM && s->byte_fallback)) &&
             s->byte_id[b] >= s->n_vocab)
-            return fail(err, errlen, "byte 0x%02X has no token", b);
+            return nib_fail(err, errlen, "byte 0x%02X has no token", b);
     if (s->dec_from_len > NIB_TOK_MAX_ARG || s->dec_to_len > NIB_TOK_MAX_ARG ||
         s->strip_leading > NIB_TOK_MAX_ARG)
-        return fail(err, errlen, "decoder strings too long");
+        return nib_fail(err, errlen, "decoder strings too long");
     return 0;
 }
 
@@ -437,7 +429,7 @@ int tok_pack(const struct tok_spec *s, const uint8_t *chat_prog, size_t chat_len
     if (check_spec(s, err, errlen))
         return -1;
     if (chat_len > NIB_TOK_MAX_CHAT)
-        return fail(err, errlen, "chat program of %zu bytes > %u", chat_len, NIB_TOK_MAX_CHAT);
+        return nib_fail(err, errlen, "chat program of %zu bytes > %u", chat_len, NIB_TOK_MAX_CHAT);
     uint32_t n = s->n_vocab;
     int rc = -1;
     struct nib_tok_merge *merges = NULL;
@@ -451,7 +443,7 @@ int tok_pack(const struct tok_spec *s, const uint8_t *chat_prog, size_t chat_len
     uint8_t *out = NULL;
     uint32_t slots, probe, off;
     if (!sorted) {
-        fail(err, errlen, "out of memory");
+        nib_fail(err, errlen, "out of memory");
         goto done;
     }
     if (build_merges(s, &merges, &slots, &probe, err, errlen) || build_trie(s, &tr, err, errlen) ||
@@ -459,7 +451,7 @@ int tok_pack(const struct tok_spec *s, const uint8_t *chat_prog, size_t chat_len
         goto done;
     if (data_add(&d, s->dec_from, s->dec_from_len, &h.dec_from_off) ||
         data_add(&d, s->dec_to, s->dec_to_len, &h.dec_to_off) || d.n > NIB_TOK_MAX_DATA) {
-        fail(err, errlen, "tokenizer step data too large");
+        nib_fail(err, errlen, "tokenizer step data too large");
         goto done;
     }
     h.dec_from_len = s->dec_from_len;
@@ -501,7 +493,7 @@ int tok_pack(const struct tok_spec *s, const uint8_t *chat_prog, size_t chat_len
     if (bytes + (uint64_t)n * 16 + (uint64_t)slots * 16 + (uint64_t)tr.n_nodes * 20 + d.n +
             chat_len >
         (1ull << 31)) {
-        fail(err, errlen, "tokenizer section would exceed 2 GiB");
+        nib_fail(err, errlen, "tokenizer section would exceed 2 GiB");
         goto done;
     }
     PLACE(h.entries, n, sizeof(struct nib_tok_entry));
@@ -519,7 +511,7 @@ int tok_pack(const struct tok_spec *s, const uint8_t *chat_prog, size_t chat_len
     size_t total = (off + 63) & ~(size_t)63;
     out = aligned_alloc(64, total);
     if (!out) {
-        fail(err, errlen, "out of memory");
+        nib_fail(err, errlen, "out of memory");
         goto done;
     }
     memset(out, 0, total);

@@ -1,6 +1,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,21 @@
 #include <unistd.h>
 
 #include "tools/util/tool_util.h"
+
+int nib_vfail(char *err, size_t errlen, const char *fmt, va_list ap)
+{
+    vsnprintf(err, errlen, fmt, ap);
+    return -1;
+}
+
+int nib_fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    nib_vfail(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
 
 int nib_map_file(const char *path, const uint8_t **data, size_t *size, char *err, size_t errlen)
 {

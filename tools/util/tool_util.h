@@ -1,11 +1,18 @@
-/* Helpers every room of tools/ uses: whole-file mapping and strict number
- * parsing for options (args.h: the option conventions). The lowest rank
+/* Helpers every room of tools/ uses: whole-file mapping, error messages and
+ * strict number parsing for options (args.h: the option conventions). The lowest rank
  * inside tools/: includes nothing of tools/. */
 #ifndef NIB_TOOL_UTIL_H
 #define NIB_TOOL_UTIL_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* Format a message into err (errlen bytes, truncated) and return -1, the
+ * failure every reader and importer of tools/ reports. */
+int nib_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int nib_vfail(char *err, size_t errlen, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
 
 /* Map a whole file read-only. 0, or -1 with a message. */
 int nib_map_file(const char *path, const uint8_t **data, size_t *size, char *err, size_t errlen);
