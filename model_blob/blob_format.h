@@ -196,6 +196,26 @@ struct nib_rope_kv_params {
     float qk_eps;
 };
 
+static inline uint32_t nib_gcd_u32(uint32_t a, uint32_t b)
+{
+    while (b) {
+        uint32_t r = a % b;
+        a = b;
+        b = r;
+    }
+    return a;
+}
+
+/* The least multiple of `unit` rows that is also whole heads of hd rows:
+ * the planner starts K of a fused QKV with per-head norms on such a row,
+ * and the runtime's shares and epilogue steps of it are such units (the
+ * caller keeps the product in range: the runtime's hd <= n <= 4 x
+ * NIB_MAX_VOCAB is checked at boot). */
+static inline uint32_t nib_whole_heads(uint32_t unit, uint32_t hd)
+{
+    return unit / nib_gcd_u32(unit, hd) * hd;
+}
+
 /* NIB_EPI_SILU_MUL on the fused gate|up rows: they come in pairs of 8-row
  * tiles (gate rows 8j..8j+7, then up rows 8j..8j+7); the raw rows go to aux
  * and dst row gets silu(gate) * up for n_out outputs. With NIB_OPF_QOUT dst

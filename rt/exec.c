@@ -47,23 +47,6 @@ static struct nib_qact qact_at(const struct nib_blob_view *v, uint8_t *mem, uint
     return a;
 }
 
-static uint32_t gcd_u32(uint32_t a, uint32_t b)
-{
-    while (b) {
-        uint32_t r = a % b;
-        a = b;
-        b = r;
-    }
-    return a;
-}
-
-/* The least multiple of `unit` rows that is also whole heads of hd rows
- * (hd <= n <= 4 x NIB_MAX_VOCAB, checked at boot: no overflow). */
-static uint32_t whole_heads(uint32_t unit, uint32_t hd)
-{
-    return unit / gcd_u32(unit, hd) * hd;
-}
-
 /* A fused QKV with per-head Q/K norms: its shares and epilogue steps
  * cover whole heads (the norm is a reduction over the head). */
 static int qk_normed(const struct nib_op *op)
@@ -80,7 +63,7 @@ static uint32_t op_units(const struct nib_op *op, uint32_t *block)
         /* Whole quantization blocks of its outputs when gate|up quantizes
          * them; whole heads when the fused QKV normalizes its heads. */
         *block = (op->flags & NIB_OPF_QOUT) ? 2 * op->matmul.silu_mul.qblock
-                 : qk_normed(op) ? whole_heads(NIB_EXEC_ROW_BLOCK, op->matmul.rope_kv.head_dim)
+                 : qk_normed(op) ? nib_whole_heads(NIB_EXEC_ROW_BLOCK, op->matmul.rope_kv.head_dim)
                                  : NIB_EXEC_ROW_BLOCK;
         return op->n;
     case NIB_OP_ATTENTION:
@@ -284,7 +267,7 @@ static void exec_matmul(const struct nib_qkernels *qk, const struct nib_blob_vie
      * there); a fused QKV with per-head norms by whole heads. */
     const struct nib_silu_mul_params *sm = &op->matmul.silu_mul;
     const uint32_t step = qout            ? 2 * sm->qblock
-                          : qk_normed(op) ? whole_heads(EPI_ROWS, op->matmul.rope_kv.head_dim)
+                          : qk_normed(op) ? nib_whole_heads(EPI_ROWS, op->matmul.rope_kv.head_dim)
                                           : EPI_ROWS;
     const nib_silu_mul_fn act_mul = sm->act == 1 ? qk->gelu_mul : qk->silu_mul;
     const float *bias = (epi & NIB_EPI_BIAS) ? nib_tensor_f32(v, op->matmul.bias) : NULL;

@@ -370,16 +370,6 @@ struct layer_tensors {
     uint32_t qkv_bias, q_norm, k_norm, post_attn_norm, post_ffn_norm;
 };
 
-static uint32_t gcd_u32(uint32_t a, uint32_t b)
-{
-    while (b) {
-        uint32_t r = a % b;
-        a = b;
-        b = r;
-    }
-    return a;
-}
-
 /* One f32 row holding the bias vectors of a fused QKV (any may be
  * absent: zeros) at the rows their matrices occupy in it. */
 static uint32_t add_fused_bias(struct builder *b, const char *name, uint32_t fused,
@@ -483,7 +473,7 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
         t->attn_norm = add_vector(&b, name, &L->attn_norm, dim);
         snprintf(name, sizeof name, "blk.%u.attn_qkv", l);
         /* per-head Q/K norms: K starts on a head so shares of whole heads fit */
-        b.row_align = L->q_norm.t ? NIB_Q_TILE_N / gcd_u32(NIB_Q_TILE_N, hd) * hd : 0;
+        b.row_align = L->q_norm.t ? nib_whole_heads(NIB_Q_TILE_N, hd) : 0;
         t->wqkv = add_matrix(&b, name, PT_ROWS, 0, dim, &L->wq, &L->wk, &L->wv);
         b.row_align = 0;
         t->qkv_bias = UINT32_MAX;
@@ -608,12 +598,7 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
         if (blk) {
             /* attention quantizes its own heads for the output projection,
              * split in units of heads that cover whole blocks */
-            uint32_t g = hd, r = blk;
-            while (r) {
-                uint32_t tmp = g % r;
-                g = r;
-                r = tmp;
-            }
+            uint32_t g = nib_gcd_u32(hd, blk);
             op->flags = NIB_OPF_QOUT;
             op->aux = att_out;
             op->aux_stride = att_s;
