@@ -99,6 +99,26 @@ static inline __attribute__((always_inline)) void nib_q8_dot(const uint8_t *p, c
     }
 }
 
+/* acc[t][half] = integer sums of scale group j (G inputs, codes at p: BITS
+ * 4, raw codes 0..15, a two-chunk step at a time; 8, int8) against the
+ * activations of group j of aq, for M tokens. */
+static inline __attribute__((always_inline)) void nib_group_dot(const uint8_t *p, const int8_t *aq,
+                                                                uint32_t j, size_t kp, const int M,
+                                                                const uint32_t G, const int BITS,
+                                                                int32x4_t (*acc)[2])
+{
+    if (BITS == 8) {
+        nib_q8_dot(p, aq + (size_t)j * G, kp, G / 4, M, acc);
+    } else {
+#pragma GCC unroll 8
+        for (int t = 0; t < M; t++)
+            acc[t][0] = acc[t][1] = vdupq_n_s32(0);
+#pragma GCC unroll 2
+        for (uint32_t c = 0; c < G / 8; c += 2)
+            nib_q4_two_chunks(p + c * 32, aq + (size_t)j * G + c * 8, kp, M, acc);
+    }
+}
+
 /* The per-group formats (q4, q4a, q8c/g), see qgemm-driver.h: per group
  * the integer sums, minus zero point x activation sum, converted, times
  * ws * sa, one fma into the row's accumulator. */
@@ -117,16 +137,7 @@ nib_qg_group(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_q
     for (uint32_t j = 0; j < l->n_sgroups; j++) {
         const uint8_t *p = blk + (size_t)j * l->sgroup_bytes;
         int32x4_t acc[4][2];
-        if (BITS == 8) {
-            nib_q8_dot(p, aq + (size_t)j * G, kp, G / 4, M, acc);
-        } else {
-#pragma GCC unroll 8
-            for (int t = 0; t < M; t++)
-                acc[t][0] = acc[t][1] = vdupq_n_s32(0);
-#pragma GCC unroll 2
-            for (uint32_t c = 0; c < G / 8; c += 2)
-                nib_q4_two_chunks(p + c * 32, aq + (size_t)j * G + c * 8, kp, M, acc);
-        }
+        nib_group_dot(p, aq, j, kp, M, G, BITS, acc);
         const uint8_t *sp = p + l->code_bytes;
         float32x4_t ws0 = nib_ld_f16x4(sp), ws1 = nib_ld_f16x4(sp + 8);
         int32x4_t zp0 = vdupq_n_s32(8), zp1 = zp0;
@@ -168,16 +179,7 @@ nib_qf_group(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_q
     for (uint32_t j = 0; j < l->n_sgroups; j++) {
         const uint8_t *p = blk + (size_t)j * l->sgroup_bytes;
         int32x4_t acc[4][2];
-        if (BITS == 8) {
-            nib_q8_dot(p, aq + (size_t)j * G, kp, G / 4, M, acc);
-        } else {
-#pragma GCC unroll 8
-            for (int t = 0; t < M; t++)
-                acc[t][0] = acc[t][1] = vdupq_n_s32(0);
-#pragma GCC unroll 2
-            for (uint32_t c = 0; c < G / 8; c += 2)
-                nib_q4_two_chunks(p + c * 32, aq + (size_t)j * G + c * 8, kp, M, acc);
-        }
+        nib_group_dot(p, aq, j, kp, M, G, BITS, acc);
         const float *sp = (const float *)(const void *)(p + l->code_bytes);
         float32x4_t ws0 = vld1q_f32(sp), ws1 = vld1q_f32(sp + 4);
         float32x4_t wm0 = vld1q_f32(sp + 8), wm1 = vld1q_f32(sp + 12);
