@@ -6,6 +6,7 @@
 
 #include "kernels/f16.h"
 #include "tools/compiler/ggml_dequant.h"
+#include "tools/util/tool_util.h"
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -152,15 +153,8 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
 
 const char *gguf_str_show(struct gguf_str s, char out[72])
 {
-    size_t n = s.len < 64 ? (size_t)s.len : 64, i;
-    for (i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s.ptr[i];
-        out[i] = c >= 0x20 && c < 0x7f ? (char)c : '?';
-    }
-    if (s.len > 64)
-        out[i++] = '.', out[i++] = '.', out[i++] = '.';
-    out[i] = 0;
-    return out;
+    /* every length past 64 shows the same: 64 bytes, then "..." */
+    return nib_show(s.ptr, s.len > 65 ? 65 : (size_t)s.len, out);
 }
 
 /* ---- cursor ---- */

@@ -13,19 +13,6 @@
 #include "tools/util/json.h"
 #include "tools/util/tool_util.h"
 
-/* A string from the file made safe to print: at most 64 bytes (then
- * "..."), control and non-ASCII bytes as '?'. */
-static const char *show(const char *s, char out[72])
-{
-    size_t n = strlen(s), i;
-    for (i = 0; i < n && i < 64; i++)
-        out[i] = (unsigned char)s[i] >= 0x20 && (unsigned char)s[i] < 0x7f ? s[i] : '?';
-    if (n > 64)
-        out[i++] = '.', out[i++] = '.', out[i++] = '.';
-    out[i] = 0;
-    return out;
-}
-
 /* ---- config.json ---- */
 
 static const struct {
@@ -146,7 +133,7 @@ static int read_arch(struct cfg *c, struct hf_config *hc)
         }
     char b[72];
     return cfail(c, "model_type '%s' is not supported (nibble reads " HF_SUPPORTED ")",
-                 show(mt, b));
+                 nib_show(mt, strlen(mt), b));
 }
 
 /* Things nibble does not run, refused by name before anything else. */
@@ -185,7 +172,7 @@ static int read_activation(struct cfg *c, struct hf_config *hc)
         if (strcmp(act, "gelu_pytorch_tanh") && strcmp(act, "gelu_new")) {
             char b[72];
             return cfail(c, "%s '%s' is not supported (nibble reads gelu_pytorch_tanh, gelu_new)",
-                         key, show(act, b));
+                         key, nib_show(act, strlen(act), b));
         }
         hc->ffn_act = LLAMA_ACT_GELU_TANH;
         return 0;
@@ -195,7 +182,8 @@ static int read_activation(struct cfg *c, struct hf_config *hc)
         return -1;
     if (strcmp(act, "silu") && strcmp(act, "swish")) {
         char b[72];
-        return cfail(c, "hidden_act '%s' is not supported (nibble reads silu)", show(act, b));
+        return cfail(c, "hidden_act '%s' is not supported (nibble reads silu)",
+                     nib_show(act, strlen(act), b));
     }
     hc->ffn_act = LLAMA_ACT_SILU;
     return 0;
@@ -276,7 +264,7 @@ static int read_rope(struct cfg *c, struct hf_config *hc)
     if (strcmp(type, "llama3")) {
         char b[72];
         return cfail(c, "%srope_type '%s' is not supported (nibble reads default, linear, llama3)",
-                     path, show(type, b));
+                     path, nib_show(type, strlen(type), b));
     }
     hc->rope_llama3 = 1;
     if (cfg_pos_f32(c, rs, path, "factor", &hc->rs_factor, 8.0f, 0) ||

@@ -38,27 +38,13 @@ static const struct {
     {"C64", 8, -1},
 };
 
-/* A name from the file made safe to print: at most 64 bytes (then "..."),
- * control and non-ASCII bytes as '?' (gguf_str_show's rule; kept here so
- * this file needs only the JSON parser). */
-static const char *show(const char *s, size_t n, char out[72])
-{
-    size_t i;
-    for (i = 0; i < n && i < 64; i++)
-        out[i] = (unsigned char)s[i] >= 0x20 && (unsigned char)s[i] < 0x7f ? s[i] : '?';
-    if (n > 64)
-        out[i++] = '.', out[i++] = '.', out[i++] = '.';
-    out[i] = 0;
-    return out;
-}
-
 static int parse_dtype(const struct json_value *v, uint32_t *type, const char *name, char *err,
                        size_t errlen)
 {
     char nb[72], db[72];
     if (!json_is(v, JSON_STRING))
         return nib_fail(err, errlen, "tensor '%s': dtype is %s, not a string",
-                        show(name, strlen(name), nb), json_type_name(v));
+                        nib_show(name, strlen(name), nb), json_type_name(v));
     for (size_t i = 0; i < sizeof st_dtypes / sizeof st_dtypes[0]; i++) {
         if (!json_str_eq(v, st_dtypes[i].name))
             continue;
@@ -66,12 +52,12 @@ static int parse_dtype(const struct json_value *v, uint32_t *type, const char *n
             return nib_fail(
                 err, errlen,
                 "tensor '%s': dtype %s is not supported (nibble reads F32, F16 and BF16)",
-                show(name, strlen(name), nb), st_dtypes[i].name);
+                nib_show(name, strlen(name), nb), st_dtypes[i].name);
         *type = (uint32_t)st_dtypes[i].ggml;
         return 0;
     }
     return nib_fail(err, errlen, "tensor '%s': unknown dtype '%s' (nibble reads F32, F16 and BF16)",
-                    show(name, strlen(name), nb), show(v->str, v->n, db));
+                    nib_show(name, strlen(name), nb), nib_show(v->str, v->n, db));
 }
 
 /* A JSON number that is a non-negative integer below limit. */
@@ -88,7 +74,7 @@ static int parse_tensor(const struct json_member *mem, struct gguf_tensor *t, ui
 {
     const char *name = mem->key;
     char nb[72];
-    const char *sn = show(name, mem->key_len, nb);
+    const char *sn = nib_show(name, mem->key_len, nb);
     if (mem->key_len == 0)
         return nib_fail(err, errlen, "a tensor has an empty name");
     if (mem->key_len > ST_MAX_NAME)
@@ -106,7 +92,7 @@ static int parse_tensor(const struct json_member *mem, struct gguf_tensor *t, ui
             return nib_fail(
                 err, errlen,
                 "tensor '%s': unknown field '%s' (a tensor has dtype, shape, data_offsets)", sn,
-                show(k, o->members[i].key_len, kb));
+                nib_show(k, o->members[i].key_len, kb));
         }
     }
     const struct json_value *dt = json_get(o, "dtype"), *shape = json_get(o, "shape"),
@@ -177,7 +163,7 @@ static int metadata_ok(const struct json_value *v, char *err, size_t errlen)
         if (!json_is(&v->members[i].value, JSON_STRING)) {
             char kb[72];
             return nib_fail(err, errlen, "__metadata__.%s is %s, not a string",
-                            show(v->members[i].key, v->members[i].key_len, kb),
+                            nib_show(v->members[i].key, v->members[i].key_len, kb),
                             json_type_name(&v->members[i].value));
         }
     return 0;
@@ -212,7 +198,7 @@ static int check_overlaps(const struct st_file *f, char *err, size_t errlen)
             char ab[72], bb[72];
             const struct gguf_str *x = &f->tensors[s[i - 1].i].name, *y = &f->tensors[s[i].i].name;
             rc = nib_fail(err, errlen, "tensors '%s' and '%s' overlap in the data section",
-                          show(x->ptr, x->len, ab), show(y->ptr, y->len, bb));
+                          nib_show(x->ptr, x->len, ab), nib_show(y->ptr, y->len, bb));
         }
     free(s);
     return rc;

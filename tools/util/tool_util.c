@@ -26,6 +26,17 @@ int nib_fail(char *err, size_t errlen, const char *fmt, ...)
     return -1;
 }
 
+const char *nib_show(const char *s, size_t n, char out[72])
+{
+    size_t i;
+    for (i = 0; i < n && i < 64; i++)
+        out[i] = (unsigned char)s[i] >= 0x20 && (unsigned char)s[i] < 0x7f ? s[i] : '?';
+    if (n > 64)
+        out[i++] = '.', out[i++] = '.', out[i++] = '.';
+    out[i] = 0;
+    return out;
+}
+
 int nib_map_file(const char *path, const uint8_t **data, size_t *size, char *err, size_t errlen)
 {
     int fd = open(path, O_RDONLY);

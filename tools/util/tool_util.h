@@ -18,6 +18,10 @@ int nib_vfail(char *err, size_t errlen, const char *fmt, va_list ap)
 int nib_map_file(const char *path, const uint8_t **data, size_t *size, char *err, size_t errlen);
 void nib_unmap_file(const uint8_t *data, size_t size);
 
+/* n bytes of a string from an untrusted file made safe to print into out:
+ * at most 64 bytes (then "..."), control and non-ASCII bytes as '?'. */
+const char *nib_show(const char *s, size_t n, char out[72]);
+
 /* Strict number parsing for options: 0 ok, -1 on junk or out of range. */
 int nib_parse_u32(const char *s, uint32_t max, uint32_t *out);
 int nib_parse_u64(const char *s, uint64_t *out);
