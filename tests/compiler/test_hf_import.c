@@ -288,18 +288,27 @@ START_TEST(test_config)
                            "\"use_sliding_window\": true") == 0);
     ck_assert(c.window[0] == 0 && c.window[1] == 0 && c.window[2] == 32 && c.window[3] == 32);
     /* layer_types wins */
-    ck_assert(CFG("qwen3", ", \"sliding_window\": 8, \"layer_types\": [\"sliding_attention\", "
+    ck_assert(CFG("qwen3", ", \"head_dim\": 16, \"num_key_value_heads\": 4, \"sliding_window\": "
+                           "8, \"layer_types\": [\"sliding_attention\", "
                            "\"full_attention\", \"full_attention\", \"sliding_attention\"]") == 0);
     ck_assert(c.window[0] == 8 && c.window[1] == 0 && c.window[2] == 0 && c.window[3] == 8);
     /* gemma2: defaults as transformers has them, even layers slide */
-    ck_assert_msg(CFG("gemma2", ", \"head_dim\": 32, \"sliding_window\": 16") == 0, "%s", err);
+    ck_assert_msg(CFG("gemma2", ", \"head_dim\": 32, \"num_key_value_heads\": 4, "
+                                "\"sliding_window\": 16") == 0,
+                  "%s", err);
     ck_assert(c.window[0] == 16 && c.window[1] == 0 && c.window[2] == 16 && c.window[3] == 0);
     ck_assert(c.attn_softcap == 50.0f && c.final_softcap == 30.0f);
     ck_assert(c.attn_scale == 1.0f / 16.0f); /* query_pre_attn_scalar 256 */
     ck_assert(c.embed_scale == 8.0f && c.norm_add_one && c.ffn_act == LLAMA_ACT_GELU_TANH);
-    ck_assert(CFG("gemma2", ", \"attn_logit_softcapping\": null, \"final_logit_softcapping\": "
+    ck_assert(c.tie == 1); /* transformers' Gemma2 default: tied */
+    ck_assert(CFG("gemma2", ", \"head_dim\": 16, \"num_key_value_heads\": 4, "
+                            "\"attn_logit_softcapping\": null, \"final_logit_softcapping\": "
                             "null, \"query_pre_attn_scalar\": 144") == 0);
     ck_assert(c.attn_softcap == 0 && c.final_softcap == 0 && c.attn_scale == 1.0f / 12.0f);
+    /* gemma2 and qwen3 head sizes and KV heads are class constants in
+     * transformers, not hidden_size / heads: config.json must give them */
+    ck_assert(CFG("gemma2", ", \"num_key_value_heads\": 4") != 0 && strstr(err, "head_dim"));
+    ck_assert(CFG("qwen3", ", \"head_dim\": 16") != 0 && strstr(err, "num_key_value_heads"));
     /* phi3: partial rotary */
     ck_assert(CFG("phi3", ", \"partial_rotary_factor\": 0.75") == 0 && c.rope_dim == 12);
     /* rope_parameters (transformers 5) and theta inside it */
@@ -415,7 +424,7 @@ START_TEST(test_real_configs)
          "\"pad_token_id\": 0, \"query_pre_attn_scalar\": 256, \"rms_norm_eps\": 1e-06, "
          "\"rope_theta\": 10000.0, \"sliding_window\": 4096, \"torch_dtype\": \"float32\", "
          "\"use_cache\": true, \"vocab_size\": 256000}",
-         LLAMA_ARCH_GEMMA2, 2304, 26, 8, 4, 256, 256, 9216, 256000, 8192, -1, 0, 4096, 0},
+         LLAMA_ARCH_GEMMA2, 2304, 26, 8, 4, 256, 256, 9216, 256000, 8192, 1, 0, 4096, 0},
     };
     for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
         struct hf_config c;
@@ -678,6 +687,26 @@ START_TEST(test_refusals)
     hd_write_st(&fm, path, -1);
     expect_refused(dir, "layer 1 has some of the q/k/v_proj biases but not all three");
     hd_del(&fm, "model.layers.1.self_attn.q_proj.bias");
+    /* tensors of another architecture, or past num_hidden_layers: refused,
+     * not dropped; RoPE inverse frequencies are computed, so ignored */
+    static const char *const foreign[] = {"model.layers.0.self_attn.q_norm.weight",
+                                          "model.layers.1.post_feedforward_layernorm.weight",
+                                          "model.norm.bias",
+                                          "model.layers.9.input_layernorm.weight"};
+    for (size_t i = 0; i < sizeof foreign / sizeof foreign[0]; i++) {
+        char want[160];
+        hd_add(&fm, foreign[i], HD_F32, 0, 32, 0);
+        hd_write_st(&fm, path, -1);
+        snprintf(want, sizeof want, "tensor '%s' has no place in a llama model", foreign[i]);
+        expect_refused(dir, want);
+        hd_del(&fm, foreign[i]);
+    }
+    hd_add(&fm, "model.layers.0.self_attn.rotary_emb.inv_freq", HD_F32, 0, 8, 0);
+    hd_write_st(&fm, path, -1);
+    struct nib_loaded_model ok;
+    load_dir(&ok, dir);
+    nib_model_unload(&ok);
+    hd_del(&fm, "model.layers.0.self_attn.rotary_emb.inv_freq");
     /* an I64 tensor in the file: refused by name */
     {
         hd_write_st(&fm, path, -1);

@@ -192,10 +192,15 @@ static int read_activation(struct cfg *c, struct hf_config *hc)
 static int read_shape(struct cfg *c, struct hf_config *hc)
 {
     const struct json_value *r = c->root;
+    /* transformers' Gemma2 and Qwen3 configs default head_dim and
+     * num_key_value_heads to class constants (256 and 4; 128 and 8), not to
+     * hidden_size / heads and heads: rather than copy those, require both */
+    const int explicit_heads = hc->arch == LLAMA_ARCH_GEMMA2 || hc->arch == LLAMA_ARCH_QWEN3;
     if (cfg_u32(c, r, "", "hidden_size", &hc->dim, 0, 1, 1, NIB_MAX_DIM) ||
         cfg_u32(c, r, "", "num_hidden_layers", &hc->n_layers, 0, 1, 1, NIB_MAX_LAYERS) ||
         cfg_u32(c, r, "", "num_attention_heads", &hc->n_heads, 0, 1, 1, NIB_MAX_DIM) ||
-        cfg_u32(c, r, "", "num_key_value_heads", &hc->n_kv_heads, hc->n_heads, 0, 1, NIB_MAX_DIM) ||
+        cfg_u32(c, r, "", "num_key_value_heads", &hc->n_kv_heads, hc->n_heads, explicit_heads, 1,
+                NIB_MAX_DIM) ||
         cfg_u32(c, r, "", "intermediate_size", &hc->ffn_dim, 0, 1, 1, NIB_MAX_DIM) ||
         cfg_u32(c, r, "", "vocab_size", &hc->vocab_size, 0, 1, 1, NIB_MAX_VOCAB) ||
         cfg_u32(c, r, "", "max_position_embeddings", &hc->ctx_len, 0, 1, 1, INT32_MAX) ||
@@ -206,7 +211,7 @@ static int read_shape(struct cfg *c, struct hf_config *hc)
         return cfail(c, "num_attention_heads %u is not a multiple of num_key_value_heads %u",
                      hc->n_heads, hc->n_kv_heads);
     uint32_t dflt = hc->dim / hc->n_heads;
-    if (cfg_u32(c, r, "", "head_dim", &hc->head_dim, dflt, 0, 2, NIB_MAX_DIM))
+    if (cfg_u32(c, r, "", "head_dim", &hc->head_dim, dflt, explicit_heads, 2, NIB_MAX_DIM))
         return -1;
     if (!get(r, "head_dim") && hc->dim % hc->n_heads)
         return cfail(c,
@@ -371,7 +376,9 @@ int hf_config_parse(const char *text, size_t len, struct hf_config *hc, char *er
     }
     if (read_arch(&c, hc) || refuse_unsupported(&c) || read_activation(&c, hc) ||
         read_shape(&c, hc) || read_rope(&c, hc) ||
-        cfg_bool(&c, "tie_word_embeddings", &hc->tie, -1))
+        /* unset: Gemma2 ties (its transformers default); the others tie
+         * when there is no lm_head.weight (hf_import.c) */
+        cfg_bool(&c, "tie_word_embeddings", &hc->tie, hc->arch == LLAMA_ARCH_GEMMA2 ? 1 : -1))
         goto out;
     hc->attn_scale = (float)(1.0 / sqrt((double)hc->head_dim));
     hc->embed_scale = 1.0f;

@@ -20,6 +20,7 @@ struct hf_shard {
     const uint8_t *map;
     size_t size;
     struct st_file st;
+    uint8_t *bound; /* per tensor: 1 once a weight view reads it */
 };
 
 struct hf_dir {
@@ -33,6 +34,7 @@ void hf_dir_close(struct hf_dir *d)
         return;
     for (uint32_t i = 0; i < d->n; i++) {
         st_close(&d->s[i].st);
+        free(d->s[i].bound);
         if (d->s[i].map)
             nib_unmap_file(d->s[i].map, d->s[i].size);
         free(d->s[i].path);
@@ -59,6 +61,14 @@ static int exists(const char *dir, const char *file)
     return ok;
 }
 
+/* Record that t (a tensor of one of d's shards) is read by a view. */
+static void mark_bound(const struct hf_dir *d, const struct gguf_tensor *t)
+{
+    for (uint32_t i = 0; i < d->n; i++)
+        if (t >= d->s[i].st.tensors && t < d->s[i].st.tensors + d->s[i].st.n_tensors)
+            d->s[i].bound[t - d->s[i].st.tensors] = 1;
+}
+
 static const struct gguf_tensor *find(const struct hf_dir *d, const char *name)
 {
     for (uint32_t i = 0; i < d->n; i++) {
@@ -78,6 +88,9 @@ static int open_shard(struct hf_dir *d, uint32_t i, char *err, size_t errlen)
         return nib_fail(err, errlen, "%s", why);
     if (st_open(&s->st, s->map, s->size, why, sizeof why))
         return nib_fail(err, errlen, "%s: %s", s->path, why);
+    s->bound = calloc(s->st.n_tensors ? s->st.n_tensors : 1, 1);
+    if (!s->bound)
+        return nib_fail(err, errlen, "out of memory");
     /* a name in two shards would leave which one is meant undefined */
     for (uint32_t k = 0; k < i; k++)
         for (uint32_t t = 0; t < s->st.n_tensors; t++)
@@ -216,6 +229,7 @@ static int bind_rows(struct binder *b, struct llama_weight *w, const char *name,
                         "%s: tensor '%s' has shape %s; config.json makes it [%u]", b->dir, name,
                         got, cols);
     }
+    mark_bound(b->d, t);
     w->t = t;
     w->cols = cols;
     w->rows = rows ? view_rows : 1;
@@ -352,6 +366,23 @@ static int bind_all(struct binder *b, struct llama_model *m)
     for (uint32_t l = 0; l < c->n_layers; l++)
         if (bind_layer(b, l, &m->layers[l]))
             return -1;
+    /* Every other tensor is one the forward pass has no place for (a norm
+     * or bias of another architecture, layers past num_hidden_layers, ...):
+     * refused rather than silently dropped. Exceptions: a tied checkpoint's
+     * lm_head.weight, which transformers ignores, and the RoPE inverse
+     * frequencies older checkpoints store (computed from config.json). */
+    for (uint32_t i = 0; i < b->d->n; i++)
+        for (uint32_t k = 0; k < b->d->s[i].st.n_tensors; k++) {
+            struct gguf_str nm = b->d->s[i].st.tensors[k].name;
+            const char *inv = "rotary_emb.inv_freq";
+            if (b->d->s[i].bound[k] || (tied && gguf_str_eq(nm, "lm_head.weight")) ||
+                (nm.len >= strlen(inv) && !memcmp(nm.ptr + nm.len - strlen(inv), inv, strlen(inv))))
+                continue;
+            char s[72];
+            return nib_fail(b->err, b->errlen,
+                            "%s: tensor '%s' has no place in a %s model (nibble does not run it)",
+                            b->d->s[i].path, gguf_str_show(nm, s), llama_arch_name(c->arch));
+        }
     return 0;
 }
 
