@@ -50,11 +50,6 @@ const char *ggml_supported_types(void)
 const int8_t ggml_iq4_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                     1,    13,   25,  38,  53,  69,  89,  113};
 
-static float f16_at(const uint8_t *p)
-{
-    return nib_f16_to_f32((uint16_t)(p[0] | p[1] << 8));
-}
-
 static uint32_t le32_at(const uint8_t *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
@@ -67,7 +62,7 @@ static uint32_t le32_at(const uint8_t *p)
 static void row_q4_0(const uint8_t *p, uint64_t nb, float *y)
 {
     for (uint64_t b = 0; b < nb; b++, p += 18, y += 32) {
-        float d = f16_at(p);
+        float d = ggml_f16_at(p);
         for (int j = 0; j < 16; j++) {
             y[j] = (float)((p[2 + j] & 15) - 8) * d;
             y[j + 16] = (float)((p[2 + j] >> 4) - 8) * d;
@@ -79,7 +74,7 @@ static void row_q4_0(const uint8_t *p, uint64_t nb, float *y)
 static void row_q4_1(const uint8_t *p, uint64_t nb, float *y)
 {
     for (uint64_t b = 0; b < nb; b++, p += 20, y += 32) {
-        float d = f16_at(p), m = f16_at(p + 2);
+        float d = ggml_f16_at(p), m = ggml_f16_at(p + 2);
         for (int j = 0; j < 16; j++) {
             y[j] = (float)(p[4 + j] & 15) * d + m;
             y[j + 16] = (float)(p[4 + j] >> 4) * d + m;
@@ -99,7 +94,7 @@ static int q5_code(const uint8_t *qs, uint32_t qh, int j)
 static void row_q5_0(const uint8_t *p, uint64_t nb, float *y)
 {
     for (uint64_t b = 0; b < nb; b++, p += 22, y += 32) {
-        float d = f16_at(p);
+        float d = ggml_f16_at(p);
         uint32_t qh = le32_at(p + 2);
         for (int j = 0; j < 32; j++)
             y[j] = (float)(q5_code(p + 6, qh, j) - 16) * d;
@@ -110,7 +105,7 @@ static void row_q5_0(const uint8_t *p, uint64_t nb, float *y)
 static void row_q5_1(const uint8_t *p, uint64_t nb, float *y)
 {
     for (uint64_t b = 0; b < nb; b++, p += 24, y += 32) {
-        float d = f16_at(p), m = f16_at(p + 2);
+        float d = ggml_f16_at(p), m = ggml_f16_at(p + 2);
         uint32_t qh = le32_at(p + 4);
         for (int j = 0; j < 32; j++)
             y[j] = (float)q5_code(p + 8, qh, j) * d + m;
@@ -121,7 +116,7 @@ static void row_q5_1(const uint8_t *p, uint64_t nb, float *y)
 static void row_q8_0(const uint8_t *p, uint64_t nb, float *y)
 {
     for (uint64_t b = 0; b < nb; b++, p += 34, y += 32) {
-        float d = f16_at(p);
+        float d = ggml_f16_at(p);
         for (int j = 0; j < 32; j++)
             y[j] = (float)(int8_t)p[2 + j] * d;
     }
@@ -131,7 +126,7 @@ static void row_q8_0(const uint8_t *p, uint64_t nb, float *y)
 static void row_iq4_nl(const uint8_t *p, uint64_t nb, float *y)
 {
     for (uint64_t b = 0; b < nb; b++, p += 18, y += 32) {
-        float d = f16_at(p);
+        float d = ggml_f16_at(p);
         for (int j = 0; j < 16; j++) {
             y[j] = d * (float)ggml_iq4_values[p[2 + j] & 15];
             y[j + 16] = d * (float)ggml_iq4_values[p[2 + j] >> 4];
@@ -148,7 +143,7 @@ static void row_iq4_nl(const uint8_t *p, uint64_t nb, float *y)
  * rounding). */
 void ggml_q2_k_sub(const uint8_t *blk, int s, float *scale, float *min)
 {
-    float d = f16_at(blk + 80), dmin = f16_at(blk + 82);
+    float d = ggml_f16_at(blk + 80), dmin = ggml_f16_at(blk + 82);
     *scale = d * (float)(blk[s] & 15);
     *min = dmin * (float)(blk[s] >> 4);
 }
@@ -187,7 +182,7 @@ int ggml_q3_k_scale6(const uint8_t *blk, int s)
 
 float ggml_q3_k_scale(const uint8_t *blk, int s)
 {
-    return f16_at(blk + 108) * (float)(ggml_q3_k_scale6(blk, s) - 32);
+    return ggml_f16_at(blk + 108) * (float)(ggml_q3_k_scale6(blk, s) - 32);
 }
 
 int ggml_q3_k_code(const uint8_t *blk, int e) /* 0..7: x = scale * (code - 4) */
@@ -228,8 +223,8 @@ void ggml_k_sub(const uint8_t *blk, int j, float *scale, float *min)
 {
     int sc, m;
     ggml_k_scale_min6(blk + 4, j, &sc, &m);
-    *scale = f16_at(blk) * (float)sc;
-    *min = f16_at(blk + 2) * (float)m;
+    *scale = ggml_f16_at(blk) * (float)sc;
+    *min = ggml_f16_at(blk + 2) * (float)m;
 }
 
 /* Q4_K (d, dmin f16, scales[12], qs[128]): element e of sub-block j =
@@ -292,7 +287,7 @@ int ggml_q6_k_code(const uint8_t *blk, int e) /* -32..31 */
 
 float ggml_q6_k_scale(const uint8_t *blk, int s)
 {
-    return f16_at(blk + 208) * (float)(int8_t)blk[192 + s];
+    return ggml_f16_at(blk + 208) * (float)(int8_t)blk[192 + s];
 }
 
 static void row_q6_k(const uint8_t *p, uint64_t nb, float *y)
@@ -314,7 +309,7 @@ float ggml_iq4_xs_scale(const uint8_t *blk, int j)
 {
     unsigned sh = (unsigned)(blk[2] | blk[3] << 8);
     int ls = (blk[4 + j / 2] >> (4 * (j % 2)) & 15) | (int)((sh >> (2 * j)) & 3) << 4;
-    return f16_at(blk) * (float)(ls - 32);
+    return ggml_f16_at(blk) * (float)(ls - 32);
 }
 
 int ggml_iq4_xs_index(const uint8_t *blk, int e)
@@ -344,7 +339,7 @@ int ggml_dequant_row(uint32_t type, const uint8_t *p, uint64_t n, float *out)
     case GGML_TYPE_F32: memcpy(out, p, (size_t)n * 4); return 0; /* little-endian host */
     case GGML_TYPE_F16:
         for (uint64_t i = 0; i < n; i++)
-            out[i] = f16_at(p + 2 * i);
+            out[i] = ggml_f16_at(p + 2 * i);
         return 0;
     case GGML_TYPE_BF16:
         for (uint64_t i = 0; i < n; i++) {

@@ -6,6 +6,8 @@
 
 #include <stdint.h>
 
+#include "kernels/f16.h"
+
 /* The ggml tensor types nibble reads (GGUF tensor infos carry these
  * numbers; others are refused by name, tools/compiler/gguf.c). */
 enum ggml_type {
@@ -62,5 +64,12 @@ float ggml_q6_k_scale(const uint8_t *blk, int s);                       /* d * s
 int ggml_q6_k_code(const uint8_t *blk, int e);      /* -32..31: x = scale * code */
 float ggml_iq4_xs_scale(const uint8_t *blk, int j); /* d * (ls - 32) */
 int ggml_iq4_xs_index(const uint8_t *blk, int e);   /* 0..15 into ggml_iq4_values */
+
+/* The little-endian f16 at p, as a float (every block scale of ggml's
+ * types; shared by the dequantizer and the exact repacks). */
+static inline float ggml_f16_at(const uint8_t *p)
+{
+    return nib_f16_to_f32((uint16_t)(p[0] | p[1] << 8));
+}
 
 #endif

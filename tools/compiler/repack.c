@@ -45,11 +45,6 @@ static const struct src_kind *kind_of(uint32_t type)
     return NULL;
 }
 
-static float f16_at(const uint8_t *p)
-{
-    return nib_f16_to_f32((uint16_t)(p[0] | p[1] << 8));
-}
-
 /* One scale group of a source block, as ggml computes it. */
 struct src_group {
     float s, m; /* m only when the kind is fma: weight = s*c + m */
@@ -65,8 +60,8 @@ static void decode_group(uint32_t type, const uint8_t *blk, int g, struct src_gr
     case GGML_TYPE_Q4_1:
     case GGML_TYPE_IQ4_NL: {
         const uint8_t *qs = blk + (type == GGML_TYPE_Q4_1 ? 4 : 2);
-        o->s = f16_at(blk);
-        o->m = type == GGML_TYPE_Q4_1 ? f16_at(blk + 2) : 0.0f;
+        o->s = ggml_f16_at(blk);
+        o->m = type == GGML_TYPE_Q4_1 ? ggml_f16_at(blk + 2) : 0.0f;
         for (int j = 0; j < 32; j++) {
             int q = j < 16 ? qs[j] & 15 : qs[j - 16] >> 4;
             o->c[j] = type == GGML_TYPE_Q4_0   ? q - 8
@@ -81,8 +76,8 @@ static void decode_group(uint32_t type, const uint8_t *blk, int g, struct src_gr
         const uint8_t *qh = blk + (one ? 4 : 2), *qs = qh + 4;
         uint32_t h =
             (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
-        o->s = f16_at(blk);
-        o->m = one ? f16_at(blk + 2) : 0.0f;
+        o->s = ggml_f16_at(blk);
+        o->m = one ? ggml_f16_at(blk + 2) : 0.0f;
         for (int j = 0; j < 32; j++) {
             int q = (j < 16 ? qs[j] & 15 : qs[j - 16] >> 4) | (int)((h >> j) & 1) << 4;
             o->c[j] = one ? q : q - 16;
@@ -90,7 +85,7 @@ static void decode_group(uint32_t type, const uint8_t *blk, int g, struct src_gr
         return;
     }
     case GGML_TYPE_Q8_0:
-        o->s = f16_at(blk);
+        o->s = ggml_f16_at(blk);
         for (int j = 0; j < 32; j++)
             o->c[j] = (int8_t)blk[2 + j];
         return;
