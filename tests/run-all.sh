@@ -25,6 +25,7 @@ if [ "${NIB_SKIP_DEPS:-0}" != 1 ]; then
 fi
 
 passed=0 failed=0 skipped=0
+failures=$(mktemp)  # every failing test's line, repeated before the totals
 
 # Add one meson test run's summary (Ok/Expected Fail/Fail/...) to the totals.
 count() {
@@ -59,6 +60,7 @@ build_and_test() {
     fi
     meson test -C "$dir" --print-errorlogs "${testargs[@]}" 2>&1 | tee "$log"
     count "$log"
+    grep -E '^ *[0-9]+/[0-9]+ .* (FAIL|TIMEOUT|UNEXPECTEDPASS) ' "$log" | sed "s|^|$dir: |" >>"$failures"
     rm -f "$log"
 }
 
@@ -68,5 +70,10 @@ build_and_test build-test-asan -Db_sanitize=address,undefined -Db_lundef=false -
 build_and_test build-test-nonuma -Dnuma_musl_dir=none -- --suite integration --no-suite crosscheck
 
 echo
+if [ -s "$failures" ]; then
+    echo "failed tests (their logs are above):"
+    cat "$failures"
+fi
+rm -f "$failures"
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

@@ -729,13 +729,17 @@ def sc_host_killed(c):
     ref = c.ask_json("Lily and Ben", 8)
     obs = c.raw()  # an observer: reads the statistics page
     ctx_len = obs.ctx_len
-    before = obs.stats()
     for attempt in range(10):
+        # Counted from each attempt: a hog that missed (its request finished
+        # before it saw a token) added a whole request and a hang-up, which
+        # must be settled before the next attempt's baseline.
+        before = obs.stats()
         hog = c.start_host("hog", c.name)
         line = hog.stdout.readline().split()
         if line and line[0] == "stopped":
             break
         hog.wait()
+        wait_stat(obs, "host_hangups", before["host_hangups"] + 1, "a missed hog's hang-up")
     else:
         fail("never caught the hog's request mid-stream")
     at_stop = int(line[2])
