@@ -81,20 +81,14 @@ static void put_code(const struct nib_qlayout *l, uint8_t *out, uint32_t r, uint
     out[off] = (uint8_t)((out[off] & ~(0xfu << shift)) | ((unsigned)code & 0xfu) << shift);
 }
 
-/* A scale: f16 bits or a float, as the layout stores it. */
-struct qscale {
-    float f;       /* the value the kernels use */
-    uint16_t bits; /* f16 layouts */
-};
-
 static void put_scale(const struct nib_qlayout *l, uint8_t *out, uint32_t r, uint32_t j,
-                      struct qscale s)
+                      struct nib_qgroup g)
 {
     uint64_t off = nib_ql_scale_off(l, r, j);
     if (l->scale_bytes == 2)
-        memcpy(out + off, &s.bits, 2);
+        memcpy(out + off, &g.bits, 2);
     else
-        memcpy(out + off, &s.f, 4);
+        memcpy(out + off, &g.scale, 4);
 }
 
 static void put_min(const struct nib_qlayout *l, uint8_t *out, uint32_t r, uint32_t j, float m)
@@ -102,17 +96,102 @@ static void put_min(const struct nib_qlayout *l, uint8_t *out, uint32_t r, uint3
     memcpy(out + nib_ql_min_off(l, r, j), &m, 4);
 }
 
-/* ---- choosing scales ---- */
+/* ---- methods ---- */
+
+int nib_qmethod_parse(const char *s, enum nib_qmethod *m, char *err, size_t errlen)
+{
+    for (int i = NIB_QM_RTN; i <= NIB_QM_GPTQ; i++)
+        if (!strcmp(s, nib_qmethod_name((enum nib_qmethod)i))) {
+            *m = (enum nib_qmethod)i;
+            return 0;
+        }
+    snprintf(err, errlen, "unknown method '%s' (expected rtn, search or gptq)", s);
+    return -1;
+}
+
+const char *nib_qmethod_name(enum nib_qmethod m)
+{
+    return m == NIB_QM_RTN ? "rtn" : m == NIB_QM_SEARCH ? "search" : "gptq";
+}
+
+/* ---- one group: codes and dequantized values ---- */
 
 /* The scale as stored: rounded to f16 when the layout keeps f16. */
-static struct qscale mkscale(float d, int f16)
+static struct nib_qgroup mkscale(const struct nib_qlayout *l, float d)
 {
-    struct qscale s = {d, 0};
-    if (f16) {
-        s.bits = nib_f32_to_f16(d);
-        s.f = nib_f16_to_f32(s.bits);
+    struct nib_qgroup g = {.scale = d};
+    if (l->scale_bytes == 2) {
+        g.bits = nib_f32_to_f16(d);
+        g.scale = nib_f16_to_f32(g.bits);
     }
-    return s;
+    return g;
+}
+
+/* Code range of the layout, and the fixed zero point of the formats
+ * without a stored one (q4, q4c: 8; q8c: 0). */
+static void code_range(const struct nib_qlayout *l, int *lo, int *hi)
+{
+    if (l->dtype == NIB_DT_Q8F)
+        *lo = -128, *hi = 127;
+    else if (l->code_bits == 8)
+        *lo = -127, *hi = 127;
+    else
+        *lo = 0, *hi = 15;
+}
+
+static int fixed_zp(const struct nib_qlayout *l)
+{
+    return l->code_bits == 4 && !l->has_min ? 8 : 0;
+}
+
+int nib_qgroup_code(const struct nib_qlayout *l, const struct nib_qgroup *g, float x, float *deq)
+{
+    int lo, hi;
+    code_range(l, &lo, &hi);
+    if (l->has_min) {
+        float q = g->scale != 0.0f ? __builtin_rintf((x - g->min) / g->scale) : 0.0f;
+        q = q < (float)lo ? (float)lo : q > (float)hi ? (float)hi : q;
+        *deq = __builtin_fmaf(g->scale, q, g->min);
+        return (int)q;
+    }
+    const int zp = l->has_zp ? g->zp : fixed_zp(l);
+    float q = g->scale != 0.0f ? __builtin_rintf(x / g->scale) : 0.0f; /* ties to even, inline */
+    const float qlo = (float)(lo - zp), qhi = (float)(hi - zp);
+    q = q < qlo ? qlo : q > qhi ? qhi : q;
+    *deq = q * g->scale;
+    return (int)q + zp;
+}
+
+/* Codes of x[0..n) under g and the squared error weighted by w (NULL: 1).
+ * Errors are rounded to float before squaring, so the sum does not depend
+ * on the compiler contracting a*b+c. */
+static double fit(const struct nib_qlayout *l, const struct nib_qgroup *g, const float *x,
+                  const float *w, uint32_t n, int *codes)
+{
+    double sse = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        float deq;
+        int c = nib_qgroup_code(l, g, x[i], &deq);
+        float e = (float)((double)x[i] - (double)deq);
+        double e2 = (double)e * e;
+        sse += w ? e2 * w[i] : e2;
+        if (codes)
+            codes[i] = c;
+    }
+    return sse;
+}
+
+/* Weighted least-squares scale for fixed codes, w = s * (code - zp):
+ * sum(w x q) / sum(w q q). */
+static float ls_scale(const float *x, const float *w, uint32_t n, const int *codes, int zp)
+{
+    double xq = 0, qq = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        double q = codes[i] - zp, wi = w ? w[i] : 1.0;
+        xq += wi * x[i] * q;
+        qq += wi * q * q;
+    }
+    return qq > 0 ? (float)(xq / qq) : 0.0f;
 }
 
 static int clampi(long v, int lo, int hi)
@@ -120,237 +199,262 @@ static int clampi(long v, int lo, int hi)
     return v < lo ? lo : v > hi ? hi : (int)v;
 }
 
-/* Codes of x[0..n) for w = d * (code - zp), code in [lo, hi], and the
- * squared error (see the top of the file for why it is exact enough). */
-static double fit(const float *x, uint32_t n, float d, int zp, int lo, int hi, int *codes)
-{
-    const float qlo = (float)(lo - zp), qhi = (float)(hi - zp);
-    double sse = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        float q = d != 0.0f ? __builtin_rintf(x[i] / d) : 0.0f; /* ties to even, inline */
-        q = q < qlo ? qlo : q > qhi ? qhi : q;
-        double e = (double)x[i] - (double)d * q;
-        float ef = (float)e;
-        sse += (double)ef * ef;
-        if (codes)
-            codes[i] = (int)q + zp;
-    }
-    return sse;
-}
+/* ---- rtn: the classic scale, rounded as llama.cpp's reference does ---- */
 
-/* Least-squares scale for fixed codes: sum(x*q) / sum(q*q), q = code - zp. */
-static float ls_scale(const float *x, uint32_t n, const int *codes, int zp)
+static int rtn(const struct nib_qlayout *l, const float *x, uint32_t n, struct nib_qgroup *g,
+               int *codes)
 {
-    double xq = 0, qq = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        int q = codes[i] - zp;
-        xq += (double)x[i] * q;
-        qq += (double)q * q;
-    }
-    return qq > 0 ? (float)(xq / qq) : 0.0f;
-}
-
-/* Symmetric 4-bit (codes 0..15 = q + 8). Candidates map the largest
- * magnitude m to -8 (Q4_0's choice, tried first), -7.5 ... or +7, +6.5;
- * the best is refined by least squares. Returns the scale. */
-static struct qscale quant_sym4(const float *x, uint32_t n, int f16, int *codes, int *tmp)
-{
-    float m = 0.0f;
-    for (uint32_t i = 0; i < n; i++)
-        if (fabsf(x[i]) > fabsf(m))
-            m = x[i];
-    struct qscale best = mkscale(0.0f, f16);
-    if (m == 0.0f) {
-        for (uint32_t i = 0; i < n; i++)
-            codes[i] = 8;
-        return best;
-    }
-    static const float div[] = {-8.0f, -7.5f, -7.0f, -6.5f, 7.0f, 6.5f};
-    double best_sse = INFINITY;
-    for (size_t i = 0; i <= sizeof div / sizeof div[0]; i++) {
-        /* the last round refines the best candidate so far */
-        struct qscale s = i < sizeof div / sizeof div[0] ? mkscale(m / div[i], f16)
-                                                         : mkscale(ls_scale(x, n, codes, 8), f16);
-        double e = fit(x, n, s.f, 8, 0, 15, tmp);
-        if (e < best_sse) {
-            best_sse = e;
-            best = s;
-            memcpy(codes, tmp, n * sizeof *codes);
-        }
-        if (best_sse == INFINITY) /* even the first scale overflowed f16 */
-            break;
-    }
-    if (best_sse == INFINITY) { /* the caller reports the infinite scale */
-        best.f = INFINITY;
-        for (uint32_t i = 0; i < n; i++)
-            codes[i] = 8;
-    }
-    return best;
-}
-
-/* Asymmetric 4-bit: w = s * (u - z), u and z in 0..15; the range always
- * holds 0. Starts from min/max (s = range / 15), tries narrower ranges and
- * z +- 1, refines the best scale by least squares. */
-static struct qscale quant_asym4(const float *x, uint32_t n, int *zp, int *codes, int *tmp)
-{
-    float mn = 0.0f, mx = 0.0f;
+    float mn = x[0], mx = x[0], amax = 0.0f, max = 0.0f;
     for (uint32_t i = 0; i < n; i++) {
         mn = x[i] < mn ? x[i] : mn;
         mx = x[i] > mx ? x[i] : mx;
+        if (amax < fabsf(x[i])) /* the first of equal magnitudes, as Q4_0 */
+            amax = fabsf(x[i]), max = x[i];
     }
-    struct qscale best = mkscale(0.0f, 1);
-    *zp = 0;
-    if (mx == mn) { /* all zero */
-        for (uint32_t i = 0; i < n; i++)
-            codes[i] = 0;
-        return best;
+    if (l->has_min) { /* Q4_1's rule: min, (max - min) / steps, truncation + 0.5 */
+        int lo, hi;
+        code_range(l, &lo, &hi);
+        const float d = (mx - mn) / (float)(hi - lo), id = d != 0.0f ? 1.0f / d : 0.0f;
+        *g = (struct nib_qgroup){.scale = d, .min = mn};
+        if (!isfinite(d))
+            return -1;
+        for (uint32_t i = 0; i < n; i++) {
+            const float t = (x[i] - mn) * id;
+            const int c = (int)(t + 0.5f);
+            codes[i] = (c > hi - lo ? hi - lo : c) + lo;
+        }
+        if (lo) /* q8f: code lo at the minimum */
+            g->min = __builtin_fmaf(-(float)lo, d, mn);
+        return 0;
     }
-    static const float shrink[] = {1.0f, 0.95f, 0.9f, 0.85f};
-    double best_sse = INFINITY;
-    for (size_t i = 0; i < sizeof shrink / sizeof shrink[0]; i++) {
-        struct qscale s = mkscale((mx - mn) / 15.0f * shrink[i], 1);
-        if (s.f == 0.0f)
-            continue;
-        int z0 = clampi((long)__builtin_rintf(-mn / s.f), 0, 15);
-        for (int dz = -1; dz <= 1; dz++) {
-            int z = clampi(z0 + dz, 0, 15);
-            double e = fit(x, n, s.f, z, 0, 15, tmp);
-            if (e < best_sse) {
-                best_sse = e;
-                best = s;
-                *zp = z;
-                memcpy(codes, tmp, n * sizeof *codes);
+    if (l->has_zp) { /* the range always holds 0: s = (max - min) / 15 */
+        mn = mn < 0.0f ? mn : 0.0f;
+        mx = mx > 0.0f ? mx : 0.0f;
+        *g = mkscale(l, (mx - mn) / 15.0f);
+        g->zp = g->scale != 0.0f ? clampi((long)__builtin_rintf(-mn / g->scale), 0, 15) : 0;
+        if (!isfinite(g->scale))
+            return -1;
+        fit(l, g, x, NULL, n, codes);
+        return 0;
+    }
+    if (l->code_bits == 8) { /* Q8_0: d = absmax / 127, code = roundf(x / d) */
+        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        *g = mkscale(l, d);
+        for (uint32_t i = 0; i < n; i++) {
+            const float t = x[i] * id;
+            codes[i] = clampi(lroundf(t), -127, 127);
+        }
+        return isfinite(g->scale) ? 0 : -1;
+    }
+    /* Q4_0: d = max / -8 (max: the value of largest magnitude), code =
+     * min(15, trunc(x / d + 8.5)) with x / d as x * (1 / d) */
+    const float d = max / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    *g = mkscale(l, d);
+    for (uint32_t i = 0; i < n; i++) {
+        const float t = x[i] * id;
+        const int c = (int)(t + 8.5f);
+        codes[i] = c > 15 ? 15 : c;
+    }
+    return isfinite(g->scale) ? 0 : -1;
+}
+
+/* ---- search: candidates scored by importance-weighted squared error ---- */
+
+struct best {
+    struct nib_qgroup g;
+    double sse;
+    int *codes, *tmp;
+    uint32_t n;
+};
+
+static void try_group(struct best *b, const struct nib_qlayout *l, struct nib_qgroup g,
+                      const float *x, const float *w)
+{
+    if (!isfinite(g.scale) || !isfinite(g.min))
+        return;
+    double e = fit(l, &g, x, w, b->n, b->tmp);
+    if (e < b->sse) {
+        b->sse = e, b->g = g;
+        memcpy(b->codes, b->tmp, b->n * sizeof *b->codes);
+    }
+}
+
+/* Formats with a zero point (fixed, or q4a's): candidate scales map the
+ * extreme values onto the code range's ends a little inside or outside,
+ * each refined once by weighted least squares over its codes. */
+static void search_zp(struct best *b, const struct nib_qlayout *l, const float *x, const float *w)
+{
+    int lo, hi;
+    code_range(l, &lo, &hi);
+    float mn = 0.0f, mx = 0.0f, max = 0.0f;
+    for (uint32_t i = 0; i < b->n; i++) {
+        mn = x[i] < mn ? x[i] : mn;
+        mx = x[i] > mx ? x[i] : mx;
+        if (fabsf(max) < fabsf(x[i]))
+            max = x[i];
+    }
+    for (int i = 0; i <= 20; i++) {
+        struct nib_qgroup cand[3];
+        int nc = 0;
+        if (l->has_zp) { /* range shrunk by 1 % steps, zero point z0 - 1 .. z0 + 1 */
+            struct nib_qgroup g = mkscale(l, (mx - mn) / 15.0f * (1.0f - 0.01f * (float)i));
+            if (!(g.scale > 0.0f))
+                continue;
+            const int z0 = clampi((long)__builtin_rintf(-mn / g.scale), 0, 15);
+            for (int dz = -1; dz <= 1; dz++) {
+                cand[nc] = g;
+                cand[nc++].zp = clampi(z0 + dz, 0, 15);
             }
+        } else { /* the largest magnitude onto the negative end, or the positive one */
+            const float step = l->code_bits == 8 ? 0.5f : 0.1f;
+            const float neg = (float)(lo - fixed_zp(l)), pos = (float)(hi - fixed_zp(l));
+            cand[nc++] = mkscale(l, max / (neg - step * (float)(i - 10)));
+            cand[nc++] = mkscale(l, max / (pos - step * (float)(i - 10)));
+        }
+        for (int c = 0; c < nc; c++) {
+            if (!(cand[c].scale != 0.0f))
+                continue;
+            try_group(b, l, cand[c], x, w);
+            int zp = l->has_zp ? cand[c].zp : fixed_zp(l);
+            fit(l, &cand[c], x, NULL, b->n, b->tmp);
+            struct nib_qgroup r = mkscale(l, ls_scale(x, w, b->n, b->tmp, zp));
+            r.zp = cand[c].zp;
+            if (r.scale != 0.0f)
+                try_group(b, l, r, x, w);
         }
     }
-    if (best_sse == INFINITY) { /* every scale was 0 or overflowed f16 */
-        for (uint32_t i = 0; i < n; i++)
-            codes[i] = 0;
-        if (mx - mn > 1.0f)
-            best.f = INFINITY; /* the caller reports it */
-        return best;
-    }
-    struct qscale s = mkscale(ls_scale(x, n, codes, *zp), 1);
-    if (s.f > 0.0f && fit(x, n, s.f, *zp, 0, 15, tmp) < best_sse) {
-        best = s;
-        memcpy(codes, tmp, n * sizeof *codes);
-    }
-    return best;
 }
 
-/* Symmetric 8-bit, codes -127..127: d = absmax / 127, rounded up to the
- * next f16 when stored as f16 so no code needs clamping. */
-static struct qscale quant_sym8(const float *x, uint32_t n, int f16, int *codes)
+/* q4f, q8f (w = fmaf(s, code, m)): ranges shrunk by 1 % steps with the
+ * minimum on the lowest code or the slack split on both sides, the best
+ * refined by weighted least squares of s and m together, twice. */
+static void search_min(struct best *b, const struct nib_qlayout *l, const float *x, const float *w)
 {
-    float amax = 0.0f;
-    for (uint32_t i = 0; i < n; i++)
-        amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
-    struct qscale s = mkscale(amax / 127.0f, f16);
-    if (f16 && s.f * 127.0f < amax && s.bits < 0x7bff) {
-        s.bits++;
-        s.f = nib_f16_to_f32(s.bits);
-    }
-    fit(x, n, s.f, 0, -127, 127, codes);
-    return s;
-}
-
-/* Codes of x[0..n) for w = fmaf(s, code, m), code in [lo, hi] (the q4f
- * and q8f dequantization), and the squared error. */
-static double fit_min(const float *x, uint32_t n, float s, float m, int lo, int hi, int *codes)
-{
-    double sse = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        float q = s != 0.0f ? __builtin_rintf((x[i] - m) / s) : 0.0f;
-        q = q < (float)lo ? (float)lo : q > (float)hi ? (float)hi : q;
-        float ef = (float)((double)x[i] - (double)__builtin_fmaf(s, q, m));
-        sse += (double)ef * ef;
-        codes[i] = (int)q;
-    }
-    return sse;
-}
-
-/* Scale and minimum (q4f: codes 0..15; q8f: -128..127) of one group: w =
- * fmaf(s, code, m). Candidates put the group's minimum on code lo and
- * its range on hi - lo steps (shrunk a little, or centred), and each
- * best so far is refined by least squares over its codes (s and m
- * together). All zero-range groups are exact: s = 0, m = the value.
- * Returns s (non-finite when the range overflows a float), *m. */
-static float quant_min(const float *x, uint32_t n, int lo, int hi, float *m, int *codes, int *tmp)
-{
+    int lo, hi;
+    code_range(l, &lo, &hi);
     float mn = x[0], mx = x[0];
-    for (uint32_t i = 1; i < n; i++) {
+    for (uint32_t i = 1; i < b->n; i++) {
         mn = x[i] < mn ? x[i] : mn;
         mx = x[i] > mx ? x[i] : mx;
     }
-    *m = mn;
-    for (uint32_t i = 0; i < n; i++)
-        codes[i] = 0;
-    if (mx == mn)
-        return 0.0f;
     const float steps = (float)(hi - lo), range = mx - mn;
-    if (!isfinite(range))
-        return range;
-    static const float shrink[] = {1.0f, 0.97f, 0.94f, 0.9f, 0.85f};
-    double best_sse = INFINITY;
-    float best_s = 0.0f;
-    for (size_t i = 0; i < sizeof shrink / sizeof shrink[0]; i++) {
-        float s = range / steps * shrink[i];
+    for (int i = 0; i <= 20; i++) {
+        const float s = range / steps * (1.0f - 0.01f * (float)i);
         if (!(s > 0.0f))
             continue;
-        /* code lo at the minimum, or the slack split on both sides */
-        const float m0[2] = {mn - (float)lo * s, mn - (float)lo * s + (range - s * steps) * 0.5f};
-        for (int c = 0; c < 2; c++) {
-            double e = fit_min(x, n, s, m0[c], lo, hi, tmp);
-            if (e < best_sse) {
-                best_sse = e, best_s = s, *m = m0[c];
-                memcpy(codes, tmp, n * sizeof *codes);
-            }
-        }
+        const float m0 = mn - (float)lo * s;
+        try_group(b, l, (struct nib_qgroup){.scale = s, .min = m0}, x, w);
+        try_group(b, l, (struct nib_qgroup){.scale = s, .min = m0 + (range - s * steps) * 0.5f}, x,
+                  w);
     }
-    for (int round = 0; round < 2; round++) { /* least squares for the best codes */
-        double cm = 0, xm = 0, cc = 0, cx = 0;
+    for (int round = 0; round < 2; round++) {
+        double sw = 0, sc = 0, sx = 0, scc = 0, scx = 0;
+        for (uint32_t i = 0; i < b->n; i++) {
+            double wi = w ? w[i] : 1.0, c = b->codes[i];
+            sw += wi, sc += wi * c, sx += wi * x[i], scc += wi * c * c, scx += wi * c * x[i];
+        }
+        double det = sw * scc - sc * sc;
+        if (!(det > 0))
+            break;
+        float s = (float)((sw * scx - sc * sx) / det), m = (float)((scc * sx - sc * scx) / det);
+        if (!(s > 0.0f) || !isfinite(s) || !isfinite(m))
+            break;
+        try_group(b, l, (struct nib_qgroup){.scale = s, .min = m}, x, w);
+    }
+}
+
+int nib_qgroup_choose(const struct nib_qlayout *l, enum nib_qmethod m, const float *x,
+                      const float *imp, uint32_t n, struct nib_qgroup *g, int *codes, char *err,
+                      size_t errlen)
+{
+    enum { SMALL = 256 };
+    int ibuf[2 * SMALL];
+    float wbuf[SMALL];
+    void *heap = NULL;
+    int *c = ibuf, *tmp = ibuf + SMALL;
+    float *w = wbuf;
+    if (n > SMALL) { /* a per-channel group: the whole row */
+        heap = malloc((size_t)n * (2 * sizeof(int) + sizeof(float)));
+        if (!heap) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        c = heap, tmp = c + n, w = (float *)(void *)(tmp + n);
+    }
+    if (codes)
+        c = codes;
+    int rc = rtn(l, x, n, g, c);
+    float mn = x[0], mx = x[0];
+    for (uint32_t i = 1; i < n; i++)
+        mn = x[i] < mn ? x[i] : mn, mx = x[i] > mx ? x[i] : mx;
+    if (rc == 0 && mx == mn && l->has_min) { /* exact: s = 0, m = the value */
+        *g = (struct nib_qgroup){.scale = 0.0f, .min = mn};
         for (uint32_t i = 0; i < n; i++)
-            cm += codes[i], xm += x[i];
-        cm /= n, xm /= n;
-        for (uint32_t i = 0; i < n; i++) {
-            cc += (codes[i] - cm) * (codes[i] - cm);
-            cx += (codes[i] - cm) * ((double)x[i] - xm);
+            c[i] = 0;
+    } else if (rc == 0 && m != NIB_QM_RTN && !(mx == mn && mx == 0.0f)) {
+        if (imp) { /* importance plus 1 % of its mean: no element is free */
+            double mean = 0;
+            for (uint32_t i = 0; i < n; i++)
+                mean += imp[i];
+            mean /= n;
+            for (uint32_t i = 0; i < n; i++)
+                w[i] = (float)(imp[i] + 0.01 * mean + 1e-30);
         }
-        if (!(cc > 0))
-            break;
-        float s = (float)(cx / cc), mm = (float)(xm - cx / cc * cm);
-        if (!(s > 0.0f) || !isfinite(s) || !isfinite(mm))
-            break;
-        double e = fit_min(x, n, s, mm, lo, hi, tmp);
-        if (!(e < best_sse))
-            break;
-        best_sse = e, best_s = s, *m = mm;
-        memcpy(codes, tmp, n * sizeof *codes);
+        struct best b = {.g = *g, .codes = c, .tmp = tmp, .n = n};
+        /* rtn's scale with the nearest codes first (rtn's own codes may
+         * round differently), so search is never worse than that */
+        b.sse = fit(l, g, x, imp ? w : NULL, n, c);
+        if (l->has_min)
+            search_min(&b, l, x, imp ? w : NULL);
+        else
+            search_zp(&b, l, x, imp ? w : NULL);
+        *g = b.g;
     }
-    return best_s;
+    free(heap);
+    if (rc == 0 && isfinite(g->scale) && isfinite(g->min))
+        return 0;
+    if (l->has_min)
+        snprintf(err, errlen, "weights span more than a float's range");
+    else
+        snprintf(err, errlen, "weights too large for an f16 scale (use q4c or q8c)");
+    return -1;
+}
+
+void nib_qgroup_put(const struct nib_qlayout *l, uint8_t *out, uint32_t r, uint32_t j,
+                    const struct nib_qgroup *g, const int *codes, uint32_t n)
+{
+    const int zero = l->has_zp ? g->zp : l->has_min ? 0 : fixed_zp(l);
+    const uint32_t k0 = j * l->gsize;
+    for (uint32_t i = 0; i < l->gsize; i++) /* padding gets the zero code */
+        put_code(l, out, r, k0 + i, i < n ? codes[i] : zero);
+    put_scale(l, out, r, j, *g);
+    if (l->has_zp)
+        out[nib_ql_zp_off(l, r, j)] = (uint8_t)g->zp;
+    if (l->has_min)
+        put_min(l, out, r, j, g->min);
 }
 
 /* ---- quantize ---- */
 
-int nib_quantize(struct nib_qspec spec, uint32_t rows, uint32_t cols, nib_row_fn row, void *ctx,
-                 uint8_t *out, char *err, size_t errlen)
+int nib_quantize_m(struct nib_qspec spec, enum nib_qmethod m, const float *imp, uint32_t rows,
+                   uint32_t cols, nib_row_fn row, void *ctx, uint8_t *out, char *err, size_t errlen)
 {
     struct nib_qlayout l;
-    if (nib_qlayout_get(&l, spec.dtype, spec.group, rows, cols)) {
-        char b[32];
-        snprintf(err, errlen, "cannot quantize a %ux%u tensor to %s", rows, cols,
-                 nib_qspec_str(spec, b, sizeof b));
+    char b[32];
+    if (nib_qlayout_get(&l, spec.dtype, spec.group, rows, cols) || m == NIB_QM_GPTQ) {
+        snprintf(err, errlen, "cannot quantize a %ux%u tensor to %s by %s", rows, cols,
+                 nib_qspec_str(spec, b, sizeof b), nib_qmethod_name(m));
         return -1;
     }
     float *x = calloc(l.k_pad, sizeof *x);
-    int *codes = malloc(l.gsize * sizeof *codes), *tmp = malloc(l.gsize * sizeof *tmp);
-    if (!x || !codes || !tmp) {
-        free(x), free(codes), free(tmp);
+    int *codes = malloc(l.gsize * sizeof *codes);
+    if (!x || !codes) {
+        free(x), free(codes);
         snprintf(err, errlen, "out of memory quantizing a %ux%u tensor", rows, cols);
         return -1;
     }
     memset(out, 0, l.size);
-    int rc = 0, zero = spec.dtype == NIB_DT_Q4 || spec.dtype == NIB_DT_Q4C ? 8 : 0;
+    int rc = 0;
     for (uint32_t r = 0; r < l.n_pad && rc == 0; r++) {
         if (r < rows) {
             if (row(ctx, r, x)) {
@@ -358,48 +462,36 @@ int nib_quantize(struct nib_qspec spec, uint32_t rows, uint32_t cols, nib_row_fn
                 rc = -1;
                 break;
             }
-            for (uint32_t k = 0; k < cols; k++)
+            for (uint32_t k = 0; k < cols && rc == 0; k++)
                 if (!isfinite(x[k])) {
                     snprintf(err, errlen, "row %u, column %u is not a finite number", r, k);
                     rc = -1;
                 }
         }
         for (uint32_t j = 0; j < l.n_sgroups && rc == 0; j++) {
-            uint32_t k0 = j * l.gsize, n = 0, zp = 0;
-            struct qscale s = mkscale(0.0f, l.scale_bytes == 2);
-            float mn = 0.0f;
+            uint32_t k0 = j * l.gsize, n = 0;
+            struct nib_qgroup g = mkscale(&l, 0.0f);
             if (r < rows && k0 < cols) { /* else padding only (groups of 16 come in pairs) */
                 n = cols - k0 < l.gsize ? cols - k0 : l.gsize;
-                int z = 0;
-                switch (spec.dtype) {
-                case NIB_DT_Q4:
-                case NIB_DT_Q4C: s = quant_sym4(x + k0, n, l.scale_bytes == 2, codes, tmp); break;
-                case NIB_DT_Q4A: s = quant_asym4(x + k0, n, &z, codes, tmp); break;
-                case NIB_DT_Q4F: s.f = quant_min(x + k0, n, 0, 15, &mn, codes, tmp); break;
-                case NIB_DT_Q8F: s.f = quant_min(x + k0, n, -128, 127, &mn, codes, tmp); break;
-                default: s = quant_sym8(x + k0, n, l.scale_bytes == 2, codes); break;
-                }
-                zp = (uint32_t)z;
-                if (!isfinite(s.f) && l.has_min) {
-                    snprintf(err, errlen, "row %u: weights span more than a float's range", r);
-                    rc = -1;
-                } else if (!isfinite(s.f)) {
-                    snprintf(err, errlen,
-                             "row %u: weights too large for an f16 scale (use q4c or q8c)", r);
+                char why[128];
+                if (nib_qgroup_choose(&l, m, x + k0, imp ? imp + k0 : NULL, n, &g, codes, why,
+                                      sizeof why)) {
+                    snprintf(err, errlen, "row %u: %s", r, why);
                     rc = -1;
                 }
             }
-            for (uint32_t i = 0; i < l.gsize; i++) /* padding gets the zero code */
-                put_code(&l, out, r, k0 + i, i < n ? codes[i] : (l.has_zp ? (int)zp : zero));
-            put_scale(&l, out, r, j, s);
-            if (l.has_zp)
-                out[nib_ql_zp_off(&l, r, j)] = (uint8_t)zp;
-            if (l.has_min)
-                put_min(&l, out, r, j, mn);
+            if (rc == 0)
+                nib_qgroup_put(&l, out, r, j, &g, codes, n);
         }
     }
-    free(x), free(codes), free(tmp);
+    free(x), free(codes);
     return rc;
+}
+
+int nib_quantize(struct nib_qspec spec, uint32_t rows, uint32_t cols, nib_row_fn row, void *ctx,
+                 uint8_t *out, char *err, size_t errlen)
+{
+    return nib_quantize_m(spec, NIB_QM_SEARCH, NULL, rows, cols, row, ctx, out, err, errlen);
 }
 
 struct dense {
