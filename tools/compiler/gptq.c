@@ -150,8 +150,25 @@ static void chol_trail(void *p, uint32_t t, uint32_t nt)
         uint32_t i = k1 + t;
         if (i < jc)
             i += (jc - i + nt - 1) / nt * nt;
-        for (; i < n; i += nt) {
+        while (i < n) {
             const uint32_t m = (i + 1 < je ? i + 1 : je) - jc;
+            if (i + 1 >= je && i + nt < n) { /* two full rows share each load of the panel */
+                const uint32_t i2 = i + nt;
+                double a0[TJ] = {0}, a1[TJ] = {0};
+                for (uint32_t q = 0; q < nb; q++) {
+                    const double l0 = pt[(size_t)q * n + i], l1 = pt[(size_t)q * n + i2];
+                    const double *r = pt + (size_t)q * n + jc;
+                    for (uint32_t j = 0; j < m; j++) {
+                        a0[j] += l0 * r[j];
+                        a1[j] += l1 * r[j];
+                    }
+                }
+                double *r0 = c->a + (size_t)i * n + jc, *r1 = c->a + (size_t)i2 * n + jc;
+                for (uint32_t j = 0; j < m; j++)
+                    r0[j] -= a0[j], r1[j] -= a1[j];
+                i += 2 * nt;
+                continue;
+            }
             double acc[TJ] = {0};
             for (uint32_t q = 0; q < nb; q++) {
                 const double l = pt[(size_t)q * n + i], *r = pt + (size_t)q * n + jc;
@@ -161,6 +178,7 @@ static void chol_trail(void *p, uint32_t t, uint32_t nt)
             double *ai = c->a + (size_t)i * n + jc;
             for (uint32_t j = 0; j < m; j++)
                 ai[j] -= acc[j];
+            i += nt;
         }
     }
 }
