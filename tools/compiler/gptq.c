@@ -42,8 +42,15 @@
 #define TJ 64          /* Cholesky trailing update: columns per chunk */
 #define QB 128         /* GPTQ column block (a multiple of every group size) */
 #define QR 16          /* rows per task: V's rows are reused across them */
-#define JC 512         /* columns per chunk of the per-block trailing update */
 #define MAX_THREADS 64 /* more threads than this share the work of 64 */
+#define KV 16          /* columns per register tile of the trailing update (4 x v4f) */
+
+/* Row stride of V as float: a multiple of KV plus KV, so the block's rows
+ * at one column do not all fall in one cache set. */
+static size_t v_stride(uint32_t n)
+{
+    return ((size_t)n + KV - 1) / KV * KV + KV;
+}
 
 /* ---- a parallel region: fn(ctx, t, nt) for t < nt ---- */
 
@@ -210,7 +217,7 @@ static int cholesky(double *a, uint32_t n, uint32_t nt, double *pt, uint32_t *ba
 
 struct qjob {
     const struct nib_qlayout *l;
-    const float *w, *v, *vd, *imp; /* v: V as float (n x n, upper); vd: its diagonal */
+    const float *w, *v, *vd, *imp; /* v: V as float (n x v_stride, upper); vd: its diagonal */
     const float *ub; /* U's diagonal blocks: gsize x gsize per group (NULL per channel) */
     uint8_t *out;
     uint32_t ntask;
@@ -227,17 +234,79 @@ struct qbuf {
     struct nib_qgroup *g;  /* QR x n_sgroups */
 };
 
+/* Four floats, added and multiplied lane by lane (each lane exactly the
+ * scalar IEEE operation): the register tile of the trailing update. */
+typedef float v4f __attribute__((vector_size(16)));
+
+static inline v4f v4_load(const float *p)
+{
+    v4f x;
+    memcpy(&x, p, sizeof x);
+    return x;
+}
+
+static inline void v4_store(float *p, v4f x)
+{
+    memcpy(p, &x, sizeof x);
+}
+
+/* acc[r][k] += sum over the block's columns i (in order) of dl[r][i] V[i][k]
+ * for k >= k0: the same additions as one column at a time, with a tile of
+ * two rows x KV columns held in registers across the block. */
+static void trail(const float *v, size_t ldv, const float *dl, float *acc, uint32_t n, uint32_t nr,
+                  uint32_t nb, uint32_t k0)
+{
+    uint32_t k = k0;
+    for (; k + KV <= n; k += KV) {
+        uint32_t r = 0;
+        for (; r + 1 < nr; r += 2) {
+            float *p0 = acc + (size_t)r * n + k, *p1 = p0 + n;
+            const float *d0 = dl + (size_t)r * QB, *d1 = d0 + QB;
+            v4f a0 = v4_load(p0), a1 = v4_load(p0 + 4), a2 = v4_load(p0 + 8), a3 = v4_load(p0 + 12);
+            v4f b0 = v4_load(p1), b1 = v4_load(p1 + 4), b2 = v4_load(p1 + 8), b3 = v4_load(p1 + 12);
+            for (uint32_t i = 0; i < nb; i++) {
+                const float *vi = v + (size_t)i * ldv + k, e0 = d0[i], e1 = d1[i];
+                const v4f x0 = v4_load(vi), x1 = v4_load(vi + 4), x2 = v4_load(vi + 8),
+                          x3 = v4_load(vi + 12);
+                a0 += e0 * x0, a1 += e0 * x1, a2 += e0 * x2, a3 += e0 * x3;
+                b0 += e1 * x0, b1 += e1 * x1, b2 += e1 * x2, b3 += e1 * x3;
+            }
+            v4_store(p0, a0), v4_store(p0 + 4, a1), v4_store(p0 + 8, a2), v4_store(p0 + 12, a3);
+            v4_store(p1, b0), v4_store(p1 + 4, b1), v4_store(p1 + 8, b2), v4_store(p1 + 12, b3);
+        }
+        for (; r < nr; r++) {
+            float *p0 = acc + (size_t)r * n + k;
+            const float *d0 = dl + (size_t)r * QB;
+            v4f a0 = v4_load(p0), a1 = v4_load(p0 + 4), a2 = v4_load(p0 + 8), a3 = v4_load(p0 + 12);
+            for (uint32_t i = 0; i < nb; i++) {
+                const float *vi = v + (size_t)i * ldv + k, e0 = d0[i];
+                a0 += e0 * v4_load(vi), a1 += e0 * v4_load(vi + 4);
+                a2 += e0 * v4_load(vi + 8), a3 += e0 * v4_load(vi + 12);
+            }
+            v4_store(p0, a0), v4_store(p0 + 4, a1), v4_store(p0 + 8, a2), v4_store(p0 + 12, a3);
+        }
+    }
+    for (; k < n; k++)
+        for (uint32_t r = 0; r < nr; r++) {
+            float a = acc[(size_t)r * n + k];
+            for (uint32_t i = 0; i < nb; i++)
+                a += dl[(size_t)r * QB + i] * v[(size_t)i * ldv + k];
+            acc[(size_t)r * n + k] = a;
+        }
+}
+
 static int qtask(struct qjob *j, struct qbuf *b, uint32_t r0, struct qfail *f)
 {
     const struct nib_qlayout *l = j->l;
     const uint32_t n = l->cols, gs = l->gsize;
     const uint32_t nr = l->rows - r0 < QR ? l->rows - r0 : QR;
     const float *v = j->v, *vd = j->vd;
+    const size_t ldv = v_stride(n);
     memset(b->acc, 0, (size_t)nr * n * sizeof *b->acc);
     for (uint32_t b0 = 0; b0 < n; b0 += QB) {
         const uint32_t b1 = b0 + QB < n ? b0 + QB : n;
         for (uint32_t i = b0; i < b1; i++) {
-            const float *vi = v + (size_t)i * n;
+            const float *vi = v + (size_t)i * ldv;
             for (uint32_t r = 0; r < nr; r++) {
                 const float *wr = j->w + (size_t)(r0 + r) * n;
                 float *ar = b->acc + (size_t)r * n;
@@ -272,18 +341,7 @@ static int qtask(struct qjob *j, struct qbuf *b, uint32_t r0, struct qfail *f)
                     ar[k] += d * vi[k];
             }
         }
-        for (uint32_t jc = b1; jc < n; jc += JC) {
-            const uint32_t je = jc + JC < n ? jc + JC : n;
-            for (uint32_t i = b0; i < b1; i++) {
-                const float *vi = v + (size_t)i * n;
-                for (uint32_t r = 0; r < nr; r++) {
-                    const float d = b->dl[(size_t)r * QB + (i - b0)];
-                    float *ar = b->acc + (size_t)r * n;
-                    for (uint32_t k = jc; k < je; k++)
-                        ar[k] += d * vi[k];
-                }
-            }
-        }
+        trail(v + (size_t)b0 * ldv, ldv, b->dl, b->acc, n, nr, b1 - b0, b1);
     }
     for (uint32_t r = 0; r < nr; r++)
         for (uint32_t g = 0; g < l->n_sgroups && g * gs < n; g++) {
@@ -363,7 +421,7 @@ static int factor(double *h, uint32_t n, const struct nib_gptq_opts *o, uint32_t
     for (uint32_t i = 0; i < n; i++) {
         const double *li =
             h + (size_t)(n - 1 - i) * n + (n - 1 - i); /* V[i][k] = L[n-1-i][n-1-k] */
-        float *vi = v + (size_t)i * n;
+        float *vi = v + (size_t)i * v_stride(n);
         for (uint32_t k = i; k < n; k++) {
             vi[k] = (float)li[-(ptrdiff_t)(k - i)];
             if (!isfinite(vi[k]) || (k == i && !(vi[k] > 0))) {
@@ -410,7 +468,7 @@ int nib_gptq_quantize(const struct nib_qlayout *l, float *w, double *h,
     }
     const uint32_t nt = o->threads < 1 ? 1 : o->threads > MAX_THREADS ? MAX_THREADS : o->threads;
     float *imp = malloc((size_t)n * sizeof *imp), *vd = malloc((size_t)n * sizeof *vd);
-    float *v = malloc((size_t)n * n * sizeof *v);
+    float *v = malloc((size_t)n * v_stride(n) * sizeof *v);
     struct qjob *j = malloc(sizeof *j);
     const uint32_t gs = l->gsize;
     float *ub = gs < n ? malloc((size_t)((n + gs - 1) / gs) * gs * gs * sizeof *ub) : NULL;
