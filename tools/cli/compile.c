@@ -12,6 +12,7 @@
 #include "tools/util/args.h"
 #include "tools/util/tool_util.h"
 #include "tools/compiler/autoprec.h"
+#include "tools/compiler/calib.h"
 #include "tools/compiler/chat_compile.h"
 #include "tools/compiler/model_load.h"
 
@@ -21,6 +22,7 @@ static void usage(FILE *f)
         f,
         "usage: nib compile MODEL.gguf|HF_DIR -o OUT.blob [--quant SPEC] [--precision P=F,...] "
         "[--ctx N] [--batch N] [--chat-template FAMILY | --no-chat-template]\n"
+        "                [--method rtn|search|gptq] [--calib FILE] [--calib-tokens N]\n"
         "  HF_DIR        a Hugging Face model directory: config.json, model.safetensors (or\n"
         "                shards with model.safetensors.index.json), tokenizer.json\n"
         "  --quant SPEC  f32 (exact reference), q4 (q4/32 layers, q8c LM head), source\n"
@@ -32,6 +34,12 @@ static void usage(FILE *f)
         "                keep the matrices whose q8c copy saves the most KL per byte\n"
         "                (measured against f32 on calibration text) in q8c, within N\n"
         "                weight bytes or until the mean KL is below X; prints the table\n"
+        "  --method M    how quantized weights are rounded (docs/accuracy.md): rtn (round to\n"
+        "                nearest, llama.cpp's reference rounding), search (scales searched\n"
+        "                for the least error weighted by calibration), gptq (default: error\n"
+        "                feedback through the calibration Hessian)\n"
+        "  --calib FILE  calibration text for search and gptq (default: a built-in story)\n"
+        "  --calib-tokens N  calibration tokens at most (default 512)\n"
         "  --ctx N       context positions the appliance holds (default: the model's, at most "
         "2048)\n"
         "  --batch N     prompt tokens per prefill pass, 1..64 (default 16): each weight is read\n"
@@ -97,7 +105,10 @@ enum {
     O_BATCH,
     O_CTX,
     O_CHAT,
-    O_NO_CHAT
+    O_NO_CHAT,
+    O_METHOD,
+    O_CALIB,
+    O_CALIB_TOKENS,
 };
 
 /* --chat-template FAMILY / --no-chat-template replace the model's own
@@ -135,12 +146,18 @@ int nib_compile_main(int argc, char **argv)
         {"--ctx", O_CTX, 1},
         {"--chat-template", O_CHAT, 1},
         {"--no-chat-template", O_NO_CHAT, 0},
+        {"--method", O_METHOD, 1},
+        {"--calib", O_CALIB, 1},
+        {"--calib-tokens", O_CALIB_TOKENS, 1},
         {NULL, 0, 0},
     };
     const char *in = NULL, *out = NULL, *quant = "f32", *precision = NULL, *family = NULL;
     int auto_prec = 0, no_chat = 0;
     struct autoprec_opts ao = {.max_bytes = 0, .max_kl = 0, .positions = 256, .report = stdout};
     struct plan_opts po = {.max_ctx = 0};
+    enum nib_qmethod method = NIB_QM_DEFAULT;
+    const char *calib_path = NULL;
+    uint32_t calib_tokens = 0;
     struct nib_args a;
     nib_args_init(&a, "nib compile", argc, argv, opts, usage, &in);
     int o;
@@ -172,6 +189,15 @@ int nib_compile_main(int argc, char **argv)
             family = a.value;
         } else if (o == O_NO_CHAT) {
             no_chat = 1;
+        } else if (o == O_METHOD) {
+            char why[128];
+            if (nib_qmethod_parse(a.value, &method, why, sizeof why))
+                return nib_args_fail(&a, "--method: %s", why);
+        } else if (o == O_CALIB) {
+            calib_path = a.value;
+        } else if (o == O_CALIB_TOKENS) {
+            if (nib_args_u32(&a, 2, NIB_MAX_CTX, &calib_tokens))
+                return 2;
         }
     }
     if (o == NIB_ARGS_EXIT)
@@ -200,15 +226,26 @@ int nib_compile_main(int argc, char **argv)
     if (po.max_ctx > lm.m.hp.ctx_len) /* the planner never holds more than the model knows */
         fprintf(stderr, "nib compile: --ctx %u clamped to %u, the model's context length\n",
                 po.max_ctx, lm.m.hp.ctx_len);
+    /* auto-precision's upgrade (q8c) is prepared by the calibration too */
+    static const struct nib_qspec upgrade = {NIB_DT_Q8C, 0};
+    struct nib_calib *calib = NULL;
+    if (nib_calib_setup(&lm.m, &po, method, calib_path, calib_tokens, auto_prec ? &upgrade : NULL,
+                        auto_prec ? 1 : 0, stderr, &calib, err, sizeof err)) {
+        fprintf(stderr, "nib compile: --method %s: %s\n", nib_qmethod_name(method), err);
+        nib_model_unload(&lm);
+        return 1;
+    }
     char *auto_p = NULL;
     if (auto_prec) {
         if (!ao.max_bytes && !(ao.max_kl > 0)) {
             fprintf(stderr, "nib compile: --auto-precision needs --max-bytes N or --max-kl X\n");
+            nib_calib_free(calib);
             nib_model_unload(&lm);
             return 2;
         }
         if (nib_autoprec(&lm.m, &po, &ao, &auto_p, err, sizeof err)) {
             fprintf(stderr, "nib compile: --auto-precision: %s\n", err);
+            nib_calib_free(calib);
             nib_model_unload(&lm);
             return 1;
         }
@@ -216,6 +253,7 @@ int nib_compile_main(int argc, char **argv)
     }
     int rc = write_blob(&lm.m, &po, out, in);
     free(auto_p);
+    nib_calib_free(calib);
     nib_model_unload(&lm);
     return rc;
 }

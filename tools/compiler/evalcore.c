@@ -101,3 +101,53 @@ uint64_t runner_weight_bytes(const struct runner *r)
         n += r->v.tensors[i].size;
     return n;
 }
+
+double runner_matmul_bits(const struct runner *r)
+{
+    const struct nib_blob_view *v = &r->v;
+    double bytes = 0, weights = 0;
+    for (uint32_t t = 0; t < v->h->n_tensors; t++) {
+        int used = 0;
+        for (uint32_t i = 0; i < v->h->n_ops && !used; i++)
+            used = v->ops[i].code == NIB_OP_MATMUL && v->ops[i].tensor == t;
+        if (used) {
+            bytes += (double)v->tensors[t].size;
+            weights += (double)v->tensors[t].rows * v->tensors[t].cols;
+        }
+    }
+    return weights > 0 ? bytes * 8 / weights : 0;
+}
+
+double model_matmul_bits(const struct llama_model *m)
+{
+    enum { PER_LAYER = 7 };
+    const struct gguf_tensor **seen = calloc((size_t)m->hp.n_layers * PER_LAYER + 1, sizeof *seen);
+    if (!seen)
+        return 0;
+    uint32_t n = 0;
+    double bits = 0, weights = 0;
+    for (uint32_t l = 0; l <= m->hp.n_layers; l++) {
+        const struct llama_layer *y = l < m->hp.n_layers ? &m->layers[l] : NULL;
+        const struct llama_weight *ws[PER_LAYER] = {
+            y ? &y->wq : (m->output_tied ? &m->tok_embd : &m->output),
+            y ? &y->wk : NULL,
+            y ? &y->wv : NULL,
+            y ? &y->wo : NULL,
+            y ? &y->w_gate : NULL,
+            y ? &y->w_up : NULL,
+            y ? &y->w_down : NULL};
+        for (int i = 0; i < PER_LAYER; i++) {
+            const struct gguf_tensor *t = ws[i] ? ws[i]->t : NULL;
+            int dup = !t;
+            for (uint32_t j = 0; j < n && !dup; j++)
+                dup = seen[j] == t;
+            if (dup)
+                continue;
+            seen[n++] = t; /* a fused source (phi3) counted once */
+            bits += 8.0 * (double)ggml_type_nbytes(t->type, t->n_elems);
+            weights += (double)t->n_elems;
+        }
+    }
+    free(seen);
+    return weights > 0 ? bits / weights : 0;
+}

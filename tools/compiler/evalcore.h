@@ -32,6 +32,12 @@ struct eval_result {
 int evaluate(struct runner *ref, struct runner *q, const uint32_t *ids, uint32_t n_ids,
              struct eval_result *res);
 
+/* Bits per weight over every matrix a matmul reads (the LM head
+ * included; scales, minima and padding counted): of a blob as packed, or
+ * of a model's tensors as its file stores them. */
+double runner_matmul_bits(const struct runner *r);
+double model_matmul_bits(const struct llama_model *m);
+
 /* Weight bytes of a blob (all tensors). */
 uint64_t runner_weight_bytes(const struct runner *r);
 

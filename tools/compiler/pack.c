@@ -9,6 +9,7 @@
 #include "kernels/qformat.h"
 #include "model_blob/blob_view.h"
 #include "model_blob/crc32c.h"
+#include "tools/compiler/calib.h"
 #include "tools/compiler/chat_compile.h"
 #include "tools/compiler/quant.h"
 #include "tools/compiler/repack.h"
@@ -54,13 +55,31 @@ static int weight_row(void *ctx, uint32_t r, float *out)
     return llama_weight_row_f32(ctx, r, out);
 }
 
+/* Quantize one source by the plan's method: gptq's bytes prepared by the
+ * calibration, or rtn/search with the calibration's importance. A source
+ * the calibration did not see (an untied embedding table: no matrix
+ * input) is quantized by search with every column weighted alike. */
+static int quantize_source(const struct nib_plan *p, const struct llama_weight *w, uint32_t cols,
+                           struct nib_qspec want, uint8_t *buf, char *why, size_t whylen)
+{
+    const uint8_t *ready = w->cols == cols ? nib_calib_packed(p->calib, w, want) : NULL;
+    if (ready) {
+        memcpy(buf, ready, nib_qformat_size(want.dtype, want.group, w->rows, cols));
+        return 0;
+    }
+    const float *imp = w->cols == cols ? nib_calib_importance(p->calib, w) : NULL;
+    enum nib_qmethod m = p->method == NIB_QM_RTN ? NIB_QM_RTN : NIB_QM_SEARCH;
+    return nib_quantize_m(want, m, imp, w->rows, cols, weight_row, (void *)w, buf, why, whylen);
+}
+
 /* One source of a quantized tensor, packed on its own into buf (size
  * bytes). A quantized source whose values the tensor's format holds is
  * repacked exactly (tools/compiler/repack.h: every weight equal); anything
  * else is quantized from its f32 rows, and with --quant source (where
  * every tensor should keep its values) named on stderr. */
-static int pack_source(const struct plan_tensor *t, const struct llama_weight *w, int source,
-                       uint8_t *buf, char *err, size_t errlen)
+static int pack_source(const struct nib_plan *p, const struct plan_tensor *t,
+                       const struct llama_weight *w, int source, uint8_t *buf, char *err,
+                       size_t errlen)
 {
     const struct nib_tensor_rec *rec = &t->rec;
     struct nib_qspec want = {rec->dtype, rec->group}, have;
@@ -82,7 +101,7 @@ static int pack_source(const struct plan_tensor *t, const struct llama_weight *w
                     nib_qspec_str(want, fmt, sizeof fmt), why);
     }
     if (rc)
-        rc = nib_quantize(want, w->rows, rec->cols, weight_row, (void *)w, buf, why, sizeof why);
+        rc = quantize_source(p, w, rec->cols, want, buf, why, sizeof why);
     if (rc)
         snprintf(err, errlen, "packing '%s': %s", rec->name, why);
     return rc;
@@ -90,8 +109,8 @@ static int pack_source(const struct plan_tensor *t, const struct llama_weight *w
 
 /* A quantized tensor. Sources start on an N-block, so packed sources
  * simply follow each other; tile pairs (gate|up) alternate N-blocks. */
-static int write_quantized(struct sink *s, const struct plan_tensor *t, int source, char *err,
-                           size_t errlen)
+static int write_quantized(struct sink *s, const struct nib_plan *p, const struct plan_tensor *t,
+                           int source, char *err, size_t errlen)
 {
     const struct nib_tensor_rec *rec = &t->rec;
     uint8_t *buf[3] = {NULL, NULL, NULL};
@@ -105,7 +124,7 @@ static int write_quantized(struct sink *s, const struct plan_tensor *t, int sour
             rc = -1;
             break;
         }
-        rc = pack_source(t, t->src[k], source, buf[k], err, errlen);
+        rc = pack_source(p, t, t->src[k], source, buf[k], err, errlen);
         if (rc == 0 && !t->tile_pairs)
             put(s, buf[k], size[k]);
     }
@@ -168,7 +187,7 @@ static int write_tensor(struct sink *s, const struct plan_tensor *t, const struc
         return 0;
     }
     if (t->rec.dtype != NIB_DT_F32)
-        return write_quantized(s, t, p->source, err, errlen);
+        return write_quantized(s, p, t, p->source, err, errlen);
     if (t->tile_pairs) {
         /* 8 gate rows, then the same 8 up rows; rows past the end are 0. */
         for (uint32_t r0 = 0; r0 < t->src[0]->rows; r0 += NIB_Q_TILE_N)

@@ -430,6 +430,8 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
     struct builder b = {.p = p, .m = m, .o = o, .err = err, .errlen = errlen};
     p->h.max_batch = o->max_batch ? o->max_batch : NIB_PLAN_DEFAULT_BATCH;
     p->source = o->source;
+    p->method = o->method;
+    p->calib = o->calib;
     if (p->h.max_batch > NIB_MAX_BATCH) {
         snprintf(err, errlen, "batch %u is more than %u rows", p->h.max_batch, NIB_MAX_BATCH);
         return -1;

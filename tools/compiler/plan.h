@@ -10,6 +10,8 @@
 #include "tools/compiler/llama_import.h"
 #include "tools/compiler/quant.h"
 
+struct nib_calib; /* tools/compiler/calib.h */
+
 enum plan_tensor_kind {
     PT_ROWS = 0,   /* rows concatenated from up to 3 source weights */
     PT_ROPE_TABLE, /* cos/sin per position, computed */
@@ -38,7 +40,9 @@ struct nib_plan {
     uint32_t n_tensors;
     struct nib_op *ops;
     uint32_t n_ops;
-    int source; /* --quant source: the packer names any tensor it had to requantize */
+    int source;              /* --quant source: the packer names any tensor it had to requantize */
+    enum nib_qmethod method; /* plan_opts' */
+    const struct nib_calib *calib; /* plan_opts' */
 };
 
 /* Weight formats. Matrices and the token-embedding table (read one row
@@ -61,6 +65,12 @@ struct plan_opts {
     struct nib_qspec output; /* format of the LM head */
     int source;              /* keep Q4_0/Q8_0 source tensors as they are */
     const char *precision;   /* per-tensor overrides, or NULL */
+    /* How quantized weights are rounded (tools/compiler/quant.h), and the
+     * calibration they use (tools/compiler/calib.h): search reads its
+     * importance, gptq its prepared results. Without calibration, search
+     * and gptq fall back to search with every input weighted alike. */
+    enum nib_qmethod method;
+    const struct nib_calib *calib;
 };
 
 /* Defaults for a --quant argument: "f32", "source", "q4" (q4/32 with a q8c

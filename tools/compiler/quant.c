@@ -100,7 +100,7 @@ static void put_min(const struct nib_qlayout *l, uint8_t *out, uint32_t r, uint3
 
 int nib_qmethod_parse(const char *s, enum nib_qmethod *m, char *err, size_t errlen)
 {
-    for (int i = NIB_QM_RTN; i <= NIB_QM_GPTQ; i++)
+    for (int i = 0; i <= NIB_QM_GPTQ; i++)
         if (!strcmp(s, nib_qmethod_name((enum nib_qmethod)i))) {
             *m = (enum nib_qmethod)i;
             return 0;

@@ -40,7 +40,8 @@ const char *nib_qspec_str(struct nib_qspec spec, char *buf, size_t len);
  *           columns not yet quantized through the inverse of the
  *           calibration Hessian X*X^T (tools/compiler/gptq.h); group scales
  *           chosen as search does, from the updated weights. */
-enum nib_qmethod { NIB_QM_RTN = 0, NIB_QM_SEARCH = 1, NIB_QM_GPTQ = 2 };
+enum nib_qmethod { NIB_QM_SEARCH = 0, NIB_QM_RTN = 1, NIB_QM_GPTQ = 2 };
+/* nib compile's and nib eval's default (zeroed options mean search) */
 #define NIB_QM_DEFAULT NIB_QM_GPTQ
 
 /* "rtn", "search", "gptq": 0, or -1 with a message. */

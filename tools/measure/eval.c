@@ -16,6 +16,7 @@
 #include "tools/measure/measure.h"
 #include "tools/util/args.h"
 #include "tools/util/tool_util.h"
+#include "tools/compiler/calib.h"
 #include "tools/compiler/evalcore.h"
 #include "tools/compiler/model_load.h"
 #include "tools/compiler/tok_load.h"
@@ -52,26 +53,49 @@ static void usage(FILE *f)
         f,
         "usage: nib eval MODEL.gguf [--quant SPEC] [--precision P=F,...] [--baseline OTHER.gguf]\n"
         "                [--text FILE] [--tokens N] [--ctx N] [--json]\n"
+        "                [--method rtn|search|gptq] [--calib FILE] [--calib-tokens N]\n"
         "  compares SPEC (default f32) against the same model in f32 on the text;\n"
         "  MODEL and OTHER: a GGUF file or a Hugging Face directory (nib compile's input)\n"
+        "  --method, --calib, --calib-tokens: as nib compile (default gptq on its built-in\n"
+        "  calibration text, which is not the evaluation text)\n"
         "  --baseline: compares OTHER.gguf (e.g. a GGUF Q4_0 of the same model, kept\n"
         "  exactly as stored) instead of a compiled MODEL\n"
         "  (default: a short built-in story text); --tokens caps the positions scored (default "
         "512)\n");
 }
 
-enum { O_QUANT = NIB_ARGS_OPT, O_PRECISION, O_BASELINE, O_TEXT, O_TOKENS, O_CTX, O_JSON };
+enum {
+    O_QUANT = NIB_ARGS_OPT,
+    O_PRECISION,
+    O_BASELINE,
+    O_TEXT,
+    O_TOKENS,
+    O_CTX,
+    O_JSON,
+    O_METHOD,
+    O_CALIB,
+    O_CALIB_TOKENS
+};
 
 int nib_eval_main(int argc, char **argv)
 {
     static const struct nib_opt opts[] = {
-        {"--quant", O_QUANT, 1},       {"--precision", O_PRECISION, 1},
-        {"--baseline", O_BASELINE, 1}, {"--text", O_TEXT, 1},
-        {"--tokens", O_TOKENS, 1},     {"--ctx", O_CTX, 1},
-        {"--json", O_JSON, 0},         {NULL, 0, 0},
+        {"--quant", O_QUANT, 1},
+        {"--precision", O_PRECISION, 1},
+        {"--baseline", O_BASELINE, 1},
+        {"--text", O_TEXT, 1},
+        {"--tokens", O_TOKENS, 1},
+        {"--ctx", O_CTX, 1},
+        {"--json", O_JSON, 0},
+        {"--method", O_METHOD, 1},
+        {"--calib", O_CALIB, 1},
+        {"--calib-tokens", O_CALIB_TOKENS, 1},
+        {NULL, 0, 0},
     };
     const char *in = NULL, *quant = "f32", *text_path = NULL, *precision = NULL, *baseline = NULL;
-    uint32_t max_tokens = 512, ctx = 0;
+    uint32_t max_tokens = 512, ctx = 0, calib_tokens = 0;
+    enum nib_qmethod method = NIB_QM_DEFAULT;
+    const char *calib_path = NULL;
     int json = 0, tokens_given = 0;
     struct nib_args a;
     nib_args_init(&a, "nib eval", argc, argv, opts, usage, &in);
@@ -92,8 +116,18 @@ int nib_eval_main(int argc, char **argv)
         } else if (o == O_CTX) {
             if (nib_args_u32(&a, 2, NIB_MAX_CTX, &ctx))
                 return 2;
-        } else if (o == O_JSON)
+        } else if (o == O_JSON) {
             json = 1;
+        } else if (o == O_METHOD) {
+            char why[128];
+            if (nib_qmethod_parse(a.value, &method, why, sizeof why))
+                return nib_args_fail(&a, "--method: %s", why);
+        } else if (o == O_CALIB) {
+            calib_path = a.value;
+        } else if (o == O_CALIB_TOKENS) {
+            if (nib_args_u32(&a, 2, NIB_MAX_CTX, &calib_tokens))
+                return 2;
+        }
     }
     if (o == NIB_ARGS_EXIT)
         return a.status;
@@ -147,10 +181,16 @@ int nib_eval_main(int argc, char **argv)
         quant = "baseline";
     }
     int rc = 1;
+    struct nib_calib *calib = NULL;
     struct runner ref, q;
     memset(&ref, 0, sizeof ref);
     memset(&q, 0, sizeof q);
     uint32_t *ids = malloc((text_len + 2) * sizeof *ids);
+    if (!baseline && nib_calib_setup(&lm.m, &po_q, method, calib_path, calib_tokens, NULL, 0,
+                                     json ? NULL : stderr, &calib, err, sizeof err)) {
+        fprintf(stderr, "nib eval: --method %s: %s\n", nib_qmethod_name(method), err);
+        goto out;
+    }
     if (!ids || runner_open(&ref, &lm.m, &po_ref, err, sizeof err) ||
         runner_open(&q, baseline ? &lb.m : &lm.m, &po_q, err, sizeof err)) {
         fprintf(stderr, "nib eval: %s\n", ids ? err : "out of memory");
@@ -178,19 +218,25 @@ int nib_eval_main(int argc, char **argv)
         fprintf(stderr, "nib eval: out of memory\n");
         goto out;
     }
+    /* bits per matrix weight: as the GGUF stores them for a baseline, as
+     * the blob does for a compiled format */
+    double bpw = baseline ? model_matmul_bits(&lb.m) : runner_matmul_bits(&q);
+    const char *mname = baseline ? "stored" : nib_qmethod_name(po_q.method);
     if (json)
-        printf("{\"model\": \"%s\", \"quant\": \"%s\", \"baseline\": \"%s\", \"positions\": %u, "
-               "\"kl_mean\": %.6g, "
-               "\"top1_agreement\": %.6f, \"ppl_f32\": %.6g, \"ppl_quant\": %.6g}\n",
-               in, quant, baseline ? baseline : "", r.n, r.kl_mean, r.top1, r.ppl_ref, r.ppl_q);
+        printf("{\"model\": \"%s\", \"quant\": \"%s\", \"method\": \"%s\", \"baseline\": \"%s\", "
+               "\"positions\": %u, \"kl_mean\": %.6g, \"top1_agreement\": %.6f, \"ppl_f32\": %.6g, "
+               "\"ppl_quant\": %.6g, \"bits_per_weight\": %.4f, \"calib_tokens\": %u}\n",
+               in, quant, mname, baseline ? baseline : "", r.n, r.kl_mean, r.top1, r.ppl_ref,
+               r.ppl_q, bpw, calib ? nib_calib_tokens(calib) : 0);
     else
-        printf("model %s, format %s, %u positions: mean KL %.6g, top-1 agreement %.2f%%, "
-               "perplexity f32 %.4f vs %s %.4f\n",
-               in, quant, r.n, r.kl_mean, 100.0 * r.top1, r.ppl_ref, quant, r.ppl_q);
+        printf("model %s, format %s (%s), %u positions: mean KL %.6g, top-1 agreement %.2f%%, "
+               "perplexity f32 %.4f vs %s %.4f, %.3f bits per matrix weight\n",
+               in, quant, mname, r.n, r.kl_mean, 100.0 * r.top1, r.ppl_ref, quant, r.ppl_q, bpw);
     rc = 0;
 out:
     runner_close(&ref);
     runner_close(&q);
+    nib_calib_free(calib);
     free(ids);
     free(text);
     if (baseline)

@@ -1,0 +1,497 @@
+/* Calibration (tools/compiler/calib.h). */
+#include "tools/compiler/calib.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kernels/qkernels.h"
+#include "rt/cpu_isa.h"
+#include "tools/compiler/evalcore.h"
+#include "tools/compiler/gptq.h"
+#include "tools/compiler/tok_load.h"
+#include "tools/util/tool_util.h"
+
+#define MAX_PREP 4 /* prepared formats per matrix */
+
+struct prep {
+    struct nib_qspec spec;
+    uint8_t *bytes;
+};
+
+struct wstat { /* one matrix (a plan tensor's source) */
+    const struct llama_weight *w;
+    float *imp; /* w->cols */
+    struct prep prep[MAX_PREP];
+    uint32_t n_prep;
+};
+
+struct nib_calib {
+    uint32_t n_tokens;
+    struct wstat *ws;
+    uint32_t n_ws;
+};
+
+/* ---- lookups ---- */
+
+static struct wstat *find(const struct nib_calib *c, const struct llama_weight *w)
+{
+    for (uint32_t i = 0; i < c->n_ws; i++)
+        if (c->ws[i].w == w)
+            return &c->ws[i];
+    return NULL;
+}
+
+uint32_t nib_calib_tokens(const struct nib_calib *c)
+{
+    return c->n_tokens;
+}
+
+const float *nib_calib_importance(const struct nib_calib *c, const struct llama_weight *w)
+{
+    const struct wstat *s = c ? find(c, w) : NULL;
+    return s ? s->imp : NULL;
+}
+
+const uint8_t *nib_calib_packed(const struct nib_calib *c, const struct llama_weight *w,
+                                struct nib_qspec spec)
+{
+    const struct wstat *s = c ? find(c, w) : NULL;
+    for (uint32_t i = 0; s && i < s->n_prep; i++)
+        if (s->prep[i].spec.dtype == spec.dtype && s->prep[i].spec.group == spec.group)
+            return s->prep[i].bytes;
+    return NULL;
+}
+
+void nib_calib_free(struct nib_calib *c)
+{
+    if (!c)
+        return;
+    for (uint32_t i = 0; i < c->n_ws; i++) {
+        free(c->ws[i].imp);
+        for (uint32_t j = 0; j < c->ws[i].n_prep; j++)
+            free(c->ws[i].prep[j].bytes);
+    }
+    free(c->ws);
+    free(c);
+}
+
+/* ---- the Hessian X^T X, rows of H split among threads ---- */
+
+struct hjob {
+    const float *x; /* n x k */
+    uint32_t n, k, w, nw;
+    double *h; /* k x k */
+};
+
+/* Rows i of H in blocks of HB, block b done by worker b % nw; each element
+ * sums its products in token order (every product is exact in double, so
+ * contracting the sum into fma changes nothing). */
+#define HB 16
+#define HJ 512
+static void *hessian_rows(void *arg)
+{
+    const struct hjob *j = arg;
+    const uint32_t k = j->k;
+    for (uint32_t i0 = j->w * HB; i0 < k; i0 += j->nw * HB) {
+        const uint32_t i1 = i0 + HB < k ? i0 + HB : k;
+        for (uint32_t j0 = i0; j0 < k; j0 += HJ) {
+            const uint32_t j1 = j0 + HJ < k ? j0 + HJ : k;
+            for (uint32_t t = 0; t < j->n; t++) {
+                const float *xt = j->x + (uint64_t)t * k;
+                for (uint32_t i = i0; i < i1; i++) {
+                    const double xi = xt[i];
+                    double *hi = j->h + (uint64_t)i * k;
+                    for (uint32_t c = j0 > i ? j0 : i; c < j1; c++)
+                        hi[c] += xi * (double)xt[c];
+                }
+            }
+        }
+    }
+    return NULL;
+}
+
+static void hessian(const float *x, uint32_t n, uint32_t k, double *h, uint32_t threads)
+{
+    memset(h, 0, (size_t)k * k * sizeof *h);
+    enum { MAXT = 16 };
+    struct hjob jobs[MAXT];
+    pthread_t tid[MAXT];
+    int started[MAXT] = {0};
+    const uint32_t nw = threads < 1 ? 1 : threads > MAXT ? MAXT : threads;
+    for (uint32_t w = 0; w < nw; w++)
+        jobs[w] = (struct hjob){x, n, k, w, nw, h};
+    for (uint32_t w = 1; w < nw; w++)
+        started[w] = pthread_create(&tid[w], NULL, hessian_rows, &jobs[w]) == 0;
+    for (uint32_t w = 0; w < nw; w++) /* a worker that did not start: its blocks here */
+        if (!started[w])
+            hessian_rows(&jobs[w]);
+    for (uint32_t w = 1; w < nw; w++)
+        if (started[w])
+            pthread_join(tid[w], NULL);
+    for (uint32_t i = 0; i < k; i++) /* the lower triangle mirrors the upper */
+        for (uint32_t c = 0; c < i; c++)
+            h[(uint64_t)i * k + c] = h[(uint64_t)c * k + i];
+}
+
+/* ---- one matrix input: its statistics, and what is made of them ---- */
+
+struct input {
+    uint32_t op; /* plan op index */
+    uint32_t k;  /* channels */
+    float *x;    /* n_tokens x k, the inputs in token order */
+};
+
+static struct wstat *add_wstat(struct nib_calib *c, const struct llama_weight *w)
+{
+    struct wstat *s = find(c, w);
+    if (s)
+        return s;
+    s = &c->ws[c->n_ws++]; /* capacity: every source of every plan tensor */
+    memset(s, 0, sizeof *s);
+    s->w = w;
+    return s;
+}
+
+/* The formats w is wanted in: its tensor's in the quantized plan, and the
+ * extras. */
+static uint32_t add_spec(struct nib_qspec *out, uint32_t n, struct nib_qspec s)
+{
+    if (s.dtype == NIB_DT_F32)
+        return n;
+    for (uint32_t i = 0; i < n; i++)
+        if (out[i].dtype == s.dtype && out[i].group == s.group)
+            return n;
+    out[n] = s;
+    return n + 1;
+}
+
+/* The formats w is wanted in: those of the tensors holding it in the
+ * quantized plan, and the extras. */
+static uint32_t wanted(const struct nib_plan *qp, const struct nib_calib_opts *co,
+                       const struct llama_weight *w, struct nib_qspec *out)
+{
+    uint32_t n = 0;
+    for (uint32_t t = 0; t < qp->n_tensors; t++)
+        for (uint32_t s = 0; s < qp->tensors[t].n_src; s++)
+            if (qp->tensors[t].src[s] == w && n < MAX_PREP)
+                n = add_spec(
+                    out, n, (struct nib_qspec){qp->tensors[t].rec.dtype, qp->tensors[t].rec.group});
+    for (uint32_t e = 0; e < co->n_extra && n < MAX_PREP; e++)
+        n = add_spec(out, n, co->extra[e]);
+    return n;
+}
+
+static int prepare(struct nib_calib *c, const struct nib_plan *fp, const struct nib_plan *qp,
+                   const struct nib_calib_opts *co, const struct input *in, uint32_t tensor,
+                   char *err, size_t errlen)
+{
+    const uint32_t n = c->n_tokens, k = in->k;
+    double *h = NULL, *hcopy = NULL;
+    float *w = NULL;
+    int rc = -1;
+    if (co->method == NIB_QM_GPTQ) {
+        h = malloc((size_t)k * k * sizeof *h);
+        hcopy = malloc((size_t)k * k * sizeof *hcopy);
+        if (!h || !hcopy)
+            goto oom;
+        hessian(in->x, n, k, h, co->threads);
+    }
+    const struct plan_tensor *pt = &fp->tensors[tensor];
+    for (uint32_t s = 0; s < pt->n_src; s++) {
+        const struct llama_weight *lw = pt->src[s];
+        if (!lw || !lw->t || lw->cols != k)
+            continue;
+        struct wstat *st = add_wstat(c, lw);
+        if (!st->imp) {
+            if (!(st->imp = malloc(k * sizeof *st->imp)))
+                goto oom;
+            for (uint32_t i = 0; i < k; i++) { /* mean of x^2, in token order */
+                double q = 0;
+                for (uint32_t t = 0; t < n; t++) {
+                    double v = in->x[(uint64_t)t * k + i];
+                    q += v * v;
+                }
+                st->imp[i] = (float)(q / n);
+            }
+        }
+        if (!h)
+            continue;
+        struct nib_qspec specs[MAX_PREP];
+        uint32_t ns = wanted(qp, co, lw, specs);
+        if (ns && !w && !(w = malloc((size_t)lw->rows * k * sizeof *w)))
+            goto oom;
+        for (uint32_t q = 0; q < ns && st->n_prep < MAX_PREP; q++) {
+            if (nib_calib_packed(c, lw, specs[q]))
+                continue;
+            struct nib_qlayout l;
+            if (nib_qlayout_get(&l, specs[q].dtype, specs[q].group, lw->rows, k))
+                continue;
+            for (uint32_t r = 0; r < lw->rows; r++)
+                if (llama_weight_row_f32(lw, r, w + (uint64_t)r * k)) {
+                    snprintf(err, errlen, "calibration: cannot read row %u of '%s'", r,
+                             pt->rec.name);
+                    goto out;
+                }
+            memcpy(hcopy, h, (size_t)k * k * sizeof *h);
+            uint8_t *bytes = malloc(l.size);
+            if (!bytes)
+                goto oom;
+            struct nib_gptq_opts go = {NIB_GPTQ_DAMP, co->threads ? co->threads : 1};
+            char why[256];
+            if (nib_gptq_quantize(&l, w, hcopy, &go, bytes, why, sizeof why)) {
+                free(bytes);
+                snprintf(err, errlen, "gptq of '%s': %s", pt->rec.name, why);
+                goto out;
+            }
+            st->prep[st->n_prep++] = (struct prep){specs[q], bytes};
+        }
+    }
+    rc = 0;
+    goto out;
+oom:
+    snprintf(err, errlen, "calibration: out of memory");
+out:
+    free(h);
+    free(hcopy);
+    free(w);
+    return rc;
+}
+
+/* ---- running the f32 model layer by layer ---- */
+
+/* The layer of op i: parsed from "blk.N." of its tensor; ops without a
+ * tensor (attention) belong to the one before. -1: not in a layer. */
+static long op_layer(const struct nib_blob_view *v, uint32_t i, long prev)
+{
+    const struct nib_op *op = &v->ops[i];
+    if (op->tensor == UINT32_MAX)
+        return prev;
+    const char *name = v->tensors[op->tensor].name;
+    if (strncmp(name, "blk.", 4))
+        return -1;
+    return strtol(name + 4, NULL, 10);
+}
+
+/* Row t of the input op's matrix reads, into x[0..k): the normalized
+ * residual (NIB_OPF_NORM_IN) or its f32 source row. */
+static void capture(const struct nib_qkernels *qk, const struct nib_blob_view *v,
+                    const uint8_t *mem, const struct nib_op *op, uint32_t t, float *x)
+{
+    const float *src =
+        (const float *)(const void *)(mem + op->src0 + (uint64_t)t * op->src0_stride);
+    if (op->flags & NIB_OPF_NORM_IN)
+        qk->rmsnorm(src, nib_tensor_f32(v, op->matmul.norm.tensor), x, op->k, op->matmul.norm.eps);
+    else
+        memcpy(x, src, op->k * sizeof *x);
+}
+
+struct run {
+    struct runner r;
+    const struct nib_qkernels *qk;
+    const uint32_t *ids;
+    uint32_t n, dim;
+    uint64_t res_off, res_stride; /* the residual stream in the arena */
+    float *res;                   /* n x dim: between segments */
+};
+
+/* Run ops [a, b) over every token, in passes of max_batch, from the saved
+ * residual (a > 0) or from the tokens (a = 0), capturing the inputs of
+ * the matmuls into ins (one per matmul op in [a, b), in order). */
+static void run_segment(struct run *u, uint32_t a, uint32_t b, struct input *ins)
+{
+    const struct nib_blob_view *v = &u->r.v;
+    uint8_t *mem = u->r.mem, *ws = mem + v->h->wscratch_off;
+    const uint32_t mb = v->h->max_batch;
+    for (uint32_t pos = 0; pos < u->n; pos += mb) {
+        const uint32_t m = u->n - pos < mb ? u->n - pos : mb;
+        memcpy(mem + v->h->token_slot_off, u->ids + pos, (size_t)m * 4);
+        memcpy(mem + v->h->pos_slot_off, &pos, 4);
+        if (a > 0)
+            for (uint32_t t = 0; t < m; t++)
+                memcpy(mem + u->res_off + t * u->res_stride, u->res + (uint64_t)(pos + t) * u->dim,
+                       u->dim * sizeof(float));
+        struct input *in = ins;
+        for (uint32_t i = a; i < b; i++) {
+            const struct nib_op *op = &v->ops[i];
+            if (op->code == NIB_OP_MATMUL) {
+                for (uint32_t t = 0; t < m; t++)
+                    capture(u->qk, v, mem, op, t, in->x + (uint64_t)(pos + t) * in->k);
+                in++;
+            }
+            nib_exec_op(u->qk, v, mem, ws, op, m, pos, 0, 1);
+        }
+        for (uint32_t t = 0; t < m; t++)
+            memcpy(u->res + (uint64_t)(pos + t) * u->dim, mem + u->res_off + t * u->res_stride,
+                   u->dim * sizeof(float));
+    }
+}
+
+static void progress(FILE *f, uint32_t done, uint32_t total, uint32_t tokens)
+{
+    if (!f)
+        return;
+    char bar[33];
+    uint32_t fill = total ? done * 32 / total : 32;
+    for (uint32_t i = 0; i < 32; i++)
+        bar[i] = i < fill ? '#' : '.';
+    bar[32] = 0;
+    fprintf(f, "\rnib compile: calibrating on %u tokens [%s] %u/%u", tokens, bar, done, total);
+    if (done == total)
+        fputc('\n', f);
+    fflush(f);
+}
+
+int nib_calib_run(const struct llama_model *m, const struct plan_opts *po,
+                  const struct nib_calib_opts *co, struct nib_calib **out, char *err, size_t errlen)
+{
+    struct plan_opts fo = *po;
+    nib_plan_opts_quant(&fo, "f32", err, errlen);
+    fo.precision = NULL;
+    fo.calib = NULL;
+    struct run u = {0};
+    struct nib_plan fp = {0}, qp = {0};
+    struct nib_calib *c = calloc(1, sizeof *c);
+    uint32_t *ids = NULL;
+    struct input *ins = NULL;
+    const struct nib_blob_view *v = &u.r.v;
+    long prev = -1;
+    int rc = -1;
+    *out = NULL;
+    if (!c)
+        goto oom;
+    if (runner_open(&u.r, m, &fo, err, errlen) || nib_plan_build(&fp, m, &fo, err, errlen) ||
+        nib_plan_build(&qp, m, po, err, errlen))
+        goto out;
+    uint32_t n_src = 0;
+    for (uint32_t t = 0; t < fp.n_tensors; t++)
+        n_src += fp.tensors[t].n_src;
+    if (!(c->ws = calloc(n_src ? n_src : 1, sizeof *c->ws)))
+        goto oom;
+    const char *text = co->text ? co->text : nib_calib_default_text;
+    size_t len = co->text ? co->text_len : strlen(nib_calib_default_text);
+    if (!(ids = malloc((len + 2) * sizeof *ids)))
+        goto oom;
+    int n = tok_encode_into(v, text, len, 1, ids, (uint32_t)len + 2);
+    uint32_t cap = co->max_tokens ? co->max_tokens : NIB_CALIB_TOKENS;
+    u.n = n > 0 ? (uint32_t)n : 0;
+    u.n = u.n < cap ? u.n : cap;
+    u.n = u.n < v->h->hp.ctx_len ? u.n : v->h->hp.ctx_len;
+    if (u.n < 2) {
+        snprintf(err, errlen, "calibration text gives fewer than 2 tokens");
+        goto out;
+    }
+    c->n_tokens = u.n;
+    u.ids = ids;
+    u.qk = nib_exec_kernels(nib_cpu_isa());
+    /* The embedding ops come first and write the residual stream. */
+    const struct nib_op *emb = &v->ops[0];
+    if (v->h->n_ops == 0 || emb->code != NIB_OP_EMBED) {
+        snprintf(err, errlen, "calibration: the plan does not start with the embedding");
+        goto out;
+    }
+    u.res_off = emb->dst;
+    u.res_stride = emb->dst_stride;
+    u.dim = emb->n;
+    if (!(u.res = malloc((uint64_t)u.n * u.dim * sizeof *u.res)))
+        goto oom;
+    if (!(ins = calloc(v->h->n_ops, sizeof *ins)))
+        goto oom;
+    /* Segments: [0, first layer op), each layer, the rest (the head):
+     * seg[i] is the first op of segment i. */
+    uint32_t *seg = malloc((v->h->n_ops + 1) * sizeof *seg), n_seg = 0;
+    if (!seg)
+        goto oom;
+    for (uint32_t i = 0; i < v->h->n_ops; i++) {
+        long l = op_layer(v, i, prev);
+        if (i == 0 || l != prev)
+            seg[n_seg++] = i;
+        prev = l;
+    }
+    seg[n_seg] = v->h->n_ops;
+    for (uint32_t sg = 0; sg < n_seg; sg++) {
+        const uint32_t a = seg[sg], b = seg[sg + 1];
+        uint32_t n_in = 0;
+        for (uint32_t j = a; j < b; j++)
+            if (v->ops[j].code == NIB_OP_MATMUL) {
+                ins[n_in] = (struct input){j, v->ops[j].k, NULL};
+                if (!(ins[n_in].x = malloc((uint64_t)u.n * v->ops[j].k * sizeof(float)))) {
+                    free(seg);
+                    goto oom;
+                }
+                n_in++;
+            }
+        run_segment(&u, a, b, ins);
+        for (uint32_t q = 0; q < n_in; q++) {
+            if (prepare(c, &fp, &qp, co, &ins[q], v->ops[ins[q].op].tensor, err, errlen)) {
+                free(seg);
+                goto out;
+            }
+            free(ins[q].x);
+            ins[q].x = NULL;
+        }
+        progress(co->progress, sg + 1, n_seg, u.n);
+    }
+    free(seg);
+    *out = c;
+    c = NULL;
+    rc = 0;
+    goto out;
+oom:
+    snprintf(err, errlen, "calibration: out of memory");
+out:
+    if (ins)
+        for (uint32_t i = 0; i < v->h->n_ops; i++) /* ins exists only with the blob */
+            free(ins[i].x);
+    free(ins);
+    free(u.res);
+    free(ids);
+    nib_plan_free(&fp);
+    nib_plan_free(&qp);
+    runner_close(&u.r);
+    nib_calib_free(c);
+    return rc;
+}
+
+int nib_calib_setup(const struct llama_model *m, struct plan_opts *po, enum nib_qmethod method,
+                    const char *path, uint32_t max_tokens, const struct nib_qspec *extra,
+                    uint32_t n_extra, FILE *progress, struct nib_calib **out, char *err,
+                    size_t errlen)
+{
+    *out = NULL;
+    po->method = method;
+    po->calib = NULL;
+    if (method == NIB_QM_RTN || po->source)
+        return 0;
+    struct nib_plan qp;
+    if (nib_plan_build(&qp, m, po, err, errlen))
+        return -1;
+    int quantized = 0;
+    for (uint32_t t = 0; t < qp.n_tensors; t++)
+        quantized |= qp.tensors[t].rec.dtype != NIB_DT_F32;
+    nib_plan_free(&qp);
+    if (!quantized && !n_extra)
+        return 0;
+    const uint8_t *text = NULL;
+    size_t len = 0;
+    if (path && nib_map_file(path, &text, &len, err, errlen))
+        return -1;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    struct nib_calib_opts co = {
+        .method = method,
+        .text = (const char *)text,
+        .text_len = len,
+        .max_tokens = max_tokens,
+        .threads = cpus > 0 ? (uint32_t)(cpus < 16 ? cpus : 16) : 1,
+        .progress = progress,
+        .extra = extra,
+        .n_extra = n_extra,
+    };
+    int rc = nib_calib_run(m, po, &co, out, err, errlen);
+    if (path)
+        nib_unmap_file(text, len);
+    if (rc == 0)
+        po->calib = *out;
+    return rc;
+}

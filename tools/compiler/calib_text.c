@@ -1,0 +1,45 @@
+/* The built-in calibration text of `nib compile --method search|gptq`:
+ * plain children's-story English written for nibble, different from the
+ * evaluation text of `nib eval` (tools/measure/eval_text.c), so that an
+ * accuracy figure is never measured on the text the rounding was fitted
+ * to. About 3 000 characters: more than NIB_CALIB_TOKENS tokens for the
+ * small vocabularies, a few hundred for large ones. */
+const char nib_calib_default_text[] =
+    "Ben had a yellow kite with a long tail. Every windy day he took it to the hill behind the "
+    "school. His little sister Anna always came with him, and she held the string while Ben ran "
+    "down the grass. One afternoon the wind was very strong. The kite went up and up until it "
+    "was a small yellow dot in the sky. Then the string broke! The kite flew over the trees and "
+    "fell into the pond. Anna started to cry. \"Don't be sad,\" said Ben. \"We can get it back.\" "
+    "They found a long stick and a old rope near the fence. Ben tied the rope to the stick and "
+    "reached out over the water. A duck swam by and looked at them. It pushed the kite with its "
+    "beak until the kite came close to the shore. Ben picked it up and shook the water off. "
+    "\"Thank you, duck!\" said Anna, and she gave the duck a piece of her bread. The kite was wet "
+    "but it was not broken. They went home and put it by the warm stove to dry.\n"
+    "In a big city there lived a gray cat named Pip. Pip liked to sit in the window of the "
+    "bakery and watch the people walk by. The baker, Mr. Green, gave him a little milk every "
+    "morning. One day a girl with a blue hat came into the shop. She wanted to buy a cake for "
+    "her grandma, but she did not have enough money. Pip jumped down and rubbed his head on her "
+    "leg. The girl laughed and sat on the floor to pet him. Mr. Green watched them and smiled. "
+    "\"You may have the small cake for the coins you have,\" he said, \"because Pip likes you.\" "
+    "The girl said thank you many times. The next week she came back with a drawing of Pip for "
+    "the baker. He put it on the wall, right next to the bread.\n"
+    "Sam and Lucy wanted to build a sand castle at the beach. Sam got the bucket and Lucy got "
+    "the little red spade. They dug a hole and made a tall tower with four windows. A wave came "
+    "and washed away one side. Lucy was angry at the sea. Sam said, \"Let's build a wall to keep "
+    "the water out.\" They worked together and made a strong wall of wet sand and shells. When "
+    "the next wave came, the wall stopped it, and the castle stood. Their dad took a picture. "
+    "At the end of the day the sun went down, and the sky turned pink and orange. Sam and Lucy "
+    "were tired but happy, and they promised to come back tomorrow.\n"
+    "Once there was a small frog who wanted to see the world. He lived under a green leaf in a "
+    "quiet pond. One morning he hopped out of the pond and into the big field. He saw a cow, a "
+    "horse and a very tall tree. A friendly bee flew to him and asked, \"Where are you going?\" "
+    "\"I want to see everything!\" said the frog. The bee showed him the flowers, the farm and "
+    "the road. But soon the sun was hot and the frog felt dry and thirsty. He missed his cool "
+    "pond. The bee helped him find the way back. When the frog jumped into the water, he said, "
+    "\"The world is big and fun, but home is the best place of all.\" After that he went on a "
+    "short trip every day, and every night he came home to sleep under his green leaf.\n"
+    "Lily had a new red ball. She threw it to her friend Tim, and Tim threw it back. They played "
+    "in the park until the ball rolled under a bench. A little boy was sitting there alone. He "
+    "picked up the ball and gave it to Lily. \"Do you want to play with us?\" asked Lily. The boy "
+    "nodded and smiled for the first time that day. The three of them played until their moms "
+    "called them for lunch. From then on, they met in the park every Saturday.\n";
