@@ -185,7 +185,7 @@ static uint32_t wanted(const struct nib_plan *qp, const struct nib_calib_opts *c
 
 static int prepare(struct nib_calib *c, const struct nib_plan *fp, const struct nib_plan *qp,
                    const struct nib_calib_opts *co, const struct input *in, uint32_t tensor,
-                   char *err, size_t errlen)
+                   uint32_t embed_tensor, char *err, size_t errlen)
 {
     const uint32_t n = c->n_tokens, k = in->k;
     double *h = NULL, *hcopy = NULL;
@@ -216,7 +216,11 @@ static int prepare(struct nib_calib *c, const struct nib_plan *fp, const struct 
                 st->imp[i] = (float)(q / n);
             }
         }
-        if (!h)
+        /* A table the embedding also reads (a tied LM head) is not given
+         * gptq's error feedback: feedback trades each weight's own error
+         * for the head's output error, and the embedding reads the weights
+         * themselves. It is rounded by search with the head's importance. */
+        if (!h || tensor == embed_tensor)
             continue;
         struct nib_qspec specs[MAX_PREP];
         uint32_t ns = wanted(qp, co, lw, specs);
@@ -290,8 +294,8 @@ static void capture(const struct nib_qkernels *qk, const struct nib_blob_view *v
 struct run {
     struct runner r;
     const struct nib_qkernels *qk;
-    const uint32_t *ids;
-    uint32_t n, dim;
+    const uint32_t *ids; /* n tokens: sequences of seq tokens, each from position 0 */
+    uint32_t n, seq, dim;
     uint64_t res_off, res_stride; /* the residual stream in the arena */
     float *res;                   /* n x dim: between segments */
 };
@@ -304,27 +308,30 @@ static void run_segment(struct run *u, uint32_t a, uint32_t b, struct input *ins
     const struct nib_blob_view *v = &u->r.v;
     uint8_t *mem = u->r.mem, *ws = mem + v->h->wscratch_off;
     const uint32_t mb = v->h->max_batch;
-    for (uint32_t pos = 0; pos < u->n; pos += mb) {
-        const uint32_t m = u->n - pos < mb ? u->n - pos : mb;
-        memcpy(mem + v->h->token_slot_off, u->ids + pos, (size_t)m * 4);
-        memcpy(mem + v->h->pos_slot_off, &pos, 4);
-        if (a > 0)
-            for (uint32_t t = 0; t < m; t++)
-                memcpy(mem + u->res_off + t * u->res_stride, u->res + (uint64_t)(pos + t) * u->dim,
-                       u->dim * sizeof(float));
-        struct input *in = ins;
-        for (uint32_t i = a; i < b; i++) {
-            const struct nib_op *op = &v->ops[i];
-            if (op->code == NIB_OP_MATMUL) {
+    for (uint32_t s0 = 0; s0 < u->n; s0 += u->seq) {
+        const uint32_t len = u->n - s0 < u->seq ? u->n - s0 : u->seq;
+        for (uint32_t pos = 0; pos < len; pos += mb) {
+            const uint32_t m = len - pos < mb ? len - pos : mb, row = s0 + pos;
+            memcpy(mem + v->h->token_slot_off, u->ids + row, (size_t)m * 4);
+            memcpy(mem + v->h->pos_slot_off, &pos, 4);
+            if (a > 0)
                 for (uint32_t t = 0; t < m; t++)
-                    capture(u->qk, v, mem, op, t, in->x + (uint64_t)(pos + t) * in->k);
-                in++;
+                    memcpy(mem + u->res_off + t * u->res_stride,
+                           u->res + (uint64_t)(row + t) * u->dim, u->dim * sizeof(float));
+            struct input *in = ins;
+            for (uint32_t i = a; i < b; i++) {
+                const struct nib_op *op = &v->ops[i];
+                if (op->code == NIB_OP_MATMUL) {
+                    for (uint32_t t = 0; t < m; t++)
+                        capture(u->qk, v, mem, op, t, in->x + (uint64_t)(row + t) * in->k);
+                    in++;
+                }
+                nib_exec_op(u->qk, v, mem, ws, op, m, pos, 0, 1);
             }
-            nib_exec_op(u->qk, v, mem, ws, op, m, pos, 0, 1);
+            for (uint32_t t = 0; t < m; t++)
+                memcpy(u->res + (uint64_t)(row + t) * u->dim, mem + u->res_off + t * u->res_stride,
+                       u->dim * sizeof(float));
         }
-        for (uint32_t t = 0; t < m; t++)
-            memcpy(u->res + (uint64_t)(pos + t) * u->dim, mem + u->res_off + t * u->res_stride,
-                   u->dim * sizeof(float));
     }
 }
 
@@ -371,13 +378,27 @@ int nib_calib_run(const struct llama_model *m, const struct plan_opts *po,
         goto oom;
     const char *text = co->text ? co->text : nib_calib_default_text;
     size_t len = co->text ? co->text_len : strlen(nib_calib_default_text);
-    if (!(ids = malloc((len + 2) * sizeof *ids)))
-        goto oom;
-    int n = tok_encode_into(v, text, len, 1, ids, (uint32_t)len + 2);
+    /* The text's tokens in sequences of seq, each starting with BOS at
+     * position 0 (the text's own BOS starts the first). */
+    u.seq = v->h->hp.ctx_len < NIB_CALIB_SEQ ? v->h->hp.ctx_len : NIB_CALIB_SEQ;
     uint32_t cap = co->max_tokens ? co->max_tokens : NIB_CALIB_TOKENS;
-    u.n = n > 0 ? (uint32_t)n : 0;
-    u.n = u.n < cap ? u.n : cap;
-    u.n = u.n < v->h->hp.ctx_len ? u.n : v->h->hp.ctx_len;
+    uint32_t *stream = malloc((len + 2) * sizeof *stream);
+    if (!stream || !(ids = malloc(((size_t)cap + 1) * sizeof *ids))) {
+        free(stream);
+        goto oom;
+    }
+    int n = tok_encode_into(v, text, len, 1, stream, (uint32_t)len + 2);
+    uint32_t got = n > 0 ? (uint32_t)n : 0, bos = got ? stream[0] : 0;
+    int has_bos = got > 0 && v->h->hp.add_bos && stream[0] == v->h->hp.bos_id;
+    for (uint32_t i = 0; i < got && u.n < cap; i++) {
+        if (u.n % u.seq == 0 && u.n > 0 && has_bos) {
+            ids[u.n++] = bos; /* the next sequence */
+            if (u.n == cap)
+                break;
+        }
+        ids[u.n++] = stream[i];
+    }
+    free(stream);
     if (u.n < 2) {
         snprintf(err, errlen, "calibration text gives fewer than 2 tokens");
         goto out;
@@ -424,7 +445,8 @@ int nib_calib_run(const struct llama_model *m, const struct plan_opts *po,
             }
         run_segment(&u, a, b, ins);
         for (uint32_t q = 0; q < n_in; q++) {
-            if (prepare(c, &fp, &qp, co, &ins[q], v->ops[ins[q].op].tensor, err, errlen)) {
+            if (prepare(c, &fp, &qp, co, &ins[q], v->ops[ins[q].op].tensor, v->ops[0].tensor, err,
+                        errlen)) {
                 free(seg);
                 goto out;
             }

@@ -2,7 +2,9 @@
  * statistics of every matrix's inputs, collected by running the model in
  * f32 on calibration text, and what the rounding methods make of them.
  *
- * The model runs layer by layer over every calibration token (the
+ * The text's tokens are cut into sequences of NIB_CALIB_SEQ (each from
+ * position 0, starting with BOS). The model runs layer by layer over every
+ * calibration token (the
  * residual stream of all tokens kept between layers, the KV cache filled
  * as the tokens go), so only one layer's inputs and Hessians exist at a
  * time: for each matrix input, the importance of each input channel (the
@@ -26,7 +28,8 @@
 #include "tools/compiler/plan.h"
 #include "tools/compiler/quant.h"
 
-#define NIB_CALIB_TOKENS 512 /* --calib-tokens default */
+#define NIB_CALIB_TOKENS 1024 /* --calib-tokens default */
+#define NIB_CALIB_SEQ 512     /* tokens per calibration sequence (or the context, if shorter) */
 
 extern const char nib_calib_default_text[];
 

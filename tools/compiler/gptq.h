@@ -28,7 +28,7 @@
 
 #include "kernels/qformat.h"
 
-#define NIB_GPTQ_DAMP 0.01
+#define NIB_GPTQ_DAMP 0.1
 
 struct nib_gptq_opts {
     double damp;      /* fraction of the mean diagonal added (NIB_GPTQ_DAMP) */

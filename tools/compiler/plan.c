@@ -58,6 +58,7 @@ int nib_plan_opts_quant(struct plan_opts *o, const char *quant, char *err, size_
     struct nib_qspec f32 = {NIB_DT_F32, 0};
     o->matrix = o->output = f32;
     o->source = 0;
+    o->ragged_q8c = 0;
     if (!strcmp(quant, "f32"))
         return 0;
     if (!strcmp(quant, "source")) {
@@ -69,6 +70,7 @@ int nib_plan_opts_quant(struct plan_opts *o, const char *quant, char *err, size_
          * most sensitive matrix, in int8 per channel. */
         o->matrix = (struct nib_qspec){NIB_DT_Q4, 32};
         o->output = (struct nib_qspec){NIB_DT_Q8C, 0};
+        o->ragged_q8c = 1;
         return 0;
     }
     if (nib_qspec_parse(quant, &o->matrix, err, errlen))
@@ -166,6 +168,8 @@ static struct nib_qspec choose_spec(struct builder *b, const char *fused_name, i
                                     const struct llama_weight *const *src, uint32_t n_src)
 {
     struct nib_qspec base = is_output ? b->o->output : b->o->matrix;
+    if (b->o->ragged_q8c && !is_output && base.group && n_src && src[0]->cols % base.group)
+        base = (struct nib_qspec){NIB_DT_Q8C, 0};
     struct nib_qspec best = {0, 0}, common;
     int best_rank = -1;
     const int exact = b->o->source && exact_common(src, n_src, &common) == 0;

@@ -71,6 +71,10 @@ struct plan_opts {
      * and gptq fall back to search with every input weighted alike. */
     enum nib_qmethod method;
     const struct nib_calib *calib;
+    /* q4's rule: a matrix whose input length is not a multiple of the
+     * matrix format's group (its rows would be padded, e.g. stories260K's
+     * ffn_down of 172) takes q8c, as llama.cpp keeps such rows in F16 */
+    int ragged_q8c;
 };
 
 /* Defaults for a --quant argument: "f32", "source", "q4" (q4/32 with a q8c
