@@ -231,7 +231,8 @@ int nib_compile_main(int argc, char **argv)
     struct nib_calib *calib = NULL;
     if (nib_calib_setup(&lm.m, &po, method, calib_path, calib_tokens, auto_prec ? &upgrade : NULL,
                         auto_prec ? 1 : 0, stderr, &calib, err, sizeof err)) {
-        fprintf(stderr, "nib compile: --method %s: %s\n", nib_qmethod_name(method), err);
+        fprintf(stderr, "nib compile: calibration for --method %s: %s\n", nib_qmethod_name(method),
+                err);
         nib_model_unload(&lm);
         return 1;
     }

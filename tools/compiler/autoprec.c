@@ -2,7 +2,11 @@
  * matrix in turn is kept in q8c while the rest stay in the base format, and
  * the drop in mean KL divergence against f32 on calibration text is that
  * matrix's sensitivity. Matrices are then upgraded in order of KL saved per
- * extra byte until the byte budget (or the KL target) is met. */
+ * extra byte until the byte budget (or the KL target) is met. KL is
+ * measured on the calibration text (tools/compiler/calib_text.c), never on
+ * nib eval's, and with the rounding method and calibration of po (q8c
+ * copies prepared by the calibration too), so the figures are those of the
+ * blob that will be built. */
 #include "tools/compiler/autoprec.h"
 
 #include <stdio.h>
@@ -10,10 +14,9 @@
 #include <string.h>
 
 #include "rt/tokenizer.h"
+#include "tools/compiler/calib.h"
 #include "tools/compiler/evalcore.h"
 #include "tools/compiler/tok_load.h"
-
-extern const char nib_eval_default_text[];
 
 struct cand {
     char name[NIB_NAME_MAX];
@@ -64,11 +67,11 @@ int nib_autoprec(const struct llama_model *m, struct plan_opts *po, const struct
     int rc = -1;
     if (runner_open(&ref, m, &ref_opts, err, errlen))
         goto out;
-    size_t len = strlen(nib_eval_default_text);
+    size_t len = strlen(nib_calib_default_text);
     ids = malloc((len + 2) * sizeof *ids);
     if (!ids)
         goto oom;
-    int n = tok_encode_into(&ref.v, nib_eval_default_text, len, 1, ids, len + 2);
+    int n = tok_encode_into(&ref.v, nib_calib_default_text, len, 1, ids, len + 2);
     uint32_t n_ids = (uint32_t)(n > 0 ? n : 0);
     if (n_ids > ao->positions)
         n_ids = ao->positions;

@@ -335,16 +335,19 @@ static void run_segment(struct run *u, uint32_t a, uint32_t b, struct input *ins
     }
 }
 
+/* One line redrawn per step on a terminal; elsewhere (a log) only the
+ * finished line. */
 static void progress(FILE *f, uint32_t done, uint32_t total, uint32_t tokens)
 {
-    if (!f)
+    if (!f || (done < total && !isatty(fileno(f))))
         return;
     char bar[33];
     uint32_t fill = total ? done * 32 / total : 32;
     for (uint32_t i = 0; i < 32; i++)
         bar[i] = i < fill ? '#' : '.';
     bar[32] = 0;
-    fprintf(f, "\rnib compile: calibrating on %u tokens [%s] %u/%u", tokens, bar, done, total);
+    fprintf(f, "%snib compile: calibrating on %u tokens [%s] %u/%u", isatty(fileno(f)) ? "\r" : "",
+            tokens, bar, done, total);
     if (done == total)
         fputc('\n', f);
     fflush(f);
@@ -405,7 +408,10 @@ int nib_calib_run(const struct llama_model *m, const struct plan_opts *po,
     }
     c->n_tokens = u.n;
     u.ids = ids;
-    u.qk = nib_exec_kernels(nib_cpu_isa());
+    /* NIB_CALIB_SCALAR=1 (tests): the scalar kernels, which give the same
+     * bits as every other ISA's */
+    const char *sc = getenv("NIB_CALIB_SCALAR");
+    u.qk = nib_exec_kernels(sc && *sc == '1' ? 0 : nib_cpu_isa());
     /* The embedding ops come first and write the residual stream. */
     const struct nib_op *emb = &v->ops[0];
     if (v->h->n_ops == 0 || emb->code != NIB_OP_EMBED) {
@@ -500,6 +506,9 @@ int nib_calib_setup(const struct llama_model *m, struct plan_opts *po, enum nib_
     if (path && nib_map_file(path, &text, &len, err, errlen))
         return -1;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    const char *nt = getenv("NIB_CALIB_THREADS"); /* tests: the result must not change */
+    if (nt && atol(nt) > 0)
+        cpus = atol(nt);
     struct nib_calib_opts co = {
         .method = method,
         .text = (const char *)text,

@@ -16,7 +16,9 @@
  *
  * Deterministic: sums run in token order and a fixed loop order, and the
  * f32 run is nibble's own executor (bitwise the same on every ISA), so the
- * same model and text give the same blob on every machine. */
+ * same model and text give the same blob on every machine. Tests check it
+ * with NIB_CALIB_THREADS=N (worker threads; default: the online CPUs) and
+ * NIB_CALIB_SCALAR=1 (the scalar kernels for the f32 run). */
 #ifndef NIB_CALIB_H
 #define NIB_CALIB_H
 

@@ -311,17 +311,22 @@ static void search_zp(struct best *b, const struct nib_qlayout *l, const float *
             cand[nc++] = mkscale(l, max / (neg - step * (float)(i - 10)));
             cand[nc++] = mkscale(l, max / (pos - step * (float)(i - 10)));
         }
-        for (int c = 0; c < nc; c++) {
-            if (!(cand[c].scale != 0.0f))
-                continue;
-            try_group(b, l, cand[c], x, w);
-            int zp = l->has_zp ? cand[c].zp : fixed_zp(l);
-            fit(l, &cand[c], x, NULL, b->n, b->tmp);
-            struct nib_qgroup r = mkscale(l, ls_scale(x, w, b->n, b->tmp, zp));
-            r.zp = cand[c].zp;
-            if (r.scale != 0.0f)
-                try_group(b, l, r, x, w);
-        }
+        for (int c = 0; c < nc; c++)
+            if (cand[c].scale != 0.0f)
+                try_group(b, l, cand[c], x, w);
+    }
+    /* the best refined by weighted least squares over its codes, twice */
+    for (int round = 0; round < 2; round++) {
+        struct nib_qgroup r = b->g;
+        int zp = l->has_zp ? r.zp : fixed_zp(l);
+        struct nib_qgroup ls = mkscale(l, ls_scale(x, w, b->n, b->codes, zp));
+        ls.zp = r.zp;
+        if (ls.scale == 0.0f)
+            break;
+        double before = b->sse;
+        try_group(b, l, ls, x, w);
+        if (!(b->sse < before))
+            break;
     }
 }
 

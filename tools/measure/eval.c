@@ -188,7 +188,8 @@ int nib_eval_main(int argc, char **argv)
     uint32_t *ids = malloc((text_len + 2) * sizeof *ids);
     if (!baseline && nib_calib_setup(&lm.m, &po_q, method, calib_path, calib_tokens, NULL, 0,
                                      json ? NULL : stderr, &calib, err, sizeof err)) {
-        fprintf(stderr, "nib eval: --method %s: %s\n", nib_qmethod_name(method), err);
+        fprintf(stderr, "nib eval: calibration for --method %s: %s\n", nib_qmethod_name(method),
+                err);
         goto out;
     }
     if (!ids || runner_open(&ref, &lm.m, &po_ref, err, sizeof err) ||
