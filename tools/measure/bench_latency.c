@@ -9,7 +9,12 @@
  *       forward pass. A token late in the context costs more than an
  *       early one (attention reads the whole KV cache so far), so it also
  *       reports the jitter: each token's latency over the median latency
- *       of the tokens at the same position;
+ *       of the tokens at the same position. Beside the tokens it runs the
+ *       reference loop (rt/refloop.h): the same bytes on the same team with
+ *       the same shares and barriers, without the model, in blocks of
+ *       --block tokens then --block iterations, across positions and at
+ *       one fixed position (--pos), and reports the ratios
+ *       (nibble p99/p50) / (reference p99/p50) and nibble p50 / reference p50;
  *   nib bench --latency --name NAME [--tokens N] [--json]
  *       drives a running appliance over shared memory instead and reads the
  *       per-token histogram of its stats page (before and after).
@@ -35,6 +40,8 @@
 #include "rt/tokenizer.h"
 #include "rt/topology.h"
 #include "tools/measure/bench_noise.h"
+#include "tools/measure/bench_vsref.h"
+#include "rt/refloop.h"
 #include "tools/measure/measure.h"
 #include "tools/util/args.h"
 #include "tools/util/tool_util.h"
@@ -45,19 +52,21 @@
 
 struct bench_opts {
     const char *blob, *name, *prompt;
-    uint32_t tokens, workers, gen;
+    uint32_t tokens, workers, gen, block, pos;
     int json;
 };
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: nib bench --latency MODEL.blob [--tokens N] [--workers N] [--gen N] [--prompt "
-            "TEXT] [--json]\n"
-            "       nib bench --latency --name NAME [--tokens N] [--prompt TEXT] [--json]\n"
-            "  --tokens N   generated tokens to time (default 1000, at least 1)\n"
-            "  --workers N  threads (default: one per physical core of this machine)\n"
-            "  --gen N      generated tokens per request (default: to the end of the context)\n");
+    fprintf(
+        f, "usage: nib bench --latency MODEL.blob [--tokens N] [--workers N] [--gen N] [--block N] "
+           "[--pos N] [--prompt TEXT] [--json]\n"
+           "       nib bench --latency --name NAME [--tokens N] [--prompt TEXT] [--json]\n"
+           "  --tokens N   generated tokens to time (default 1000, at least 1)\n"
+           "  --workers N  threads (default: one per physical core of this machine)\n"
+           "  --gen N      generated tokens per request (default: to the end of the context)\n"
+           "  --block N    tokens, then reference iterations, per block (default 64)\n"
+           "  --pos N      the fixed position (default: half the context, at most 512)\n");
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -210,6 +219,12 @@ static int bench_blob(const struct bench_opts *o)
         nib_team_join(t, tids);
         return 2;
     }
+    if (o->pos >= hp->ctx_len) {
+        fprintf(stderr, "nib bench: --pos %u: the context holds positions 0..%u\n", o->pos,
+                hp->ctx_len - 1);
+        nib_team_join(t, tids);
+        return 2;
+    }
     if (o->gen && (uint32_t)n_ids + o->gen > hp->ctx_len)
         nib_args_note("nib bench",
                       "--gen %u: the context holds %u more positions after the prompt; "
@@ -224,66 +239,65 @@ static int bench_blob(const struct bench_opts *o)
         printf("; %u barriers per token over %u ops; kernels %s\n", n_barriers, v.h->n_ops,
                qk->name);
     }
-    uint32_t want = o->tokens + WARMUP, got = 0, requests = 0;
-    uint64_t t_start = 0;
-    while (got < want) {
-        /* One request: prefill the prompt, then generate to the context's end. */
-        requests++;
-        const float *logits = NULL;
-        uint32_t pos = 0;
-        while (pos < (uint32_t)n_ids) {
-            uint32_t m =
-                (uint32_t)n_ids - pos < v.h->max_batch ? (uint32_t)n_ids - pos : v.h->max_batch;
-            logits = nib_exec_tokens(&e, ids + pos, m, pos);
-            pos += m;
-        }
-        (void)logits;
-        uint64_t prev = nib_now_ns();
-        uint32_t end = o->gen && pos + o->gen < hp->ctx_len ? pos + o->gen : hp->ctx_len;
-        while (got < want && pos < end) {
-            uint32_t next = nib_exec_argmax(&e); /* greedy, as the appliance serves it */
-            pos_of[got] = pos;
-            logits = nib_exec_token(&e, next, pos++);
-            uint64_t now = nib_now_ns();
-            lat[got++] = now - prev;
-            if (got == WARMUP)
-                t_start = now;
-            prev = now;
-        }
+    static struct nib_ref ref; /* 16 KiB of per-worker slots */
+    ref = (struct nib_ref){.e = &e};
+    uint64_t *lat2 = malloc((size_t)(o->tokens + WARMUP) * sizeof *lat2);
+    if (!lat2) {
+        fprintf(stderr, "nib bench: out of memory\n");
+        nib_team_join(t, tids);
+        return 1;
     }
+    struct vsref_run run = {.e = &e,
+                            .ref = &ref,
+                            .ids = ids,
+                            .n_ids = (uint32_t)n_ids,
+                            .tokens = o->tokens,
+                            .warmup = WARMUP,
+                            .block = o->block,
+                            .gen = o->gen,
+                            .workers = n,
+                            .lat = lat,
+                            .lat2 = lat2,
+                            .pos_of = pos_of};
+    /* Across positions: requests through the context, as the appliance serves them. */
+    struct vsref_result across, fixed;
+    uint64_t t_start = nib_now_ns();
+    vsref_positions(&run, &across);
     double secs = (double)(nib_now_ns() - t_start) / 1e9;
-    uint64_t sleeps = nib_team_sleeps(t);
-    nib_team_join(t, tids);
     uint64_t *timed = lat + WARMUP;
     struct nib_latency jit = {0};
     size_t jn = position_jitter(timed, pos_of + WARMUP, o->tokens, hp->ctx_len, &jit);
-    qsort(timed, o->tokens, sizeof *timed, cmp_u64);
-    struct nib_latency l = {.count = o->tokens,
-                            .p50 = exact_pct(timed, o->tokens, 50),
-                            .p90 = exact_pct(timed, o->tokens, 90),
-                            .p99 = exact_pct(timed, o->tokens, 99),
-                            .p999 = exact_pct(timed, o->tokens, 99.9),
-                            .max = (double)timed[o->tokens - 1]};
+    vsref_finish(&run, &across);
+    /* At one position: the same bytes every time, so any spread is jitter. */
+    uint32_t fixed_pos = o->pos ? o->pos : hp->ctx_len / 2 < 512 ? hp->ctx_len / 2 : 512;
+    if (fixed_pos < (uint32_t)n_ids)
+        fixed_pos = (uint32_t)n_ids;
+    vsref_fixed(&run, fixed_pos, &fixed);
+    vsref_finish(&run, &fixed);
+    uint64_t sleeps = nib_team_sleeps(t);
+    nib_team_join(t, tids);
+    /* tokens/s over the tokens' own time (the reference blocks between them excluded) */
+    double token_secs = across.nibble.mean_ns * o->tokens / 1e9;
     if (!o->json) {
         char gen[64] = "to the end of the context";
         if (o->gen)
             snprintf(gen, sizeof gen, "up to %u tokens", o->gen);
-        printf("requests: %u (each: %d prompt tokens, then greedy, %s); "
+        printf("requests: %d prompt tokens, then greedy, %s; run took %.2f s; "
                "barrier waits that slept (CPU taken by another process): %llu\n",
-               requests, n_ids, gen, (unsigned long long)sleeps);
+               n_ids, gen, secs, (unsigned long long)sleeps);
     }
-    report(o, "in-process", o->tokens, secs, &l);
+    report(o, "in-process", o->tokens, token_secs, &across.nibble.l);
     if (o->json)
         printf("{\"source\": \"jitter\", \"tokens\": %zu, \"p99\": %.4f, \"p99.9\": %.4f, \"max\": "
                "%.4f}\n",
                jn, jit.p99, jit.p999, jit.max);
     else if (jn)
         printf("jitter (latency / median latency at the same position, %zu tokens at positions "
-               "with >= 3 samples):\n"
-               "  p99 %.4f, p99.9 %.4f, max %.4f\n",
+               "with >= 3 samples): p99 %.4f, p99.9 %.4f, max %.4f\n",
                jn, jit.p99, jit.p999, jit.max);
-    else
-        printf("jitter: no position has 3 samples (use --gen or more --tokens)\n");
+    vsref_report(stdout, &across, o->json);
+    vsref_report(stdout, &fixed, o->json);
+    const struct nib_latency l = across.nibble.l;
     /* The machine's own noise on the same CPUs, right after. */
     struct nib_noise nz;
     uint32_t ncpu[NIB_TEAM_MAX_WORKERS];
@@ -310,6 +324,7 @@ static int bench_blob(const struct bench_opts *o)
     free(pos_of);
     free(ids);
     free(lat);
+    free(lat2);
     munmap(arena, arena_size + team_size);
     munmap(raw, map);
     return 0;
@@ -364,7 +379,17 @@ static int bench_appliance(const struct bench_opts *o)
     return 0;
 }
 
-enum { O_LATENCY = NIB_ARGS_OPT, O_JSON, O_NAME, O_PROMPT, O_TOKENS, O_WORKERS, O_GEN };
+enum {
+    O_LATENCY = NIB_ARGS_OPT,
+    O_JSON,
+    O_NAME,
+    O_PROMPT,
+    O_TOKENS,
+    O_WORKERS,
+    O_GEN,
+    O_BLOCK,
+    O_POS
+};
 
 int nib_bench_latency_main(int argc, char **argv)
 {
@@ -372,9 +397,10 @@ int nib_bench_latency_main(int argc, char **argv)
         {"--latency", O_LATENCY, 0}, {"--json", O_JSON, 0},
         {"--name", O_NAME, 1},       {"--prompt", O_PROMPT, 1},
         {"--tokens", O_TOKENS, 1},   {"--workers", O_WORKERS, 1},
-        {"--gen", O_GEN, 1},         {NULL, 0, 0},
+        {"--gen", O_GEN, 1},         {"--block", O_BLOCK, 1},
+        {"--pos", O_POS, 1},         {NULL, 0, 0},
     };
-    struct bench_opts o = {.prompt = "Once upon a time", .tokens = 1000};
+    struct bench_opts o = {.prompt = "Once upon a time", .tokens = 1000, .block = 64};
     int latency = 0;
     struct nib_args a;
     nib_args_init(&a, "nib bench", argc, argv, opts, usage, &o.blob);
@@ -389,9 +415,11 @@ int nib_bench_latency_main(int argc, char **argv)
         else if (opt == O_PROMPT)
             o.prompt = a.value;
         else if (nib_args_u32(&a, 1, opt == O_WORKERS ? NIB_TEAM_MAX_WORKERS : 100000000u,
-                              opt == O_TOKENS ? &o.tokens
-                              : opt == O_GEN  ? &o.gen
-                                              : &o.workers))
+                              opt == O_TOKENS  ? &o.tokens
+                              : opt == O_GEN   ? &o.gen
+                              : opt == O_BLOCK ? &o.block
+                              : opt == O_POS   ? &o.pos
+                                               : &o.workers))
             return 2;
     }
     if (opt == NIB_ARGS_EXIT)
@@ -402,9 +430,9 @@ int nib_bench_latency_main(int argc, char **argv)
         fprintf(stderr, "nib bench: give a MODEL.blob or --name NAME (one of them)\n");
         return nib_args_missing(&a);
     }
-    if (o.name && (o.workers || o.gen))
-        nib_args_note(a.cmd,
-                      "--workers and --gen are ignored with --name: the appliance has its own");
+    if (o.name && (o.workers || o.gen || o.pos))
+        nib_args_note(a.cmd, "--workers, --gen and --pos are ignored with --name: the appliance "
+                             "has its own");
     if (!o.prompt[0]) {
         fprintf(stderr, "nib bench: --prompt must not be empty\n");
         return 2;
