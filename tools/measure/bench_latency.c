@@ -46,6 +46,7 @@
 #include "tools/util/args.h"
 #include "tools/util/tool_util.h"
 #include "tools/host/nibhost.h"
+#include "proto/shm_layout.h"
 #include "tools/compiler/tok_load.h"
 
 #define WARMUP 16 /* first generated tokens not counted: caches, page tables */
@@ -341,11 +342,18 @@ static int bench_appliance(const struct bench_opts *o)
         return 1;
     }
     static struct nib_stats before, after;
+    static uint32_t ref_hist[NIB_TOKEN_HIST_BUCKETS];
+    uint64_t ref_max = 0, ref_count = 0;
+    uint32_t pos_lo = UINT32_MAX, pos_hi = 0;
+    /* Blocks of --block tokens, each followed by a measurement of the
+     * same positions: the appliance runs the reference loop between
+     * requests, and both sides land in histograms of the same shape. */
+    const int measure = (nib_host_measures(h) != 0);
     memcpy(&before, nib_host_stats(h), sizeof before);
     uint64_t generated = 0, t0 = nib_now_ns();
     uint32_t requests = 0;
     while (generated < o->tokens) {
-        struct nib_gen_params p = {.max_tokens = 256, .busy_wait_ms = -1};
+        struct nib_gen_params p = {.max_tokens = measure ? o->block + 1 : 256, .busy_wait_ms = -1};
         struct nib_req_handle r;
         struct nib_progress pr;
         int rc = nib_host_submit(h, o->prompt, strlen(o->prompt), &p, &r);
@@ -361,6 +369,29 @@ static int bench_appliance(const struct bench_opts *o)
         nib_host_release(h, &r);
         if (pr.n_tokens <= pr.n_prompt)
             break; /* the model ends at once: nothing more to time */
+        /* decode passes ran at n_prompt .. n_tokens - 2 (the first token
+         * comes from the prompt's pass, the last is not fed back) */
+        uint32_t passes = pr.n_tokens - pr.n_prompt - 1;
+        if (!measure || passes == 0)
+            continue;
+        rc = nib_host_submit_measure(h, pr.n_prompt, passes, &r);
+        if (rc == NIB_HOST_OK)
+            rc = nib_host_wait(h, &r, NIB_HOST_WAIT_DONE, -1, &pr);
+        if (rc != NIB_HOST_OK || pr.status != NIB_ST_OK) {
+            fprintf(stderr, "nib bench: measurement: %s %s\n",
+                    rc != NIB_HOST_OK ? nib_host_error(h) : nib_status_name(pr.status),
+                    rc != NIB_HOST_OK ? "" : pr.error);
+            nib_host_detach(h);
+            return 1;
+        }
+        for (uint32_t i = 0; i < pr.n_tokens && i < passes; i++) {
+            nib_hist_add(&nib_token_hist_shape, ref_hist, pr.tokens[i]);
+            ref_max = pr.tokens[i] > ref_max ? pr.tokens[i] : ref_max;
+            ref_count++;
+        }
+        nib_host_release(h, &r);
+        pos_lo = pr.n_prompt < pos_lo ? pr.n_prompt : pos_lo;
+        pos_hi = pr.n_prompt + passes - 1 > pos_hi ? pr.n_prompt + passes - 1 : pos_hi;
     }
     double secs = (double)(nib_now_ns() - t0) / 1e9;
     memcpy(&after, nib_host_stats(h), sizeof after);
@@ -376,6 +407,23 @@ static int bench_appliance(const struct bench_opts *o)
                "the appliance (%u workers)\n",
                o->name ? o->name : "nib", requests, (unsigned long long)l.count, after.n_workers);
     report(o, "appliance", generated, secs, &l);
+    if (!measure) {
+        printf("%s", o->json ? "" : "the appliance does not serve measurements: no reference\n");
+        return 0;
+    }
+    /* the reference side exactly as the token side: through the histogram */
+    struct vsref_result vr = {.mode = "appliance",
+                              .pos_lo = pos_lo,
+                              .pos_hi = pos_hi,
+                              .block = o->block,
+                              .workers = after.n_workers};
+    vr.nibble.l = l;
+    nib_hist_summary(&nib_token_hist_shape, ref_hist, ref_max, &vr.reference.l);
+    vr.reference.l.max = (double)ref_max;
+    vr.reference.l.count = ref_count;
+    vr.nibble.mean_ns = l.p50; /* a histogram keeps no mean: its p50 stands in */
+    vr.reference.mean_ns = vr.reference.l.p50;
+    vsref_report(stdout, &vr, o->json);
     return 0;
 }
 
