@@ -21,27 +21,53 @@ static u64x4 load32(const uint8_t *p)
     return x;
 }
 
-/* One loop per accumulator count: the compiler keeps acc[] in registers
- * only when the count is a constant. */
-#define FOLD(N)                                                                                    \
-    static uint64_t fold##N(const uint8_t *p, size_t n, int pf)                                    \
-    {                                                                                              \
-        u64x4 acc[N];                                                                              \
-        memset(acc, 0, sizeof acc);                                                                \
-        for (size_t i = 0; i + 32 * N <= n; i += 32 * N) {                                         \
-            if (pf)                                                                                \
-                for (int j = 0; j < N; j += 2)                                                     \
-                    __builtin_prefetch(p + i + (size_t)pf + 32 * (size_t)j, 0, 0);                 \
-            for (int j = 0; j < N; j++)                                                            \
-                acc[j] += load32(p + i + 32 * (size_t)j);                                          \
-        }                                                                                          \
-        for (int j = 1; j < N; j++)                                                                \
-            acc[0] += acc[j];                                                                      \
-        return acc[0][0] + acc[0][1] + acc[0][2] + acc[0][3];                                      \
+/* One loop per accumulator count, each accumulator a named variable: GCC
+ * keeps those in registers (an array of them it keeps on the stack, which
+ * adds a store per load). */
+#define PF(pf, at)                                                                                 \
+    do {                                                                                           \
+        if (pf)                                                                                    \
+            __builtin_prefetch((at) + (pf), 0, 3);                                                 \
+    } while (0)
+#define ACC(k) a##k += load32(p + i + 32 * (k))
+
+static uint64_t fold4(const uint8_t *p, size_t n, int pf)
+{
+    u64x4 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+    for (size_t i = 0; i + 128 <= n; i += 128) {
+        PF(pf, p + i);
+        PF(pf, p + i + 64);
+        ACC(0), ACC(1), ACC(2), ACC(3);
     }
-FOLD(4)
-FOLD(8)
-FOLD(16)
+    a0 += a1 + a2 + a3;
+    return a0[0] + a0[1] + a0[2] + a0[3];
+}
+
+static uint64_t fold8(const uint8_t *p, size_t n, int pf)
+{
+    u64x4 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, a4 = {0}, a5 = {0}, a6 = {0}, a7 = {0};
+    for (size_t i = 0; i + 256 <= n; i += 256) {
+        for (int j = 0; j < 4; j++)
+            PF(pf, p + i + 64 * j);
+        ACC(0), ACC(1), ACC(2), ACC(3), ACC(4), ACC(5), ACC(6), ACC(7);
+    }
+    a0 += a1 + a2 + a3 + a4 + a5 + a6 + a7;
+    return a0[0] + a0[1] + a0[2] + a0[3];
+}
+
+static uint64_t fold16(const uint8_t *p, size_t n, int pf)
+{
+    u64x4 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, a4 = {0}, a5 = {0}, a6 = {0}, a7 = {0};
+    u64x4 a8 = {0}, a9 = {0}, a10 = {0}, a11 = {0}, a12 = {0}, a13 = {0}, a14 = {0}, a15 = {0};
+    for (size_t i = 0; i + 512 <= n; i += 512) {
+        for (int j = 0; j < 8; j++)
+            PF(pf, p + i + 64 * j);
+        ACC(0), ACC(1), ACC(2), ACC(3), ACC(4), ACC(5), ACC(6), ACC(7);
+        ACC(8), ACC(9), ACC(10), ACC(11), ACC(12), ACC(13), ACC(14), ACC(15);
+    }
+    a0 += a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11 + a12 + a13 + a14 + a15;
+    return a0[0] + a0[1] + a0[2] + a0[3];
+}
 
 uint64_t stream_fold(const uint8_t *p, size_t n, const struct stream_variant *v)
 {
