@@ -1817,6 +1817,9 @@ def sc_measure(c):
     if len(vs) != 1 or vs[0].get("mode") != "appliance":
         fail("nib bench --latency --name: no appliance comparison in %r" % b.stdout)
     v = vs[0]
+    # the measured positions are the generated tokens' own: after the prompt
+    if not 1 <= v["pos_first"] <= v["pos_last"] < r.ctx_len:
+        fail("appliance comparison: positions %r..%r" % (v["pos_first"], v["pos_last"]))
     for side in ("nibble", "reference"):
         q = [v[side][k] for k in ("p50_us", "p90_us", "p99_us", "p99.9_us", "max_us")]
         if v[side]["count"] <= 0 or not 0 < q[0] <= q[1] <= q[2] <= q[3] <= q[4]:

@@ -15,9 +15,13 @@
  *       --block tokens then --block iterations, across positions and at
  *       one fixed position (--pos), and reports the ratios
  *       (nibble p99/p50) / (reference p99/p50) and nibble p50 / reference p50;
- *   nib bench --latency --name NAME [--tokens N] [--json]
+ *   nib bench --latency --name NAME [--tokens N] [--block N] [--json]
  *       drives a running appliance over shared memory instead and reads the
- *       per-token histogram of its stats page (before and after).
+ *       per-token histogram of its stats page (before and after); where the
+ *       appliance serves measurements (docs/ring.md 6.3), each request of
+ *       --block tokens is followed by a measurement of the same positions,
+ *       and the reference passes' times go through a histogram of the same
+ *       shape, so both sides are read alike.
  *
  * Reports tokens/s, p50/p90/p99/p99.9/max and the ratios p99/p50 and
  * p99.9/p50 (the appliance's goal: p99 <= 1.05 x p50). A benchmark: it
@@ -62,7 +66,8 @@ static void usage(FILE *f)
     fprintf(
         f, "usage: nib bench --latency MODEL.blob [--tokens N] [--workers N] [--gen N] [--block N] "
            "[--pos N] [--prompt TEXT] [--json]\n"
-           "       nib bench --latency --name NAME [--tokens N] [--prompt TEXT] [--json]\n"
+           "       nib bench --latency --name NAME [--tokens N] [--block N] [--prompt TEXT] "
+           "[--json]\n"
            "  --tokens N   generated tokens to time (default 1000, at least 1)\n"
            "  --workers N  threads (default: one per physical core of this machine)\n"
            "  --gen N      generated tokens per request (default: to the end of the context)\n"
@@ -371,10 +376,10 @@ static int bench_appliance(const struct bench_opts *o)
             break; /* the model ends at once: nothing more to time */
         /* decode passes ran at n_prompt .. n_tokens - 2 (the first token
          * comes from the prompt's pass, the last is not fed back) */
-        uint32_t passes = pr.n_tokens - pr.n_prompt - 1;
+        uint32_t passes = pr.n_tokens - pr.n_prompt - 1, first = pr.n_prompt;
         if (!measure || passes == 0)
             continue;
-        rc = nib_host_submit_measure(h, pr.n_prompt, passes, &r);
+        rc = nib_host_submit_measure(h, first, passes, &r);
         if (rc == NIB_HOST_OK)
             rc = nib_host_wait(h, &r, NIB_HOST_WAIT_DONE, -1, &pr);
         if (rc != NIB_HOST_OK || pr.status != NIB_ST_OK) {
@@ -390,8 +395,8 @@ static int bench_appliance(const struct bench_opts *o)
             ref_count++;
         }
         nib_host_release(h, &r);
-        pos_lo = pr.n_prompt < pos_lo ? pr.n_prompt : pos_lo;
-        pos_hi = pr.n_prompt + passes - 1 > pos_hi ? pr.n_prompt + passes - 1 : pos_hi;
+        pos_lo = first < pos_lo ? first : pos_lo;
+        pos_hi = first + passes - 1 > pos_hi ? first + passes - 1 : pos_hi;
     }
     double secs = (double)(nib_now_ns() - t0) / 1e9;
     memcpy(&after, nib_host_stats(h), sizeof after);
