@@ -15,7 +15,7 @@
 /* One comparison: the same count of tokens and of iterations. */
 struct vsref_side {
     struct nib_latency l; /* ns */
-    double mean_ns;
+    double mean_ns;       /* 0: unknown (an appliance's histogram keeps no sum) */
 };
 struct vsref_result {
     const char *mode; /* "fixed" or "positions" */
