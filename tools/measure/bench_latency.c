@@ -177,6 +177,12 @@ static int bench_blob(const struct bench_opts *o)
         return 1;
     }
     const struct nib_hparams *hp = &v.h->hp;
+    if (o->pos >= hp->ctx_len) {
+        fprintf(stderr, "nib bench: --pos %u: the context holds positions 0..%u\n", o->pos,
+                hp->ctx_len - 1);
+        munmap(raw, map);
+        return 2;
+    }
     const struct nib_qkernels *qk = nib_exec_kernels(nib_cpu_isa()); /* as the appliance does */
 
     static struct nib_topo topo;
@@ -222,12 +228,6 @@ static int bench_blob(const struct bench_opts *o)
     if (n_ids <= 0 || (uint32_t)n_ids >= hp->ctx_len) {
         fprintf(stderr, "nib bench: the prompt gives %d tokens; the context holds %u\n", n_ids,
                 hp->ctx_len);
-        nib_team_join(t, tids);
-        return 2;
-    }
-    if (o->pos >= hp->ctx_len) {
-        fprintf(stderr, "nib bench: --pos %u: the context holds positions 0..%u\n", o->pos,
-                hp->ctx_len - 1);
         nib_team_join(t, tids);
         return 2;
     }
