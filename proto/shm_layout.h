@@ -111,13 +111,14 @@ enum nib_status {
     NIB_ST_COUNT
 };
 
-/* Request kinds (request.kind). TEXT and CHAT exist in version 4; the
- * others are reserved so the next protocol revisions slot in without a
- * layout break (docs/ring.md, "Room for what comes next"). */
+/* Request kinds (request.kind). TEXT and CHAT exist in version 4, MEASURE
+ * where the header's features say so; TENSOR is reserved so the next
+ * protocol revisions slot in without a layout break (docs/ring.md, "Room
+ * for what comes next"). */
 enum nib_req_kind {
     NIB_REQ_KIND_TEXT = 0,    /* prompt bytes or token ids -> tokens and text */
     NIB_REQ_KIND_CHAT = 1,    /* messages (proto/chat_msg.h) rendered by the model's template */
-    NIB_REQ_KIND_MEASURE = 2, /* reserved: reference-loop latency measurement */
+    NIB_REQ_KIND_MEASURE = 2, /* reference-loop passes -> their times (NIB_FEAT_MEASURE) */
     NIB_REQ_KIND_TENSOR = 3,  /* reserved: input tensors -> output tensors (vision) */
 };
 
@@ -128,7 +129,8 @@ enum nib_req_kind {
 #define NIB_REQ_FLAGS_KNOWN (NIB_REQ_NO_BOS | NIB_REQ_PROMPT_IDS | NIB_REQ_SPECIAL)
 
 /* What the served model offers (header.features). */
-#define NIB_FEAT_CHAT 1u /* it has a chat template: kind CHAT is served */
+#define NIB_FEAT_CHAT 1u    /* it has a chat template: kind CHAT is served */
+#define NIB_FEAT_MEASURE 2u /* kind MEASURE is served (docs/ring.md section 6.3) */
 
 struct nib_request {
     uint32_t prompt_len;  /* bytes in the slot's prompt area */

@@ -68,7 +68,8 @@ struct nib_stats {
     uint64_t blob_huge_bytes; /* AnonHugePages (or hugetlb) of the blob copy */
     uint64_t arena_bytes;     /* activations + KV cache + team */
     uint64_t arena_huge_bytes;
-    uint64_t reserved2[4];
+    uint64_t ref_iterations; /* reference-loop passes run for MEASURE requests */
+    uint64_t reserved2[3];
     /* line 3: hosts (protocol version 3) */
     alignas(64) uint64_t attaches;  /* ATTACHED replies sent */
     uint64_t attach_refused;        /* REFUSED replies (no ring, denied, stopping) */

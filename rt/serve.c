@@ -83,6 +83,35 @@ static int fail(char *err, size_t errlen, const char *field, const char *why, ui
     return -1;
 }
 
+/* kind MEASURE (docs/ring.md 6.3): max_tokens reference-loop passes at
+ * the positions from the prompt's one u32 on. */
+static int decode_measure(const struct nib_request *r, const uint8_t *prompt, size_t prompt_avail,
+                          const struct nib_req_limits *lim, struct nib_req_decoded *out, char *err,
+                          size_t errlen)
+{
+    if (r->flags)
+        return fail(err, errlen, "flags", "a measurement takes no flags (0x%llx set)", r->flags, 0);
+    if (r->temperature != 0.0f)
+        return fail(err, errlen, "temperature", "must be 0 for a measurement", 0, 0);
+    if (r->prompt_len != 4)
+        return fail(err, errlen, "prompt_len",
+                    "%llu: a measurement's prompt is its first position, one u32 (4 bytes)",
+                    r->prompt_len, 0);
+    if (prompt_avail < 4)
+        return fail(err, errlen, "prompt_len", "4 bytes of position were not provided", 0, 0);
+    uint32_t pos = (uint32_t)prompt[0] | (uint32_t)prompt[1] << 8 | (uint32_t)prompt[2] << 16 |
+                   (uint32_t)prompt[3] << 24;
+    if (pos >= lim->ctx_len || r->max_tokens > lim->ctx_len - pos)
+        return fail(err, errlen, "prompt",
+                    "position %llu + max_tokens passes the context (%llu positions)", pos,
+                    lim->ctx_len);
+    out->prompt_len = 4;
+    out->max_tokens = r->max_tokens;
+    out->kind = NIB_REQ_KIND_MEASURE;
+    out->measure_pos = pos;
+    return 0;
+}
+
 int nib_req_decode(const struct nib_request *raw, const uint8_t *prompt, size_t prompt_avail,
                    const struct nib_req_limits *lim, struct nib_req_decoded *out, uint32_t *ids,
                    size_t ids_cap, struct nib_chat_part *parts, char *err, size_t errlen)
@@ -104,9 +133,11 @@ int nib_req_decode(const struct nib_request *raw, const uint8_t *prompt, size_t 
     if (r.flags & ~NIB_REQ_FLAGS_KNOWN)
         return fail(err, errlen, "flags", "unknown bits 0x%llx set", r.flags & ~NIB_REQ_FLAGS_KNOWN,
                     0);
-    if (r.kind != NIB_REQ_KIND_TEXT && r.kind != NIB_REQ_KIND_CHAT)
+    if (r.kind != NIB_REQ_KIND_TEXT && r.kind != NIB_REQ_KIND_CHAT &&
+        r.kind != NIB_REQ_KIND_MEASURE)
         return fail(err, errlen, "kind",
-                    "%llu is not a kind this appliance serves (0: text, 1: chat)", r.kind, 0);
+                    "%llu is not a kind this appliance serves (0: text, 1: chat, 2: measure)",
+                    r.kind, 0);
     if (r.kind == NIB_REQ_KIND_CHAT && !lim->chat_messages)
         return fail(err, errlen, "kind", "this model has no chat template", 0, 0);
     if (r.kind == NIB_REQ_KIND_CHAT && (r.flags & NIB_REQ_PROMPT_IDS))
@@ -114,6 +145,8 @@ int nib_req_decode(const struct nib_request *raw, const uint8_t *prompt, size_t 
     for (size_t i = 0; i < sizeof r.reserved; i++)
         if (r.reserved[i])
             return fail(err, errlen, "reserved", "byte %llu is not zero", i, 0);
+    if (r.kind == NIB_REQ_KIND_MEASURE)
+        return decode_measure(&r, prompt, prompt_avail, lim, out, err, errlen);
     if (r.kind == NIB_REQ_KIND_CHAT) {
         if (r.prompt_len > prompt_avail)
             return fail(err, errlen, "prompt_len", "%llu bytes of messages were not provided",
@@ -212,7 +245,8 @@ void nib_server_init(struct nib_server *s, const struct nib_blob_view *v, void *
     h->eos_id = hp->eos_id;
     h->add_bos = hp->add_bos ? 1 : 0;
     h->errmsg_max = NIB_ERRMSG_MAX;
-    h->features = s->chat_prog ? NIB_FEAT_CHAT : 0;
+    h->features = (s->chat_prog ? NIB_FEAT_CHAT : 0) | NIB_FEAT_MEASURE;
+    s->ref.e = &s->exec; /* runs on whatever team exec runs on */
     nib_server_geometry(v, h);
     s->lim = (struct nib_req_limits){h->prompt_max, h->slot_tokens, hp->ctx_len, hp->vocab_size,
                                      sp.messages};
@@ -530,6 +564,34 @@ static uint32_t checkpoint(struct nib_server *s, struct nib_run *r, struct check
     return 0;
 }
 
+/* kind MEASURE: d->max_tokens reference-loop passes (rt/refloop.h) at
+ * positions measure_pos.., each one's nanoseconds (saturated to u32) in
+ * the token area as it is done. A request of its own, so it never runs
+ * during another one; the same checkpoints as generation between passes. */
+static void serve_measure(struct nib_server *s, struct nib_run *r, struct nib_slot *slot,
+                          const struct nib_req_decoded *d)
+{
+    uint32_t *times = nib_slot_tokens(slot, s->hdr), status = 0;
+    struct check c = {0, r->t_start + NIB_CONTROL_CHECK_NS};
+    for (uint32_t i = 0; i < d->max_tokens && !status; i++) {
+        uint64_t t0 = nib_now_ns();
+        nib_ref_iteration(&s->ref, d->measure_pos + i); /* in the context: decode_measure */
+        uint64_t t = nib_now_ns(), ns = t - t0;
+        if (!own(s, r)) {
+            status = NIB_ST_HOST_CHANGED;
+            break;
+        }
+        if (i == 0)
+            slot->t_first_ns = t;
+        times[i] = ns < UINT32_MAX ? (uint32_t)ns : UINT32_MAX;
+        /* release: pairs with the acquire of n_tokens in nibhost.c nib_host_poll() */
+        nib_store_rel(&slot->n_tokens, i + 1);
+        s->stats->ref_iterations++;
+        status = checkpoint(s, r, &c, 1, t);
+    }
+    finish(s, r, status ? status : NIB_ST_OK, NULL);
+}
+
 static void serve(struct nib_server *s, uint32_t ring, uint32_t slot_i)
 {
     const struct nib_shm_header *h = s->hdr;
@@ -572,6 +634,10 @@ static void serve(struct nib_server *s, uint32_t ring, uint32_t slot_i)
     if (nib_req_decode(&req, s->prompt, plen, &s->lim, &d, s->ids, s->ids_cap, s->parts, why,
                        sizeof why)) {
         finish(s, &r, NIB_ST_BAD_REQUEST, why);
+        return;
+    }
+    if (d.kind == NIB_REQ_KIND_MEASURE) {
+        serve_measure(s, &r, slot, &d);
         return;
     }
     int n = prompt_ids(s, &d, why, sizeof why);

@@ -21,6 +21,7 @@
 #include "proto/chat_msg.h"
 #include "proto/shm_layout.h"
 #include "rt/exec.h"
+#include "rt/refloop.h"
 
 /* What a request is checked against (from the blob and the geometry). */
 struct nib_req_limits {
@@ -39,12 +40,16 @@ struct nib_req_decoded {
     uint32_t flags;      /* known bits only */
     uint64_t seed;
     uint32_t n_ids;            /* NIB_REQ_PROMPT_IDS: ids copied to ids[] */
-    uint32_t kind;             /* NIB_REQ_KIND_TEXT or NIB_REQ_KIND_CHAT */
+    uint32_t kind;             /* NIB_REQ_KIND_TEXT, _CHAT or _MEASURE */
+    uint32_t measure_pos;      /* MEASURE: the first position */
     struct nib_chat_head chat; /* CHAT: the conversation's header */
 };
 
 /* Decode and check a request that was copied out of shared memory: every
- * field against the limits, kind TEXT or CHAT, reserved bytes zero; with
+ * field against the limits, kind TEXT, CHAT or MEASURE, reserved bytes
+ * zero; with kind MEASURE, no flags, temperature 0 and a prompt of one
+ * little-endian u32, the first position, with max_tokens positions from
+ * it inside the context; with
  * NIB_REQ_PROMPT_IDS, prompt (prompt_avail bytes) holds the ids, each <
  * vocab_size, copied to ids (ids_cap >= prompt_max / 4); with kind CHAT,
  * the prompt holds messages (proto/chat_msg.h), decoded into parts (room
@@ -101,6 +106,7 @@ struct nib_run {
 struct nib_server {
     const struct nib_blob_view *v;
     struct nib_exec exec;
+    struct nib_ref ref;         /* MEASURE requests: the reference loop over exec */
     struct nib_shm_header *hdr; /* the header memfd, mapped writable (only here) */
     struct nib_stats *stats;
     int header_fd; /* sent to every host; -1 in tests */

@@ -2,7 +2,8 @@
  * version 4). Input: 64 request bytes, then prompt bytes.
  *
  *   1. the request check (nib_req_decode), with large and tiny limits,
- *      chat messages included (every decoded message inside the area);
+ *      chat messages included (every decoded message inside the area),
+ *      measurements too (their positions inside the context);
  *   2. for accepted text prompts, the tokenizer on the prompt bytes (the
  *      request's SPECIAL flag as given);
  *   3. with a blob ($NIB_TEST_BLOB, and $NIB_TEST_CHAT_BLOB: a model with a
@@ -84,7 +85,14 @@ static void check(const uint8_t *data, size_t size, const struct nib_req_limits 
         return;
     }
     FUZZ_ASSERT(r.kind == d.kind);
-    FUZZ_ASSERT(d.kind == NIB_REQ_KIND_TEXT || (d.kind == NIB_REQ_KIND_CHAT && lim->chat_messages));
+    FUZZ_ASSERT(d.kind == NIB_REQ_KIND_TEXT || d.kind == NIB_REQ_KIND_MEASURE ||
+                (d.kind == NIB_REQ_KIND_CHAT && lim->chat_messages));
+    if (d.kind == NIB_REQ_KIND_MEASURE) { /* positions inside the context, nothing else set */
+        FUZZ_ASSERT(d.prompt_len == 4 && avail >= 4 && d.flags == 0 && d.temperature == 0.0f);
+        FUZZ_ASSERT(d.max_tokens >= 1 && d.max_tokens <= lim->slot_tokens);
+        FUZZ_ASSERT(d.measure_pos < lim->ctx_len && d.max_tokens <= lim->ctx_len - d.measure_pos);
+        return; /* the passes: the serve loop below, with a blob */
+    }
     if (d.kind == NIB_REQ_KIND_CHAT) {
         FUZZ_ASSERT(d.prompt_len <= avail && !(d.flags & NIB_REQ_PROMPT_IDS));
         FUZZ_ASSERT(d.chat.n_messages <= lim->chat_messages);

@@ -172,6 +172,14 @@ int main(int argc, char **argv)
     r.reserved[35] = 0;
     r.kind = NIB_REQ_KIND_CHAT;
     rc |= request_seed(rdir, "bad-kind", &r, "abc", 3);
+    const uint8_t first_pos[4] = {5, 0, 0, 0}; /* kind MEASURE: one u32, little-endian */
+    memset(&r, 0, sizeof r);
+    r.kind = NIB_REQ_KIND_MEASURE;
+    r.prompt_len = 4;
+    r.max_tokens = 3;
+    rc |= request_seed(rdir, "measure", &r, first_pos, 4);
+    r.temperature = 0.5f;
+    rc |= request_seed(rdir, "measure-bad-temperature", &r, first_pos, 4);
     memset(&r, 0, sizeof r);
     r.prompt_len = 0xFFFFFFFFu;
     r.max_tokens = 1;

@@ -110,7 +110,7 @@ START_TEST(each_bad_field_is_named)
         expect(&r, 5, "reserved");
     }
     /* Kinds reserved for later revisions are refused by version 4. */
-    const uint32_t kinds[] = {NIB_REQ_KIND_MEASURE, NIB_REQ_KIND_TENSOR, 99, UINT32_MAX};
+    const uint32_t kinds[] = {NIB_REQ_KIND_TENSOR, 99, UINT32_MAX};
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
         r = good();
         r.kind = kinds[i];
@@ -131,6 +131,67 @@ static void put_id(uint32_t i, uint32_t id)
     prompt[4 * i + 2] = (uint8_t)(id >> 16);
     prompt[4 * i + 3] = (uint8_t)(id >> 24);
 }
+
+/* kind MEASURE: its first position as the prompt's one u32, max_tokens
+ * passes inside the context (lim: ctx_len 256), nothing else set. */
+static struct nib_request measure(uint32_t pos, uint32_t passes)
+{
+    struct nib_request r;
+    memset(&r, 0, sizeof r);
+    r.kind = NIB_REQ_KIND_MEASURE;
+    r.prompt_len = 4;
+    r.max_tokens = passes;
+    put_id(0, pos);
+    return r;
+}
+
+START_TEST(measure_request_checked)
+{
+    struct nib_request r = measure(250, 6); /* positions 250..255: the last six */
+    struct nib_req_decoded d;
+    char err[NIB_ERRMSG_MAX];
+    ck_assert_int_eq(
+        nib_req_decode(&r, prompt, 4, &lim, &d, ids, NIB_PROMPT_MAX / 4, parts, err, sizeof err),
+        0);
+    ck_assert_uint_eq(d.kind, NIB_REQ_KIND_MEASURE);
+    ck_assert_uint_eq(d.measure_pos, 250);
+    ck_assert_uint_eq(d.max_tokens, 6);
+    ck_assert_uint_eq(d.n_ids, 0);
+    r = measure(250, 7); /* one past the context */
+    expect(&r, 4, "prompt");
+    const uint32_t past[] = {256, 257, 0x80000000u, UINT32_MAX};
+    for (size_t i = 0; i < sizeof past / sizeof past[0]; i++) {
+        r = measure(past[i], 1);
+        expect(&r, 4, "prompt");
+    }
+    r = measure(0, 0);
+    expect(&r, 4, "max_tokens");
+    r = measure(0, NIB_SLOT_TOKENS + 1);
+    expect(&r, 4, "max_tokens");
+    r = measure(0, 8);
+    expect(&r, 3, "prompt_len"); /* the position was not provided */
+    const uint32_t lens[] = {0, 3, 5, 8, NIB_PROMPT_MAX + 1};
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+        r = measure(0, 8);
+        r.prompt_len = lens[i];
+        expect(&r, 8, "prompt_len");
+    }
+    const uint32_t flags[] = {NIB_REQ_NO_BOS, NIB_REQ_PROMPT_IDS, NIB_REQ_SPECIAL, 0x80};
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+        r = measure(0, 8);
+        r.flags = flags[i];
+        expect(&r, 4, "flags");
+    }
+    r = measure(0, 8);
+    r.temperature = 0.5f;
+    expect(&r, 4, "temperature");
+    r.temperature = NAN;
+    expect(&r, 4, "temperature");
+    r = measure(0, 8);
+    r.reserved[3] = 1;
+    expect(&r, 4, "reserved");
+}
+END_TEST
 
 START_TEST(prompt_ids_checked_and_copied)
 {
@@ -611,6 +672,7 @@ START_TEST(runtime_dir_rules)
 END_TEST
 
 TU_SUITE("decode", "decode", NULL, NULL, 0, good_request_passes_intact, each_bad_field_is_named,
-         prompt_ids_checked_and_copied, random_bytes_never_pass_out_of_range, chat_round_trip,
-         chat_each_bad_field_is_named, chat_at_the_prompt_limit, ctl_host_messages_pass,
-         ctl_every_bad_field_refused, ctl_random_bytes, names_and_paths, runtime_dir_rules)
+         measure_request_checked, prompt_ids_checked_and_copied,
+         random_bytes_never_pass_out_of_range, chat_round_trip, chat_each_bad_field_is_named,
+         chat_at_the_prompt_limit, ctl_host_messages_pass, ctl_every_bad_field_refused,
+         ctl_random_bytes, names_and_paths, runtime_dir_rules)

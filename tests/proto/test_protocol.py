@@ -1777,6 +1777,61 @@ def sc_stop_bounded(c):
     ok("once continued, the appliance read the STOP sent while it was stopped and exited 0")
 
 
+def sc_measure(c):
+    """kind MEASURE (docs/ring.md 6.3): offered in the header, served as a
+    request of its own with one time per pass, every bad field named, and
+    nib bench --latency --name reporting both sides from it."""
+    app = c.boot()
+    r = c.raw()
+    if not r.hu32(84) & 2:
+        fail("header features 0x%x lack MEASURE (2)" % r.hu32(84))
+    ctx = r.ctx_len
+    x = r.ask(0, struct.pack("<I", 7), 12, kind=2)
+    times = x["generated"]
+    if x["status"] != ST_OK or x["n_prompt"] != 0 or len(times) != 12 or min(times) == 0:
+        fail("MEASURE of 12 passes at 7: %r" % x)
+    ok("a measurement of 12 passes from position 7: status ok, 12 times (%d..%d ns)" %
+       (min(times), max(times)))
+    bad = [(dict(prompt=struct.pack("<I", 7), max_tokens=4, flags=1), "flags"),
+           (dict(prompt=struct.pack("<I", 7), max_tokens=4, temperature=0.5), "temperature"),
+           (dict(prompt=struct.pack("<Q", 7), max_tokens=4), "prompt_len"),
+           (dict(prompt=b"", max_tokens=4), "prompt_len"),
+           (dict(prompt=struct.pack("<I", 0xFFFFFFFF), max_tokens=1), "prompt"),
+           (dict(prompt=struct.pack("<I", ctx - 2), max_tokens=3), "prompt"),
+           (dict(prompt=struct.pack("<I", 0), max_tokens=0), "max_tokens")]
+    for kw, field in bad:
+        y = r.ask(0, kw.pop("prompt"), kw.pop("max_tokens"), kind=2, **kw)
+        if y["status"] != ST_BAD or not y["error"].startswith(field + ":"):
+            fail("MEASURE %r: %r, want bad_request naming %s" % (kw, y, field))
+    ok("%d hostile measurements refused, each naming its field" % len(bad))
+    y = r.ask(0, struct.pack("<I", ctx - 3), 3, kind=2)
+    if y["status"] != ST_OK or len(y["generated"]) != 3:
+        fail("MEASURE of the last 3 positions: %r" % y)
+    r.close()
+    b = subprocess.run([c.nib, "bench", "--latency", "--name", c.name, "--tokens", "48",
+                        "--block", "16", "--json"], capture_output=True, text=True, timeout=300)
+    if b.returncode != 0:
+        fail("nib bench --latency --name: %s" % b.stderr)
+    objs = [json.loads(line) for line in b.stdout.splitlines()]
+    vs = [o for o in objs if o.get("source") == "vs-reference"]
+    if len(vs) != 1 or vs[0].get("mode") != "appliance":
+        fail("nib bench --latency --name: no appliance comparison in %r" % b.stdout)
+    v = vs[0]
+    # the measured positions are the generated tokens' own: after the prompt
+    if not 1 <= v["pos_first"] <= v["pos_last"] < r.ctx_len:
+        fail("appliance comparison: positions %r..%r" % (v["pos_first"], v["pos_last"]))
+    for side in ("nibble", "reference"):
+        q = [v[side][k] for k in ("p50_us", "p90_us", "p99_us", "p99.9_us", "max_us")]
+        if v[side]["count"] <= 0 or not 0 < q[0] <= q[1] <= q[2] <= q[3] <= q[4]:
+            fail("appliance comparison, %s: %r" % (side, v[side]))
+    ratio = v["nibble"]["p50_us"] / v["reference"]["p50_us"]
+    if abs(v["p50_ratio"] - ratio) > 2e-3 * ratio:
+        fail("p50_ratio %r is not nibble p50 / reference p50 (%r)" % (v["p50_ratio"], ratio))
+    ok("nib bench --latency --name: %d tokens and %d reference passes from the appliance, "
+       "ratios from the fields" % (v["nibble"]["count"], v["reference"]["count"]))
+    c.stop(app)
+
+
 SCENARIOS = {
     "python-host": sc_python_host, "many-hosts": sc_many_hosts, "busy-cancel": sc_busy_cancel,
     "host-killed": sc_host_killed, "appliance-killed": sc_appliance_killed,
@@ -1784,7 +1839,7 @@ SCENARIOS = {
     "install": sc_install, "seals": sc_seals, "punch-hole": sc_punch_hole,
     "forged-name": sc_forged_name, "second-appliance": sc_second_appliance,
     "pid-fork": sc_pid_fork, "state-flip": sc_state_flip, "stopped-host": sc_stopped_host,
-    "utf8": sc_utf8, "stop-bounded": sc_stop_bounded,
+    "utf8": sc_utf8, "stop-bounded": sc_stop_bounded, "measure": sc_measure,
 }
 
 

@@ -758,6 +758,32 @@ size_t nib_host_chat_size(const struct nib_chat_msg *msgs, size_t n)
     return size;
 }
 
+int nib_host_submit_measure(struct nib_host *h, uint32_t first_pos, uint32_t passes,
+                            struct nib_req_handle *out)
+{
+    int rc = own_process(h);
+    if (rc != NIB_HOST_OK || (rc = alive(h, 1)) != NIB_HOST_OK)
+        return rc;
+    if (!(h->geo.features & NIB_FEAT_MEASURE))
+        return host_fail(h, NIB_HOST_ERR, "this appliance does not serve measurements");
+    if (passes == 0 || passes > h->geo.slot_tokens)
+        return host_fail(h, NIB_HOST_ERR, "%u passes: a measurement runs 1..%u", passes,
+                         h->geo.slot_tokens);
+    if (first_pos >= h->geo.ctx_len || passes > h->geo.ctx_len - first_pos)
+        return host_fail(h, NIB_HOST_ERR, "positions %u.. for %u passes pass the context (%u)",
+                         first_pos, passes, h->geo.ctx_len);
+    uint8_t pos_le[4] = {(uint8_t)first_pos, (uint8_t)(first_pos >> 8), (uint8_t)(first_pos >> 16),
+                         (uint8_t)(first_pos >> 24)};
+    struct nib_gen_params p = {.max_tokens = passes, .busy_wait_ms = -1};
+    struct payload pl = {pos_le, 4, NULL, 0};
+    return submit(h, &p, &pl, NIB_REQ_KIND_MEASURE, out);
+}
+
+int nib_host_measures(const struct nib_host *h)
+{
+    return (h->geo.features & NIB_FEAT_MEASURE) != 0;
+}
+
 int nib_host_has_chat(const struct nib_host *h)
 {
     return (h->geo.features & NIB_FEAT_CHAT) != 0;

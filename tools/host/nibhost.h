@@ -177,6 +177,17 @@ int nib_host_submit_chat(struct nib_host *h, const struct nib_chat_msg *msgs, si
  * than 16384 messages). */
 size_t nib_host_chat_size(const struct nib_chat_msg *msgs, size_t n);
 
+/* Claim a slot and ask for a measurement (kind MEASURE, docs/ring.md 6.3):
+ * `passes` reference-loop passes at positions first_pos.., run between
+ * requests. Once done, tokens[0 .. n_tokens) hold each pass's nanoseconds
+ * (n_prompt is 0). ERR when the appliance does not offer it or the
+ * positions pass the context. Waits for a free slot without limit. */
+int nib_host_submit_measure(struct nib_host *h, uint32_t first_pos, uint32_t passes,
+                            struct nib_req_handle *out);
+
+/* 1 when the appliance serves measurements (nib_host_submit_measure). */
+int nib_host_measures(const struct nib_host *h);
+
 /* 1 when the served model has a chat template (nib_host_submit_chat). */
 int nib_host_has_chat(const struct nib_host *h);
 

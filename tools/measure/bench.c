@@ -2,15 +2,18 @@
  * and interleaved (each round measures everything once, so drift on a
  * shared machine hits every figure alike; the median round is reported).
  *
- *   stream read   a buffer far larger than the L3, 1 and 2 threads
+ *   stream read   a buffer far larger than the L3, 1 and 2 threads, every
+ *                 variant of tools/measure/bench_stream.c once per round
  *   GEMV          weight GB/s (packed bytes read per second) of every
  *                 quantized format on the LLaMA shapes below: from memory
  *                 (rotating among copies that together exceed the L3 many
  *                 times, so every call streams from DRAM) with 1 and 2
  *                 threads, and from cache (one copy, repeated; shown when
  *                 it fits in half the L3). Each memory figure is also given
- *                 as a ratio to a stream read with the same threads taken
- *                 just before it (median of the per-round ratios).
+ *                 as a ratio to the strongest stream read of the run with
+ *                 the same threads (bench_stream.h: the best pass of every
+ *                 loop variant in every round, and of the reads taken
+ *                 beside each figure).
  *   prefill       GEMM of PREFILL_M tokens per call from memory: weight
  *                 bytes x tokens per second (compare with the GEMV column
  *                 for the prefill-vs-decode speed-up per token).
@@ -36,14 +39,11 @@
 #include "rt/team.h"
 #include "rt/tokenizer.h"
 #include "tools/measure/bench_stats.h"
+#include "tools/measure/bench_stream.h"
 #include "tools/measure/bench_tok.h"
 #include "tools/measure/measure.h"
 #include "tools/util/args.h"
 #include "tools/util/tool_util.h"
-
-#if defined(__AVX2__)
-#include <immintrin.h>
-#endif
 
 #define MIB (1024.0 * 1024.0)
 #define MAX_ROUNDS 15
@@ -158,43 +158,27 @@ static void team_run(job_fn fn, void *arg, int n_workers)
 struct stream_job {
     const uint8_t *buf;
     size_t bytes;
+    const struct stream_variant *sv;
     uint64_t sink[MAX_THREADS * 8];
 };
-
-static uint64_t read_sum(const uint8_t *p, size_t n)
-{
-#if defined(__AVX2__)
-    __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
-    for (size_t i = 0; i + 128 <= n; i += 128) {
-        a = _mm256_add_epi64(a, _mm256_load_si256((const __m256i *)(const void *)(p + i)));
-        b = _mm256_add_epi64(b, _mm256_load_si256((const __m256i *)(const void *)(p + i + 32)));
-        c = _mm256_add_epi64(c, _mm256_load_si256((const __m256i *)(const void *)(p + i + 64)));
-        d = _mm256_add_epi64(d, _mm256_load_si256((const __m256i *)(const void *)(p + i + 96)));
-    }
-    a = _mm256_add_epi64(_mm256_add_epi64(a, b), _mm256_add_epi64(c, d));
-    return (uint64_t)_mm256_extract_epi64(a, 0) + (uint64_t)_mm256_extract_epi64(a, 3);
-#else
-    uint64_t s[4] = {0};
-    for (size_t i = 0; i + 32 <= n; i += 32)
-        for (int j = 0; j < 4; j++) {
-            uint64_t v;
-            memcpy(&v, p + i + 8 * j, 8);
-            s[j] += v;
-        }
-    return s[0] + s[1] + s[2] + s[3];
-#endif
-}
 
 static void stream_worker(void *arg, int w, int nw)
 {
     struct stream_job *j = arg;
     size_t part = j->bytes / (size_t)nw / 4096 * 4096;
-    j->sink[w * 8] += read_sum(j->buf + part * (size_t)w, part);
+    j->sink[w * 8] += stream_fold(j->buf + part * (size_t)w, part, j->sv);
 }
 
-static double stream_gbs(const uint8_t *buf, size_t bytes, int threads)
+/* The strongest read seen so far with 1 and 2 threads (every stream read
+ * of the run counts), and the variant that did it: every ratio divides by it. */
+static struct {
+    double gbs[MAX_THREADS];
+    int variant[MAX_THREADS];
+} yardstick;
+
+static double stream_gbs(const uint8_t *buf, size_t bytes, int threads, int variant)
 {
-    struct stream_job j = {buf, bytes, {0}};
+    struct stream_job j = {buf, bytes, &stream_variants[variant], {0}};
     if (team_begin(threads))
         return 0;
     double t0 = bench_now();
@@ -202,7 +186,12 @@ static double stream_gbs(const uint8_t *buf, size_t bytes, int threads)
     double dt = bench_now() - t0;
     team_end(threads);
     size_t part = bytes / (size_t)threads / 4096 * 4096;
-    return (double)part * threads / dt / 1e9;
+    double gbs = (double)part * threads / dt / 1e9;
+    if (gbs > yardstick.gbs[threads - 1]) {
+        yardstick.gbs[threads - 1] = gbs;
+        yardstick.variant[threads - 1] = variant;
+    }
+    return gbs;
 }
 
 /* ---- GEMV ---- */
@@ -291,7 +280,6 @@ static const struct {
 
 struct result {
     double mem[MAX_THREADS][MAX_ROUNDS], cache[MAX_ROUNDS], prefill[MAX_ROUNDS];
-    double ratio[MAX_THREADS][MAX_ROUNDS]; /* to a stream read measured just before */
     size_t bytes, copies;
     int cache_ok;
 };
@@ -300,8 +288,7 @@ struct result {
 
 struct bench_ctx {
     const struct bench_opts *o;
-    double stream_gbs[MAX_THREADS]; /* median stream read, 1 and 2 threads */
-    const uint8_t *sbuf;            /* the stream-read buffer, for paired reads */
+    const uint8_t *sbuf; /* the stream-read buffer, for paired reads */
     size_t sbytes;
 };
 
@@ -367,49 +354,53 @@ static double model_rate(const struct nib_blob_view *v, uint8_t *mem, uint32_t n
     return dt > 0 ? n_tokens / dt : 0;
 }
 
+/* Whole-model rows, measured before the tables are printed so that every
+ * ratio uses the run's final yardstick. */
+static struct {
+    char line[640];
+    double gbs; /* decode weight GB/s; -1: line is a message */
+    uint32_t nw;
+    double pps, speedup;
+} rows[MAX_MODELS * MAX_THREADS];
+static int n_rows;
+
 static void bench_models(const struct bench_ctx *ctx)
 {
     const struct bench_opts *o = ctx->o;
-    if (!o->n_models) {
-        printf("\nmodels: none given (nib bench --model BLOB ...; tools/measure/bench-models.sh "
-               "makes them)\n");
-        return;
-    }
     const int rounds = o->rounds < 3 ? o->rounds : 3;
-    printf(
-        "\nwhole models (%u tokens each, median of %d rounds; decode: one token per pass,\n"
-        "GB/s = weight bytes streamed per token x tokens/s, (x) = median ratio to a stream read\n"
-        "with the same threads taken just before; prefill: passes of the blob's max_batch\n"
-        "tokens, (x) = median ratio of prefill to decode tokens/s in the same round)\n",
-        o->model_tokens, rounds);
-    printf("%-28s %8s %8s %12s %18s %18s\n", "model", "MB/token", "workers", "decode tok/s",
-           "GB/s (x stream)", "prefill tok/s (x)");
     for (int i = 0; i < o->n_models; i++) {
         char err[256];
         const uint8_t *data;
         size_t size;
         if (nib_map_file(o->models[i], &data, &size, err, sizeof err)) {
-            printf("%-28s %s\n", o->models[i], err);
+            snprintf(rows[n_rows].line, sizeof rows[n_rows].line, "%-28s %s", o->models[i], err);
+            rows[n_rows++].gbs = -1;
             continue;
         }
         uint8_t *blob = big_alloc(size);
         struct nib_blob_view v;
         if (!blob) {
             nib_unmap_file(data, size);
-            printf("%-28s out of memory\n", o->models[i]);
+            snprintf(rows[n_rows].line, sizeof rows[n_rows].line, "%-28s out of memory",
+                     o->models[i]);
+            rows[n_rows++].gbs = -1;
             continue;
         }
         memcpy(blob, data, size);
         nib_unmap_file(data, size);
         if (nib_blob_open(&v, blob, size, 1, err, sizeof err) ||
             nib_tok_check(&v, err, sizeof err)) {
-            printf("%-28s invalid blob: %s\n", o->models[i], err);
+            snprintf(rows[n_rows].line, sizeof rows[n_rows].line, "%-28s invalid blob: %s",
+                     o->models[i], err);
+            rows[n_rows++].gbs = -1;
             free(blob);
             continue;
         }
         uint8_t *mem = big_alloc(v.mem_size);
         if (!mem) {
-            printf("%-28s out of memory\n", o->models[i]);
+            snprintf(rows[n_rows].line, sizeof rows[n_rows].line, "%-28s out of memory",
+                     o->models[i]);
+            rows[n_rows++].gbs = -1;
             free(blob);
             continue;
         }
@@ -418,22 +409,51 @@ static void bench_models(const struct bench_ctx *ctx)
         const char *base = strrchr(o->models[i], '/');
         base = base ? base + 1 : o->models[i];
         for (uint32_t nw = 1; nw <= MAX_THREADS; nw++) {
-            double tps[MAX_ROUNDS], pps[MAX_ROUNDS], ratio[MAX_ROUNDS], speedup[MAX_ROUNDS];
+            double tps[MAX_ROUNDS], pps[MAX_ROUNDS], speedup[MAX_ROUNDS];
             for (int r = 0; r < rounds; r++) {
+                /* a read beside each figure: the yardstick sees the same machine */
                 size_t sb = ctx->sbytes < PAIR_BYTES ? ctx->sbytes : PAIR_BYTES;
-                double sr = stream_gbs(ctx->sbuf, sb, (int)nw);
+                stream_gbs(ctx->sbuf, sb, (int)nw, yardstick.variant[nw - 1]);
                 tps[r] = model_rate(&v, mem, nw, o->model_tokens, 1);
                 pps[r] = model_rate(&v, mem, nw, o->model_tokens, v.h->max_batch);
-                ratio[r] = sr > 0 ? tps[r] * (double)bytes / 1e9 / sr : 0;
                 speedup[r] = tps[r] > 0 ? pps[r] / tps[r] : 0;
             }
             double t = bench_median(tps, rounds);
-            printf("%-28s %8.1f %8u %12.1f %11.1f (%.2f) %11.1f (%.2f)\n", base, bytes / 1e6, nw, t,
-                   t * (double)bytes / 1e9, bench_median(ratio, rounds), bench_median(pps, rounds),
-                   bench_median(speedup, rounds));
+            snprintf(rows[n_rows].line, sizeof rows[n_rows].line, "%-28s %8.1f %8u %12.1f", base,
+                     bytes / 1e6, nw, t);
+            rows[n_rows].gbs = t * (double)bytes / 1e9;
+            rows[n_rows].nw = nw;
+            rows[n_rows].pps = bench_median(pps, rounds);
+            rows[n_rows++].speedup = bench_median(speedup, rounds);
         }
         free(mem);
         free(blob);
+    }
+}
+
+static void print_models(const struct bench_opts *o)
+{
+    if (!o->n_models) {
+        printf("\nmodels: none given (nib bench --model BLOB ...; tools/measure/bench-models.sh "
+               "makes them)\n");
+        return;
+    }
+    printf(
+        "\nwhole models (%u tokens each, median of %d rounds; decode: one token per pass,\n"
+        "GB/s = weight bytes streamed per token x tokens/s, (x) = ratio to the strongest stream\n"
+        "read with the same threads; prefill: passes of the blob's max_batch\n"
+        "tokens, (x) = median ratio of prefill to decode tokens/s in the same round)\n",
+        o->model_tokens, o->rounds < 3 ? o->rounds : 3);
+    printf("%-28s %8s %8s %12s %18s %18s\n", "model", "MB/token", "workers", "decode tok/s",
+           "GB/s (x stream)", "prefill tok/s (x)");
+    for (int i = 0; i < n_rows; i++) {
+        if (rows[i].gbs < 0) {
+            printf("%s\n", rows[i].line);
+            continue;
+        }
+        double y = yardstick.gbs[rows[i].nw - 1];
+        printf("%s %11.1f (%.2f) %11.1f (%.2f)\n", rows[i].line, rows[i].gbs,
+               y > 0 ? rows[i].gbs / y : 0, rows[i].pps, rows[i].speedup);
     }
 }
 
@@ -624,11 +644,15 @@ int nib_bench_main(int argc, char **argv)
     for (int i = 0; i < 8192; i++)
         x[i] = (float)((i * 7919) % 2001 - 1000) / 1000.0f;
 
-    double st[MAX_THREADS][MAX_ROUNDS];
+    double st[MAX_THREADS][MAX_ROUNDS]; /* the plain 4-accumulator pass, for comparison */
     int rc = 0;
     for (int round = 0; round < o.rounds && rc == 0; round++) {
         for (int th = 1; th <= MAX_THREADS; th++)
-            st[th - 1][round] = stream_gbs(sbuf, o.stream_bytes, th);
+            for (int sv = 0; sv < n_stream_variants; sv++) {
+                double g = stream_gbs(sbuf, o.stream_bytes, th, sv);
+                if (sv == 0)
+                    st[th - 1][round] = g;
+            }
         for (size_t s = 0; s < N_SHAPES && rc == 0; s++)
             for (size_t f = 0; f < N_FORMATS; f++) {
                 if (o.only_fmt && strcmp(o.only_fmt, formats[f].name))
@@ -663,12 +687,10 @@ int nib_bench_main(int argc, char **argv)
                 r->bytes = l.size;
                 r->copies = copies;
                 for (int th = 1; th <= MAX_THREADS; th++) {
-                    /* paired with a stream read just before: a ratio of two
-                     * figures taken seconds apart on a shared machine is noise */
-                    double sr = stream_gbs(
-                        sbuf, o.stream_bytes < PAIR_BYTES ? o.stream_bytes : PAIR_BYTES, th);
+                    /* a read beside each figure: the yardstick sees the same machine */
+                    stream_gbs(sbuf, o.stream_bytes < PAIR_BYTES ? o.stream_bytes : PAIR_BYTES, th,
+                               yardstick.variant[th - 1]);
                     r->mem[th - 1][round] = gemv_gbs(&j, rot, stride, copies, th, o.min_seconds);
-                    r->ratio[th - 1][round] = sr > 0 ? r->mem[th - 1][round] / sr : 0;
                 }
                 j.m = PREFILL_M;
                 r->prefill[round] = gemv_gbs(&j, rot, stride, copies, 1, o.min_seconds);
@@ -682,15 +704,21 @@ int nib_bench_main(int argc, char **argv)
             }
     }
     if (rc == 0) {
-        struct bench_ctx ctx = {&o, {0}, sbuf, o.stream_bytes};
-        for (int th = 0; th < MAX_THREADS; th++)
-            ctx.stream_gbs[th] = bench_median(st[th], o.rounds);
-        printf("\nstream read, %.0f MiB buffer: 1 thread %.1f GB/s, 2 threads %.1f GB/s\n",
-               o.stream_bytes / MIB, ctx.stream_gbs[0], ctx.stream_gbs[1]);
-        printf("\nGEMV weight GB/s (packed bytes / time); (x) = median ratio to a %zu MiB stream "
-               "read with the\n"
-               "same threads measured just before each figure;\n",
-               PAIR_BYTES >> 20);
+        struct bench_ctx ctx = {&o, sbuf, o.stream_bytes};
+        bench_models(&ctx); /* its reads count toward the yardstick too */
+        printf("\nstream read (the yardstick of every ratio), %.0f MiB buffer: the best pass of %d "
+               "variants x %d round(s), and of the %zu MiB reads beside each figure:\n",
+               o.stream_bytes / MIB, n_stream_variants, o.rounds, PAIR_BYTES >> 20);
+        for (int th = 0; th < MAX_THREADS; th++) {
+            char how[96];
+            stream_variant_name(&stream_variants[yardstick.variant[th]], how, sizeof how);
+            printf("  %d thread(s): %.1f GB/s (%s); a plain 4-accumulator pass: median %.1f GB/s "
+                   "(%.2f)\n",
+                   th + 1, yardstick.gbs[th], how, bench_median(st[th], o.rounds),
+                   yardstick.gbs[th] > 0 ? bench_median(st[th], o.rounds) / yardstick.gbs[th] : 0);
+        }
+        printf("\nGEMV weight GB/s (packed bytes / time); (x) = ratio of the median to the "
+               "strongest stream read\nwith the same threads;\n");
         printf("prefill = GEMM of %d tokens from memory, 1 thread, weight bytes x tokens / time\n",
                PREFILL_M);
         printf("%-26s %-7s %8s %6s  %-14s %-14s %-9s %s\n", "K x N (what)", "format", "MiB",
@@ -705,14 +733,14 @@ int nib_bench_main(int argc, char **argv)
                          shapes[s].what);
                 double g1 = bench_median(r->mem[0], o.rounds),
                        g2 = bench_median(r->mem[1], o.rounds);
-                snprintf(m1, sizeof m1, "%5.1f (%.2f)", g1, bench_median(r->ratio[0], o.rounds));
-                snprintf(m2, sizeof m2, "%5.1f (%.2f)", g2, bench_median(r->ratio[1], o.rounds));
+                snprintf(m1, sizeof m1, "%5.1f (%.2f)", g1, g1 / yardstick.gbs[0]);
+                snprintf(m2, sizeof m2, "%5.1f (%.2f)", g2, g2 / yardstick.gbs[1]);
                 if (r->cache_ok)
                     snprintf(c1, sizeof c1, "%5.1f", bench_median(r->cache, o.rounds));
                 printf("%-26s %-7s %8.2f %6zu  %-14s %-14s %-9s %5.1f\n", shape, formats[f].name,
                        r->bytes / MIB, r->copies, m1, m2, c1, bench_median(r->prefill, o.rounds));
             }
-        bench_models(&ctx);
+        print_models(&o);
     }
     free(sbuf), free(rot), free(res), free(y), free(x);
     return rc;

@@ -9,10 +9,19 @@
  *       forward pass. A token late in the context costs more than an
  *       early one (attention reads the whole KV cache so far), so it also
  *       reports the jitter: each token's latency over the median latency
- *       of the tokens at the same position;
- *   nib bench --latency --name NAME [--tokens N] [--json]
+ *       of the tokens at the same position. Beside the tokens it runs the
+ *       reference loop (rt/refloop.h): the same bytes on the same team with
+ *       the same shares and barriers, without the model, in blocks of
+ *       --block tokens then --block iterations, across positions and at
+ *       one fixed position (--pos), and reports the ratios
+ *       (nibble p99/p50) / (reference p99/p50) and nibble p50 / reference p50;
+ *   nib bench --latency --name NAME [--tokens N] [--block N] [--json]
  *       drives a running appliance over shared memory instead and reads the
- *       per-token histogram of its stats page (before and after).
+ *       per-token histogram of its stats page (before and after); where the
+ *       appliance serves measurements (docs/ring.md 6.3), each request of
+ *       --block tokens is followed by a measurement of the same positions,
+ *       and the reference passes' times go through a histogram of the same
+ *       shape, so both sides are read alike.
  *
  * Reports tokens/s, p50/p90/p99/p99.9/max and the ratios p99/p50 and
  * p99.9/p50 (the appliance's goal: p99 <= 1.05 x p50). A benchmark: it
@@ -35,29 +44,35 @@
 #include "rt/tokenizer.h"
 #include "rt/topology.h"
 #include "tools/measure/bench_noise.h"
+#include "tools/measure/bench_vsref.h"
+#include "rt/refloop.h"
 #include "tools/measure/measure.h"
 #include "tools/util/args.h"
 #include "tools/util/tool_util.h"
 #include "tools/host/nibhost.h"
+#include "proto/shm_layout.h"
 #include "tools/compiler/tok_load.h"
 
 #define WARMUP 16 /* first generated tokens not counted: caches, page tables */
 
 struct bench_opts {
     const char *blob, *name, *prompt;
-    uint32_t tokens, workers, gen;
+    uint32_t tokens, workers, gen, block, pos;
     int json;
 };
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: nib bench --latency MODEL.blob [--tokens N] [--workers N] [--gen N] [--prompt "
-            "TEXT] [--json]\n"
-            "       nib bench --latency --name NAME [--tokens N] [--prompt TEXT] [--json]\n"
-            "  --tokens N   generated tokens to time (default 1000, at least 1)\n"
-            "  --workers N  threads (default: one per physical core of this machine)\n"
-            "  --gen N      generated tokens per request (default: to the end of the context)\n");
+    fprintf(
+        f, "usage: nib bench --latency MODEL.blob [--tokens N] [--workers N] [--gen N] [--block N] "
+           "[--pos N] [--prompt TEXT] [--json]\n"
+           "       nib bench --latency --name NAME [--tokens N] [--block N] [--prompt TEXT] "
+           "[--json]\n"
+           "  --tokens N   generated tokens to time (default 1000, at least 1)\n"
+           "  --workers N  threads (default: one per physical core of this machine)\n"
+           "  --gen N      generated tokens per request (default: to the end of the context)\n"
+           "  --block N    tokens, then reference iterations, per block (default 64)\n"
+           "  --pos N      the fixed position (default: half the context, at most 512)\n");
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -162,6 +177,12 @@ static int bench_blob(const struct bench_opts *o)
         return 1;
     }
     const struct nib_hparams *hp = &v.h->hp;
+    if (o->pos >= hp->ctx_len) {
+        fprintf(stderr, "nib bench: --pos %u: the context holds positions 0..%u\n", o->pos,
+                hp->ctx_len - 1);
+        munmap(raw, map);
+        return 2;
+    }
     const struct nib_qkernels *qk = nib_exec_kernels(nib_cpu_isa()); /* as the appliance does */
 
     static struct nib_topo topo;
@@ -224,66 +245,65 @@ static int bench_blob(const struct bench_opts *o)
         printf("; %u barriers per token over %u ops; kernels %s\n", n_barriers, v.h->n_ops,
                qk->name);
     }
-    uint32_t want = o->tokens + WARMUP, got = 0, requests = 0;
-    uint64_t t_start = 0;
-    while (got < want) {
-        /* One request: prefill the prompt, then generate to the context's end. */
-        requests++;
-        const float *logits = NULL;
-        uint32_t pos = 0;
-        while (pos < (uint32_t)n_ids) {
-            uint32_t m =
-                (uint32_t)n_ids - pos < v.h->max_batch ? (uint32_t)n_ids - pos : v.h->max_batch;
-            logits = nib_exec_tokens(&e, ids + pos, m, pos);
-            pos += m;
-        }
-        (void)logits;
-        uint64_t prev = nib_now_ns();
-        uint32_t end = o->gen && pos + o->gen < hp->ctx_len ? pos + o->gen : hp->ctx_len;
-        while (got < want && pos < end) {
-            uint32_t next = nib_exec_argmax(&e); /* greedy, as the appliance serves it */
-            pos_of[got] = pos;
-            logits = nib_exec_token(&e, next, pos++);
-            uint64_t now = nib_now_ns();
-            lat[got++] = now - prev;
-            if (got == WARMUP)
-                t_start = now;
-            prev = now;
-        }
+    static struct nib_ref ref; /* 16 KiB of per-worker slots */
+    ref = (struct nib_ref){.e = &e};
+    uint64_t *lat2 = malloc((size_t)(o->tokens + WARMUP) * sizeof *lat2);
+    if (!lat2) {
+        fprintf(stderr, "nib bench: out of memory\n");
+        nib_team_join(t, tids);
+        return 1;
     }
+    struct vsref_run run = {.e = &e,
+                            .ref = &ref,
+                            .ids = ids,
+                            .n_ids = (uint32_t)n_ids,
+                            .tokens = o->tokens,
+                            .warmup = WARMUP,
+                            .block = o->block,
+                            .gen = o->gen,
+                            .workers = n,
+                            .lat = lat,
+                            .lat2 = lat2,
+                            .pos_of = pos_of};
+    /* Across positions: requests through the context, as the appliance serves them. */
+    struct vsref_result across, fixed;
+    uint64_t t_start = nib_now_ns();
+    vsref_positions(&run, &across);
     double secs = (double)(nib_now_ns() - t_start) / 1e9;
-    uint64_t sleeps = nib_team_sleeps(t);
-    nib_team_join(t, tids);
     uint64_t *timed = lat + WARMUP;
     struct nib_latency jit = {0};
     size_t jn = position_jitter(timed, pos_of + WARMUP, o->tokens, hp->ctx_len, &jit);
-    qsort(timed, o->tokens, sizeof *timed, cmp_u64);
-    struct nib_latency l = {.count = o->tokens,
-                            .p50 = exact_pct(timed, o->tokens, 50),
-                            .p90 = exact_pct(timed, o->tokens, 90),
-                            .p99 = exact_pct(timed, o->tokens, 99),
-                            .p999 = exact_pct(timed, o->tokens, 99.9),
-                            .max = (double)timed[o->tokens - 1]};
+    vsref_finish(&run, &across);
+    /* At one position: the same bytes every time, so any spread is jitter. */
+    uint32_t fixed_pos = o->pos ? o->pos : hp->ctx_len / 2 < 512 ? hp->ctx_len / 2 : 512;
+    if (fixed_pos < (uint32_t)n_ids)
+        fixed_pos = (uint32_t)n_ids;
+    vsref_fixed(&run, fixed_pos, &fixed);
+    vsref_finish(&run, &fixed);
+    uint64_t sleeps = nib_team_sleeps(t);
+    nib_team_join(t, tids);
+    /* tokens/s over the tokens' own time (the reference blocks between them excluded) */
+    double token_secs = across.nibble.mean_ns * o->tokens / 1e9;
     if (!o->json) {
         char gen[64] = "to the end of the context";
         if (o->gen)
             snprintf(gen, sizeof gen, "up to %u tokens", o->gen);
-        printf("requests: %u (each: %d prompt tokens, then greedy, %s); "
+        printf("requests: %d prompt tokens, then greedy, %s; run took %.2f s; "
                "barrier waits that slept (CPU taken by another process): %llu\n",
-               requests, n_ids, gen, (unsigned long long)sleeps);
+               n_ids, gen, secs, (unsigned long long)sleeps);
     }
-    report(o, "in-process", o->tokens, secs, &l);
+    report(o, "in-process", o->tokens, token_secs, &across.nibble.l);
     if (o->json)
         printf("{\"source\": \"jitter\", \"tokens\": %zu, \"p99\": %.4f, \"p99.9\": %.4f, \"max\": "
                "%.4f}\n",
                jn, jit.p99, jit.p999, jit.max);
     else if (jn)
         printf("jitter (latency / median latency at the same position, %zu tokens at positions "
-               "with >= 3 samples):\n"
-               "  p99 %.4f, p99.9 %.4f, max %.4f\n",
+               "with >= 3 samples): p99 %.4f, p99.9 %.4f, max %.4f\n",
                jn, jit.p99, jit.p999, jit.max);
-    else
-        printf("jitter: no position has 3 samples (use --gen or more --tokens)\n");
+    vsref_report(stdout, &across, o->json);
+    vsref_report(stdout, &fixed, o->json);
+    const struct nib_latency l = across.nibble.l;
     /* The machine's own noise on the same CPUs, right after. */
     struct nib_noise nz;
     uint32_t ncpu[NIB_TEAM_MAX_WORKERS];
@@ -310,6 +330,7 @@ static int bench_blob(const struct bench_opts *o)
     free(pos_of);
     free(ids);
     free(lat);
+    free(lat2);
     munmap(arena, arena_size + team_size);
     munmap(raw, map);
     return 0;
@@ -326,11 +347,18 @@ static int bench_appliance(const struct bench_opts *o)
         return 1;
     }
     static struct nib_stats before, after;
+    static uint32_t ref_hist[NIB_TOKEN_HIST_BUCKETS];
+    uint64_t ref_max = 0, ref_count = 0, ref_sum = 0;
+    uint32_t pos_lo = UINT32_MAX, pos_hi = 0;
+    /* Blocks of --block tokens, each followed by a measurement of the
+     * same positions: the appliance runs the reference loop between
+     * requests, and both sides land in histograms of the same shape. */
+    const int measure = (nib_host_measures(h) != 0);
     memcpy(&before, nib_host_stats(h), sizeof before);
     uint64_t generated = 0, t0 = nib_now_ns();
     uint32_t requests = 0;
     while (generated < o->tokens) {
-        struct nib_gen_params p = {.max_tokens = 256, .busy_wait_ms = -1};
+        struct nib_gen_params p = {.max_tokens = measure ? o->block + 1 : 256, .busy_wait_ms = -1};
         struct nib_req_handle r;
         struct nib_progress pr;
         int rc = nib_host_submit(h, o->prompt, strlen(o->prompt), &p, &r);
@@ -346,6 +374,30 @@ static int bench_appliance(const struct bench_opts *o)
         nib_host_release(h, &r);
         if (pr.n_tokens <= pr.n_prompt)
             break; /* the model ends at once: nothing more to time */
+        /* decode passes ran at n_prompt .. n_tokens - 2 (the first token
+         * comes from the prompt's pass, the last is not fed back) */
+        uint32_t passes = pr.n_tokens - pr.n_prompt - 1, first = pr.n_prompt;
+        if (!measure || passes == 0)
+            continue;
+        rc = nib_host_submit_measure(h, first, passes, &r);
+        if (rc == NIB_HOST_OK)
+            rc = nib_host_wait(h, &r, NIB_HOST_WAIT_DONE, -1, &pr);
+        if (rc != NIB_HOST_OK || pr.status != NIB_ST_OK) {
+            fprintf(stderr, "nib bench: measurement: %s %s\n",
+                    rc != NIB_HOST_OK ? nib_host_error(h) : nib_status_name(pr.status),
+                    rc != NIB_HOST_OK ? "" : pr.error);
+            nib_host_detach(h);
+            return 1;
+        }
+        for (uint32_t i = 0; i < pr.n_tokens && i < passes; i++) {
+            nib_hist_add(&nib_token_hist_shape, ref_hist, pr.tokens[i]);
+            ref_max = pr.tokens[i] > ref_max ? pr.tokens[i] : ref_max;
+            ref_sum += pr.tokens[i];
+            ref_count++;
+        }
+        nib_host_release(h, &r);
+        pos_lo = first < pos_lo ? first : pos_lo;
+        pos_hi = first + passes - 1 > pos_hi ? first + passes - 1 : pos_hi;
     }
     double secs = (double)(nib_now_ns() - t0) / 1e9;
     memcpy(&after, nib_host_stats(h), sizeof after);
@@ -361,10 +413,37 @@ static int bench_appliance(const struct bench_opts *o)
                "the appliance (%u workers)\n",
                o->name ? o->name : "nib", requests, (unsigned long long)l.count, after.n_workers);
     report(o, "appliance", generated, secs, &l);
+    if (!measure) {
+        printf("%s", o->json ? "" : "the appliance does not serve measurements: no reference\n");
+        return 0;
+    }
+    /* the reference side exactly as the token side: through the histogram */
+    struct vsref_result vr = {.mode = "appliance",
+                              .pos_lo = pos_lo,
+                              .pos_hi = pos_hi,
+                              .block = o->block,
+                              .workers = after.n_workers};
+    vr.nibble.l = l;
+    nib_hist_summary(&nib_token_hist_shape, ref_hist, ref_max, &vr.reference.l);
+    vr.reference.l.max = (double)ref_max;
+    vr.reference.l.count = ref_count;
+    vr.nibble.mean_ns = 0; /* unknown: the stats page keeps no sum of pass times */
+    vr.reference.mean_ns = ref_count ? (double)ref_sum / (double)ref_count : 0;
+    vsref_report(stdout, &vr, o->json);
     return 0;
 }
 
-enum { O_LATENCY = NIB_ARGS_OPT, O_JSON, O_NAME, O_PROMPT, O_TOKENS, O_WORKERS, O_GEN };
+enum {
+    O_LATENCY = NIB_ARGS_OPT,
+    O_JSON,
+    O_NAME,
+    O_PROMPT,
+    O_TOKENS,
+    O_WORKERS,
+    O_GEN,
+    O_BLOCK,
+    O_POS
+};
 
 int nib_bench_latency_main(int argc, char **argv)
 {
@@ -372,9 +451,10 @@ int nib_bench_latency_main(int argc, char **argv)
         {"--latency", O_LATENCY, 0}, {"--json", O_JSON, 0},
         {"--name", O_NAME, 1},       {"--prompt", O_PROMPT, 1},
         {"--tokens", O_TOKENS, 1},   {"--workers", O_WORKERS, 1},
-        {"--gen", O_GEN, 1},         {NULL, 0, 0},
+        {"--gen", O_GEN, 1},         {"--block", O_BLOCK, 1},
+        {"--pos", O_POS, 1},         {NULL, 0, 0},
     };
-    struct bench_opts o = {.prompt = "Once upon a time", .tokens = 1000};
+    struct bench_opts o = {.prompt = "Once upon a time", .tokens = 1000, .block = 64};
     int latency = 0;
     struct nib_args a;
     nib_args_init(&a, "nib bench", argc, argv, opts, usage, &o.blob);
@@ -389,9 +469,11 @@ int nib_bench_latency_main(int argc, char **argv)
         else if (opt == O_PROMPT)
             o.prompt = a.value;
         else if (nib_args_u32(&a, 1, opt == O_WORKERS ? NIB_TEAM_MAX_WORKERS : 100000000u,
-                              opt == O_TOKENS ? &o.tokens
-                              : opt == O_GEN  ? &o.gen
-                                              : &o.workers))
+                              opt == O_TOKENS  ? &o.tokens
+                              : opt == O_GEN   ? &o.gen
+                              : opt == O_BLOCK ? &o.block
+                              : opt == O_POS   ? &o.pos
+                                               : &o.workers))
             return 2;
     }
     if (opt == NIB_ARGS_EXIT)
@@ -402,9 +484,9 @@ int nib_bench_latency_main(int argc, char **argv)
         fprintf(stderr, "nib bench: give a MODEL.blob or --name NAME (one of them)\n");
         return nib_args_missing(&a);
     }
-    if (o.name && (o.workers || o.gen))
-        nib_args_note(a.cmd,
-                      "--workers and --gen are ignored with --name: the appliance has its own");
+    if (o.name && (o.workers || o.gen || o.pos))
+        nib_args_note(a.cmd, "--workers, --gen and --pos are ignored with --name: the appliance "
+                             "has its own");
     if (!o.prompt[0]) {
         fprintf(stderr, "nib bench: --prompt must not be empty\n");
         return 2;

@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""nib bench --latency's report beside the reference loop: every JSON line
+parses; both comparisons (across positions, at the fixed position) carry
+every field; per side p50 <= p90 <= p99 <= p99.9 <= max; each ratio is the
+quotient of the fields it is made of; the text form names the same parts;
+bad values are refused with a message. Times are never compared with
+anything: this checks the report, not the machine.
+
+  latency_report.py NIB BLOB
+"""
+import json
+import subprocess
+import sys
+
+nib, blob = sys.argv[1], sys.argv[2]
+failures = 0
+
+
+def check(ok, msg):
+    global failures
+    print(("ok: " if ok else "FAIL: ") + msg)
+    failures += 0 if ok else 1
+
+
+def close(a, b, rel=2e-3):
+    return abs(a - b) <= rel * max(abs(a), abs(b), 1e-9)
+
+
+def run(args):
+    return subprocess.run([nib, "bench", "--latency", blob] + args, capture_output=True,
+                          text=True, timeout=300)
+
+
+TOKENS, POS = 40, 20
+r = run(["--tokens", str(TOKENS), "--block", "8", "--pos", str(POS), "--workers", "1", "--json"])
+check(r.returncode == 0, "--json run exits 0 (%d: %s)" % (r.returncode, r.stderr.strip()))
+objs = []
+for line in r.stdout.splitlines():
+    try:
+        objs.append(json.loads(line))
+    except ValueError as e:
+        check(False, "line parses as JSON: %r (%s)" % (line, e))
+vs = {o.get("mode"): o for o in objs if o.get("source") == "vs-reference"}
+check(set(vs) == {"positions", "fixed"}, "both comparisons reported: %s" % sorted(vs))
+for mode, o in vs.items():
+    for key in ("pos_first", "pos_last", "block", "workers", "nibble", "reference", "tail_ratio",
+                "p50_ratio"):
+        check(key in o, "%s: field %s present" % (mode, key))
+    if not all(k in o for k in ("nibble", "reference", "tail_ratio", "p50_ratio")):
+        continue
+    check(o["block"] == 8 and o["workers"] == 1, "%s: block 8, 1 worker" % mode)
+    check(o["pos_first"] <= o["pos_last"], "%s: positions in order" % mode)
+    for side in ("nibble", "reference"):
+        s = o[side]
+        keys = ("p50_us", "p90_us", "p99_us", "p99.9_us", "max_us")
+        if not all(k in s for k in keys + ("count", "p99_over_p50", "mean_us")):
+            check(False, "%s %s: every field present: %s" % (mode, side, sorted(s)))
+            continue
+        v = [s[k] for k in keys]
+        check(s["count"] == TOKENS, "%s %s: %d samples timed" % (mode, side, TOKENS))
+        check(0 < v[0] and all(a <= b for a, b in zip(v, v[1:])),
+              "%s %s: 0 < p50 <= p90 <= p99 <= p99.9 <= max: %s" % (mode, side, v))
+        check(0 < s["mean_us"] <= v[4] + 1e-3, "%s %s: 0 < mean <= max" % (mode, side))
+        check(close(s["p99_over_p50"], s["p99_us"] / s["p50_us"]),
+              "%s %s: p99_over_p50 = p99 / p50" % (mode, side))
+    n, ref = o["nibble"], o["reference"]
+    check(close(o["tail_ratio"], n["p99_over_p50"] / ref["p99_over_p50"]),
+          "%s: tail_ratio = nibble p99/p50 / reference p99/p50" % mode)
+    check(close(o["p50_ratio"], n["p50_us"] / ref["p50_us"]),
+          "%s: p50_ratio = nibble p50 / reference p50" % mode)
+fx = vs.get("fixed", {})
+check(fx.get("pos_first") == POS and fx.get("pos_last") == POS, "fixed: at --pos %d" % POS)
+check(fx.get("bytes_per_iteration", 0) > 0, "fixed: bytes per iteration reported")
+check("bytes_per_iteration" not in vs.get("positions", {}),
+      "positions: no single byte count (it grows with the position)")
+
+t = run(["--tokens", "16", "--block", "4", "--workers", "1"])
+check(t.returncode == 0, "text run exits 0")
+for part in ("across positions", "at position", "reference", "nibble p99/p50 / reference p99/p50"):
+    check(part in t.stdout, "text names %r" % part)
+
+for args, what in ((["--pos", "100000"], "position 100000"), (["--block", "0"], "--block")):
+    b = run(args + ["--tokens", "4"])
+    check(b.returncode == 2 and what.split()[0] in b.stderr,
+          "%s refused with a message (%d: %s)" % (" ".join(args), b.returncode, b.stderr.strip()))
+sys.exit(1 if failures else 0)
