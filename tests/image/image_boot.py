@@ -4,6 +4,7 @@
   image_boot.py serve   --numa N --blob B --appliance A --nib NIB --init INIT --work DIR
   image_boot.py corrupt ...   (A embeds a corrupt B)
   image_boot.py disk    ...   (the GPT/UEFI disk, under OVMF)
+  image_boot.py seccomp ...   (the appliance makes a forbidden system call)
 
 serve / disk: `nib image` makes the image (2 CPUs, N nodes); QEMU runs it
 with the manifest's geometry (-smp, -m, one -numa node per node); the
@@ -13,6 +14,9 @@ must end it cleanly and power the guest off through isa-debug-exit with the
 "stopped" status (QEMU exits 2*1+1 = 3).
 corrupt: the appliance must refuse to boot naming the blob, and init must
 power off with the "refused" status (QEMU exits 2*2+1 = 5).
+seccomp: after READY the appliance makes a system call outside its
+allow-list (--debug-forbidden-syscall serve); the filter kills it with
+SIGSYS and init powers off with the "seccomp" status (QEMU exits 2*5+1 = 11).
 
 Skips (exit 77, saying why) without qemu-system-x86_64, a readable kernel
 in /boot, or (disk) OVMF and the systemd-boot EFI stub."""
@@ -26,7 +30,7 @@ import sys
 import time
 
 SKIP = 77
-STATUS = {"stopped": 1, "refused": 2}  # boot/init/exit_cause.h
+STATUS = {"stopped": 1, "refused": 2, "seccomp": 5}  # boot/init/exit_cause.h
 OVMF = "/usr/share/OVMF/OVMF_CODE_4M.fd"
 OVMF_VARS = "/usr/share/OVMF/OVMF_VARS_4M.fd"
 STUB = "/usr/lib/systemd/boot/efi/linuxx64.efi.stub"
@@ -138,7 +142,7 @@ class Guest:
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["serve", "corrupt", "disk"])
+    ap.add_argument("mode", choices=["serve", "corrupt", "disk", "seccomp"])
     ap.add_argument("--numa", type=int, required=True)
     ap.add_argument("--blob", required=True)
     ap.add_argument("--appliance", required=True)
@@ -167,6 +171,8 @@ def main():
     cmd = [a.nib, "image", a.blob, "-o", img, "--appliance", a.appliance, "--init", a.init,
            "--cpus", "2", "--numa", str(a.numa), "--memory", "1G", "--arg", "--name",
            "--arg", "vm"]
+    if a.mode == "seccomp":
+        cmd += ["--arg", "--debug-forbidden-syscall", "--arg", "serve"]
     disk = vars_copy = None
     if a.mode == "disk":
         disk = img + ".disk"
@@ -197,6 +203,16 @@ def main():
             if "nib-init: the appliance refused to boot; powering off" not in g.text():
                 fail("init did not say why it powered off", g.text())
             print(f"ok: the corrupt blob was refused and the guest powered off (QEMU {rc})")
+            return
+        if a.mode == "seccomp":
+            if not g.wait_for("nib-init: the appliance was killed by its seccomp filter", deadline):
+                fail("init did not report the seccomp kill", g.text())
+            rc = g.exit_code(60)
+            if rc != 2 * STATUS["seccomp"] + 1:
+                fail(f"QEMU exited {rc}, not {2 * STATUS['seccomp'] + 1}", g.text())
+            if "nibble: ready on" not in g.text():
+                fail("the kill came before READY", g.text())
+            print(f"ok: the forbidden system call was killed; the guest powered off (QEMU {rc})")
             return
         if not g.wait_for("nibble: ready on /run/nibble/vm.sock", deadline):
             fail("the appliance did not reach READY", g.text())

@@ -448,7 +448,7 @@ int nib_image_main(int argc, char **argv)
         fprintf(stderr, "nib image: --disk %s: %s\n", o.disk, err);
         rc = 1;
     }
-    if (temp_dir) {
+    if (temp_dir || rc) { /* no half-made image is left behind */
         unlink(p_kernel);
         unlink(p_initrd);
         unlink(p_manifest);
