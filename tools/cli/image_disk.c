@@ -157,5 +157,8 @@ int nib_image_disk(const char *disk_path, const char *work, const char *stub, co
         return -1;
     unlink(esp);
     unlink(uki);
+    unlink(osrel);
+    unlink(cmdf);
+    unlink(layout);
     return 0;
 }
