@@ -29,6 +29,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "boot/init/args_file.h"
 #include "boot/init/exit_cause.h"
 
 #define DEBUG_EXIT_PORT 0x501
@@ -64,30 +65,16 @@ static void console_stdio(void)
         close(fd);
 }
 
-/* /etc/nibble/appliance.args: one argument per line, into buf. */
-static int read_args(char *buf, size_t cap, char **argv, int max)
+/* /etc/nibble/appliance.args into argv (args_file.h); none: no arguments. */
+static void read_args(char *buf, size_t cap, char **argv, int max)
 {
-    int n = 0;
-    argv[n++] = APPLIANCE;
+    ssize_t len = 0;
     int fd = open(ARGS_FILE, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return n;
-    ssize_t len = read(fd, buf, cap - 1);
-    close(fd);
-    if (len < 0)
-        len = 0;
-    buf[len] = 0;
-    for (char *p = buf; *p && n < max - 1;) {
-        char *nl = strchr(p, '\n');
-        if (nl)
-            *nl = 0;
-        if (*p)
-            argv[n++] = p;
-        if (!nl)
-            break;
-        p = nl + 1;
+    if (fd >= 0) {
+        len = read(fd, buf, cap - 1);
+        close(fd);
     }
-    return n;
+    nib_init_split_args(buf, len > 0 ? (size_t)len : 0, APPLIANCE, argv, max);
 }
 
 static void __attribute__((noreturn)) power_off(enum nib_init_cause c)
