@@ -157,7 +157,7 @@ def main():
     if not kernels:
         skip("no /boot/vmlinuz-* (apt-get install linux-image-amd64)")
     if not os.access(kernels[-1], os.R_OK):
-        skip(f"{kernels[-1]} is not readable by this user (Debian installs kernels 0600 root)")
+        skip(f"{kernels[-1]} is not readable by this user (some distributions install kernels 0600 root)")
     if a.mode == "disk":
         for f in (OVMF, OVMF_VARS, STUB):
             if not os.path.isfile(f):

@@ -147,9 +147,11 @@ static int copy_file(const char *src, const char *dst, char *err, size_t errlen)
 {
     FILE *in = fopen(src, "rb");
     if (!in)
-        return nib_fail(err, errlen, "%s: %s%s", src, strerror(errno),
-                        errno == EACCES ? " (Debian installs its kernels readable by root only)"
-                                        : "");
+        return nib_fail(
+            err, errlen, "%s: %s%s", src, strerror(errno),
+            errno == EACCES
+                ? " (a kernel readable by root only: copy it somewhere readable and give --kernel)"
+                : "");
     FILE *out = fopen(dst, "wb");
     if (!out) {
         fclose(in);
@@ -293,8 +295,7 @@ static int write_initramfs(const struct image_opts *o, const char *path, char *e
     return 0;
 }
 
-static int write_manifest(const struct image_opts *o, const char *path, const char *kversion,
-                          const char *dir)
+static int write_manifest(const struct image_opts *o, const char *path, const char *kversion)
 {
     FILE *f = fopen(path, "w");
     if (!f) {
@@ -313,7 +314,6 @@ static int write_manifest(const struct image_opts *o, const char *path, const ch
             "cmdline %s\n"
             "topology topology.txt\n",
             o->cpus, o->nodes, (unsigned long long)o->memory_mib, kversion, IMAGE_CMDLINE);
-    (void)dir;
     if (fclose(f)) {
         fprintf(stderr, "nib image: %s: %s\n", path, strerror(errno));
         return -1;
@@ -441,7 +441,7 @@ int nib_image_main(int argc, char **argv)
         write_initramfs(&o, p_initrd, err, sizeof err)) {
         fprintf(stderr, "nib image: %s\n", err);
         rc = 1;
-    } else if (write_topology(p_topo, &want) || write_manifest(&o, p_manifest, kversion, dir)) {
+    } else if (write_topology(p_topo, &want) || write_manifest(&o, p_manifest, kversion)) {
         rc = 1;
     } else if (o.disk && nib_image_disk(o.disk, dir, o.stub, p_kernel, p_initrd, IMAGE_CMDLINE, err,
                                         sizeof err)) {
