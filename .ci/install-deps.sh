@@ -48,7 +48,11 @@ pkgs=(meson ninja-build musl-tools musl-dev check libsubunit-dev libnuma-dev
       strace      # strace: tests/boot (no system call after READY)
       unicode-data  # rt/text/ucd_gen.py: the Unicode tables (/usr/share/unicode)
       python3-numpy # tests/reference/ref64.py: the float64 reference forward pass
-      clang-format-14) # tests/lint: the format check, pinned to Debian 12's version
+      clang-format-14 # tests/lint: the format check, pinned to Debian 12's version
+      # tests/image (docs/appliance.md): the boot image under QEMU TCG, its
+      # kernel (read from /boot/vmlinuz-*), the UEFI disk image (OVMF, the
+      # systemd-boot EFI stub, FAT and GPT made without root or loop mounts)
+      qemu-system-x86 ovmf linux-image-amd64 systemd-boot-efi mtools dosfstools fdisk)
 # The aarch64 cross toolchain is only a separate package on non-arm64 hosts.
 if [ "$(dpkg --print-architecture)" != arm64 ]; then
     pkgs+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross)

@@ -46,6 +46,7 @@
 #include "rt/serve.h"
 #include "rt/team.h"
 #include "rt/tokenizer.h"
+#include "rt/topology.h"
 
 /* model_blob/blob_incbin.S. Only the start and the size are referenced from
  * C: the blob is the last thing in the image (linker/nib_blob.ld), so its
@@ -145,6 +146,8 @@ static void usage(FILE *f)
             "  --digest           keep a CRC32C of every logit in the stats page\n"
             "  --no-seccomp       run without the seccomp filters (debugging only)\n"
             "  --version          print the version and the embedded blob's format, and exit\n"
+            "  --describe         print the embedded blob's size and CRC32C and the topology\n"
+            "                     table built in, and exit (nib image checks them)\n"
             "  --debug-forbidden-syscall serve|worker\n"
             "                     after READY, make one system call outside the allow-list\n"
             "                     (the filter must kill the process: a test hook)\n",
@@ -209,6 +212,16 @@ static int parse_args(int argc, char **argv, struct options *o)
             }
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
+            exit(0);
+        } else if (!strcmp(a, "--describe")) {
+            /* what `nib image` checks against its BLOB and manifest: the
+             * embedded header as it is (not validated: a corrupt blob must
+             * still reach the boot that refuses it) and the topology table */
+            struct nib_blob_header bh;
+            memcpy(&bh, nib_blob_start, sizeof bh);
+            printf("blob size %llu crc32c %08x format %u\n", (unsigned long long)nib_blob_size,
+                   bh.crc32c, bh.version);
+            nib_topo_write(stdout, &nib_topology_table);
             exit(0);
         } else if (!strcmp(a, "--version")) {
             /* the header's version as embedded: readable even when the blob is not */

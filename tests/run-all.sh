@@ -7,6 +7,8 @@
 #      (not `long` and `huge`: the big-appliance tests of tests/linker, which
 #      run once, in step 2, and skip there saying why without the disk and
 #      memory they need, or with NIB_SKIP_BIG=1);
+#      (not `image` either: the boot image tests of tests/image boot QEMU
+#      guests running the static appliance, once, in step 2);
 #   4. the appliance without the musl libnuma (-Dnuma_musl_dir=none, as
 #      meson_options.txt documents): it builds under -Werror and passes the
 #      integration suite (its npm cross-checks ran in step 2);
@@ -66,8 +68,10 @@ build_and_test() {
 
 build_and_test build-test -- --no-suite perf
 build_and_test build-test-asan -Db_sanitize=address,undefined -Db_lundef=false -- \
-    --no-suite perf --no-suite fuzz --no-suite neon --no-suite crosscheck --no-suite long --no-suite huge
-build_and_test build-test-nonuma -Dnuma_musl_dir=none -- --suite integration --no-suite crosscheck
+    --no-suite perf --no-suite fuzz --no-suite neon --no-suite crosscheck --no-suite long --no-suite huge \
+    --no-suite image
+build_and_test build-test-nonuma -Dnuma_musl_dir=none -- --suite integration --no-suite crosscheck \
+    --no-suite image
 
 echo
 if [ -s "$failures" ]; then

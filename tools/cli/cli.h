@@ -11,6 +11,7 @@ int nib_ask_main(int argc, char **argv);
 int nib_stop_main(int argc, char **argv);
 int nib_stats_main(int argc, char **argv);
 int nib_topo_main(int argc, char **argv);
+int nib_image_main(int argc, char **argv);
 int nib_tokenize_main(int argc, char **argv);
 int nib_chat_render_main(int argc, char **argv);
 

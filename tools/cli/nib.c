@@ -39,6 +39,7 @@ static const struct {
     {"stop", nib_stop_main, "shut a running appliance down"},
     {"stats", nib_stats_main, "print a running appliance's counters and latencies"},
     {"topo", nib_topo_main, "describe this machine's CPUs, nodes and caches"},
+    {"image", nib_image_main, "a boot image (kernel, initramfs, UEFI disk) for an appliance"},
     {"bench", nib_bench_main, "memory bandwidth and kernel throughput"},
     {"version", version_main, "print nib's version and the blob format it writes"},
 };

@@ -1,0 +1,244 @@
+#!/usr/bin/env python3
+"""Boot a nibble image under QEMU TCG and check what its console says.
+
+  image_boot.py serve   --numa N --blob B --appliance A --nib NIB --init INIT --work DIR
+  image_boot.py corrupt ...   (A embeds a corrupt B)
+  image_boot.py disk    ...   (the GPT/UEFI disk, under OVMF)
+  image_boot.py seccomp ...   (the appliance makes a forbidden system call)
+
+serve / disk: `nib image` makes the image (2 CPUs, N nodes); QEMU runs it
+with the manifest's geometry (-smp, -m, one -numa node per node); the
+appliance must reach READY with the topology table built in matching the
+guest and, with 2 nodes, libnuma seeing 2 nodes; "stop" typed on the console
+must end it cleanly and power the guest off through isa-debug-exit with the
+"stopped" status (QEMU exits 2*1+1 = 3).
+corrupt: the appliance must refuse to boot naming the blob, and init must
+power off with the "refused" status (QEMU exits 2*2+1 = 5).
+seccomp: after READY the appliance makes a system call outside its
+allow-list (--debug-forbidden-syscall serve); the filter kills it with
+SIGSYS and init powers off with the "seccomp" status (QEMU exits 2*5+1 = 11).
+
+Skips (exit 77, saying why) without qemu-system-x86_64, a readable kernel
+in /boot, or (disk) OVMF and the systemd-boot EFI stub."""
+import argparse
+import glob
+import os
+import select
+import shutil
+import subprocess
+import sys
+import time
+
+SKIP = 77
+STATUS = {"stopped": 1, "refused": 2, "seccomp": 5}  # boot/init/exit_cause.h
+OVMF = "/usr/share/OVMF/OVMF_CODE_4M.fd"
+OVMF_VARS = "/usr/share/OVMF/OVMF_VARS_4M.fd"
+STUB = "/usr/lib/systemd/boot/efi/linuxx64.efi.stub"
+BOOT_S = 150  # a TCG boot takes ~11 s to userspace; OVMF adds firmware time
+
+
+def skip(why):
+    print(f"SKIP: {why}")
+    sys.exit(SKIP)
+
+
+def fail(why, console=None):
+    if console is not None:
+        print("---- console ----")
+        print(console)
+        print("-----------------")
+    print(f"FAIL: {why}")
+    sys.exit(1)
+
+
+def read_manifest(path):
+    m = {}
+    for line in open(path):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, _, value = line.partition(" ")
+        m[key] = value
+    if m.get("nibble-image") != "1":
+        fail(f"{path}: not a version 1 manifest")
+    return m
+
+
+def qemu_command(m, img_dir, disk=None, vars_copy=None):
+    cpus, nodes, mem = int(m["cpus"]), int(m["numa"]), int(m["memory-mib"])
+    cmd = ["qemu-system-x86_64", "-machine", "q35", "-accel", "tcg", "-cpu", "max",
+           "-m", f"{mem}M", "-smp", f"{cpus},sockets={nodes},cores={cpus // nodes},threads=1",
+           "-display", "none", "-monitor", "none", "-serial", "stdio", "-no-reboot",
+           "-device", "isa-debug-exit,iobase=0x501,iosize=2"]
+    per = cpus // nodes
+    for n in range(nodes):
+        cmd += ["-object", f"memory-backend-ram,id=mem{n},size={mem // nodes}M",
+                "-numa", f"node,nodeid={n},cpus={n * per}-{(n + 1) * per - 1},memdev=mem{n}"]
+    if disk:
+        cmd += ["-drive", f"if=pflash,format=raw,unit=0,readonly=on,file={OVMF}",
+                "-drive", f"if=pflash,format=raw,unit=1,file={vars_copy}",
+                "-drive", f"format=raw,file={disk}"]
+    else:
+        cmd += ["-kernel", os.path.join(img_dir, m["kernel"]),
+                "-initrd", os.path.join(img_dir, m["initramfs"]), "-append", m["cmdline"]]
+    return cmd
+
+
+class Guest:
+    def __init__(self, cmd):
+        self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT)
+        self.out = b""
+        self.t0 = time.monotonic()
+
+    def text(self):
+        return self.out.decode("utf-8", "replace")
+
+    def wait_for(self, needle, deadline):
+        while needle.encode() not in self.out:
+            left = deadline - time.monotonic()
+            if left <= 0 or self.p.poll() is not None:
+                self.drain()
+                return needle.encode() in self.out
+            r, _, _ = select.select([self.p.stdout], [], [], min(left, 1.0))
+            if r:
+                chunk = os.read(self.p.stdout.fileno(), 65536)
+                if not chunk:
+                    self.p.wait()
+                    return needle.encode() in self.out
+                self.out += chunk
+        return True
+
+    def drain(self):
+        while True:
+            r, _, _ = select.select([self.p.stdout], [], [], 0.1)
+            if not r:
+                break
+            chunk = os.read(self.p.stdout.fileno(), 65536)
+            if not chunk:
+                break
+            self.out += chunk
+
+    def type_line(self, s):
+        self.p.stdin.write(s.encode() + b"\r")
+        self.p.stdin.flush()
+
+    def exit_code(self, timeout):
+        try:
+            rc = self.p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait()
+            return None
+        finally:
+            self.drain()
+        return rc
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mode", choices=["serve", "corrupt", "disk", "seccomp"])
+    ap.add_argument("--numa", type=int, required=True)
+    ap.add_argument("--blob", required=True)
+    ap.add_argument("--appliance", required=True)
+    ap.add_argument("--nib", required=True)
+    ap.add_argument("--init", required=True)
+    ap.add_argument("--work", required=True)
+    a = ap.parse_args()
+
+    if not shutil.which("qemu-system-x86_64"):
+        skip("qemu-system-x86_64 not found (apt-get install qemu-system-x86)")
+    kernels = sorted(glob.glob("/boot/vmlinuz-*"))
+    if not kernels:
+        skip("no /boot/vmlinuz-* (apt-get install linux-image-amd64)")
+    if not os.access(kernels[-1], os.R_OK):
+        skip(f"{kernels[-1]} is not readable by this user (some distributions install kernels 0600 root)")
+    if a.mode == "disk":
+        for f in (OVMF, OVMF_VARS, STUB):
+            if not os.path.isfile(f):
+                skip(f"{f} missing (apt-get install ovmf systemd-boot-efi)")
+        for tool in ("mkfs.fat", "mcopy", "sfdisk", "objcopy"):
+            if not shutil.which(tool):
+                skip(f"{tool} not found (apt-get install dosfstools mtools fdisk binutils)")
+
+    img = os.path.join(a.work, f"img-{a.mode}-{a.numa}node")
+    shutil.rmtree(img, ignore_errors=True)
+    cmd = [a.nib, "image", a.blob, "-o", img, "--appliance", a.appliance, "--init", a.init,
+           "--cpus", "2", "--numa", str(a.numa), "--memory", "1G", "--arg", "--name",
+           "--arg", "vm"]
+    if a.mode == "seccomp":
+        cmd += ["--arg", "--debug-forbidden-syscall", "--arg", "serve"]
+    disk = vars_copy = None
+    if a.mode == "disk":
+        disk = img + ".disk"
+        vars_copy = img + ".vars"
+        cmd += ["--disk", disk]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        fail(f"nib image failed ({r.returncode}): {r.stderr.strip()}")
+    if a.mode == "disk":
+        shutil.copyfile(OVMF_VARS, vars_copy)
+        out = subprocess.run(["sfdisk", "--dump", disk], capture_output=True, text=True).stdout
+        if "C12A7328-F81F-11D2-BA4B-00A0C93EC93B" not in out:
+            fail(f"{disk}: no EFI system partition in its GPT:\n{out}")
+    m = read_manifest(os.path.join(img, "manifest"))
+    if int(m["numa"]) != a.numa or int(m["cpus"]) != 2:
+        fail(f"manifest geometry {m['cpus']} CPUs / {m['numa']} nodes, asked 2 / {a.numa}")
+
+    g = Guest(qemu_command(m, img, disk, vars_copy))
+    try:
+        deadline = time.monotonic() + BOOT_S
+        if a.mode == "corrupt":
+            if not g.wait_for("nibble: refusing to boot: blob:", deadline):
+                fail("no 'refusing to boot: blob:' on the console", g.text())
+            rc = g.exit_code(60)
+            if rc != 2 * STATUS["refused"] + 1:
+                fail(f"QEMU exited {rc}, not {2 * STATUS['refused'] + 1} (init's refused "
+                     "status through isa-debug-exit)", g.text())
+            if "nib-init: the appliance refused to boot; powering off" not in g.text():
+                fail("init did not say why it powered off", g.text())
+            print(f"ok: the corrupt blob was refused and the guest powered off (QEMU {rc})")
+            return
+        if a.mode == "seccomp":
+            if not g.wait_for("nib-init: the appliance was killed by its seccomp filter", deadline):
+                fail("init did not report the seccomp kill", g.text())
+            rc = g.exit_code(60)
+            if rc != 2 * STATUS["seccomp"] + 1:
+                fail(f"QEMU exited {rc}, not {2 * STATUS['seccomp'] + 1}", g.text())
+            if "nibble: ready on" not in g.text():
+                fail("the kill came before READY", g.text())
+            print(f"ok: the forbidden system call was killed; the guest powered off (QEMU {rc})")
+            return
+        if not g.wait_for("nibble: ready on /run/nibble/vm.sock", deadline):
+            fail("the appliance did not reach READY", g.text())
+        ready_s = time.monotonic() - g.t0
+        text = g.text()
+        want = f"this machine matches the table built in (2 cpus, {a.numa} node"
+        if want not in text:
+            fail(f"no '{want}' in the boot log", text)
+        if a.numa == 2 and "numa: 2 nodes (libnuma)" not in text:
+            fail("the 2-node guest's appliance did not place weights on 2 nodes", text)
+        g.type_line("stop")
+        rc = g.exit_code(60)
+        if rc != 2 * STATUS["stopped"] + 1:
+            fail(f"QEMU exited {rc} after 'stop', not {2 * STATUS['stopped'] + 1}", g.text())
+        for line in ("nibble: stopped (", "nib-init: the appliance stopped cleanly; powering off"):
+            if line not in g.text():
+                fail(f"no '{line}' on the console", g.text())
+        print(f"ok: {a.mode}, {a.numa} node(s): READY after {ready_s:.1f} s, stopped, "
+              f"powered off (QEMU {rc})")
+    finally:
+        g.kill()
+        if disk:
+            for f in (disk, vars_copy):
+                if os.path.exists(f):
+                    os.unlink(f)
+
+
+if __name__ == "__main__":
+    main()
