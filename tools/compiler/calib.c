@@ -1,6 +1,8 @@
 /* Calibration (tools/compiler/calib.h). */
 #include "tools/compiler/calib.h"
 
+#include "tools/compiler/calib_store.h"
+
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,70 +14,6 @@
 #include "tools/compiler/gptq.h"
 #include "tools/compiler/tok_load.h"
 #include "tools/util/tool_util.h"
-
-#define MAX_PREP 4 /* prepared formats per matrix */
-
-struct prep {
-    struct nib_qspec spec;
-    uint8_t *bytes;
-};
-
-struct wstat { /* one matrix (a plan tensor's source) */
-    const struct llama_weight *w;
-    float *imp; /* w->cols */
-    struct prep prep[MAX_PREP];
-    uint32_t n_prep;
-};
-
-struct nib_calib {
-    uint32_t n_tokens;
-    struct wstat *ws;
-    uint32_t n_ws;
-};
-
-/* ---- lookups ---- */
-
-static struct wstat *find(const struct nib_calib *c, const struct llama_weight *w)
-{
-    for (uint32_t i = 0; i < c->n_ws; i++)
-        if (c->ws[i].w == w)
-            return &c->ws[i];
-    return NULL;
-}
-
-uint32_t nib_calib_tokens(const struct nib_calib *c)
-{
-    return c->n_tokens;
-}
-
-const float *nib_calib_importance(const struct nib_calib *c, const struct llama_weight *w)
-{
-    const struct wstat *s = c ? find(c, w) : NULL;
-    return s ? s->imp : NULL;
-}
-
-const uint8_t *nib_calib_packed(const struct nib_calib *c, const struct llama_weight *w,
-                                struct nib_qspec spec)
-{
-    const struct wstat *s = c ? find(c, w) : NULL;
-    for (uint32_t i = 0; s && i < s->n_prep; i++)
-        if (s->prep[i].spec.dtype == spec.dtype && s->prep[i].spec.group == spec.group)
-            return s->prep[i].bytes;
-    return NULL;
-}
-
-void nib_calib_free(struct nib_calib *c)
-{
-    if (!c)
-        return;
-    for (uint32_t i = 0; i < c->n_ws; i++) {
-        free(c->ws[i].imp);
-        for (uint32_t j = 0; j < c->ws[i].n_prep; j++)
-            free(c->ws[i].prep[j].bytes);
-    }
-    free(c->ws);
-    free(c);
-}
 
 /* ---- the Hessian X^T X, rows of H split among threads ---- */
 
@@ -143,9 +81,9 @@ struct input {
     float *x;    /* n_tokens x k, the inputs in token order */
 };
 
-static struct wstat *add_wstat(struct nib_calib *c, const struct llama_weight *w)
+static struct nib_calib_matrix *add_wstat(struct nib_calib *c, const struct llama_weight *w)
 {
-    struct wstat *s = find(c, w);
+    struct nib_calib_matrix *s = nib_calib_find(c, w);
     if (s)
         return s;
     s = &c->ws[c->n_ws++]; /* capacity: every source of every plan tensor */
@@ -175,10 +113,10 @@ static uint32_t wanted(const struct nib_plan *qp, const struct nib_calib_opts *c
     uint32_t n = 0;
     for (uint32_t t = 0; t < qp->n_tensors; t++)
         for (uint32_t s = 0; s < qp->tensors[t].n_src; s++)
-            if (qp->tensors[t].src[s] == w && n < MAX_PREP)
+            if (qp->tensors[t].src[s] == w && n < NIB_CALIB_MAX_PREP)
                 n = add_spec(
                     out, n, (struct nib_qspec){qp->tensors[t].rec.dtype, qp->tensors[t].rec.group});
-    for (uint32_t e = 0; e < co->n_extra && n < MAX_PREP; e++)
+    for (uint32_t e = 0; e < co->n_extra && n < NIB_CALIB_MAX_PREP; e++)
         n = add_spec(out, n, co->extra[e]);
     return n;
 }
@@ -203,7 +141,7 @@ static int prepare(struct nib_calib *c, const struct nib_plan *fp, const struct 
         const struct llama_weight *lw = pt->src[s];
         if (!lw || !lw->t || lw->cols != k)
             continue;
-        struct wstat *st = add_wstat(c, lw);
+        struct nib_calib_matrix *st = add_wstat(c, lw);
         if (!st->imp) {
             if (!(st->imp = malloc(k * sizeof *st->imp)))
                 goto oom;
@@ -222,11 +160,11 @@ static int prepare(struct nib_calib *c, const struct nib_plan *fp, const struct 
          * themselves. It is rounded by search with the head's importance. */
         if (!h || tensor == embed_tensor)
             continue;
-        struct nib_qspec specs[MAX_PREP];
+        struct nib_qspec specs[NIB_CALIB_MAX_PREP];
         uint32_t ns = wanted(qp, co, lw, specs);
         if (ns && !w && !(w = malloc((size_t)lw->rows * k * sizeof *w)))
             goto oom;
-        for (uint32_t q = 0; q < ns && st->n_prep < MAX_PREP; q++) {
+        for (uint32_t q = 0; q < ns && st->n_prep < NIB_CALIB_MAX_PREP; q++) {
             if (nib_calib_packed(c, lw, specs[q]))
                 continue;
             struct nib_qlayout l;
@@ -249,7 +187,7 @@ static int prepare(struct nib_calib *c, const struct nib_plan *fp, const struct 
                 snprintf(err, errlen, "gptq of '%s': %s", pt->rec.name, why);
                 goto out;
             }
-            st->prep[st->n_prep++] = (struct prep){specs[q], bytes};
+            st->prep[st->n_prep++] = (struct nib_calib_prep){specs[q], bytes};
         }
     }
     rc = 0;

@@ -26,6 +26,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "tools/compiler/calib_store.h"
 #include "tools/compiler/llama_import.h"
 #include "tools/compiler/plan.h"
 #include "tools/compiler/quant.h"
@@ -34,8 +35,6 @@
 #define NIB_CALIB_SEQ 512     /* tokens per calibration sequence (or the context, if shorter) */
 
 extern const char nib_calib_default_text[];
-
-struct nib_calib;
 
 struct nib_calib_opts {
     enum nib_qmethod method; /* search: importance only; gptq: also prepared weights */
@@ -52,12 +51,11 @@ struct nib_calib_opts {
 };
 
 /* Calibrate m for the blob that po describes (its formats). 0 and *out
- * (free with nib_calib_free), or -1 with a message (text too short,
+ * (free with nib_calib_free, tools/compiler/calib_store.h), or -1 with a message (text too short,
  * out of memory, a matrix gptq could not quantize). */
 int nib_calib_run(const struct llama_model *m, const struct plan_opts *po,
                   const struct nib_calib_opts *co, struct nib_calib **out, char *err,
                   size_t errlen);
-void nib_calib_free(struct nib_calib *c);
 
 /* What nib compile and nib eval do with --method, --calib and
  * --calib-tokens: set po->method and, when the method uses calibration
@@ -69,15 +67,5 @@ int nib_calib_setup(const struct llama_model *m, struct plan_opts *po, enum nib_
                     const char *path, uint32_t max_tokens, const struct nib_qspec *extra,
                     uint32_t n_extra, FILE *progress, struct nib_calib **out, char *err,
                     size_t errlen);
-
-/* Tokens the statistics were taken over. */
-uint32_t nib_calib_tokens(const struct nib_calib *c);
-/* Importance of each of w's input columns (w->cols floats: mean x^2), or
- * NULL when w is no matrix input the run saw (an untied embedding table). */
-const float *nib_calib_importance(const struct nib_calib *c, const struct llama_weight *w);
-/* gptq's packed bytes of w in spec (nib_qformat_size(spec, w->rows,
- * w->cols) bytes), or NULL when not prepared. */
-const uint8_t *nib_calib_packed(const struct nib_calib *c, const struct llama_weight *w,
-                                struct nib_qspec spec);
 
 #endif

@@ -9,7 +9,7 @@
 #include "kernels/qformat.h"
 #include "model_blob/blob_view.h"
 #include "model_blob/crc32c.h"
-#include "tools/compiler/calib.h"
+#include "tools/compiler/calib_store.h"
 #include "tools/compiler/chat_compile.h"
 #include "tools/compiler/quant.h"
 #include "tools/compiler/repack.h"
