@@ -222,18 +222,6 @@ static uint8_t *run_gptq(const struct nib_qlayout *l, const float *w, const doub
     return out;
 }
 
-struct dense {
-    const float *w;
-    uint32_t cols;
-};
-
-static int dense_row(void *ctx, uint32_t r, float *out)
-{
-    const struct dense *d = ctx;
-    memcpy(out, d->w + (size_t)r * d->cols, d->cols * sizeof *out);
-    return 0;
-}
-
 static uint8_t *run_search(const char *spec, const struct nib_qlayout *l, const float *w,
                            const float *imp)
 {
@@ -242,10 +230,9 @@ static uint8_t *run_search(const char *spec, const struct nib_qlayout *l, const 
     ck_assert(nib_qspec_parse(spec, &sp, err, sizeof err) == 0);
     uint8_t *out = malloc(l->size);
     ck_assert(out);
-    struct dense d = {w, l->cols};
-    ck_assert_msg(nib_quantize_m(sp, NIB_QM_SEARCH, imp, l->rows, l->cols, dense_row, &d, out, err,
-                                 sizeof err) == 0,
-                  "%s", err);
+    ck_assert_msg(
+        nib_quantize_m_f32(sp, NIB_QM_SEARCH, imp, l->rows, l->cols, w, out, err, sizeof err) == 0,
+        "%s", err);
     return out;
 }
 

@@ -53,27 +53,13 @@ static void random_rows(float *w, uint32_t n, uint64_t seed)
     }
 }
 
-struct dense {
-    const float *w;
-    uint32_t cols;
-};
-
-static int dense_row(void *ctx, uint32_t r, float *out)
-{
-    const struct dense *d = ctx;
-    memcpy(out, d->w + (size_t)r * d->cols, d->cols * sizeof *out);
-    return 0;
-}
-
 static uint8_t *quantize(struct nib_qspec spec, enum nib_qmethod m, const float *imp,
                          const float *w, uint32_t rows, uint32_t cols, struct nib_qlayout *l)
 {
     ck_assert_int_eq(nib_qlayout_get(l, spec.dtype, spec.group, rows, cols), 0);
     uint8_t *out = malloc(l->size);
-    struct dense d = {w, cols};
-    ck_assert_msg(nib_quantize_m(spec, m, imp, rows, cols, dense_row, &d, out, err, sizeof err) ==
-                      0,
-                  "%s", err);
+    ck_assert_msg(nib_quantize_m_f32(spec, m, imp, rows, cols, w, out, err, sizeof err) == 0, "%s",
+                  err);
     return out;
 }
 
@@ -181,10 +167,9 @@ START_TEST(test_method_names)
     ck_assert_ptr_nonnull(strstr(err, "'GPTQ'"));
     /* gptq needs a Hessian: not a row-by-row method */
     float w[32] = {1};
-    struct dense d = {w, 32};
     uint8_t out[64];
-    ck_assert_int_eq(nib_quantize_m((struct nib_qspec){NIB_DT_Q4, 32}, NIB_QM_GPTQ, NULL, 1, 32,
-                                    dense_row, &d, out, err, sizeof err),
+    ck_assert_int_eq(nib_quantize_m_f32((struct nib_qspec){NIB_DT_Q4, 32}, NIB_QM_GPTQ, NULL, 1, 32,
+                                        w, out, err, sizeof err),
                      -1);
 }
 END_TEST

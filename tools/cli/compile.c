@@ -155,9 +155,7 @@ int nib_compile_main(int argc, char **argv)
     int auto_prec = 0, no_chat = 0;
     struct autoprec_opts ao = {.max_bytes = 0, .max_kl = 0, .positions = 256, .report = stdout};
     struct plan_opts po = {.max_ctx = 0};
-    enum nib_qmethod method = NIB_QM_DEFAULT;
-    const char *calib_path = NULL;
-    uint32_t calib_tokens = 0;
+    struct nib_calib_args ca = NIB_CALIB_ARGS_INIT;
     struct nib_args a;
     nib_args_init(&a, "nib compile", argc, argv, opts, usage, &in);
     int o;
@@ -189,15 +187,10 @@ int nib_compile_main(int argc, char **argv)
             family = a.value;
         } else if (o == O_NO_CHAT) {
             no_chat = 1;
-        } else if (o == O_METHOD) {
-            char why[128];
-            if (nib_qmethod_parse(a.value, &method, why, sizeof why))
-                return nib_args_fail(&a, "--method: %s", why);
-        } else if (o == O_CALIB) {
-            calib_path = a.value;
-        } else if (o == O_CALIB_TOKENS) {
-            if (nib_args_u32(&a, 2, NIB_MAX_CTX, &calib_tokens))
-                return 2;
+        } else if (o >= O_METHOD && o <= O_CALIB_TOKENS) {
+            char why[160];
+            if (nib_calib_arg(&ca, o - O_METHOD, a.value, why, sizeof why))
+                return nib_args_fail(&a, "%s", why);
         }
     }
     if (o == NIB_ARGS_EXIT)
@@ -229,10 +222,10 @@ int nib_compile_main(int argc, char **argv)
     /* auto-precision's upgrade (q8c) is prepared by the calibration too */
     static const struct nib_qspec upgrade = {NIB_DT_Q8C, 0};
     struct nib_calib *calib = NULL;
-    if (nib_calib_setup(&lm.m, &po, method, calib_path, calib_tokens, auto_prec ? &upgrade : NULL,
-                        auto_prec ? 1 : 0, stderr, &calib, err, sizeof err)) {
-        fprintf(stderr, "nib compile: calibration for --method %s: %s\n", nib_qmethod_name(method),
-                err);
+    if (nib_calib_setup(&lm.m, &po, &ca, auto_prec ? &upgrade : NULL, auto_prec ? 1 : 0, stderr,
+                        &calib, err, sizeof err)) {
+        fprintf(stderr, "nib compile: calibration for --method %s: %s\n",
+                nib_qmethod_name(ca.method), err);
         nib_model_unload(&lm);
         return 1;
     }

@@ -420,11 +420,28 @@ out:
     return rc;
 }
 
-int nib_calib_setup(const struct llama_model *m, struct plan_opts *po, enum nib_qmethod method,
-                    const char *path, uint32_t max_tokens, const struct nib_qspec *extra,
+int nib_calib_arg(struct nib_calib_args *ca, int which, const char *value, char *err, size_t errlen)
+{
+    char why[128];
+    if (which == NIB_CALIB_ARG_METHOD) {
+        if (nib_qmethod_parse(value, &ca->method, why, sizeof why))
+            return nib_fail(err, errlen, "--method: %s", why);
+    } else if (which == NIB_CALIB_ARG_FILE) {
+        ca->path = value;
+    } else if (nib_parse_u32(value, NIB_MAX_CTX, &ca->tokens) || ca->tokens < 2) {
+        return nib_fail(err, errlen, "--calib-tokens wants 2..%u, not '%s'", NIB_MAX_CTX, value);
+    }
+    return 0;
+}
+
+int nib_calib_setup(const struct llama_model *m, struct plan_opts *po,
+                    const struct nib_calib_args *ca, const struct nib_qspec *extra,
                     uint32_t n_extra, FILE *progress, struct nib_calib **out, char *err,
                     size_t errlen)
 {
+    const enum nib_qmethod method = ca->method;
+    const char *path = ca->path;
+    const uint32_t max_tokens = ca->tokens;
     *out = NULL;
     po->method = method;
     po->calib = NULL;

@@ -57,14 +57,30 @@ int nib_calib_run(const struct llama_model *m, const struct plan_opts *po,
                   const struct nib_calib_opts *co, struct nib_calib **out, char *err,
                   size_t errlen);
 
+/* nib compile's and nib eval's --method, --calib and --calib-tokens. */
+struct nib_calib_args {
+    enum nib_qmethod method; /* NIB_QM_DEFAULT */
+    const char *path;        /* NULL: the built-in text */
+    uint32_t tokens;         /* 0: NIB_CALIB_TOKENS */
+};
+#define NIB_CALIB_ARGS_INIT                                                                        \
+    {                                                                                              \
+        NIB_QM_DEFAULT, NULL, 0                                                                    \
+    }
+enum { NIB_CALIB_ARG_METHOD, NIB_CALIB_ARG_FILE, NIB_CALIB_ARG_TOKENS };
+/* One of them (which: NIB_CALIB_ARG_*) with its value: 0, or -1 with a
+ * message naming the option and the value. */
+int nib_calib_arg(struct nib_calib_args *ca, int which, const char *value, char *err,
+                  size_t errlen);
+
 /* What nib compile and nib eval do with --method, --calib and
  * --calib-tokens: set po->method and, when the method uses calibration
  * and po quantizes anything (not --quant source), run it on the text of
  * path (NULL: the built-in text) and set po->calib (*out: free with
  * nib_calib_free after the blob is built; NULL when none was needed).
  * 0, or -1 with a message. */
-int nib_calib_setup(const struct llama_model *m, struct plan_opts *po, enum nib_qmethod method,
-                    const char *path, uint32_t max_tokens, const struct nib_qspec *extra,
+int nib_calib_setup(const struct llama_model *m, struct plan_opts *po,
+                    const struct nib_calib_args *ca, const struct nib_qspec *extra,
                     uint32_t n_extra, FILE *progress, struct nib_calib **out, char *err,
                     size_t errlen);
 

@@ -511,11 +511,17 @@ static int dense_row(void *ctx, uint32_t r, float *out)
     return 0;
 }
 
+int nib_quantize_m_f32(struct nib_qspec spec, enum nib_qmethod m, const float *imp, uint32_t rows,
+                       uint32_t cols, const float *w, uint8_t *out, char *err, size_t errlen)
+{
+    struct dense d = {w, cols};
+    return nib_quantize_m(spec, m, imp, rows, cols, dense_row, &d, out, err, errlen);
+}
+
 int nib_quantize_f32(struct nib_qspec spec, uint32_t rows, uint32_t cols, const float *w,
                      uint8_t *out, char *err, size_t errlen)
 {
-    struct dense d = {w, cols};
-    return nib_quantize(spec, rows, cols, dense_row, &d, out, err, errlen);
+    return nib_quantize_m_f32(spec, NIB_QM_SEARCH, NULL, rows, cols, w, out, err, errlen);
 }
 
 void nib_dequantize_row(const struct nib_qlayout *l, const uint8_t *packed, uint32_t r, float *out)

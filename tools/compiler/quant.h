@@ -90,6 +90,8 @@ int nib_quantize_m(struct nib_qspec spec, enum nib_qmethod m, const float *imp, 
                    uint32_t cols, nib_row_fn row, void *ctx, uint8_t *out, char *err,
                    size_t errlen);
 /* The same from a dense row-major matrix. */
+int nib_quantize_m_f32(struct nib_qspec spec, enum nib_qmethod m, const float *imp, uint32_t rows,
+                       uint32_t cols, const float *w, uint8_t *out, char *err, size_t errlen);
 int nib_quantize_f32(struct nib_qspec spec, uint32_t rows, uint32_t cols, const float *w,
                      uint8_t *out, char *err, size_t errlen);
 

@@ -93,9 +93,8 @@ int nib_eval_main(int argc, char **argv)
         {NULL, 0, 0},
     };
     const char *in = NULL, *quant = "f32", *text_path = NULL, *precision = NULL, *baseline = NULL;
-    uint32_t max_tokens = 512, ctx = 0, calib_tokens = 0;
-    enum nib_qmethod method = NIB_QM_DEFAULT;
-    const char *calib_path = NULL;
+    uint32_t max_tokens = 512, ctx = 0;
+    struct nib_calib_args ca = NIB_CALIB_ARGS_INIT;
     int json = 0, tokens_given = 0;
     struct nib_args a;
     nib_args_init(&a, "nib eval", argc, argv, opts, usage, &in);
@@ -118,15 +117,10 @@ int nib_eval_main(int argc, char **argv)
                 return 2;
         } else if (o == O_JSON) {
             json = 1;
-        } else if (o == O_METHOD) {
-            char why[128];
-            if (nib_qmethod_parse(a.value, &method, why, sizeof why))
-                return nib_args_fail(&a, "--method: %s", why);
-        } else if (o == O_CALIB) {
-            calib_path = a.value;
-        } else if (o == O_CALIB_TOKENS) {
-            if (nib_args_u32(&a, 2, NIB_MAX_CTX, &calib_tokens))
-                return 2;
+        } else if (o >= O_METHOD && o <= O_CALIB_TOKENS) {
+            char why[160];
+            if (nib_calib_arg(&ca, o - O_METHOD, a.value, why, sizeof why))
+                return nib_args_fail(&a, "%s", why);
         }
     }
     if (o == NIB_ARGS_EXIT)
@@ -186,9 +180,9 @@ int nib_eval_main(int argc, char **argv)
     memset(&ref, 0, sizeof ref);
     memset(&q, 0, sizeof q);
     uint32_t *ids = malloc((text_len + 2) * sizeof *ids);
-    if (!baseline && nib_calib_setup(&lm.m, &po_q, method, calib_path, calib_tokens, NULL, 0,
-                                     json ? NULL : stderr, &calib, err, sizeof err)) {
-        fprintf(stderr, "nib eval: calibration for --method %s: %s\n", nib_qmethod_name(method),
+    if (!baseline && nib_calib_setup(&lm.m, &po_q, &ca, NULL, 0, json ? NULL : stderr, &calib, err,
+                                     sizeof err)) {
+        fprintf(stderr, "nib eval: calibration for --method %s: %s\n", nib_qmethod_name(ca.method),
                 err);
         goto out;
     }
