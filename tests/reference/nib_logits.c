@@ -4,7 +4,7 @@
  * appliance runs, one token per pass.
  *
  *   nib_logits MODEL --ids 1,2,3 [--quant SPEC] [--gen N] [--ctx N] [--out FILE.f32]
- *              [--precision P=F,...] [--scalar]
+ *              [--precision P=F,...] [--method M] [--scalar]
  *
  * MODEL: a GGUF file or a Hugging Face directory. Writes the logits after
  * each of --ids (positions x vocab f32, little-endian) to --out, then
@@ -24,13 +24,14 @@
 #include "model_blob/blob_format.h"
 #include "rt/cpu_isa.h"
 #include "rt/exec.h"
+#include "tools/compiler/calib.h"
 #include "tools/compiler/evalcore.h"
 #include "tools/compiler/model_load.h"
 
 static void usage(void)
 {
     fprintf(stderr, "usage: nib_logits MODEL --ids 1,2,3 [--quant SPEC] [--gen N] [--ctx N] "
-                    "[--out FILE.f32] [--precision P=F,...] [--scalar]\n");
+                    "[--out FILE.f32] [--precision P=F,...] [--method M] [--scalar]\n");
 }
 
 static int parse_ids(const char *s, uint32_t **ids, uint32_t *n)
@@ -90,6 +91,9 @@ int main(int argc, char **argv)
     const char *model = NULL, *quant = "f32", *out = NULL, *ids_arg = NULL, *precision = NULL;
     uint32_t gen = 0, ctx = 0;
     int scalar = 0;
+    /* the rounding of a library caller that names none (search), unless
+     * --method says which: nib compile's default is gptq */
+    struct nib_calib_args ca = {NIB_QM_SEARCH, NULL, 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--ids") && i + 1 < argc)
@@ -106,7 +110,13 @@ int main(int argc, char **argv)
             ctx = (uint32_t)strtoul(argv[++i], NULL, 10);
         else if (!strcmp(a, "--scalar"))
             scalar = 1;
-        else if (a[0] != '-' && !model)
+        else if (!strcmp(a, "--method") && i + 1 < argc) {
+            char why[160];
+            if (nib_calib_arg(&ca, NIB_CALIB_ARG_METHOD, argv[++i], why, sizeof why)) {
+                fprintf(stderr, "nib_logits: %s\n", why);
+                return 2;
+            }
+        } else if (a[0] != '-' && !model)
             model = a;
         else {
             usage();
@@ -134,8 +144,13 @@ int main(int argc, char **argv)
     }
     int rc = 1;
     struct runner r;
+    memset(&r, 0, sizeof r);
     FILE *f = NULL;
-    if (runner_open(&r, &lm.m, &po, err, sizeof err)) {
+    struct nib_calib *calib = NULL;
+    int bad = nib_calib_setup(&lm.m, &po, &ca, NULL, 0, NULL, &calib, err, sizeof err) ||
+              runner_open(&r, &lm.m, &po, err, sizeof err);
+    nib_calib_free(calib); /* the blob is built */
+    if (bad) {
         fprintf(stderr, "nib_logits: %s\n", err);
         runner_close(&r);
         nib_model_unload(&lm);
