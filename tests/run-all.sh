@@ -76,7 +76,7 @@ build_and_test build-test-nonuma -Dnuma_musl_dir=none -- --suite integration --n
 echo
 if [ -s "$failures" ]; then
     echo "failed tests (their logs are above):"
-    cat "$failures"
+    awk '!seen[$0]++' "$failures"  # a test shows in its line and in the summary
 fi
 rm -f "$failures"
 echo "$passed passed, $failed failed, $skipped skipped"
