@@ -303,6 +303,7 @@ int nib_calib_run(const struct llama_model *m, const struct plan_opts *po,
     struct nib_calib *c = calloc(1, sizeof *c);
     uint32_t *ids = NULL;
     struct input *ins = NULL;
+    uint32_t *seg = NULL; /* seg[i]: the first op of segment i */
     const struct nib_blob_view *v = &u.r.v;
     long prev = -1;
     int rc = -1;
@@ -363,10 +364,9 @@ int nib_calib_run(const struct llama_model *m, const struct plan_opts *po,
         goto oom;
     if (!(ins = calloc(v->h->n_ops, sizeof *ins)))
         goto oom;
-    /* Segments: [0, first layer op), each layer, the rest (the head):
-     * seg[i] is the first op of segment i. */
-    uint32_t *seg = malloc((v->h->n_ops + 1) * sizeof *seg), n_seg = 0;
-    if (!seg)
+    /* Segments: [0, first layer op), each layer, the rest (the head). */
+    uint32_t n_seg = 0;
+    if (!(seg = malloc((v->h->n_ops + 1) * sizeof *seg)))
         goto oom;
     for (uint32_t i = 0; i < v->h->n_ops; i++) {
         long l = op_layer(v, i, prev);
@@ -381,25 +381,20 @@ int nib_calib_run(const struct llama_model *m, const struct plan_opts *po,
         for (uint32_t j = a; j < b; j++)
             if (v->ops[j].code == NIB_OP_MATMUL) {
                 ins[n_in] = (struct input){j, v->ops[j].k, NULL};
-                if (!(ins[n_in].x = malloc((uint64_t)u.n * v->ops[j].k * sizeof(float)))) {
-                    free(seg);
+                if (!(ins[n_in].x = malloc((uint64_t)u.n * v->ops[j].k * sizeof(float))))
                     goto oom;
-                }
                 n_in++;
             }
         run_segment(&u, a, b, ins);
         for (uint32_t q = 0; q < n_in; q++) {
             if (prepare(c, &fp, &qp, co, &ins[q], v->ops[ins[q].op].tensor, v->ops[0].tensor, err,
-                        errlen)) {
-                free(seg);
+                        errlen))
                 goto out;
-            }
             free(ins[q].x);
             ins[q].x = NULL;
         }
         progress(co->progress, sg + 1, n_seg, u.n);
     }
-    free(seg);
     *out = c;
     c = NULL;
     rc = 0;
@@ -411,6 +406,7 @@ out:
         for (uint32_t i = 0; i < v->h->n_ops; i++) /* ins exists only with the blob */
             free(ins[i].x);
     free(ins);
+    free(seg);
     free(u.res);
     free(ids);
     nib_plan_free(&fp);
