@@ -1808,6 +1808,19 @@ def sc_measure(c):
     if y["status"] != ST_OK or len(y["generated"]) != 3:
         fail("MEASURE of the last 3 positions: %r" % y)
     r.close()
+    with c.nh.Host(c.name) as h:  # the Python host's call (tools/host/nibhost.py)
+        if not h.measures:
+            fail("nibhost.py: measures is false against an appliance offering MEASURE")
+        p = h.wait(h.submit_measure(5, 6))
+        if p.status != ST_OK or p.n_prompt != 0 or len(p.tokens) != 6 or min(p.tokens) == 0:
+            fail("nibhost.py submit_measure(5, 6): %r" % (p,))
+        try:
+            h.submit_measure(h.ctx_len - 2, 3)
+            fail("nibhost.py submit_measure past the context was sent")
+        except c.nh.NibError as e:
+            if "context" not in str(e):
+                fail("nibhost.py submit_measure past the context: %s" % e)
+    ok("nibhost.py: submit_measure gives 6 pass times; past the context refused before sending")
     b = subprocess.run([c.nib, "bench", "--latency", "--name", c.name, "--tokens", "48",
                         "--block", "16", "--json"], capture_output=True, text=True, timeout=300)
     if b.returncode != 0:

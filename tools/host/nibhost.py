@@ -83,6 +83,7 @@ H_MAGIC, H_VERSION, H_HEADER_SIZE, H_MEMFD_SIZE, H_EPOCH = 0, 8, 12, 16, 24
 H_STATS_OFFSET, H_STATS_SIZE, H_APP_PID, H_MAX_HOSTS, H_VOCAB = 32, 40, 44, 48, 52
 H_CTX, H_BOS, H_EOS, H_ADD_BOS, H_ERRMSG_MAX, H_FEATURES = 64, 68, 72, 76, 80, 84
 FEAT_CHAT = 1
+FEAT_MEASURE = 2
 H_RING_SIZE, H_RING_HEADER_SIZE, H_N_SLOTS, H_SLOTS_OFFSET, H_SLOT_SIZE = 128, 136, 140, 144, 152
 H_PROMPT_OFFSET, H_PROMPT_MAX, H_TOKENS_OFFSET, H_SLOT_TOKENS = 160, 164, 168, 172
 H_TEXT_OFFSET, H_SLOT_TEXT = 176, 180
@@ -106,7 +107,7 @@ SLOT_FREE, SLOT_CLAIMED, SLOT_SUBMITTED, SLOT_RUNNING, SLOT_DONE = 0, 1, 2, 3, 4
 STATUS_NAMES = ["pending", "ok", "eos", "cancelled", "ctx_full", "text_full", "bad_request",
                 "shutdown", "owner_gone", "host_changed"]
 REQ_NO_BOS, REQ_PROMPT_IDS, REQ_SPECIAL = 1, 2, 4
-KIND_TEXT, KIND_CHAT = 0, 1
+KIND_TEXT, KIND_CHAT, KIND_MEASURE = 0, 1, 2
 # chat messages in the prompt area (proto/chat_msg.h): header, then per message
 # role_len u32, content_len u32, role, content
 CHAT_MAGIC = 0x4D42494E  # "NIBM"
@@ -823,6 +824,27 @@ class Host:
         flags = (REQ_NO_BOS if no_bos else 0) | (REQ_SPECIAL if special else 0)
         return self._submit(data, KIND_CHAT, flags, max_tokens, temperature, seed, request_id,
                             busy_wait)
+
+    @property
+    def measures(self):
+        """True when the appliance serves measurements (submit_measure)."""
+        return bool(self.features & FEAT_MEASURE)
+
+    def submit_measure(self, first_pos, passes, request_id=0, busy_wait=0.0):
+        """Ask for `passes` reference-loop passes at positions first_pos.. (kind MEASURE,
+        docs/ring.md 6.3), run between requests. Once done, Progress.tokens holds each
+        pass's nanoseconds (n_prompt 0). Refused here when the appliance does not offer
+        it or the positions pass the context."""
+        self._own()
+        self._alive(True)
+        if not self.measures:
+            raise NibError("appliance %s does not serve measurements (features 0x%x)" %
+                           (self.name, self.features))
+        if not 0 <= first_pos < self.ctx_len or passes < 1 or first_pos + passes > self.ctx_len:
+            raise NibError("positions %d..%d pass the context (%d positions)" %
+                           (first_pos, first_pos + passes - 1, self.ctx_len))
+        return self._submit(struct.pack("<I", first_pos), KIND_MEASURE, 0, passes, 0.0, 0,
+                            request_id, busy_wait)
 
     def _submit(self, data, kind, flags, max_tokens, temperature, seed, request_id, busy_wait):
         if not 1 <= max_tokens <= self.slot_tokens:
