@@ -335,6 +335,11 @@ static int run(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    char nerr[256];
+    if (nib_name_check(name, nerr, sizeof nerr)) {
+        fprintf(stderr, "nib vm run: --name: %s\n", nerr);
+        return 2;
+    }
     struct manifest m;
     if (read_manifest(dir, &m))
         return 1;
@@ -498,9 +503,16 @@ static int run(int argc, char **argv)
                 if (guest_attach[i])
                     mux_command(&x, NIB_VMR_CMD_DETACH, i, 0, NULL);
                 vm_relay_reset(&relay[i]);
-                uint32_t aseq = 0;
-                if (mux_command(&x, NIB_VMR_CMD_ATTACH, i, s.conns[s.rings[i].conn].uid, &aseq) !=
-                    0) {
+                uint32_t aseq = 0, uid = s.conns[s.rings[i].conn].uid;
+                int st = mux_command(&x, NIB_VMR_CMD_ATTACH, i, uid, &aseq);
+                /* NO_RING: the guest is still ending its last holder's
+                 * request (until its next checkpoint); retry briefly. */
+                for (int tries = 0; st == NIB_CTL_NO_RING && tries < 20; tries++) {
+                    sleep_ns(50000000);
+                    mux_tick(&x);
+                    st = mux_command(&x, NIB_VMR_CMD_ATTACH, i, uid, &aseq);
+                }
+                if (st != 0) {
                     nib_control_drop(&s, s.rings[i].conn);
                     guest_attach[i] = 0;
                     continue;

@@ -110,8 +110,20 @@ int vm_relay_pass(struct vm_relay_ring *r, const struct nib_shm_header *h, int s
         struct nib_slot *l = nib_ring_slot(r->local, h, i), *g = nib_ring_slot(r->remote, h, i);
         struct vm_fwd *f = &r->fwd[i];
         if (f->state == VM_FWD_IDLE) {
-            if (shutdown)
+            if (shutdown) {
+                /* Queued and never forwarded: ends `shutdown`, as a local
+                 * appliance ends what it had not picked up. */
+                uint32_t expect = NIB_SLOT_SUBMITTED;
+                l->status = NIB_ST_SHUTDOWN;
+                l->error[0] = 0;
+                l->served_ticket = nib_load_relaxed(&l->ticket);
+                if (nib_load_acq(&l->state) == NIB_SLOT_SUBMITTED &&
+                    nib_cas(&l->state, &expect, NIB_SLOT_DONE)) {
+                    announce_done(r);
+                    moved = 1;
+                }
                 continue;
+            }
             /* acquire: pairs with the host's release of SUBMITTED */
             uint32_t expect = NIB_SLOT_SUBMITTED;
             if (nib_load_acq(&l->state) == NIB_SLOT_SUBMITTED &&
