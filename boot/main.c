@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "boot/boot.h"
+#include "boot/ivshmem.h"
 #include "kernels/qkernels.h"
 #include "model_blob/blob_view.h"
 #include "proto/private/sync.h"
@@ -47,6 +48,8 @@
 #include "rt/team.h"
 #include "rt/tokenizer.h"
 #include "rt/topology.h"
+#include "rt/vm_link.h"
+#include "proto/vm_region.h"
 
 /* model_blob/blob_incbin.S. Only the start and the size are referenced from
  * C: the blob is the last thing in the image (linker/nib_blob.ld), so its
@@ -128,6 +131,7 @@ struct options {
     int seccomp;
     int digest;
     const char *debug_syscall; /* NULL, "serve" or "worker" */
+    const char *vm_region;     /* NULL; "auto": the ivshmem device; else a file */
 };
 
 static void usage(FILE *f)
@@ -145,6 +149,10 @@ static void usage(FILE *f)
             "  --ignore-topology  boot even if the machine differs from the table built in\n"
             "  --digest           keep a CRC32C of every logit in the stats page\n"
             "  --no-seccomp       run without the seccomp filters (debugging only)\n"
+            "  --vm-region auto|FILE  serve the hosts of the machine around this virtual\n"
+            "                     machine through the region shared with its multiplexer\n"
+            "                     (docs/ring.md 19): auto finds the ivshmem PCI device;\n"
+            "                     FILE maps a file instead (tests)\n"
             "  --version          print the version and the embedded blob's format, and exit\n"
             "  --describe         print the embedded blob's size and CRC32C and the topology\n"
             "                     table built in, and exit (nib image checks them)\n"
@@ -202,6 +210,8 @@ static int parse_args(int argc, char **argv, struct options *o)
             o->ignore_topology = 1;
         } else if (!strcmp(a, "--digest")) {
             o->digest = 1;
+        } else if (!strcmp(a, "--vm-region") && has_val) {
+            o->vm_region = argv[++i];
         } else if (!strcmp(a, "--no-seccomp")) {
             o->seccomp = 0;
         } else if (!strcmp(a, "--debug-forbidden-syscall") && has_val) {
@@ -315,8 +325,19 @@ int main(int argc, char **argv)
     struct nib_shm_header geo;
     memset(&geo, 0, sizeof geo);
     nib_server_geometry(&v, &geo);
-    if (boot_memfds(&ch, o.max_hosts, geo.ring_size, err, sizeof err))
+    struct timespec rt;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    uint64_t epoch = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
+    struct nib_vmr_header *region = NULL;
+    static uint64_t ring_offset[NIB_VMR_RINGS_MAX];
+    if (o.vm_region) {
+        region =
+            boot_vm_region(o.vm_region, &geo, &o.max_hosts, epoch, ring_offset, err, sizeof err);
+        if (!region)
+            return refuse("vm-region", err);
+    } else if (boot_memfds(&ch, o.max_hosts, geo.ring_size, err, sizeof err)) {
         return refuse("memfd", err);
+    }
     boot_lock_memory(&m);
     if (boot_hugepage_report(&m, err, sizeof err))
         return refuse("memory", err);
@@ -367,14 +388,16 @@ int main(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
 
-    struct timespec rt;
-    clock_gettime(CLOCK_REALTIME, &rt);
-    uint64_t epoch = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
     static struct nib_server s;
-    nib_server_init(&s, &v, mem, scratch, ch.header, o.max_hosts, (uint32_t)getpid(), epoch);
-    for (uint32_t i = 0; i < o.max_hosts; i++)
-        nib_server_set_ring(&s, i, ch.ring[i], ch.ring_fd[i]);
-    s.header_fd = ch.header_fd;
+    void *header = region ? (uint8_t *)region + NIB_VMR_APP_HEADER_OFFSET : ch.header;
+    nib_server_init(&s, &v, mem, scratch, header, o.max_hosts, (uint32_t)getpid(), epoch);
+    for (uint32_t i = 0; i < o.max_hosts; i++) {
+        if (region)
+            nib_server_set_ring(&s, i, (uint8_t *)region + ring_offset[i], -1);
+        else
+            nib_server_set_ring(&s, i, ch.ring[i], ch.ring_fd[i]);
+    }
+    s.header_fd = region ? -1 : ch.header_fd;
     s.uid = (uint32_t)geteuid();
     s.gid = (uint32_t)getegid();
     s.group_access = o.group_access;
@@ -394,20 +417,31 @@ int main(int argc, char **argv)
     st->boot_flags = (m.mlocked ? NIB_BOOT_MLOCKED : 0) | (m.hugetlb ? NIB_BOOT_HUGETLB : 0) |
                      (m.numa ? NIB_BOOT_NUMA : 0) | (w.overridden ? NIB_BOOT_TOPO_OVERRIDE : 0) |
                      (o.seccomp ? NIB_BOOT_SECCOMP : 0);
-    if (boot_seal_header(&ch, err, sizeof err))
-        return refuse("memfd", err);
-    if (boot_listen(&ch, err, sizeof err))
-        return refuse("socket", err);
-    s.listen_fd = ch.listen_fd;
-    s.sock_path = ch.paths.sock;
-    s.sock_dev = ch.sock_dev;
-    s.sock_ino = ch.sock_ino;
-    s.last_watch_ns = nib_now_ns();
-    boot_log("hosts: up to %u attached at once, a ring of %llu bytes each (%u slots: prompt %u "
-             "bytes, %u token ids, text %u bytes); socket %s%s",
-             o.max_hosts, (unsigned long long)geo.ring_size, geo.n_slots, geo.prompt_max,
-             geo.slot_tokens, geo.slot_text, ch.paths.sock,
-             o.group_access ? " (group access)" : "");
+    static struct nib_vm_link vm;
+    if (region) {
+        /* The hosts are on the other side of the region: no socket here. */
+        nib_vm_link_init(&vm, region, o.max_hosts, nib_now_ns());
+        s.vm = &vm;
+        boot_log("hosts: up to %u attached at once through the VM region, a ring of %llu bytes "
+                 "each (%u slots: prompt %u bytes, %u token ids, text %u bytes)",
+                 o.max_hosts, (unsigned long long)geo.ring_size, geo.n_slots, geo.prompt_max,
+                 geo.slot_tokens, geo.slot_text);
+    } else {
+        if (boot_seal_header(&ch, err, sizeof err))
+            return refuse("memfd", err);
+        if (boot_listen(&ch, err, sizeof err))
+            return refuse("socket", err);
+        s.listen_fd = ch.listen_fd;
+        s.sock_path = ch.paths.sock;
+        s.sock_dev = ch.sock_dev;
+        s.sock_ino = ch.sock_ino;
+        s.last_watch_ns = nib_now_ns();
+        boot_log("hosts: up to %u attached at once, a ring of %llu bytes each (%u slots: prompt "
+                 "%u bytes, %u token ids, text %u bytes); socket %s%s",
+                 o.max_hosts, (unsigned long long)geo.ring_size, geo.n_slots, geo.prompt_max,
+                 geo.slot_tokens, geo.slot_text, ch.paths.sock,
+                 o.group_access ? " (group access)" : "");
+    }
     if (o.seccomp) {
         boot_log("seccomp: workers allow %s", boot_seccomp_allowed(BOOT_FILTER_WORKER));
         boot_log("seccomp: serving thread allows %s", boot_seccomp_allowed(BOOT_FILTER_SERVE));
@@ -425,11 +459,16 @@ int main(int argc, char **argv)
     /* release: pairs with the acquire of state in nibhost.c nib_host_attach():
      * the header above is complete */
     nib_store_rel(&h->state, NIB_APP_READY);
+    if (region)
+        /* release: pairs with the multiplexer's acquire of guest_state
+         * (docs/ring.md §19): the layout and the header page are complete */
+        nib_store_rel(&region->guest_state, NIB_VMR_GUEST_READY);
     fprintf(stderr,
             "nibble: ready on %s: dim %u, %u layers, %u heads (%u kv), vocab %u, ctx %u; "
             "blob %llu bytes, crc32c %08x ok; runtime memory %llu bytes\n",
-            ch.paths.sock, hp->dim, hp->n_layers, hp->n_heads, hp->n_kv_heads, hp->vocab_size,
-            hp->ctx_len, (unsigned long long)blob_size, blob_crc, (unsigned long long)v.mem_size);
+            region ? "the VM region" : ch.paths.sock, hp->dim, hp->n_layers, hp->n_heads,
+            hp->n_kv_heads, hp->vocab_size, hp->ctx_len, (unsigned long long)blob_size, blob_crc,
+            (unsigned long long)v.mem_size);
 
     if (o.debug_syscall && !strcmp(o.debug_syscall, "serve")) {
         boot_log("debug: making a forbidden system call (getppid) on the serving thread");
@@ -453,7 +492,12 @@ int main(int argc, char **argv)
         else
             nib_server_idle(&s, spin_ns);
     }
+    if (region)
+        /* release: the multiplexer reads the final statuses after this */
+        nib_store_rel(&region->guest_state, NIB_VMR_GUEST_STOPPING);
     nib_server_shutdown(&s);
+    if (region)
+        nib_store_rel(&region->guest_state, NIB_VMR_GUEST_STOPPED);
     fprintf(stderr, "nibble: stopped (%llu requests, %llu tokens generated)\n",
             (unsigned long long)st->requests_done, (unsigned long long)st->tokens_generated);
     boot_log("barrier waits that slept (oversubscribed CPUs): %llu",

@@ -15,6 +15,7 @@
 #include "proto/private/ctl_io.h"
 #include "proto/private/sync.h"
 #include "rt/serve.h"
+#include "rt/vm_link.h"
 
 /* Bounds on the work one pass does, so that no peer can hold the serving
  * thread: new connections accepted, messages read per connection. */
@@ -53,7 +54,7 @@ static void set_attached(struct nib_server *s, int delta)
 void nib_control_drop(struct nib_server *s, int c)
 {
     struct nib_conn *k = &s->conns[c];
-    if (k->fd < 0)
+    if (k->fd < 0 && !k->vm)
         return;
     /* Counters first: whoever sees the connection close sees them. */
     if (k->ring >= 0) {
@@ -67,21 +68,30 @@ void nib_control_drop(struct nib_server *s, int c)
         if (s->run && s->run->ring == (uint32_t)k->ring)
             s->run->gone = 1;
     }
-    close(k->fd);
+    if (k->fd >= 0)
+        close(k->fd);
     k->fd = -1;
     k->ring = -1;
     k->stopper = 0;
+    k->vm = 0;
+}
+
+/* A free connection slot (at most max_hosts + 16 in use), or -1. */
+static int free_conn(const struct nib_server *s)
+{
+    int limit = (int)s->n_rings + (NIB_CONNS_MAX - NIB_HOSTS_MAX);
+    for (int c = 0; c < limit; c++)
+        if (s->conns[c].fd < 0 && !s->conns[c].vm)
+            return c;
+    return -1;
 }
 
 int nib_control_adopt(struct nib_server *s, int fd, uint32_t uid, uint32_t gid, uint32_t pid)
 {
     /* At most max_hosts + 16 connections at once (attached or not). */
-    int limit = (int)s->n_rings + (NIB_CONNS_MAX - NIB_HOSTS_MAX);
-    for (int c = 0; c < limit; c++) {
-        struct nib_conn *k = &s->conns[c];
-        if (k->fd >= 0)
-            continue;
-        *k = (struct nib_conn){
+    int c = free_conn(s);
+    if (c >= 0) {
+        s->conns[c] = (struct nib_conn){
             .fd = fd, .uid = uid, .gid = gid, .pid = pid, .ring = -1, .since_ns = nib_now_ns()};
         return c;
     }
@@ -165,6 +175,38 @@ static void attach(struct nib_server *s, int c)
          * back to the pool. */
         nib_control_drop(s, c);
     }
+}
+
+uint32_t nib_control_vm_attach(struct nib_server *s, uint32_t i, uint32_t uid, uint32_t *attach_seq)
+{
+    if (nib_server_stopping(s))
+        return NIB_CTL_NOT_READY;
+    if (i >= s->n_rings)
+        return NIB_CTL_NO_RING;
+    struct nib_host_ring *r = &s->rings[i];
+    if (!r->base || r->conn >= 0 || (s->run && s->run->ring == i))
+        return NIB_CTL_NO_RING;
+    int c = free_conn(s);
+    if (c < 0)
+        return NIB_CTL_NO_RING;
+    s->conns[c] =
+        (struct nib_conn){.fd = -1, .uid = uid, .ring = (int)i, .vm = 1, .since_ns = nib_now_ns()};
+    reset_ring(s, i);
+    r->conn = c;
+    r->ever = 1;
+    r->last_uid = uid;
+    set_attached(s, +1);
+    s->stats->attaches++;
+    *attach_seq = r->attach_seq;
+    return NIB_CTL_OK;
+}
+
+uint32_t nib_control_vm_detach(struct nib_server *s, uint32_t i)
+{
+    if (i >= s->n_rings || s->rings[i].conn < 0 || !s->conns[s->rings[i].conn].vm)
+        return NIB_CTL_NO_RING;
+    nib_control_drop(s, s->rings[i].conn);
+    return NIB_CTL_OK;
 }
 
 static int allowed(const struct nib_server *s, uint32_t uid, uint32_t gid)
@@ -295,5 +337,7 @@ int nib_control_pass(struct nib_server *s, int timeout_ms)
             waiting++;
     }
     s->conns_waiting = waiting;
+    if (s->vm)
+        events += nib_vm_link_pass(s);
     return events;
 }

@@ -81,6 +81,7 @@ struct nib_conn {
     uint32_t uid, gid, pid; /* SO_PEERCRED at accept */
     int ring;               /* attached ring, -1: none */
     int stopper;            /* sent STOP: kept open until exit */
+    int vm;                 /* attached over the VM region (rt/vm_link.c): no socket, fd -1 */
     uint64_t since_ns;      /* accepted at */
 };
 
@@ -146,6 +147,9 @@ struct nib_server {
      * token), before the checks, to act as a host would mid-request. */
     void (*pass_hook)(struct nib_server *s, void *arg);
     void *pass_hook_arg;
+    /* An appliance in a virtual machine: the region's mailbox and
+     * heartbeats, run at the end of every control pass; NULL: none. */
+    struct nib_vm_link *vm;
 };
 
 /* Bytes of private scratch the server needs beside the runtime memory, for
@@ -201,5 +205,16 @@ int nib_control_adopt(struct nib_server *s, int fd, uint32_t uid, uint32_t gid, 
 /* The ring's host hung up (or detached): close its connection, end its
  * running request (OWNER_GONE), free the ring. */
 void nib_control_drop(struct nib_server *s, int conn);
+
+/* The VM region's ATTACH (docs/ring.md §19): ring i taken by a host of uid
+ * on the other side, through a connection without a socket. 0 with the
+ * ring reset and *attach_seq its new value, or an enum nib_ctl_refusal
+ * (NO_RING: attached already, or still ending a request; NOT_READY). */
+uint32_t nib_control_vm_attach(struct nib_server *s, uint32_t i, uint32_t uid,
+                               uint32_t *attach_seq);
+
+/* The VM region's DETACH: ring i's host is gone (as a hang-up). 0, or
+ * NIB_CTL_NO_RING when ring i is not attached over the region. */
+uint32_t nib_control_vm_detach(struct nib_server *s, uint32_t i);
 
 #endif

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""nib image on bad input, without booting anything: each case must end with
-a message naming the problem and a non-zero status, and write no image.
+"""nib image and nib vm run on bad input, without booting anything: each case
+must end with a message naming the problem and a non-zero status, and write
+no image.
 
   image_bad_input.py NIB BLOB APP_1NODE APP_2NODE OTHER_BLOB
 
@@ -15,9 +16,9 @@ nib, blob, app1, app2, other = sys.argv[1:6]
 failures = 0
 
 
-def expect(args, rc_want, needle, what):
+def expect(args, rc_want, needle, what, cmd=("image",)):
     global failures
-    r = subprocess.run([nib, "image", *args], capture_output=True, text=True, timeout=120)
+    r = subprocess.run([nib, *cmd, *args], capture_output=True, text=True, timeout=120)
     bad = None
     if r.returncode < 0:
         bad = f"killed by signal {-r.returncode}"
@@ -64,6 +65,22 @@ with tempfile.TemporaryDirectory() as d:
            "no-init", "a missing init")
     expect(["--topology", os.path.join(d, "t.txt"), blob], 2, "--topology only",
            "--topology with a blob")
+    # nib vm run: refused before QEMU starts.
+    os.environ["NIB_RUNTIME_DIR"] = os.path.join(d, "rt")
+    vm = ("vm", "run")
+    expect([], 2, "usage", "vm without run", cmd=("vm",))
+    expect([d], 2, "need DIR and --name", "vm run without --name", cmd=vm)
+    expect([d, "--name", "x", "--accel", "xen"], 2, "--accel auto|kvm|tcg", "an unknown accel",
+           cmd=vm)
+    expect([d, "--name", "x", "--region-mib", "48"], 2, "power of two", "a region of 48 MiB",
+           cmd=vm)
+    expect([d, "--name", "x"], 1, "manifest", "a directory without a manifest", cmd=vm)
+    with open(os.path.join(d, "manifest"), "w") as f:
+        f.write("nibble-image 1\ncpus 3\nnuma 2\nmemory-mib 1024\n")
+    expect([d, "--name", "x"], 1, "not a complete version 1 manifest", "a manifest without a "
+           "kernel and with 3 CPUs on 2 nodes", cmd=vm)
+    os.unlink(os.path.join(d, "manifest"))
+    expect([d, "--name", "../x"], 2, "--name", "a bad name", cmd=vm)
     if any(os.path.exists(os.path.join(out, f)) for f in ("manifest", "vmlinuz", "initramfs.cpio")):
         failures += 1
         print("FAIL: pieces of an image were left although every case failed")

@@ -12,6 +12,7 @@ int nib_stop_main(int argc, char **argv);
 int nib_stats_main(int argc, char **argv);
 int nib_topo_main(int argc, char **argv);
 int nib_image_main(int argc, char **argv);
+int nib_vm_main(int argc, char **argv);
 int nib_tokenize_main(int argc, char **argv);
 int nib_chat_render_main(int argc, char **argv);
 

@@ -40,6 +40,7 @@ static const struct {
     {"stats", nib_stats_main, "print a running appliance's counters and latencies"},
     {"topo", nib_topo_main, "describe this machine's CPUs, nodes and caches"},
     {"image", nib_image_main, "a boot image (kernel, initramfs, UEFI disk) for an appliance"},
+    {"vm", nib_vm_main, "run an image under QEMU and serve its appliance to local hosts"},
     {"bench", nib_bench_main, "memory bandwidth and kernel throughput"},
     {"version", version_main, "print nib's version and the blob format it writes"},
 };
