@@ -98,8 +98,9 @@ void nib_dwconv_pack_f32(const struct nib_conv_shape *s, const float *w_oihw, fl
 
 /* ---- quantized convolution ----
  *
- * Activations: int8 NHWC, symmetric per tensor (x = scale * q, q in
- * [-127, 127], zero point 0: padding is q = 0). Weights: per output
+ * Activations: int8 NHWC, symmetric per tensor: x = scale * q, zero
+ * point 0 (padding is q = 0), q in [-127, 127], never -128 (the matmul
+ * kernels take what the activation quantizer makes). Weights: per output
  * channel, q4c (4 bits, u4 = q + 8) or q8c (8 bits), the matmul formats of
  * kernels/qformat.h, one packed matrix per group of ocg rows by
  * K = kh * kw * icg columns in the order (ky, kx, ic) (nib_qconv_pack).
@@ -138,12 +139,14 @@ uint64_t nib_qconv_packed_size(const struct nib_conv_shape *s, uint32_t dtype);
  * or -1 when dtype is not q4c/q8c or a code is out of its range. */
 int nib_qconv_pack(const struct nib_conv_shape *s, uint32_t dtype, const int8_t *q_oihw,
                    const float *scale, uint8_t *dst);
-/* The layout of group g's matrix (the same for every group) and its
- * offset in the packed weights. */
+/* The layout of one group's matrix (the same for every group); group g's
+ * starts at byte g * l->size of the packed weights. 0, or -1 when dtype is
+ * not q4c/q8c or K is over 1<<20. */
 int nib_qconv_layout(const struct nib_conv_shape *s, uint32_t dtype, struct nib_qlayout *l);
 
 /* Caller scratch for one call (any row range): an activation object of
- * NIB_QCONV_TILE rows and the f32 products; 64-byte aligned. */
+ * NIB_QCONV_TILE rows and the f32 products; 64-byte aligned, one per
+ * concurrent caller (each worker its own). */
 size_t nib_qconv_scratch_size(const struct nib_conv_shape *s, uint32_t dtype);
 
 #define NIB_QCONV_DECL(name)                                                                       \
@@ -175,12 +178,12 @@ typedef NIB_DWCONV_S8_DECL((*nib_dwconv_s8_fn));
 
 /* ---- pooling (f32, NHWC; the shape's c_in == c_out, groups unused) ----
  *
- * max: m = first tap inside the input, then m = (v > m ? v : m) over the
- * rest in order (ky, kx) (x86 maxps's rule: a NaN tap is skipped unless it
- * comes first). avg: acc = 0, acc += v over the taps inside the input, in
- * order, then acc / count, count = the taps inside (count_include_pad 0)
- * or kh * kw (count_include_pad 1). Global average pooling is avg with the
- * whole image as the window (nib_pool_global_shape). */
+ * max: m = -inf, then m = (v > m ? v : m) over the taps inside the input
+ * in order (ky, kx) (x86 maxps's rule: a NaN tap is skipped). avg: acc =
+ * 0, acc += v over the taps inside the input, in order, then acc / count,
+ * count = the taps inside (NIB_POOL_AVG: 0/0 = NaN when there are none) or
+ * kh * kw (NIB_POOL_AVG_INCLUDE_PAD). Global average pooling is avg with
+ * the whole image as the window (nib_pool_global_shape). */
 enum nib_pool { NIB_POOL_MAX = 0, NIB_POOL_AVG, NIB_POOL_AVG_INCLUDE_PAD };
 void nib_pool_global_shape(struct nib_conv_shape *s, uint32_t h, uint32_t w, uint32_t c);
 
