@@ -156,7 +156,7 @@ size_t nib_qconv_scratch_size(const struct nib_conv_shape *s, uint32_t dtype);
 typedef NIB_QCONV_DECL((*nib_qconv_fn));
 
 /* The implicit GEMM every ISA's quantized convolution runs, over that
- * ISA's matmul kernel (kernels/conv.c). */
+ * ISA's matmul kernel (kernels/qconv.c). */
 void nib_qconv_run(nib_qgemm_fn gemm, const struct nib_conv_shape *s, const int8_t *x,
                    float x_scale, const struct nib_qconv_weights *wt, const struct nib_qconv_epi *e,
                    void *scratch, uint32_t oh_begin, uint32_t oh_end);

@@ -1,4 +1,4 @@
-/* Quantized convolution (avx2): the implicit GEMM of kernels/conv.c over
+/* Quantized convolution (avx2): the implicit GEMM of kernels/qconv.c over
  * the avx2 q4c / q8c matmul kernels, whose bits every ISA shares. */
 #include "kernels/common/isa.h"
 

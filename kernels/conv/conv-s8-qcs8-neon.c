@@ -1,4 +1,4 @@
-/* Quantized convolution (neon): the implicit GEMM of kernels/conv.c over
+/* Quantized convolution (neon): the implicit GEMM of kernels/qconv.c over
  * the neon q4c / q8c matmul kernels, whose bits every ISA shares. */
 #include "kernels/common/isa.h"
 

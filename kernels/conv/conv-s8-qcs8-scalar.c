@@ -1,4 +1,4 @@
-/* Quantized convolution (scalar): the implicit GEMM of kernels/conv.c over
+/* Quantized convolution (scalar): the implicit GEMM of kernels/qconv.c over
  * the scalar q4c / q8c matmul kernels, whose bits every ISA shares. */
 #include "kernels/common/isa.h"
 
