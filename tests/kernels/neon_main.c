@@ -5,6 +5,7 @@
  * 77 skipped (this build has no NEON-dotprod variant). */
 #include <stdio.h>
 
+#include "tests/kernels/convcheck.h"
 #include "tests/kernels/qcheck.h"
 
 static int failures;
@@ -58,6 +59,32 @@ int main(void)
            msg);
     report("worst-case magnitudes (neon)", qcheck_worst_case(neon, msg, sizeof msg), msg);
     report("worst-case magnitudes (scalar, aarch64)", qcheck_worst_case(ref, msg, sizeof msg), msg);
+    const struct nib_conv_kernels *cref = nib_conv_kernels_get(NIB_ISA_SCALAR);
+    const struct nib_conv_kernels *cneon = nib_conv_kernels_get(NIB_ISA_NEON_DOT);
+    if (!cneon) {
+        report("vision kernels: a NEON table", 1, "nib_conv_kernels_get(NEON_DOT) is NULL");
+    } else {
+        static const struct {
+            const char *what;
+            int (*f)(const struct nib_conv_kernels *, const struct nib_conv_kernels *, uint64_t,
+                     char *, size_t);
+        } vk[] = {
+            {"conv f32", ccheck_conv_f32},
+            {"dwconv f32", ccheck_dwconv_f32},
+            {"conv s8 (q4c, q8c)", ccheck_conv_s8},
+            {"dwconv s8", ccheck_dwconv_s8},
+            {"pool f32", ccheck_pool},
+            {"resize f32", ccheck_resize},
+        };
+        for (size_t i = 0; i < sizeof vk / sizeof vk[0]; i++) {
+            char what[96];
+            snprintf(what, sizeof what, "%s neon == scalar", vk[i].what);
+            report(what, vk[i].f(cref, cneon, 61 + i, msg, sizeof msg), msg);
+            snprintf(what, sizeof what, "%s scalar vs reference (aarch64)", vk[i].what);
+            report(what, vk[i].f(cref, cref, 71 + i, msg, sizeof msg), msg);
+        }
+        report("vision kernels refuse bad shapes (aarch64)", ccheck_rejects(msg, sizeof msg), msg);
+    }
     printf("%s\n", failures ? "NEON kernel tests FAILED" : "NEON kernel tests passed");
     return failures ? 1 : 0;
 }

@@ -1,0 +1,90 @@
+/* The vision kernels (kernels/conv.h): every variant this build compiles
+ * bitwise against the scalar reference, the reference against float64 and
+ * exact integer references (tests/kernels/convcheck.c), and refusals. */
+#include <check.h>
+
+#include "kernels/conv.h"
+#include "tests/common/test_util.h"
+#include "tests/kernels/convcheck.h"
+
+typedef int (*check_fn)(const struct nib_conv_kernels *, const struct nib_conv_kernels *, uint64_t,
+                        char *, size_t);
+
+/* ref against itself (its float64 / integer reference), then every SIMD
+ * variant of this build against ref. */
+static void run_all(check_fn f, uint64_t seed)
+{
+    const struct nib_conv_kernels *ref = nib_conv_kernels_get(NIB_ISA_SCALAR);
+    const uint32_t isas[] = {NIB_ISA_AVX2, NIB_ISA_NEON_DOT};
+    char msg[512] = "";
+    ck_assert_ptr_nonnull(ref);
+    ck_assert_msg(f(ref, ref, seed, msg, sizeof msg) == 0, "scalar: %s", msg);
+    for (size_t i = 0; i < sizeof isas / sizeof isas[0]; i++) {
+        const struct nib_conv_kernels *var = nib_conv_kernels_get(isas[i]);
+        if (!var)
+            continue;
+        for (uint64_t s = seed; s < seed + 3; s++)
+            ck_assert_msg(f(ref, var, s, msg, sizeof msg) == 0, "%s: %s", var->name, msg);
+    }
+}
+
+START_TEST(test_conv_f32)
+{
+    run_all(ccheck_conv_f32, 1);
+}
+END_TEST
+
+START_TEST(test_dwconv_f32)
+{
+    run_all(ccheck_dwconv_f32, 11);
+}
+END_TEST
+
+START_TEST(test_conv_s8)
+{
+    run_all(ccheck_conv_s8, 21);
+}
+END_TEST
+
+START_TEST(test_dwconv_s8)
+{
+    run_all(ccheck_dwconv_s8, 31);
+}
+END_TEST
+
+START_TEST(test_pool)
+{
+    run_all(ccheck_pool, 41);
+}
+END_TEST
+
+START_TEST(test_resize)
+{
+    run_all(ccheck_resize, 51);
+}
+END_TEST
+
+START_TEST(test_rejects)
+{
+    char msg[512] = "";
+    ck_assert_msg(ccheck_rejects(msg, sizeof msg) == 0, "%s", msg);
+}
+END_TEST
+
+START_TEST(test_conv_dispatch)
+{
+    ck_assert_ptr_nonnull(nib_conv_kernels_get(NIB_ISA_SCALAR));
+    ck_assert_ptr_null(nib_conv_kernels_get(NIB_ISA_AVX512VNNI));
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+    ck_assert_ptr_nonnull(nib_conv_kernels_get(NIB_ISA_AVX2));
+#endif
+}
+END_TEST
+
+Suite *nib_test_suite(void)
+{
+    Suite *s = suite_create("conv");
+    TU_CASE(s, "conv", NULL, NULL, 120, test_conv_f32, test_dwconv_f32, test_conv_s8,
+            test_dwconv_s8, test_pool, test_resize, test_rejects, test_conv_dispatch);
+    return s;
+}
