@@ -145,7 +145,11 @@ static int prepare(struct nib_calib *c, const struct nib_plan *fp, const struct 
         if (!st->imp) {
             if (!(st->imp = malloc(k * sizeof *st->imp)))
                 goto oom;
-            for (uint32_t i = 0; i < k; i++) { /* mean of x^2, in token order */
+            /* mean of x^2, in token order: H's diagonal is that sum already
+             * (the same additions of the same exact products) */
+            for (uint32_t i = 0; i < k && h; i++)
+                st->imp[i] = (float)(h[(uint64_t)i * k + i] / n);
+            for (uint32_t i = 0; i < k && !h; i++) {
                 double q = 0;
                 for (uint32_t t = 0; t < n; t++) {
                     double v = in->x[(uint64_t)t * k + i];
@@ -240,37 +244,130 @@ struct run {
 
 /* Run ops [a, b) over every token, in passes of max_batch, from the saved
  * residual (a > 0) or from the tokens (a = 0), capturing the inputs of
- * the matmuls into ins (one per matmul op in [a, b), in order). */
-static void run_segment(struct run *u, uint32_t a, uint32_t b, struct input *ins)
+ * the matmuls into ins (one per matmul op in [a, b), in order). A team of
+ * nt workers runs every op, each its nib_exec_share of it (the runtime's
+ * split: the same bits for any team size), with a barrier after each; a
+ * matmul's inputs are captured by token, worker t taking tokens t, t+nt,
+ * ..., before any worker runs the op. Worker 0 loads and saves the
+ * residual stream between passes. */
+struct team {
+    struct run *u;
+    uint32_t a, b, nt;
+    struct input *ins;
+    pthread_barrier_t bar;
+    uint8_t *ws[NIB_CALIB_MAX_THREADS]; /* each worker's private scratch */
+};
+
+static void segment_worker(struct team *tm, uint32_t w)
 {
+    if (w >= tm->nt)
+        return;
+    struct run *u = tm->u;
     const struct nib_blob_view *v = &u->r.v;
-    uint8_t *mem = u->r.mem, *ws = mem + v->h->wscratch_off;
-    const uint32_t mb = v->h->max_batch;
+    uint8_t *mem = u->r.mem;
+    const uint32_t mb = v->h->max_batch, nt = tm->nt;
     for (uint32_t s0 = 0; s0 < u->n; s0 += u->seq) {
         const uint32_t len = u->n - s0 < u->seq ? u->n - s0 : u->seq;
         for (uint32_t pos = 0; pos < len; pos += mb) {
             const uint32_t m = len - pos < mb ? len - pos : mb, row = s0 + pos;
-            memcpy(mem + v->h->token_slot_off, u->ids + row, (size_t)m * 4);
-            memcpy(mem + v->h->pos_slot_off, &pos, 4);
-            if (a > 0)
-                for (uint32_t t = 0; t < m; t++)
-                    memcpy(mem + u->res_off + t * u->res_stride,
-                           u->res + (uint64_t)(row + t) * u->dim, u->dim * sizeof(float));
-            struct input *in = ins;
-            for (uint32_t i = a; i < b; i++) {
+            if (w == 0) {
+                memcpy(mem + v->h->token_slot_off, u->ids + row, (size_t)m * 4);
+                memcpy(mem + v->h->pos_slot_off, &pos, 4);
+                if (tm->a > 0)
+                    for (uint32_t t = 0; t < m; t++)
+                        memcpy(mem + u->res_off + t * u->res_stride,
+                               u->res + (uint64_t)(row + t) * u->dim, u->dim * sizeof(float));
+            }
+            if (nt > 1)
+                pthread_barrier_wait(&tm->bar);
+            struct input *in = tm->ins;
+            for (uint32_t i = tm->a; i < tm->b; i++) {
                 const struct nib_op *op = &v->ops[i];
                 if (op->code == NIB_OP_MATMUL) {
-                    for (uint32_t t = 0; t < m; t++)
+                    for (uint32_t t = w; t < m; t += nt)
                         capture(u->qk, v, mem, op, t, in->x + (uint64_t)(row + t) * in->k);
                     in++;
+                    if (nt > 1) /* captured before the op may overwrite its input */
+                        pthread_barrier_wait(&tm->bar);
                 }
-                nib_exec_op(u->qk, v, mem, ws, op, m, pos, 0, 1);
+                nib_exec_op(u->qk, v, mem, tm->ws[w], op, m, pos, w, nt);
+                if (nt > 1)
+                    pthread_barrier_wait(&tm->bar);
             }
-            for (uint32_t t = 0; t < m; t++)
-                memcpy(u->res + (uint64_t)(row + t) * u->dim, mem + u->res_off + t * u->res_stride,
-                       u->dim * sizeof(float));
+            if (w == 0)
+                for (uint32_t t = 0; t < m; t++)
+                    memcpy(u->res + (uint64_t)(row + t) * u->dim,
+                           mem + u->res_off + t * u->res_stride, u->dim * sizeof(float));
         }
     }
+}
+
+struct team_arg {
+    struct team *tm;
+    uint32_t w;
+};
+
+/* Workers wait at the gate until the team's size is known (a thread that
+ * cannot be started shrinks it: the bits do not depend on its size). */
+struct gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int open;
+};
+
+struct team_start {
+    struct team_arg arg;
+    struct gate *g;
+};
+
+static void *segment_main(void *p)
+{
+    struct team_start *s = p;
+    pthread_mutex_lock(&s->g->mu);
+    while (!s->g->open)
+        pthread_cond_wait(&s->g->cv, &s->g->mu);
+    pthread_mutex_unlock(&s->g->mu);
+    segment_worker(s->arg.tm, s->arg.w);
+    return NULL;
+}
+
+static void run_segment(struct run *u, uint32_t a, uint32_t b, struct input *ins, uint32_t threads)
+{
+    const struct nib_blob_view *v = &u->r.v;
+    struct team tm = {.u = u, .a = a, .b = b, .ins = ins};
+    uint32_t nt = threads < 1                       ? 1
+                  : threads > NIB_CALIB_MAX_THREADS ? NIB_CALIB_MAX_THREADS
+                                                    : threads;
+    const size_t wsz = ((size_t)v->h->wscratch_size + 63) / 64 * 64;
+    tm.ws[0] = u->r.mem + v->h->wscratch_off;
+    for (uint32_t w = 1; w < nt; w++)
+        if (!(tm.ws[w] = aligned_alloc(64, wsz ? wsz : 64))) {
+            nt = w;
+            break;
+        }
+    pthread_t tid[NIB_CALIB_MAX_THREADS];
+    struct team_start st[NIB_CALIB_MAX_THREADS];
+    struct gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    uint32_t started = 1;
+    for (; started < nt; started++) {
+        st[started] = (struct team_start){{&tm, started}, &g};
+        if (pthread_create(&tid[started], NULL, segment_main, &st[started]))
+            break;
+    }
+    tm.nt = started;
+    if (started > 1 && pthread_barrier_init(&tm.bar, NULL, started))
+        tm.nt = 1; /* the started workers run no share: worker w >= nt does nothing */
+    pthread_mutex_lock(&g.mu);
+    g.open = 1;
+    pthread_cond_broadcast(&g.cv);
+    pthread_mutex_unlock(&g.mu);
+    segment_worker(&tm, 0);
+    for (uint32_t w = 1; w < started; w++)
+        pthread_join(tid[w], NULL);
+    if (tm.nt > 1)
+        pthread_barrier_destroy(&tm.bar);
+    for (uint32_t w = 1; w < nt; w++)
+        free(tm.ws[w]);
 }
 
 /* One line redrawn per step on a terminal; elsewhere (a log) only the
@@ -346,6 +443,7 @@ int nib_calib_run(const struct llama_model *m, const struct plan_opts *po,
         goto out;
     }
     c->n_tokens = u.n;
+    c->threads = co->threads ? co->threads : 1;
     u.ids = ids;
     /* NIB_CALIB_SCALAR=1 (tests): the scalar kernels, which give the same
      * bits as every other ISA's */
@@ -385,7 +483,7 @@ int nib_calib_run(const struct llama_model *m, const struct plan_opts *po,
                     goto oom;
                 n_in++;
             }
-        run_segment(&u, a, b, ins);
+        run_segment(&u, a, b, ins, co->threads);
         for (uint32_t q = 0; q < n_in; q++) {
             if (prepare(c, &fp, &qp, co, &ins[q], v->ops[ins[q].op].tensor, v->ops[0].tensor, err,
                         errlen))

@@ -33,6 +33,7 @@
 
 #define NIB_CALIB_TOKENS 1024 /* --calib-tokens default */
 #define NIB_CALIB_SEQ 512     /* tokens per calibration sequence (or the context, if shorter) */
+#define NIB_CALIB_MAX_THREADS 16
 
 extern const char nib_calib_default_text[];
 
