@@ -23,30 +23,54 @@ struct hjob {
     double *h; /* k x k */
 };
 
-/* Rows i of H in blocks of HB, block b done by worker b % nw; each element
- * sums its products in token order (every product is exact in double, so
- * contracting the sum into fma changes nothing). */
-#define HB 16
-#define HJ 512
+/* H in tiles of 4 rows x 8 columns (upper triangle, tile by tile), the
+ * rows of tiles dealt to workers in turn; a tile's 32 sums are held in
+ * registers over every token. Each element sums its products in token
+ * order from zero (every product is exact in double, so contracting the
+ * sum into fma changes nothing), whatever the tiling or thread count. */
+#define HT_I 4
+#define HT_C 8
+typedef double v4d __attribute__((vector_size(32)));
+typedef float v4f __attribute__((vector_size(16)));
+
+static void hessian_tile(const float *x, uint32_t n, uint32_t k, uint32_t i0, uint32_t c0,
+                         double *h)
+{
+    if (i0 + HT_I > k || c0 + HT_C > k) { /* an edge tile, element by element */
+        for (uint32_t i = i0; i < i0 + HT_I && i < k; i++)
+            for (uint32_t c = c0 > i ? c0 : i; c < c0 + HT_C && c < k; c++) {
+                double s = 0;
+                for (uint32_t t = 0; t < n; t++)
+                    s += (double)x[(uint64_t)t * k + i] * (double)x[(uint64_t)t * k + c];
+                h[(uint64_t)i * k + c] = s;
+            }
+        return;
+    }
+    v4d a0 = {0}, a1 = {0}, b0 = {0}, b1 = {0}, c0v = {0}, c1v = {0}, d0 = {0}, d1 = {0};
+    for (uint32_t t = 0; t < n; t++) {
+        const float *xt = x + (uint64_t)t * k;
+        v4f lo, hi;
+        memcpy(&lo, xt + c0, sizeof lo);
+        memcpy(&hi, xt + c0 + 4, sizeof hi);
+        const v4d l = __builtin_convertvector(lo, v4d), u = __builtin_convertvector(hi, v4d);
+        const double x0 = xt[i0], x1 = xt[i0 + 1], x2 = xt[i0 + 2], x3 = xt[i0 + 3];
+        a0 += x0 * l, a1 += x0 * u, b0 += x1 * l, b1 += x1 * u;
+        c0v += x2 * l, c1v += x2 * u, d0 += x3 * l, d1 += x3 * u;
+    }
+    double *r = h + (uint64_t)i0 * k + c0;
+    memcpy(r, &a0, 32), memcpy(r + 4, &a1, 32), r += k;
+    memcpy(r, &b0, 32), memcpy(r + 4, &b1, 32), r += k;
+    memcpy(r, &c0v, 32), memcpy(r + 4, &c1v, 32), r += k;
+    memcpy(r, &d0, 32), memcpy(r + 4, &d1, 32);
+}
+
 static void *hessian_rows(void *arg)
 {
     const struct hjob *j = arg;
     const uint32_t k = j->k;
-    for (uint32_t i0 = j->w * HB; i0 < k; i0 += j->nw * HB) {
-        const uint32_t i1 = i0 + HB < k ? i0 + HB : k;
-        for (uint32_t j0 = i0; j0 < k; j0 += HJ) {
-            const uint32_t j1 = j0 + HJ < k ? j0 + HJ : k;
-            for (uint32_t t = 0; t < j->n; t++) {
-                const float *xt = j->x + (uint64_t)t * k;
-                for (uint32_t i = i0; i < i1; i++) {
-                    const double xi = xt[i];
-                    double *hi = j->h + (uint64_t)i * k;
-                    for (uint32_t c = j0 > i ? j0 : i; c < j1; c++)
-                        hi[c] += xi * (double)xt[c];
-                }
-            }
-        }
-    }
+    for (uint32_t i0 = j->w * HT_I; i0 < k; i0 += j->nw * HT_I)
+        for (uint32_t c0 = i0 / HT_C * HT_C; c0 < k; c0 += HT_C)
+            hessian_tile(j->x, j->n, k, i0, c0, j->h);
     return NULL;
 }
 
