@@ -8,7 +8,7 @@
  *    checked against their formulas written out here.
  *  - search is never worse than rtn under the importance it is given, and
  *    the importance changes what it chooses.
- *  - every method writes the same bytes twice. */
+ *  - every method writes the same bytes twice, and for any thread count. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -156,6 +156,59 @@ START_TEST(test_search_beats_rtn)
 }
 END_TEST
 
+/* Rows split among threads: the same bytes for any count (rows not a
+ * multiple of the chunk, so a worker gets a short last chunk), and a bad
+ * row is reported as the first one whichever worker meets it. */
+static int dense_row_of(void *ctx, uint32_t r, float *out)
+{
+    memcpy(out, (const float *)ctx + (size_t)r * 96, 96 * sizeof *out);
+    return 0;
+}
+
+START_TEST(test_threads_same_bytes)
+{
+    enum { R = 203, C = 96 };
+    float *w = malloc(R * C * sizeof *w), imp[C];
+    random_rows(w, R * C, 7);
+    for (int c = 0; c < C; c++)
+        imp[c] = 0.5f + (float)(c % 7);
+    static const struct nib_qspec specs[] = {
+        {NIB_DT_Q4, 32}, {NIB_DT_Q4A, 32}, {NIB_DT_Q4C, 0}, {NIB_DT_Q8C, 0}, {NIB_DT_Q4F, 16}};
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
+        for (int m = 0; m < 2; m++) {
+            const enum nib_qmethod meth = m ? NIB_QM_SEARCH : NIB_QM_RTN;
+            struct nib_qlayout l;
+            ck_assert_int_eq(nib_qlayout_get(&l, specs[i].dtype, specs[i].group, R, C), 0);
+            uint8_t *one = malloc(l.size), *many = malloc(l.size);
+            ck_assert_int_eq(nib_quantize_mt(specs[i], meth, imp, R, C, dense_row_of, w, one, 1,
+                                             err, sizeof err),
+                             0);
+            for (uint32_t t = 2; t <= 7; t += 5) {
+                memset(many, 0xa5, l.size);
+                ck_assert_int_eq(nib_quantize_mt(specs[i], meth, imp, R, C, dense_row_of, w, many,
+                                                 t, err, sizeof err),
+                                 0);
+                ck_assert_msg(memcmp(one, many, l.size) == 0, "format %zu, %s: %u threads differ",
+                              i, nib_qmethod_name(meth), t);
+            }
+            free(one), free(many);
+        }
+    w[150 * C + 5] = NAN; /* rows 150 and 190: the error names 150 */
+    w[190 * C + 9] = INFINITY;
+    struct nib_qlayout l;
+    ck_assert_int_eq(nib_qlayout_get(&l, NIB_DT_Q4, 32, R, C), 0);
+    uint8_t *out = malloc(l.size);
+    for (uint32_t t = 1; t <= 7; t += 3) {
+        err[0] = 0;
+        ck_assert_int_eq(nib_quantize_mt((struct nib_qspec){NIB_DT_Q4, 32}, NIB_QM_SEARCH, imp, R,
+                                         C, dense_row_of, w, out, t, err, sizeof err),
+                         -1);
+        ck_assert_msg(strstr(err, "row 150, column 5") != NULL, "%u threads: %s", t, err);
+    }
+    free(out), free(w);
+}
+END_TEST
+
 START_TEST(test_method_names)
 {
     enum nib_qmethod m;
@@ -175,7 +228,7 @@ START_TEST(test_method_names)
 END_TEST
 
 TU_SUITE("quant_methods", "methods", NULL, NULL, 120, test_rtn_formulas, test_search_beats_rtn,
-         test_method_names)
+         test_threads_same_bytes, test_method_names)
 
 #else /* QM_REAL: stories260K.gguf against stories260K-q4_0.gguf */
 

@@ -23,30 +23,54 @@ struct hjob {
     double *h; /* k x k */
 };
 
-/* Rows i of H in blocks of HB, block b done by worker b % nw; each element
- * sums its products in token order (every product is exact in double, so
- * contracting the sum into fma changes nothing). */
-#define HB 16
-#define HJ 512
+/* H in tiles of 4 rows x 8 columns (upper triangle, tile by tile), the
+ * rows of tiles dealt to workers in turn; a tile's 32 sums are held in
+ * registers over every token. Each element sums its products in token
+ * order from zero (every product is exact in double, so contracting the
+ * sum into fma changes nothing), whatever the tiling or thread count. */
+#define HT_I 4
+#define HT_C 8
+typedef double v4d __attribute__((vector_size(32)));
+typedef float v4f __attribute__((vector_size(16)));
+
+static void hessian_tile(const float *x, uint32_t n, uint32_t k, uint32_t i0, uint32_t c0,
+                         double *h)
+{
+    if (i0 + HT_I > k || c0 + HT_C > k) { /* an edge tile, element by element */
+        for (uint32_t i = i0; i < i0 + HT_I && i < k; i++)
+            for (uint32_t c = c0 > i ? c0 : i; c < c0 + HT_C && c < k; c++) {
+                double s = 0;
+                for (uint32_t t = 0; t < n; t++)
+                    s += (double)x[(uint64_t)t * k + i] * (double)x[(uint64_t)t * k + c];
+                h[(uint64_t)i * k + c] = s;
+            }
+        return;
+    }
+    v4d a0 = {0}, a1 = {0}, b0 = {0}, b1 = {0}, c0v = {0}, c1v = {0}, d0 = {0}, d1 = {0};
+    for (uint32_t t = 0; t < n; t++) {
+        const float *xt = x + (uint64_t)t * k;
+        v4f lo, hi;
+        memcpy(&lo, xt + c0, sizeof lo);
+        memcpy(&hi, xt + c0 + 4, sizeof hi);
+        const v4d l = __builtin_convertvector(lo, v4d), u = __builtin_convertvector(hi, v4d);
+        const double x0 = xt[i0], x1 = xt[i0 + 1], x2 = xt[i0 + 2], x3 = xt[i0 + 3];
+        a0 += x0 * l, a1 += x0 * u, b0 += x1 * l, b1 += x1 * u;
+        c0v += x2 * l, c1v += x2 * u, d0 += x3 * l, d1 += x3 * u;
+    }
+    double *r = h + (uint64_t)i0 * k + c0;
+    memcpy(r, &a0, 32), memcpy(r + 4, &a1, 32), r += k;
+    memcpy(r, &b0, 32), memcpy(r + 4, &b1, 32), r += k;
+    memcpy(r, &c0v, 32), memcpy(r + 4, &c1v, 32), r += k;
+    memcpy(r, &d0, 32), memcpy(r + 4, &d1, 32);
+}
+
 static void *hessian_rows(void *arg)
 {
     const struct hjob *j = arg;
     const uint32_t k = j->k;
-    for (uint32_t i0 = j->w * HB; i0 < k; i0 += j->nw * HB) {
-        const uint32_t i1 = i0 + HB < k ? i0 + HB : k;
-        for (uint32_t j0 = i0; j0 < k; j0 += HJ) {
-            const uint32_t j1 = j0 + HJ < k ? j0 + HJ : k;
-            for (uint32_t t = 0; t < j->n; t++) {
-                const float *xt = j->x + (uint64_t)t * k;
-                for (uint32_t i = i0; i < i1; i++) {
-                    const double xi = xt[i];
-                    double *hi = j->h + (uint64_t)i * k;
-                    for (uint32_t c = j0 > i ? j0 : i; c < j1; c++)
-                        hi[c] += xi * (double)xt[c];
-                }
-            }
-        }
-    }
+    for (uint32_t i0 = j->w * HT_I; i0 < k; i0 += j->nw * HT_I)
+        for (uint32_t c0 = i0 / HT_C * HT_C; c0 < k; c0 += HT_C)
+            hessian_tile(j->x, j->n, k, i0, c0, j->h);
     return NULL;
 }
 
@@ -145,7 +169,11 @@ static int prepare(struct nib_calib *c, const struct nib_plan *fp, const struct 
         if (!st->imp) {
             if (!(st->imp = malloc(k * sizeof *st->imp)))
                 goto oom;
-            for (uint32_t i = 0; i < k; i++) { /* mean of x^2, in token order */
+            /* mean of x^2, in token order: H's diagonal is that sum already
+             * (the same additions of the same exact products) */
+            for (uint32_t i = 0; i < k && h; i++)
+                st->imp[i] = (float)(h[(uint64_t)i * k + i] / n);
+            for (uint32_t i = 0; i < k && !h; i++) {
                 double q = 0;
                 for (uint32_t t = 0; t < n; t++) {
                     double v = in->x[(uint64_t)t * k + i];
@@ -240,37 +268,130 @@ struct run {
 
 /* Run ops [a, b) over every token, in passes of max_batch, from the saved
  * residual (a > 0) or from the tokens (a = 0), capturing the inputs of
- * the matmuls into ins (one per matmul op in [a, b), in order). */
-static void run_segment(struct run *u, uint32_t a, uint32_t b, struct input *ins)
+ * the matmuls into ins (one per matmul op in [a, b), in order). A team of
+ * nt workers runs every op, each its nib_exec_share of it (the runtime's
+ * split: the same bits for any team size), with a barrier after each; a
+ * matmul's inputs are captured by token, worker t taking tokens t, t+nt,
+ * ..., before any worker runs the op. Worker 0 loads and saves the
+ * residual stream between passes. */
+struct team {
+    struct run *u;
+    uint32_t a, b, nt;
+    struct input *ins;
+    pthread_barrier_t bar;
+    uint8_t *ws[NIB_CALIB_MAX_THREADS]; /* each worker's private scratch */
+};
+
+static void segment_worker(struct team *tm, uint32_t w)
 {
+    if (w >= tm->nt)
+        return;
+    struct run *u = tm->u;
     const struct nib_blob_view *v = &u->r.v;
-    uint8_t *mem = u->r.mem, *ws = mem + v->h->wscratch_off;
-    const uint32_t mb = v->h->max_batch;
+    uint8_t *mem = u->r.mem;
+    const uint32_t mb = v->h->max_batch, nt = tm->nt;
     for (uint32_t s0 = 0; s0 < u->n; s0 += u->seq) {
         const uint32_t len = u->n - s0 < u->seq ? u->n - s0 : u->seq;
         for (uint32_t pos = 0; pos < len; pos += mb) {
             const uint32_t m = len - pos < mb ? len - pos : mb, row = s0 + pos;
-            memcpy(mem + v->h->token_slot_off, u->ids + row, (size_t)m * 4);
-            memcpy(mem + v->h->pos_slot_off, &pos, 4);
-            if (a > 0)
-                for (uint32_t t = 0; t < m; t++)
-                    memcpy(mem + u->res_off + t * u->res_stride,
-                           u->res + (uint64_t)(row + t) * u->dim, u->dim * sizeof(float));
-            struct input *in = ins;
-            for (uint32_t i = a; i < b; i++) {
+            if (w == 0) {
+                memcpy(mem + v->h->token_slot_off, u->ids + row, (size_t)m * 4);
+                memcpy(mem + v->h->pos_slot_off, &pos, 4);
+                if (tm->a > 0)
+                    for (uint32_t t = 0; t < m; t++)
+                        memcpy(mem + u->res_off + t * u->res_stride,
+                               u->res + (uint64_t)(row + t) * u->dim, u->dim * sizeof(float));
+            }
+            if (nt > 1)
+                pthread_barrier_wait(&tm->bar);
+            struct input *in = tm->ins;
+            for (uint32_t i = tm->a; i < tm->b; i++) {
                 const struct nib_op *op = &v->ops[i];
                 if (op->code == NIB_OP_MATMUL) {
-                    for (uint32_t t = 0; t < m; t++)
+                    for (uint32_t t = w; t < m; t += nt)
                         capture(u->qk, v, mem, op, t, in->x + (uint64_t)(row + t) * in->k);
                     in++;
+                    if (nt > 1) /* captured before the op may overwrite its input */
+                        pthread_barrier_wait(&tm->bar);
                 }
-                nib_exec_op(u->qk, v, mem, ws, op, m, pos, 0, 1);
+                nib_exec_op(u->qk, v, mem, tm->ws[w], op, m, pos, w, nt);
+                if (nt > 1)
+                    pthread_barrier_wait(&tm->bar);
             }
-            for (uint32_t t = 0; t < m; t++)
-                memcpy(u->res + (uint64_t)(row + t) * u->dim, mem + u->res_off + t * u->res_stride,
-                       u->dim * sizeof(float));
+            if (w == 0)
+                for (uint32_t t = 0; t < m; t++)
+                    memcpy(u->res + (uint64_t)(row + t) * u->dim,
+                           mem + u->res_off + t * u->res_stride, u->dim * sizeof(float));
         }
     }
+}
+
+struct team_arg {
+    struct team *tm;
+    uint32_t w;
+};
+
+/* Workers wait at the gate until the team's size is known (a thread that
+ * cannot be started shrinks it: the bits do not depend on its size). */
+struct gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int open;
+};
+
+struct team_start {
+    struct team_arg arg;
+    struct gate *g;
+};
+
+static void *segment_main(void *p)
+{
+    struct team_start *s = p;
+    pthread_mutex_lock(&s->g->mu);
+    while (!s->g->open)
+        pthread_cond_wait(&s->g->cv, &s->g->mu);
+    pthread_mutex_unlock(&s->g->mu);
+    segment_worker(s->arg.tm, s->arg.w);
+    return NULL;
+}
+
+static void run_segment(struct run *u, uint32_t a, uint32_t b, struct input *ins, uint32_t threads)
+{
+    const struct nib_blob_view *v = &u->r.v;
+    struct team tm = {.u = u, .a = a, .b = b, .ins = ins};
+    uint32_t nt = threads < 1                       ? 1
+                  : threads > NIB_CALIB_MAX_THREADS ? NIB_CALIB_MAX_THREADS
+                                                    : threads;
+    const size_t wsz = ((size_t)v->h->wscratch_size + 63) / 64 * 64;
+    tm.ws[0] = u->r.mem + v->h->wscratch_off;
+    for (uint32_t w = 1; w < nt; w++)
+        if (!(tm.ws[w] = aligned_alloc(64, wsz ? wsz : 64))) {
+            nt = w;
+            break;
+        }
+    pthread_t tid[NIB_CALIB_MAX_THREADS];
+    struct team_start st[NIB_CALIB_MAX_THREADS];
+    struct gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    uint32_t started = 1;
+    for (; started < nt; started++) {
+        st[started] = (struct team_start){{&tm, started}, &g};
+        if (pthread_create(&tid[started], NULL, segment_main, &st[started]))
+            break;
+    }
+    tm.nt = started;
+    if (started > 1 && pthread_barrier_init(&tm.bar, NULL, started))
+        tm.nt = 1; /* the started workers run no share: worker w >= nt does nothing */
+    pthread_mutex_lock(&g.mu);
+    g.open = 1;
+    pthread_cond_broadcast(&g.cv);
+    pthread_mutex_unlock(&g.mu);
+    segment_worker(&tm, 0);
+    for (uint32_t w = 1; w < started; w++)
+        pthread_join(tid[w], NULL);
+    if (tm.nt > 1)
+        pthread_barrier_destroy(&tm.bar);
+    for (uint32_t w = 1; w < nt; w++)
+        free(tm.ws[w]);
 }
 
 /* One line redrawn per step on a terminal; elsewhere (a log) only the
@@ -346,6 +467,7 @@ int nib_calib_run(const struct llama_model *m, const struct plan_opts *po,
         goto out;
     }
     c->n_tokens = u.n;
+    c->threads = co->threads ? co->threads : 1;
     u.ids = ids;
     /* NIB_CALIB_SCALAR=1 (tests): the scalar kernels, which give the same
      * bits as every other ISA's */
@@ -385,7 +507,7 @@ int nib_calib_run(const struct llama_model *m, const struct plan_opts *po,
                     goto oom;
                 n_in++;
             }
-        run_segment(&u, a, b, ins);
+        run_segment(&u, a, b, ins, co->threads);
         for (uint32_t q = 0; q < n_in; q++) {
             if (prepare(c, &fp, &qp, co, &ins[q], v->ops[ins[q].op].tensor, v->ops[0].tensor, err,
                         errlen))

@@ -15,8 +15,10 @@
  * quantizes with the importance (search).
  *
  * Deterministic: sums run in token order and a fixed loop order, and the
- * f32 run is nibble's own executor (bitwise the same on every ISA), so the
- * same model and text give the same blob on every machine. Tests check it
+ * f32 run is nibble's own executor (bitwise the same on every ISA and for
+ * any split of its ops among workers), so the same model and text give the
+ * same blob on every machine. Every phase (the f32 run, the Hessians, gptq,
+ * the packer's rounding) runs on the worker threads. Tests check it
  * with NIB_CALIB_THREADS=N (worker threads; default: the online CPUs) and
  * NIB_CALIB_SCALAR=1 (the scalar kernels for the f32 run). */
 #ifndef NIB_CALIB_H
@@ -33,6 +35,7 @@
 
 #define NIB_CALIB_TOKENS 1024 /* --calib-tokens default */
 #define NIB_CALIB_SEQ 512     /* tokens per calibration sequence (or the context, if shorter) */
+#define NIB_CALIB_MAX_THREADS 16
 
 extern const char nib_calib_default_text[];
 

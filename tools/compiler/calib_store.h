@@ -26,6 +26,7 @@ struct nib_calib_matrix { /* one matrix (a plan tensor's source) */
 
 struct nib_calib {
     uint32_t n_tokens; /* tokens the statistics were taken over */
+    uint32_t threads; /* worker threads for the packer's rounding (the bytes do not depend on it) */
     struct nib_calib_matrix *ws;
     uint32_t n_ws;
 };

@@ -43,7 +43,7 @@
 #define QB 128         /* GPTQ column block (a multiple of every group size) */
 #define QR 16          /* rows per task: V's rows are reused across them */
 #define MAX_THREADS 64 /* more threads than this share the work of 64 */
-#define KV 16          /* columns per register tile of the trailing update (4 x v4f) */
+#define KV 16          /* columns per register tile of the trailing update (2 x v8f) */
 
 /* Row stride of V as float: a multiple of KV plus KV, so the block's rows
  * at one column do not all fall in one cache set. */
@@ -234,56 +234,57 @@ struct qbuf {
     struct nib_qgroup *g;  /* QR x n_sgroups */
 };
 
-/* Four floats, added and multiplied lane by lane (each lane exactly the
- * scalar IEEE operation): the register tile of the trailing update. */
-typedef float v4f __attribute__((vector_size(16)));
+/* Eight floats, added and multiplied lane by lane (each lane exactly the
+ * scalar IEEE operation, never fused): the register tile of the trailing
+ * update, one AVX register where there is one. */
+typedef float v8f __attribute__((vector_size(32)));
 
-static inline v4f v4_load(const float *p)
+static inline v8f v8_load(const float *p)
 {
-    v4f x;
+    v8f x;
     memcpy(&x, p, sizeof x);
     return x;
 }
 
-static inline void v4_store(float *p, v4f x)
+static inline void v8_store(float *p, v8f x)
 {
     memcpy(p, &x, sizeof x);
 }
 
 /* acc[r][k] += sum over the block's columns i (in order) of dl[r][i] V[i][k]
  * for k >= k0: the same additions as one column at a time, with a tile of
- * two rows x KV columns held in registers across the block. */
+ * four rows x KV columns held in registers across the block (each load of
+ * V serves four rows). */
 static void trail(const float *v, size_t ldv, const float *dl, float *acc, uint32_t n, uint32_t nr,
                   uint32_t nb, uint32_t k0)
 {
     uint32_t k = k0;
     for (; k + KV <= n; k += KV) {
         uint32_t r = 0;
-        for (; r + 1 < nr; r += 2) {
-            float *p0 = acc + (size_t)r * n + k, *p1 = p0 + n;
-            const float *d0 = dl + (size_t)r * QB, *d1 = d0 + QB;
-            v4f a0 = v4_load(p0), a1 = v4_load(p0 + 4), a2 = v4_load(p0 + 8), a3 = v4_load(p0 + 12);
-            v4f b0 = v4_load(p1), b1 = v4_load(p1 + 4), b2 = v4_load(p1 + 8), b3 = v4_load(p1 + 12);
+        for (; r + 3 < nr; r += 4) {
+            float *p0 = acc + (size_t)r * n + k, *p1 = p0 + n, *p2 = p1 + n, *p3 = p2 + n;
+            const float *d0 = dl + (size_t)r * QB, *d1 = d0 + QB, *d2 = d1 + QB, *d3 = d2 + QB;
+            v8f a0 = v8_load(p0), a1 = v8_load(p0 + 8), b0 = v8_load(p1), b1 = v8_load(p1 + 8);
+            v8f c0 = v8_load(p2), c1 = v8_load(p2 + 8), e0 = v8_load(p3), e1 = v8_load(p3 + 8);
             for (uint32_t i = 0; i < nb; i++) {
-                const float *vi = v + (size_t)i * ldv + k, e0 = d0[i], e1 = d1[i];
-                const v4f x0 = v4_load(vi), x1 = v4_load(vi + 4), x2 = v4_load(vi + 8),
-                          x3 = v4_load(vi + 12);
-                a0 += e0 * x0, a1 += e0 * x1, a2 += e0 * x2, a3 += e0 * x3;
-                b0 += e1 * x0, b1 += e1 * x1, b2 += e1 * x2, b3 += e1 * x3;
+                const float *vi = v + (size_t)i * ldv + k;
+                const v8f x0 = v8_load(vi), x1 = v8_load(vi + 8);
+                const float f0 = d0[i], f1 = d1[i], f2 = d2[i], f3 = d3[i];
+                a0 += f0 * x0, a1 += f0 * x1, b0 += f1 * x0, b1 += f1 * x1;
+                c0 += f2 * x0, c1 += f2 * x1, e0 += f3 * x0, e1 += f3 * x1;
             }
-            v4_store(p0, a0), v4_store(p0 + 4, a1), v4_store(p0 + 8, a2), v4_store(p0 + 12, a3);
-            v4_store(p1, b0), v4_store(p1 + 4, b1), v4_store(p1 + 8, b2), v4_store(p1 + 12, b3);
+            v8_store(p0, a0), v8_store(p0 + 8, a1), v8_store(p1, b0), v8_store(p1 + 8, b1);
+            v8_store(p2, c0), v8_store(p2 + 8, c1), v8_store(p3, e0), v8_store(p3 + 8, e1);
         }
         for (; r < nr; r++) {
             float *p0 = acc + (size_t)r * n + k;
             const float *d0 = dl + (size_t)r * QB;
-            v4f a0 = v4_load(p0), a1 = v4_load(p0 + 4), a2 = v4_load(p0 + 8), a3 = v4_load(p0 + 12);
+            v8f a0 = v8_load(p0), a1 = v8_load(p0 + 8);
             for (uint32_t i = 0; i < nb; i++) {
-                const float *vi = v + (size_t)i * ldv + k, e0 = d0[i];
-                a0 += e0 * v4_load(vi), a1 += e0 * v4_load(vi + 4);
-                a2 += e0 * v4_load(vi + 8), a3 += e0 * v4_load(vi + 12);
+                const float *vi = v + (size_t)i * ldv + k, f0 = d0[i];
+                a0 += f0 * v8_load(vi), a1 += f0 * v8_load(vi + 8);
             }
-            v4_store(p0, a0), v4_store(p0 + 4, a1), v4_store(p0 + 8, a2), v4_store(p0 + 12, a3);
+            v8_store(p0, a0), v8_store(p0 + 8, a1);
         }
     }
     for (; k < n; k++)

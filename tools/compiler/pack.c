@@ -69,7 +69,9 @@ static int quantize_source(const struct nib_plan *p, const struct llama_weight *
     }
     const float *imp = w->cols == cols ? nib_calib_importance(p->calib, w) : NULL;
     enum nib_qmethod m = p->method == NIB_QM_RTN ? NIB_QM_RTN : NIB_QM_SEARCH;
-    return nib_quantize_m(want, m, imp, w->rows, cols, weight_row, (void *)w, buf, why, whylen);
+    const uint32_t nt = p->calib && p->calib->threads ? p->calib->threads : 1;
+    return nib_quantize_mt(want, m, imp, w->rows, cols, weight_row, (void *)w, buf, nt, why,
+                           whylen);
 }
 
 /* One source of a quantized tensor, packed on its own into buf (size

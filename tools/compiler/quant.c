@@ -9,6 +9,7 @@
 #include "tools/compiler/quant.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,6 +170,31 @@ static double fit(const struct nib_qlayout *l, const struct nib_qgroup *g, const
                   const float *w, uint32_t n, int *codes)
 {
     double sse = 0;
+    if (!l->has_min && g->scale != 0.0f) {
+        /* nib_qgroup_code's arithmetic with its constants hoisted: codes of
+         * a chunk first (a loop the compiler can vectorize), then the sum
+         * in order */
+        int lo, hi;
+        code_range(l, &lo, &hi);
+        const int zp = l->has_zp ? g->zp : fixed_zp(l);
+        const float s = g->scale, qlo = (float)(lo - zp), qhi = (float)(hi - zp);
+        for (uint32_t i0 = 0; i0 < n; i0 += 64) {
+            const uint32_t m = n - i0 < 64 ? n - i0 : 64;
+            float q[64];
+            for (uint32_t i = 0; i < m; i++) {
+                float v = __builtin_rintf(x[i0 + i] / s);
+                q[i] = v < qlo ? qlo : v > qhi ? qhi : v;
+            }
+            for (uint32_t i = 0; i < m; i++) {
+                float e = (float)((double)x[i0 + i] - (double)(q[i] * s));
+                double e2 = (double)e * e;
+                sse += w ? e2 * w[i0 + i] : e2;
+                if (codes)
+                    codes[i0 + i] = (int)q[i] + zp;
+            }
+        }
+        return sse;
+    }
     for (uint32_t i = 0; i < n; i++) {
         float deq;
         int c = nib_qgroup_code(l, g, x[i], &deq);
@@ -441,56 +467,147 @@ void nib_qgroup_put(const struct nib_qlayout *l, uint8_t *out, uint32_t r, uint3
 
 /* ---- quantize ---- */
 
-int nib_quantize_m(struct nib_qspec spec, enum nib_qmethod m, const float *imp, uint32_t rows,
-                   uint32_t cols, nib_row_fn row, void *ctx, uint8_t *out, char *err, size_t errlen)
-{
+/* Rows are quantized in chunks of QM_ROWS (a whole number of the packed
+ * layouts' row blocks, so no two chunks share a byte), chunk c by worker
+ * c % nt; each row's bytes depend on that row alone, so the result does
+ * not depend on nt. */
+#define QM_ROWS 16
+#define QM_MAX_THREADS 64
+
+struct qm_job {
     struct nib_qlayout l;
-    char b[32];
-    if (nib_qlayout_get(&l, spec.dtype, spec.group, rows, cols) || m == NIB_QM_GPTQ) {
-        snprintf(err, errlen, "cannot quantize a %ux%u tensor to %s by %s", rows, cols,
-                 nib_qspec_str(spec, b, sizeof b), nib_qmethod_name(m));
-        return -1;
-    }
-    float *x = calloc(l.k_pad, sizeof *x);
-    int *codes = malloc(l.gsize * sizeof *codes);
+    enum nib_qmethod m;
+    const float *imp;
+    uint32_t rows, cols, nt;
+    nib_row_fn row;
+    void *ctx;
+    uint8_t *out;
+    struct {
+        uint32_t row; /* the first row that failed, UINT32_MAX: none */
+        char msg[160];
+    } fail[QM_MAX_THREADS];
+};
+
+struct qm_arg {
+    struct qm_job *j;
+    uint32_t t;
+};
+
+static void qm_rows(struct qm_job *j, uint32_t t)
+{
+    const struct nib_qlayout *l = &j->l;
+    const uint32_t rows = j->rows, cols = j->cols;
+    float *x = calloc(l->k_pad, sizeof *x);
+    int *codes = malloc(l->gsize * sizeof *codes);
     if (!x || !codes) {
+        j->fail[t].row = t * QM_ROWS;
+        snprintf(j->fail[t].msg, sizeof j->fail[t].msg, "out of memory quantizing a %ux%u tensor",
+                 rows, cols);
         free(x), free(codes);
+        return;
+    }
+    for (uint32_t r0 = t * QM_ROWS; r0 < l->n_pad; r0 += j->nt * QM_ROWS)
+        for (uint32_t r = r0; r < r0 + QM_ROWS && r < l->n_pad; r++) {
+            char why[128];
+            int bad = 0;
+            if (r < rows) {
+                if (j->row(j->ctx, r, x)) {
+                    snprintf(why, sizeof why, "cannot read row %u", r);
+                    bad = 1;
+                }
+                for (uint32_t k = 0; k < cols && !bad; k++)
+                    if (!isfinite(x[k])) {
+                        snprintf(why, sizeof why, "row %u, column %u is not a finite number", r, k);
+                        bad = 1;
+                    }
+            }
+            for (uint32_t g = 0; g < l->n_sgroups && !bad; g++) {
+                uint32_t k0 = g * l->gsize, n = 0;
+                struct nib_qgroup q = mkscale(l, 0.0f);
+                if (r < rows && k0 < cols) { /* else padding only (groups of 16 come in pairs) */
+                    n = cols - k0 < l->gsize ? cols - k0 : l->gsize;
+                    char e[128];
+                    if (nib_qgroup_choose(l, j->m, x + k0, j->imp ? j->imp + k0 : NULL, n, &q,
+                                          codes, e, sizeof e)) {
+                        snprintf(why, sizeof why, "row %u: %.100s", r, e);
+                        bad = 1;
+                        break;
+                    }
+                }
+                nib_qgroup_put(l, j->out, r, g, &q, codes, n);
+            }
+            if (bad) {
+                j->fail[t].row = r;
+                snprintf(j->fail[t].msg, sizeof j->fail[t].msg, "%s", why);
+                free(x), free(codes);
+                return;
+            }
+        }
+    free(x), free(codes);
+}
+
+static void *qm_main(void *p)
+{
+    struct qm_arg *a = p;
+    qm_rows(a->j, a->t);
+    return NULL;
+}
+
+int nib_quantize_mt(struct nib_qspec spec, enum nib_qmethod m, const float *imp, uint32_t rows,
+                    uint32_t cols, nib_row_fn row, void *ctx, uint8_t *out, uint32_t threads,
+                    char *err, size_t errlen)
+{
+    struct qm_job *j = malloc(sizeof *j);
+    char b[32];
+    if (!j) {
         snprintf(err, errlen, "out of memory quantizing a %ux%u tensor", rows, cols);
         return -1;
     }
-    memset(out, 0, l.size);
-    int rc = 0;
-    for (uint32_t r = 0; r < l.n_pad && rc == 0; r++) {
-        if (r < rows) {
-            if (row(ctx, r, x)) {
-                snprintf(err, errlen, "cannot read row %u", r);
-                rc = -1;
-                break;
-            }
-            for (uint32_t k = 0; k < cols && rc == 0; k++)
-                if (!isfinite(x[k])) {
-                    snprintf(err, errlen, "row %u, column %u is not a finite number", r, k);
-                    rc = -1;
-                }
-        }
-        for (uint32_t j = 0; j < l.n_sgroups && rc == 0; j++) {
-            uint32_t k0 = j * l.gsize, n = 0;
-            struct nib_qgroup g = mkscale(&l, 0.0f);
-            if (r < rows && k0 < cols) { /* else padding only (groups of 16 come in pairs) */
-                n = cols - k0 < l.gsize ? cols - k0 : l.gsize;
-                char why[128];
-                if (nib_qgroup_choose(&l, m, x + k0, imp ? imp + k0 : NULL, n, &g, codes, why,
-                                      sizeof why)) {
-                    snprintf(err, errlen, "row %u: %s", r, why);
-                    rc = -1;
-                }
-            }
-            if (rc == 0)
-                nib_qgroup_put(&l, out, r, j, &g, codes, n);
-        }
+    if (nib_qlayout_get(&j->l, spec.dtype, spec.group, rows, cols) || m == NIB_QM_GPTQ) {
+        snprintf(err, errlen, "cannot quantize a %ux%u tensor to %s by %s", rows, cols,
+                 nib_qspec_str(spec, b, sizeof b), nib_qmethod_name(m));
+        free(j);
+        return -1;
     }
-    free(x), free(codes);
+    const uint32_t chunks = (j->l.n_pad + QM_ROWS - 1) / QM_ROWS;
+    uint32_t nt = threads < 1 ? 1 : threads > QM_MAX_THREADS ? QM_MAX_THREADS : threads;
+    if (nt > chunks)
+        nt = chunks ? chunks : 1;
+    j->m = m, j->imp = imp, j->rows = rows, j->cols = cols, j->nt = nt;
+    j->row = row, j->ctx = ctx, j->out = out;
+    for (uint32_t t = 0; t < QM_MAX_THREADS; t++)
+        j->fail[t].row = UINT32_MAX;
+    memset(out, 0, j->l.size);
+    pthread_t tid[QM_MAX_THREADS];
+    struct qm_arg arg[QM_MAX_THREADS];
+    int started[QM_MAX_THREADS] = {0};
+    for (uint32_t t = 1; t < nt; t++) {
+        arg[t] = (struct qm_arg){j, t};
+        started[t] = pthread_create(&tid[t], NULL, qm_main, &arg[t]) == 0;
+    }
+    qm_rows(j, 0);
+    for (uint32_t t = 1; t < nt; t++) { /* a worker that did not start: its chunks here */
+        if (started[t])
+            pthread_join(tid[t], NULL);
+        else
+            qm_rows(j, t);
+    }
+    int rc = 0;
+    uint32_t first = UINT32_MAX;
+    for (uint32_t t = 0; t < nt; t++)
+        if (j->fail[t].row < first) {
+            first = j->fail[t].row;
+            snprintf(err, errlen, "%s", j->fail[t].msg);
+            rc = -1;
+        }
+    free(j);
     return rc;
+}
+
+int nib_quantize_m(struct nib_qspec spec, enum nib_qmethod m, const float *imp, uint32_t rows,
+                   uint32_t cols, nib_row_fn row, void *ctx, uint8_t *out, char *err, size_t errlen)
+{
+    return nib_quantize_mt(spec, m, imp, rows, cols, row, ctx, out, 1, err, errlen);
 }
 
 int nib_quantize(struct nib_qspec spec, uint32_t rows, uint32_t cols, nib_row_fn row, void *ctx,

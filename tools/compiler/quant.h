@@ -89,6 +89,11 @@ int nib_quantize(struct nib_qspec spec, uint32_t rows, uint32_t cols, nib_row_fn
 int nib_quantize_m(struct nib_qspec spec, enum nib_qmethod m, const float *imp, uint32_t rows,
                    uint32_t cols, nib_row_fn row, void *ctx, uint8_t *out, char *err,
                    size_t errlen);
+/* nib_quantize_m on threads worker threads (rows split among them): the
+ * same bytes for any count; rows must be readable concurrently. */
+int nib_quantize_mt(struct nib_qspec spec, enum nib_qmethod m, const float *imp, uint32_t rows,
+                    uint32_t cols, nib_row_fn row, void *ctx, uint8_t *out, uint32_t threads,
+                    char *err, size_t errlen);
 /* The same from a dense row-major matrix. */
 int nib_quantize_m_f32(struct nib_qspec spec, enum nib_qmethod m, const float *imp, uint32_t rows,
                        uint32_t cols, const float *w, uint8_t *out, char *err, size_t errlen);
