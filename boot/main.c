@@ -348,8 +348,9 @@ int main(int argc, char **argv)
         for (uint32_t n = 0; n < BOOT_NODES_REPORTED && n < m.numa_nodes; n++)
             used += (size_t)snprintf(per + used, sizeof per - used, "%snode %u %.2f MiB",
                                      n ? ", " : "", n, mib(m.shard_on_node[n]));
-        boot_log("numa: %u node%s (libnuma); matmul weight shards (%.2f MiB) bound to their "
-                 "worker's node per %s page; found there (move_pages): %s; elsewhere %.2f MiB%s",
+        boot_log("numa: %u node%s (libnuma); pages of matmul weight shards (%.2f MiB) bound to "
+                 "their worker's node per %s page; found there (move_pages): %s; elsewhere %.2f "
+                 "MiB%s",
                  m.numa_nodes, m.numa_nodes == 1 ? "" : "s", mib(m.shard_bytes),
                  m.placement_page == 4096 ? "4 KiB" : "2 MiB", per, mib(m.shard_misplaced),
                  m.verified ? "" : " (move_pages failed: not verified)");

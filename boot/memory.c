@@ -127,6 +127,37 @@ static uint64_t smallest_shard(const struct nib_blob_view *v, const struct boot_
     return least;
 }
 
+/* 1 when every worker runs on the same node. */
+static int one_node(const struct boot_workers *w)
+{
+    for (uint32_t k = 1; k < w->n; k++)
+        if (w->nodes[k] != w->nodes[0])
+            return 0;
+    return 1;
+}
+
+/* The node a placement page [page, page + len) is bound to: with all
+ * workers on one node, that node whenever the page holds any matmul weight
+ * (no shard boundary to honour, so whole huge pages stay whole); else the
+ * owner of its first byte. -1: not bound. */
+static int page_owner(const struct nib_blob_view *v, uint64_t page, uint64_t len,
+                      const struct boot_workers *w)
+{
+    if (!one_node(w))
+        return owner_node(v, page, w);
+    uint64_t wbase = (uint64_t)(v->weights - v->base);
+    for (uint32_t i = 0; i < v->h->n_ops; i++) {
+        const struct nib_op *op = &v->ops[i];
+        if (op->code != NIB_OP_MATMUL)
+            continue;
+        const struct nib_tensor_rec *t = &v->tensors[op->tensor];
+        uint64_t lo = wbase + t->offset, hi = lo + t->size;
+        if (lo < page + len && hi > page)
+            return (int)w->nodes[0];
+    }
+    return -1;
+}
+
 /* Ask the kernel which node holds each placement page that has an owner
  * (move_pages with no target nodes only reports), and sum them per node. */
 static void verify_shards(const struct nib_blob_view *v, const uint8_t *dst, uint64_t map,
@@ -137,7 +168,7 @@ static void verify_shards(const struct nib_blob_view *v, const uint8_t *dst, uin
     int want[BATCH], status[BATCH];
     unsigned n = 0;
     for (uint64_t page = 0; page <= map; page += m->placement_page) {
-        int node = page < map ? owner_node(v, page, w) : -1;
+        int node = page < map ? page_owner(v, page, m->placement_page, w) : -1;
         if (node >= 0) {
             pages[n] = (void *)(dst + page);
             want[n++] = node;
@@ -162,8 +193,9 @@ static void verify_shards(const struct nib_blob_view *v, const uint8_t *dst, uin
 
 /* Bind runs of placement pages to their owner's node: whole 2 MiB pages
  * when every shard fills one (a policy boundary inside a huge page would
- * split it), else 4 KiB pages so that small blobs are placed too;
- * hugetlbfs pages cannot be split, so they are always bound whole. */
+ * split it) or when all workers share one node, else 4 KiB pages so that
+ * small blobs are placed too; hugetlbfs pages cannot be split, so they are
+ * always bound whole. */
 static void place_shards(const struct nib_blob_view *v, uint8_t *dst, uint64_t map,
                          const struct boot_workers *w, struct boot_memory *m)
 {
@@ -176,11 +208,12 @@ static void place_shards(const struct nib_blob_view *v, uint8_t *dst, uint64_t m
     }
     m->numa = 1;
     m->numa_nodes = (uint32_t)numa_num_configured_nodes();
-    m->placement_page = m->hugetlb || smallest_shard(v, w) >= HUGE_2M ? HUGE_2M : PAGE_4K;
+    m->placement_page =
+        m->hugetlb || one_node(w) || smallest_shard(v, w) >= HUGE_2M ? HUGE_2M : PAGE_4K;
     uint64_t run_start = 0;
     int run_node = -2;
     for (uint64_t page = 0; page <= map; page += m->placement_page) {
-        int node = page < map ? owner_node(v, page, w) : -3;
+        int node = page < map ? page_owner(v, page, m->placement_page, w) : -3;
         if (node == run_node)
             continue;
         if (run_node >= 0) {

@@ -76,7 +76,7 @@ struct nib_stats {
     uint64_t arena_bytes;     /* activations + KV cache + team */
     uint64_t arena_huge_bytes;
     uint64_t ref_iterations; /* reference-loop passes run for MEASURE requests */
-    uint64_t shard_bytes;    /* matmul shard bytes placed (whole placement pages) */
+    uint64_t shard_bytes;    /* bytes of the placement pages bound (they hold matmul shards) */
     uint64_t reserved2[2];
     /* line 3: hosts (protocol version 3) */
     alignas(64) uint64_t attaches;  /* ATTACHED replies sent */
