@@ -48,15 +48,21 @@ int boot_pin_self(uint32_t cpu, uint32_t node, char *err, size_t errlen);
 
 /* --- memory.c ---------------------------------------------------------------- */
 
+#define BOOT_NODES_REPORTED 8
+
 struct boot_memory {
-    uint8_t *blob;          /* the anonymous copy, 2 MiB aligned */
-    uint64_t blob_size;     /* bytes of blob */
-    uint64_t blob_map;      /* bytes mapped (2 MiB multiple) */
-    int hugetlb;            /* MAP_HUGETLB pages (else THP) */
-    int numa;               /* shards placed with libnuma */
-    uint32_t numa_nodes;    /* nodes the kernel reports (1 without libnuma) */
-    uint64_t node_bytes[8]; /* weight bytes placed per node (first 8 nodes) */
-    uint8_t *arena;         /* runtime memory, 2 MiB aligned, prefaulted */
+    uint8_t *blob;           /* the anonymous copy, 2 MiB aligned */
+    uint64_t blob_size;      /* bytes of blob */
+    uint64_t blob_map;       /* bytes mapped (2 MiB multiple) */
+    int hugetlb;             /* MAP_HUGETLB pages (else THP) */
+    int numa;                /* shards placed with libnuma */
+    uint32_t numa_nodes;     /* nodes the kernel reports (1 without libnuma) */
+    uint64_t placement_page; /* bytes: shards bound per 4 KiB or per 2 MiB page */
+    uint64_t shard_bytes;    /* matmul shard bytes bound to a node */
+    int verified;            /* move_pages answered for every shard page */
+    uint64_t shard_on_node[BOOT_NODES_REPORTED]; /* found on their worker's node */
+    uint64_t shard_misplaced;                    /* found on another node */
+    uint8_t *arena;                              /* runtime memory, 2 MiB aligned, prefaulted */
     uint64_t arena_map;
     uint64_t blob_huge, arena_huge; /* huge-page bytes read back from smaps */
     int mlocked;

@@ -345,11 +345,15 @@ int main(int argc, char **argv)
     if (m.numa) {
         char per[256] = "";
         size_t used = 0;
-        for (uint32_t n = 0; n < 8 && n < m.numa_nodes; n++)
-            used += (size_t)snprintf(per + used, sizeof per - used, "%snode %u %.1f MiB",
-                                     n ? ", " : "", n, mib(m.node_bytes[n]));
-        boot_log("numa: %u node%s (libnuma); matmul weight shards bound to their worker's node: %s",
-                 m.numa_nodes, m.numa_nodes == 1 ? "" : "s", per);
+        for (uint32_t n = 0; n < BOOT_NODES_REPORTED && n < m.numa_nodes; n++)
+            used += (size_t)snprintf(per + used, sizeof per - used, "%snode %u %.2f MiB",
+                                     n ? ", " : "", n, mib(m.shard_on_node[n]));
+        boot_log("numa: %u node%s (libnuma); pages of matmul weight shards (%.2f MiB) bound to "
+                 "their worker's node per %s page; found there (move_pages): %s; elsewhere %.2f "
+                 "MiB%s",
+                 m.numa_nodes, m.numa_nodes == 1 ? "" : "s", mib(m.shard_bytes),
+                 m.placement_page == 4096 ? "4 KiB" : "2 MiB", per, mib(m.shard_misplaced),
+                 m.verified ? "" : " (move_pages failed: not verified)");
     }
 #else
     boot_log("numa: built without libnuma; weights stay where first touched (worker 0's node)");
@@ -410,12 +414,23 @@ int main(int argc, char **argv)
     st->n_workers = w.n;
     st->barriers_per_token = n_barriers;
     st->numa_nodes = m.numa_nodes;
+    if (m.numa && m.verified) {
+        st->placement_kib = (uint32_t)(m.placement_page / 1024);
+        st->shard_bytes = m.shard_bytes;
+        for (uint32_t n = 0; n < NIB_STATS_NODES; n++)
+            st->node_shard_bytes[n] = m.shard_on_node[n];
+        st->shard_misplaced_bytes = m.shard_misplaced;
+        for (uint32_t i = 0; i < w.n && i < NIB_STATS_WORKER_NODES; i++)
+            st->worker_nodes[i / 16] |= (uint64_t)(w.nodes[i] < 15 ? w.nodes[i] : 15)
+                                        << (4 * (i % 16));
+    }
     st->blob_bytes = m.blob_map;
     st->blob_huge_bytes = m.blob_huge;
     st->arena_bytes = m.arena_map;
     st->arena_huge_bytes = m.arena_huge;
     st->boot_flags = (m.mlocked ? NIB_BOOT_MLOCKED : 0) | (m.hugetlb ? NIB_BOOT_HUGETLB : 0) |
-                     (m.numa ? NIB_BOOT_NUMA : 0) | (w.overridden ? NIB_BOOT_TOPO_OVERRIDE : 0) |
+                     (m.numa ? NIB_BOOT_NUMA : 0) | (m.numa && m.verified ? NIB_BOOT_PLACED : 0) |
+                     (w.overridden ? NIB_BOOT_TOPO_OVERRIDE : 0) |
                      (o.seccomp ? NIB_BOOT_SECCOMP : 0);
     static struct nib_vm_link vm;
     if (region) {

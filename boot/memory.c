@@ -2,7 +2,8 @@
  * .nib_blob segment into anonymous huge-page memory (hugetlbfs pages when
  * enough are reserved, else transparent huge pages via MADV_HUGEPAGE), each
  * worker's matmul row shards are bound to that worker's node before the
- * copy touches them, and the file pages are unmapped. The arena is reserved
+ * copy touches them (and where they landed is read back after it), and the
+ * file pages are unmapped. The arena is reserved
  * once and prefaulted. What we actually got is read back from
  * /proc/self/smaps, never assumed. */
 #include <errno.h>
@@ -15,6 +16,7 @@
 
 #if NIB_HAVE_NUMA
 #include <numa.h>
+#include <numaif.h>
 #endif
 
 #include "boot/boot.h"
@@ -102,8 +104,98 @@ static int owner_node(const struct nib_blob_view *v, uint64_t off, const struct 
 }
 #endif
 
-/* Bind runs of 2 MiB pages to their owner's node (whole huge pages only:
- * a policy boundary inside one would split it). */
+#if NIB_HAVE_NUMA
+#define PAGE_4K 4096ull
+
+/* The smallest non-empty row shard of any matmul, in bytes. */
+static uint64_t smallest_shard(const struct nib_blob_view *v, const struct boot_workers *w)
+{
+    uint64_t least = UINT64_MAX;
+    for (uint32_t i = 0; i < v->h->n_ops; i++) {
+        const struct nib_op *op = &v->ops[i];
+        if (op->code != NIB_OP_MATMUL)
+            continue;
+        const struct nib_tensor_rec *t = &v->tensors[op->tensor];
+        for (uint32_t k = 0; k < w->n; k++) {
+            uint32_t b, e;
+            nib_exec_share(op, k, w->n, &b, &e);
+            uint64_t bytes = t->size * e / t->rows - t->size * b / t->rows;
+            if (bytes && bytes < least)
+                least = bytes;
+        }
+    }
+    return least;
+}
+
+/* 1 when every worker runs on the same node. */
+static int one_node(const struct boot_workers *w)
+{
+    for (uint32_t k = 1; k < w->n; k++)
+        if (w->nodes[k] != w->nodes[0])
+            return 0;
+    return 1;
+}
+
+/* The node a placement page [page, page + len) is bound to: with all
+ * workers on one node, that node whenever the page holds any matmul weight
+ * (no shard boundary to honour, so whole huge pages stay whole); else the
+ * owner of its first byte. -1: not bound. */
+static int page_owner(const struct nib_blob_view *v, uint64_t page, uint64_t len,
+                      const struct boot_workers *w)
+{
+    if (!one_node(w))
+        return owner_node(v, page, w);
+    uint64_t wbase = (uint64_t)(v->weights - v->base);
+    for (uint32_t i = 0; i < v->h->n_ops; i++) {
+        const struct nib_op *op = &v->ops[i];
+        if (op->code != NIB_OP_MATMUL)
+            continue;
+        const struct nib_tensor_rec *t = &v->tensors[op->tensor];
+        uint64_t lo = wbase + t->offset, hi = lo + t->size;
+        if (lo < page + len && hi > page)
+            return (int)w->nodes[0];
+    }
+    return -1;
+}
+
+/* Ask the kernel which node holds each placement page that has an owner
+ * (move_pages with no target nodes only reports), and sum them per node. */
+static void verify_shards(const struct nib_blob_view *v, const uint8_t *dst, uint64_t map,
+                          const struct boot_workers *w, struct boot_memory *m)
+{
+    enum { BATCH = 512 };
+    void *pages[BATCH];
+    int want[BATCH], status[BATCH];
+    unsigned n = 0;
+    for (uint64_t page = 0; page <= map; page += m->placement_page) {
+        int node = page < map ? page_owner(v, page, m->placement_page, w) : -1;
+        if (node >= 0) {
+            pages[n] = (void *)(dst + page);
+            want[n++] = node;
+        }
+        if (n == BATCH || (page >= map && n)) {
+            if (move_pages(0, n, pages, NULL, status, 0) != 0) {
+                m->verified = 0;
+                return;
+            }
+            for (unsigned i = 0; i < n; i++) {
+                if (status[i] == want[i] && want[i] < BOOT_NODES_REPORTED)
+                    m->shard_on_node[want[i]] += m->placement_page;
+                else
+                    m->shard_misplaced += m->placement_page;
+            }
+            n = 0;
+        }
+    }
+    m->verified = 1;
+}
+#endif
+
+/* Bind runs of placement pages to their owner's node: whole 2 MiB pages
+ * when every shard fills one (a policy boundary inside a huge page would
+ * split it) or when all workers share one node, else 4 KiB pages so that
+ * small blobs are placed too; hugetlbfs pages cannot be split, so they are
+ * always bound whole. */
 static void place_shards(const struct nib_blob_view *v, uint8_t *dst, uint64_t map,
                          const struct boot_workers *w, struct boot_memory *m)
 {
@@ -116,16 +208,17 @@ static void place_shards(const struct nib_blob_view *v, uint8_t *dst, uint64_t m
     }
     m->numa = 1;
     m->numa_nodes = (uint32_t)numa_num_configured_nodes();
+    m->placement_page =
+        m->hugetlb || one_node(w) || smallest_shard(v, w) >= HUGE_2M ? HUGE_2M : PAGE_4K;
     uint64_t run_start = 0;
     int run_node = -2;
-    for (uint64_t page = 0; page <= map; page += HUGE_2M) {
-        int node = page < map ? owner_node(v, page, w) : -3;
+    for (uint64_t page = 0; page <= map; page += m->placement_page) {
+        int node = page < map ? page_owner(v, page, m->placement_page, w) : -3;
         if (node == run_node)
             continue;
         if (run_node >= 0) {
             numa_tonode_memory(dst + run_start, (size_t)(page - run_start), run_node);
-            if (run_node < 8)
-                m->node_bytes[run_node] += page - run_start;
+            m->shard_bytes += page - run_start;
         }
         run_start = page;
         run_node = node;
@@ -149,6 +242,10 @@ int boot_move_blob(struct nib_blob_view *v, const uint8_t *src, uint64_t size,
     place_shards(v, m->blob, m->blob_map, w, m); /* policy first, then first touch */
     memcpy(m->blob, src, size);
     mprotect(m->blob, m->blob_map, PROT_READ);
+#if NIB_HAVE_NUMA
+    if (m->numa)
+        verify_shards(v, m->blob, m->blob_map, w, m); /* the pages exist now: where are they? */
+#endif
     struct nib_blob_view copy;
     if (nib_blob_open(&copy, m->blob, size, 0, err, errlen))
         return -1;

@@ -19,6 +19,7 @@
 #define NIB_STATS_LAYOUT_H
 
 #include <stdalign.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define NIB_STATS_VERSION 3u
@@ -41,6 +42,11 @@
 #define NIB_BOOT_HUGETLB 4u        /* blob on reserved hugetlbfs pages */
 #define NIB_BOOT_NUMA 8u           /* weight shards placed with libnuma */
 #define NIB_BOOT_TOPO_OVERRIDE 16u /* booted on a machine unlike its table */
+#define NIB_BOOT_PLACED 32u        /* the shard placement fields below are filled */
+
+/* Shard placement (NIB_BOOT_PLACED): nodes and workers the page reports. */
+#define NIB_STATS_NODES 4u
+#define NIB_STATS_WORKER_NODES 32u
 
 struct nib_stats {
     /* line 0: request and token counters */
@@ -62,14 +68,16 @@ struct nib_stats {
     uint32_t barriers_per_token;
     uint32_t boot_flags; /* NIB_BOOT_* */
     uint32_t numa_nodes;
-    uint32_t reserved1[3];
+    uint32_t placement_kib; /* page size shards were bound at: 4 or 2048 (NIB_BOOT_PLACED) */
+    uint32_t reserved1[2];
     /* line 2: what boot got, read back from /proc/self/smaps */
     alignas(64) uint64_t blob_bytes;
     uint64_t blob_huge_bytes; /* AnonHugePages (or hugetlb) of the blob copy */
     uint64_t arena_bytes;     /* activations + KV cache + team */
     uint64_t arena_huge_bytes;
     uint64_t ref_iterations; /* reference-loop passes run for MEASURE requests */
-    uint64_t reserved2[3];
+    uint64_t shard_bytes;    /* bytes of the placement pages bound (they hold matmul shards) */
+    uint64_t reserved2[2];
     /* line 3: hosts (protocol version 3) */
     alignas(64) uint64_t attaches;  /* ATTACHED replies sent */
     uint64_t attach_refused;        /* REFUSED replies (no ring, denied, stopping) */
@@ -82,6 +90,24 @@ struct nib_stats {
     /* histograms (u32 counts, see above) */
     alignas(64) uint32_t token_hist[NIB_TOKEN_HIST_BUCKETS];
     alignas(64) uint32_t request_hist[NIB_REQUEST_HIST_BUCKETS];
+    /* Shard placement, read back with move_pages at boot (NIB_BOOT_PLACED).
+     * These took the struct's tail padding: its size did not change. */
+    uint64_t node_shard_bytes[NIB_STATS_NODES]; /* shard bytes found on their worker's node */
+    uint64_t shard_misplaced_bytes;             /* shard bytes found on another node */
+    uint64_t worker_nodes[NIB_STATS_WORKER_NODES / 16]; /* worker i: bits 4i..4i+3 (15: >= 15) */
 };
+
+/* The size hosts check (stats_size): the placement fields must stay in the
+ * padding after request_hist. */
+_Static_assert(sizeof(struct nib_stats) == (offsetof(struct nib_stats, request_hist) +
+                                            4u * NIB_REQUEST_HIST_BUCKETS + 63u) /
+                                               64u * 64u,
+               "the placement fields grew struct nib_stats");
+
+/* Worker w's node from worker_nodes (w < NIB_STATS_WORKER_NODES). */
+static inline uint32_t nib_stats_worker_node(const struct nib_stats *st, uint32_t w)
+{
+    return (uint32_t)(st->worker_nodes[w / 16] >> (4 * (w % 16))) & 15u;
+}
 
 #endif

@@ -116,6 +116,32 @@ def log_line(log, pattern):
 PROMPTS = ["Once upon a time", "The little dog", "She said", "Tom and Sue went to the park"]
 
 
+def check_placement(st, expect_numa):
+    """The statistics page's shard placement (docs/ring.md): every shard
+    byte is on its worker's node, and the per-node sums add up."""
+    if not expect_numa:
+        if st["placement_verified"]:
+            fail("placement reported without libnuma: %s" % st)
+        ok("no libnuma: the stats page reports no placement")
+        return
+    if not st["placement_verified"]:
+        fail("libnuma linked, but the stats page reports no verified placement: %s" % st)
+    nodes, workers = st["numa_nodes"], st["worker_nodes"]
+    if len(workers) != min(st["n_workers"], 32) or any(n >= nodes for n in workers):
+        fail("worker nodes %s for %d workers on %d node(s)" % (workers, st["n_workers"], nodes))
+    per = st["node_shard_bytes"]
+    if st["placement_kib"] not in (4, 2048) or st["shard_bytes"] <= 0:
+        fail("placement %s KiB, %d shard bytes" % (st["placement_kib"], st["shard_bytes"]))
+    if st["shard_misplaced_bytes"] != 0 or sum(per) != st["shard_bytes"]:
+        fail("shard bytes per node %s + %d elsewhere != %d placed" %
+             (per, st["shard_misplaced_bytes"], st["shard_bytes"]))
+    for n in set(workers):
+        if n < len(per) and per[n] == 0:
+            fail("workers on node %d, none of their shard bytes there: %s" % (n, per))
+    ok("%d shard bytes placed per %s KiB page, all on their worker's node: %s" %
+       (st["shard_bytes"], st["placement_kib"], per))
+
+
 def case_boot(a):
     app = Appliance(a.appliance, name_for("boot"))
     app.wait_ready(a.nib)
@@ -128,9 +154,12 @@ def case_boot(a):
         cpus = re.search(r"^Cpus_allowed_list:\s+(\S+)", text, re.M).group(1)
         states[st.split("/")[4]] = (seccomp, cpus)
     res = ask(a.nib, app.name, "Once upon a time", 8)
+    stats = json.loads(subprocess.run([a.nib, "stats", "--name", app.name, "--json"],
+                                      capture_output=True, text=True, check=True).stdout)
     log = app.stop(a.nib)
     print(log, end="")
     log_line(log, r"^nibble: topology: this machine matches the table built in")
+    check_placement(stats, a.expect_numa)
     m = log_line(log, r"^nibble: workers: (\d+) on cpus ([\d,]+)")
     n_workers = int(m.group(1))
     cpus = m.group(2).split(",")

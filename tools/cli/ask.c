@@ -467,6 +467,29 @@ static void stop_usage(FILE *f)
             ASK_TIMEOUT_DEFAULT_S);
 }
 
+/* Where boot found the weight shards (docs/ring.md, the statistics page):
+ * present only when the appliance filled those fields (NIB_BOOT_PLACED). */
+static void json_placement(const struct nib_stats *s)
+{
+    printf(", \"n_workers\": %u, \"numa_nodes\": %u, \"placement_verified\": %s", s->n_workers,
+           s->numa_nodes, (s->boot_flags & NIB_BOOT_PLACED) ? "true" : "false");
+    if (!(s->boot_flags & NIB_BOOT_PLACED))
+        return;
+    printf(", \"placement_kib\": %u, \"shard_bytes\": %llu, \"shard_misplaced_bytes\": %llu, "
+           "\"node_shard_bytes\": [",
+           s->placement_kib, (unsigned long long)s->shard_bytes,
+           (unsigned long long)s->shard_misplaced_bytes);
+    uint32_t nodes = s->numa_nodes < NIB_STATS_NODES ? s->numa_nodes : NIB_STATS_NODES;
+    for (uint32_t n = 0; n < nodes; n++)
+        printf("%s%llu", n ? ", " : "", (unsigned long long)s->node_shard_bytes[n]);
+    printf("], \"worker_nodes\": [");
+    uint32_t workers =
+        s->n_workers < NIB_STATS_WORKER_NODES ? s->n_workers : NIB_STATS_WORKER_NODES;
+    for (uint32_t i = 0; i < workers; i++)
+        printf("%s%u", i ? ", " : "", nib_stats_worker_node(s, i));
+    printf("]");
+}
+
 static void stats_usage(FILE *f)
 {
     fprintf(f, "usage: nib stats [--name NAME] [--json] [--timeout SECONDS (default %d)]\n",
@@ -547,6 +570,7 @@ int nib_stats_main(int argc, char **argv)
                (unsigned long long)s.attaches, (unsigned long long)s.attach_refused,
                (unsigned long long)s.host_hangups, (unsigned long long)s.requests_host_changed,
                (unsigned long long)s.ctl_malformed, s.hosts_attached, s.socket_lost);
+        json_placement(&s);
         const struct nib_latency *l[2] = {&tok, &req};
         const char *key[2] = {"token_latency_us", "request_latency_us"};
         for (int i = 0; i < 2; i++)
