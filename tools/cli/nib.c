@@ -34,6 +34,8 @@ static const struct {
     {"tokenize", nib_tokenize_main,
      "token ids of texts (hex lines on stdin) by a model's tokenizer"},
     {"chat-render", nib_chat_render_main, "render a conversation with a chat template"},
+    {"onnx-run", nib_onnx_run_main,
+     "import an ONNX model and run it in the float64 reference executor"},
     {"eval", nib_eval_main, "accuracy of a weight format against f32 on a text"},
     {"ask", nib_ask_main, "send a prompt to a running appliance"},
     {"stop", nib_stop_main, "shut a running appliance down"},
