@@ -185,6 +185,30 @@ static int fix_inputs(struct nx_graph *g, const struct nx_input_fix *fix, uint32
     return 0;
 }
 
+/* About how many multiply-adds running nd takes: a bound on the work
+ * constant folding may do for a hostile model (a node over it stays in
+ * the graph and runs with the rest). */
+static double fold_cost(const struct nx_graph *g, const struct nx_node *nd)
+{
+    const struct nx_tensor *y = &g->t[nd->out[0]];
+    double n = (double)nx_elems(y);
+    if (nd->op == NX_OP_CONV || nd->op == NX_OP_CONV_T) {
+        const struct nx_tensor *w = &g->t[nd->in[1]];
+        return n * (double)nx_elems(w) / (double)(w->dims[0] ? w->dims[0] : 1) + n;
+    }
+    if (nd->op == NX_OP_MATMUL || nd->op == NX_OP_GEMM) {
+        const struct nx_tensor *a = &g->t[nd->in[0]];
+        return n * (double)a->dims[a->rank - 1] + n;
+    }
+    if (nd->op == NX_OP_MAXPOOL || nd->op == NX_OP_AVGPOOL)
+        return n * (double)(nd->a.kernel[0] * nd->a.kernel[1]);
+    double in = 0; /* reductions read all of their input */
+    for (uint32_t i = 0; i < nd->n_in; i++)
+        if (nd->in[i] >= 0)
+            in += (double)nx_elems(&g->t[nd->in[i]]);
+    return n + in;
+}
+
 int nx_resolve(struct nx_graph *g, const struct nx_input_fix *fix, uint32_t n_fix, char *err,
                size_t errlen)
 {
@@ -202,7 +226,7 @@ int nx_resolve(struct nx_graph *g, const struct nx_input_fix *fix, uint32_t n_fi
         for (uint32_t i = 0; i < nd->n_in; i++)
             if (nd->in[i] >= 0 && !g->t[nd->in[i]].is_const)
                 all_const = 0;
-        if (nd->op == NX_OP_SHAPE || all_const) {
+        if (nd->op == NX_OP_SHAPE || (all_const && fold_cost(g, nd) <= NX_MAX_FOLD_WORK)) {
             if (nx_exec_node(g, nd, err, errlen))
                 return -1;
             for (uint32_t o = 0; o < nd->n_out; o++)

@@ -103,6 +103,9 @@ static int conv(struct nx_graph *g, struct nx_node *nd, char *err, size_t errlen
     if (!w || x->rank != 4 || w->rank != 4 || x->dtype != NX_F32 || w->dtype != NX_F32)
         NODE_FAIL("2-D float convolutions only (input rank %u, weight rank %u)", x->rank,
                   w ? w->rank : 0);
+    for (uint32_t d = 0; d < 4; d++)
+        if (x->dims[d] < 1 || w->dims[d] < 1)
+            NODE_FAIL("an empty input or weight");
     int tr = nd->op == NX_OP_CONV_T;
     int64_t cin = tr ? w->dims[0] : w->dims[1] * a->group;
     int64_t cout = tr ? w->dims[1] * a->group : w->dims[0];
@@ -398,6 +401,8 @@ int nx_infer(struct nx_graph *g, struct nx_node *nd, char *err, size_t errlen)
         NODE_FAIL("training-mode outputs are not supported");
     if (!in_t(g, nd, 0))
         NODE_FAIL("the first input is missing");
+    if (nd->out[0] < 0)
+        NODE_FAIL("the first output has no name");
     for (uint32_t i = 0; i < nd->n_in; i++) {
         struct nx_tensor *t = in_t(g, nd, i);
         if (t && !t->shape_known)
@@ -412,8 +417,8 @@ int nx_infer(struct nx_graph *g, struct nx_node *nd, char *err, size_t errlen)
     case NX_OP_AVGPOOL:
     case NX_OP_GAP: return pool(g, nd, err, errlen);
     case NX_OP_BN:
-        if (x->rank < 2 || x->dtype != NX_F32)
-            NODE_FAIL("float input of rank 2 or more only");
+        if (x->rank < 2 || x->dtype != NX_F32 || !nx_elems(x))
+            NODE_FAIL("non-empty float input of rank 2 or more only");
         for (uint32_t i = 1; i < 5; i++) {
             struct nx_tensor *p = in_t(g, nd, i);
             if (!p || p->rank != 1 || p->dims[0] != x->dims[1] || p->dtype != NX_F32)

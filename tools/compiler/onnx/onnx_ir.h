@@ -18,6 +18,7 @@
 #define NX_MAX_ELEMS (1ull << 28) /* elements of one tensor (1 GiB of f32) */
 #define NX_MAX_DIM (1ll << 28)    /* one dimension */
 #define NX_MAX_INPUT_FIXES 16     /* --input NAME=DIMS options */
+#define NX_MAX_FOLD_WORK 1e8      /* multiply-adds of one node folded at import */
 
 /* ONNX element types nibble reads; int32 and bool are kept as int64. */
 enum nx_dtype { NX_F32 = 1, NX_I32 = 6, NX_I64 = 7, NX_BOOL = 9 };
