@@ -2,8 +2,10 @@
 """nib onnx-run on small models built here with Debian's python3-onnx:
 
 - a valid model with every rewrite the importer makes (Conv+BatchNorm
-  folding, x*Clip(x+3,0,6)/6 as HardSwish fused into the Conv, the
-  squeeze-excite chain, dynamic dims fixed by --input, a Shape->Gather->
+  folding, x*Clip(x+3,0,6)/6 as HardSwish fused into the Conv with the
+  scalar Mul and Add after it, the
+  squeeze-excite chain, a per-channel Mul and Add after a depthwise Conv
+  folded into it, dynamic dims fixed by --input, a Shape->Gather->
   Concat->Reshape chain folded away), run by nib and compared with numpy
   in float64 written here from the ONNX operator definitions;
 - malformed models, each of which must be refused with exit status 1 and
@@ -84,6 +86,7 @@ se2 = rng.standard_normal((M, R, 1, 1)).astype(np.float32) * 0.5
 se2b = rng.standard_normal(M).astype(np.float32) * 0.1
 dw = rng.standard_normal((M, 1, 3, 3)).astype(np.float32) * 0.3
 fc = rng.standard_normal((M, 3)).astype(np.float32)
+dscale = rng.uniform(0.5, 1.5, (M, 1, 1)).astype(np.float32)
 nodes = [
     helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", kernel_shape=[3, 3],
                      pads=[1, 1, 1, 1], strides=[2, 2]),
@@ -92,7 +95,9 @@ nodes = [
     helper.make_node("Add", ["n1", "three"], ["a1"], name="hs_add"),
     helper.make_node("Clip", ["a1", "zero", "six"], ["k1"], name="hs_clip"),
     helper.make_node("Mul", ["n1", "k1"], ["m1"], name="hs_mul"),
-    helper.make_node("Div", ["m1", "six"], ["h1"], name="hs_div"),
+    helper.make_node("Div", ["m1", "six"], ["h0"], name="hs_div"),
+    helper.make_node("Mul", ["h0", "k15"], ["hm"], name="post_mul"),
+    helper.make_node("Add", ["hm", "kshift"], ["h1"], name="post_add"),
     helper.make_node("GlobalAveragePool", ["h1"], ["p1"], name="se_pool"),
     helper.make_node("Conv", ["p1", "se1", "se1b"], ["s1"], name="se_conv1", kernel_shape=[1, 1]),
     helper.make_node("Relu", ["s1"], ["r1"], name="se_relu"),
@@ -101,7 +106,9 @@ nodes = [
     helper.make_node("Mul", ["h1", "e1"], ["y1"], name="se_mul"),
     helper.make_node("Conv", ["y1", "dw"], ["d1"], name="dwconv", kernel_shape=[3, 3],
                      pads=[1, 1, 1, 1], group=M),
-    helper.make_node("MaxPool", ["d1"], ["q1"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
+    helper.make_node("Mul", ["dscale", "d1"], ["d2"], name="aff_mul"),
+    helper.make_node("Add", ["d2", "dshift"], ["d3"], name="aff_add"),
+    helper.make_node("MaxPool", ["d3"], ["q1"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
     helper.make_node("Shape", ["q1"], ["shp"], name="shape"),
     helper.make_node("Gather", ["shp", "idx0"], ["n0"], name="gather", axis=0),
     helper.make_node("Unsqueeze", ["n0"], ["n0u"], name="unsq", axes=[0]),
@@ -116,7 +123,8 @@ inits = [const("w1", w1), const("b1", b1), const("g", bn[0]), const("be", bn[1])
          const("zero", np.float32(0)), const("six", np.float32(6)), const("se1", se1),
          const("se1b", se1b), const("se2", se2), const("se2b", se2b), const("dw", dw),
          const("idx0", np.int64(0)), const("minus1", np.array([-1], np.int64)),
-         const("fc", fc)]
+         const("fc", fc), const("dscale", dscale), const("dshift", np.float32(0.25)),
+         const("k15", np.float32(1.5)), const("kshift", np.array([[[[-0.1]]]], np.float32))]
 valid = model(nodes, inits, [fvi("x", ["N", C, "H", "W"])], [fvi("prob", None), fvi("q1", None)])
 valid_path = save(valid, "valid")
 
@@ -146,12 +154,12 @@ def reference(x):
     c = conv_ref(x, w1, b1, stride=2, pad=1)
     g, be, mu, var = (a.astype(np.float64)[None, :, None, None] for a in bn)
     n = (c - mu) / np.sqrt(var + 1e-5) * g + be
-    h = n * np.clip(n + 3, 0, 6) / 6
+    h = n * np.clip(n + 3, 0, 6) / 6 * np.float64(np.float32(1.5)) + np.float64(np.float32(-0.1))
     p = h.mean(axis=(2, 3), keepdims=True)
     r = np.maximum(conv_ref(p, se1, se1b), 0)
     e = np.clip(0.2 * conv_ref(r, se2, se2b) + 0.5, 0, 1)
     y = h * e
-    d = conv_ref(y, dw, None, pad=1, group=M)
+    d = conv_ref(y, dw, None, pad=1, group=M) * dscale.astype(np.float64) + 0.25
     q = d.reshape(d.shape[0], M, d.shape[2] // 2, 2, d.shape[3] // 2, 2).max(axis=(3, 5))
     logits = q.mean(axis=(2, 3)) @ fc
     ex = np.exp(logits - logits.max(axis=1, keepdims=True))
@@ -168,8 +176,11 @@ if r.returncode == 0:
     graph = [l for l in r.stdout.splitlines() if l.startswith("node ")]
     ops = [l.split()[2] for l in graph]
     check("BatchNormalization" not in ops, "BatchNormalization folded into conv1")
-    check("Conv+HardSwish" in ops, "x*Clip(x+3,0,6)/6 after conv1 became its HardSwish epilogue")
+    check("Conv+HardSwish+Affine" in ops,
+          "x*Clip(x+3,0,6)/6 after conv1, and the scalar Mul and Add after it, became its epilogue")
     check("SqueezeExcite+Relu+HardSigmoid" in ops, "the squeeze-excite chain is one node")
+    check(not any(o in ops for o in ("Mul", "Add")),
+          "the per-channel Mul and the Add after the depthwise conv folded into it")
     check(not any(o in ops for o in ("Shape", "Gather", "Unsqueeze", "Concat")),
           "the shape computation folded to a constant")
     want_p, want_q = reference(x)

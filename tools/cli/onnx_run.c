@@ -86,6 +86,9 @@ static void print_graph(const struct nx_graph *g)
                    ? act_names[nd->a.act]
                    : "",
                nd->op == NX_OP_SE ? act_names[nd->a.act2] : "");
+        if ((nd->op == NX_OP_CONV || nd->op == NX_OP_CONV_T) &&
+            (nd->a.post_mul != 1.0f || nd->a.post_add != 0.0f))
+            printf("+Affine");
         printf(" -> ");
         print_dims(&g->t[nd->out[0]]);
         printf("\n");

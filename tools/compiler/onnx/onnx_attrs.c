@@ -83,6 +83,7 @@ static void defaults(struct nx_attrs *a, enum nx_op op, int64_t opset)
     a->lo = -INFINITY;
     a->hi = INFINITY;
     a->keepdims = 1;
+    a->post_mul = 1.0f;
     a->axis = op == NX_OP_SOFTMAX ? (opset >= 13 ? -1 : 1) : op == NX_OP_FLATTEN ? 1 : 0;
     a->coord_mode = opset >= 11 ? NX_COORD_HALF_PIXEL : NX_COORD_ASYMMETRIC;
     a->nearest_mode = opset >= 11 ? NX_NEAREST_ROUND_PREFER_FLOOR : NX_NEAREST_FLOOR;

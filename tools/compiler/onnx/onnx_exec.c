@@ -139,7 +139,8 @@ static void conv(struct nx_graph *g, const struct nx_node *nd, struct nx_tensor 
             }
             float *yp = y->f + (n * M + m) * OH * OW;
             for (int64_t k = 0; k < OH * OW; k++)
-                yp[k] = (float)act(acc[k], a->act, a->act_a, a->act_b);
+                yp[k] =
+                    (float)(act(acc[k], a->act, a->act_a, a->act_b) * a->post_mul + a->post_add);
         }
 }
 
@@ -177,7 +178,8 @@ static void conv_t(struct nx_graph *g, const struct nx_node *nd, struct nx_tenso
             }
         }
         for (int64_t k = 0; k < M * OH * OW; k++)
-            y->f[n * M * OH * OW + k] = (float)act(acc[k], a->act, a->act_a, a->act_b);
+            y->f[n * M * OH * OW + k] =
+                (float)(act(acc[k], a->act, a->act_a, a->act_b) * a->post_mul + a->post_add);
     }
 }
 

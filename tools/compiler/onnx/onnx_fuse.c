@@ -1,7 +1,9 @@
 /* Rewrites of the resolved graph that keep its results and shape it for
- * the runtime: BatchNormalization folded into the Conv before it,
+ * the runtime: BatchNormalization, and a per-channel Mul or Add,
+ * folded into the Conv before it,
  * x*Clip(x+3,0,6)/6 and x*HardSigmoid(x) (1/6, 1/2) recognised as
- * HardSwish, an activation after a Conv moved into the Conv's epilogue,
+ * HardSwish, an activation after a Conv moved into the Conv's epilogue
+ * (and a scalar Mul or Add after that activation too),
  * and GlobalAveragePool -> Conv -> act -> Conv -> act -> Mul recognised
  * as one squeeze-excite node. Each rewrite requires the intermediate
  * values to have no other consumer. */
@@ -112,6 +114,97 @@ static int fold_bn(struct nx_graph *g, char *err, size_t errlen)
     return 0;
 }
 
+/* A constant that broadcasts per output channel onto an N x M x H x W
+ * tensor: a scalar, or M values on dim 1 (shape [M,1,1] or [1,M,1,1]).
+ * Its value for channel m, through *stride (0 or 1); 0 when it is not. */
+static int per_channel(const struct nx_graph *g, int32_t t, int64_t M, int *stride)
+{
+    if (!const_f32(g, t))
+        return 0;
+    const struct nx_tensor *c = &g->t[t];
+    uint64_t n = nx_elems(c);
+    if (n == 1) {
+        *stride = 0;
+        return c->rank <= 4;
+    }
+    if (n != (uint64_t)M || c->rank < 3 || c->rank > 4 || c->dims[c->rank - 3] != M)
+        return 0;
+    *stride = 1;
+    return 1;
+}
+
+/* Conv -> Mul(c) and Conv -> Add(c) with c per channel fold into the
+ * Conv's weights and bias (the exports of PP-LCNetV3's learnable affine
+ * blocks): w' = w*c, b' = b*c for Mul; b' = b + c for Add. */
+static int fold_affine(struct nx_graph *g, char *err, size_t errlen)
+{
+    for (uint32_t k = 0; k < g->n_order; k++) {
+        struct nx_node *op = &g->n[g->order[k]];
+        if ((op->op != NX_OP_MUL && op->op != NX_OP_ADD) || op->n_in != 2)
+            continue;
+        for (int s = 0; s < 2; s++) {
+            struct nx_node *cv = producer(g, op->in[s]);
+            if (!cv || cv->op != NX_OP_CONV || cv->a.act != NX_ACT_NONE ||
+                !single_use(g, op->in[s]) || !const_f32(g, cv->in[1]) ||
+                (cv->n_in > 2 && cv->in[2] >= 0 && !const_f32(g, cv->in[2])))
+                continue;
+            const struct nx_tensor *y = &g->t[op->in[s]], *o = &g->t[op->out[0]];
+            int64_t M = y->dims[1];
+            int stride;
+            if (!per_channel(g, op->in[!s], M, &stride) || o->rank != 4 ||
+                memcmp(o->dims, y->dims, sizeof o->dims))
+                continue;
+            int32_t w = cv->in[1], b = cv->n_in > 2 ? cv->in[2] : -1, c = op->in[!s];
+            int32_t nw = op->op == NX_OP_MUL ? new_const(g, w, cv->name, "weight_affine") : w;
+            int32_t nb = -1;
+            if (nw >= 0) { /* a bias of M values, made like the BN fold's */
+                char name[512];
+                snprintf(name, sizeof name, "%s.bias_affine", cv->name);
+                nb = nx_add_tensor(g, name);
+                if (nb >= 0) {
+                    struct nx_tensor *bt = &g->t[nb];
+                    bt->dtype = NX_F32;
+                    bt->rank = 1;
+                    bt->dims[0] = M;
+                    bt->shape_known = bt->is_const = 1;
+                    if (nx_alloc_data(bt))
+                        nb = -1;
+                }
+            }
+            if (nb < 0)
+                FAIL("out of memory folding node '%s'", op->name);
+            const struct nx_tensor *W = &g->t[w], *C = &g->t[c];
+            int64_t per = (int64_t)(nx_elems(W) / (uint64_t)M);
+            for (int64_t m = 0; m < M; m++) {
+                float cm = C->f[m * stride], bias = b >= 0 ? g->t[b].f[m] : 0.0f;
+                if (op->op == NX_OP_MUL) {
+                    for (int64_t j = 0; j < per; j++)
+                        g->t[nw].f[m * per + j] = W->f[m * per + j] * cm;
+                    g->t[nb].f[m] = bias * cm;
+                } else {
+                    g->t[nb].f[m] = bias + cm;
+                }
+            }
+            if (cv->n_in < 3) {
+                int32_t *in = realloc(cv->in, 3 * sizeof *in);
+                if (!in)
+                    FAIL("out of memory");
+                cv->in = in;
+                cv->n_in = 3;
+            }
+            cv->in[1] = nw;
+            cv->in[2] = nb;
+            cv->out[0] = op->out[0];
+            g->t[op->out[0]].producer = (int32_t)(cv - g->n);
+            op->op = NX_OP_DEAD;
+            nx_count_uses(g); /* the next Mul/Add may now follow this Conv */
+            break;
+        }
+    }
+    nx_compact(g);
+    return 0;
+}
+
 /* The operand of a two-input node that is not `t`, or -1 when neither
  * or both are. */
 static int32_t other(const struct nx_node *nd, int32_t t)
@@ -211,12 +304,44 @@ static void fuse_act(struct nx_graph *g)
     nx_compact(g);
 }
 
+/* Conv+act -> Mul(scalar) / Add(scalar): an affine after the activation
+ * (PP-LCNetV3's learnable affine blocks) joins the epilogue. */
+static void fuse_post_affine(struct nx_graph *g)
+{
+    for (uint32_t k = 0; k < g->n_order; k++) {
+        struct nx_node *op = &g->n[g->order[k]];
+        if ((op->op != NX_OP_MUL && op->op != NX_OP_ADD) || op->n_in != 2)
+            continue;
+        for (int s = 0; s < 2; s++) {
+            struct nx_node *cv = producer(g, op->in[s]);
+            int32_t c = op->in[!s];
+            if (!cv || (cv->op != NX_OP_CONV && cv->op != NX_OP_CONV_T) ||
+                cv->a.act == NX_ACT_NONE || !single_use(g, op->in[s]) || !const_f32(g, c) ||
+                nx_elems(&g->t[c]) != 1 || g->t[c].rank > g->t[op->in[s]].rank)
+                continue;
+            float v = g->t[c].f[0];
+            if (op->op == NX_OP_MUL) {
+                cv->a.post_mul *= v;
+                cv->a.post_add *= v;
+            } else {
+                cv->a.post_add += v;
+            }
+            cv->out[0] = op->out[0];
+            g->t[op->out[0]].producer = (int32_t)(cv - g->n);
+            op->op = NX_OP_DEAD;
+            nx_count_uses(g);
+            break;
+        }
+    }
+    nx_compact(g);
+}
+
 static int pointwise(const struct nx_graph *g, const struct nx_node *cv)
 {
     const struct nx_attrs *a = &cv->a;
-    return cv->op == NX_OP_CONV && a->group == 1 && a->kernel[0] == 1 && a->kernel[1] == 1 &&
-           a->strides[0] == 1 && a->strides[1] == 1 && !a->pads[0] && !a->pads[1] && !a->pads[2] &&
-           !a->pads[3] && const_f32(g, cv->in[1]) &&
+    return cv->op == NX_OP_CONV && a->group == 1 && a->post_mul == 1.0f && a->post_add == 0.0f &&
+           a->kernel[0] == 1 && a->kernel[1] == 1 && a->strides[0] == 1 && a->strides[1] == 1 &&
+           !a->pads[0] && !a->pads[1] && !a->pads[2] && !a->pads[3] && const_f32(g, cv->in[1]) &&
            (cv->n_in < 3 || cv->in[2] < 0 || const_f32(g, cv->in[2]));
 }
 
@@ -263,9 +388,10 @@ static int squeeze_excite(struct nx_graph *g, char *err, size_t errlen)
 
 int nx_fuse(struct nx_graph *g, char *err, size_t errlen)
 {
-    if (fold_bn(g, err, errlen))
+    if (fold_bn(g, err, errlen) || fold_affine(g, err, errlen))
         return -1;
     hard_swish(g);
     fuse_act(g);
+    fuse_post_affine(g);
     return squeeze_excite(g, err, errlen);
 }

@@ -107,6 +107,8 @@ struct nx_attrs {
     /* fused epilogue (Conv, SE stage 1 and 2) */
     enum nx_act act, act2;
     float act_a, act_b, act2_a, act2_b;
+    /* Conv and ConvTranspose: y = act(conv) * post_mul + post_add */
+    float post_mul, post_add;
 };
 
 enum {
