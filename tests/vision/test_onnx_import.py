@@ -7,7 +7,8 @@
   squeeze-excite chain, a per-channel Mul and Add after a depthwise Conv
   folded into it, dynamic dims fixed by --input, a Shape->Gather->
   Concat->Reshape chain folded away), run by nib and compared with numpy
-  in float64 written here from the ONNX operator definitions;
+  in float64 written here from the ONNX operator definitions; and the
+  ReduceMean/Sub/Pow/Sqrt/Div layer norm with its Mul and Add;
 - malformed models, each of which must be refused with exit status 1 and
   a message naming the problem: truncation, wrong types, shape
   contradictions, a cycle, huge dimensions, an unknown op or attribute,
@@ -189,6 +190,39 @@ if r.returncode == 0:
         err = np.abs(got - want).max() if got.shape == want.shape else np.inf
         check(got.shape == want.shape and err <= 1e-5 * np.abs(want).max(),
               f"output {k} {got.shape} matches numpy float64 (max err {err:.3g})")
+
+
+# --- the layer norm pattern (opset 9 attributes, as the recogniser has it) ----
+gamma = rng.uniform(0.5, 1.5, 6).astype(np.float32)
+beta = rng.standard_normal(6).astype(np.float32)
+ln_nodes = [
+    helper.make_node("ReduceMean", ["x"], ["mu"], name="ln_mean", axes=[-1]),
+    helper.make_node("Sub", ["x", "mu"], ["d"], name="ln_sub"),
+    helper.make_node("Pow", ["d", "two"], ["p"], name="ln_pow"),
+    helper.make_node("ReduceMean", ["p"], ["var"], name="ln_var", axes=[-1]),
+    helper.make_node("Add", ["var", "eps"], ["ve"], name="ln_eps"),
+    helper.make_node("Sqrt", ["ve"], ["sd"], name="ln_sqrt"),
+    helper.make_node("Div", ["d", "sd"], ["n"], name="ln_div"),
+    helper.make_node("Mul", ["n", "gamma"], ["ng"], name="ln_gamma"),
+    helper.make_node("Add", ["ng", "beta"], ["y"], name="ln_beta"),
+]
+ln = model(ln_nodes, [const("two", np.float32(2)), const("eps", np.float32(1e-6)),
+                      const("gamma", gamma), const("beta", beta)],
+           [fvi("x", [2, 3, 6])], [fvi("y", None)], opset=9)
+xl = rng.standard_normal((2, 3, 6)).astype(np.float32) * 3
+write_npy(os.path.join(work, "xl.npy"), xl)
+r = nib(save(ln, "ln"), "--data", "x=" + os.path.join(work, "xl.npy"), "-o", out, "--graph")
+check(r.returncode == 0, f"layer norm model runs (stderr: {r.stderr.strip()})")
+if r.returncode == 0:
+    ops = [l.split()[2] for l in r.stdout.splitlines() if l.startswith("node ")]
+    check(ops == ["LayerNorm"], f"the layer norm pattern is one LayerNorm node ({ops})")
+    x64 = xl.astype(np.float64)
+    mu = x64.mean(-1, keepdims=True)
+    want = (x64 - mu) / np.sqrt(((x64 - mu) ** 2).mean(-1, keepdims=True) + np.float32(1e-6)) \
+        * gamma + beta
+    got = np.load(os.path.join(out, "0.npy"))
+    err = np.abs(got - want).max()
+    check(err <= 1e-5 * np.abs(want).max(), f"LayerNorm matches numpy float64 (max err {err:.3g})")
 
 
 # --- malformed models --------------------------------------------------------

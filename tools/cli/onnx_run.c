@@ -64,6 +64,7 @@ static const char *const op_names[] = {
     [NX_OP_CONSTANT] = "Constant",
     [NX_OP_IDENTITY] = "Identity",
     [NX_OP_SE] = "SqueezeExcite",
+    [NX_OP_LAYERNORM] = "LayerNorm",
     [NX_OP_DEAD] = "-",
 };
 static const char *const act_names[] = {"",           "+Relu",   "+Clip", "+HardSigmoid",

@@ -442,6 +442,30 @@ static void squeeze_excite(struct nx_graph *g, const struct nx_node *nd, struct 
     }
 }
 
+static void layer_norm(struct nx_graph *g, const struct nx_node *nd, struct nx_tensor *y)
+{
+    const struct nx_tensor *x = IN(g, nd, 0), *ga = IN(g, nd, 1), *be = IN(g, nd, 2);
+    int64_t n = x->dims[x->rank - 1], rows = n ? (int64_t)(nx_elems(x) / (uint64_t)n) : 0;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xp = x->f + r * n;
+        double mean = 0, var = 0;
+        for (int64_t k = 0; k < n; k++)
+            mean += xp[k];
+        mean /= (double)n;
+        for (int64_t k = 0; k < n; k++)
+            var += (xp[k] - mean) * (xp[k] - mean);
+        double inv = 1.0 / sqrt(var / (double)n + nd->a.epsilon);
+        for (int64_t k = 0; k < n; k++) {
+            double v = (xp[k] - mean) * inv;
+            if (ga)
+                v *= ga->f[nx_elems(ga) == 1 ? 0 : k];
+            if (be)
+                v += be->f[nx_elems(be) == 1 ? 0 : k];
+            y->f[r * n + k] = (float)v;
+        }
+    }
+}
+
 /* Scratch (float64) a node needs, in elements. */
 static uint64_t scratch_elems(struct nx_graph *g, const struct nx_node *nd,
                               const struct nx_tensor *y)
@@ -477,6 +501,7 @@ int nx_exec_node(struct nx_graph *g, const struct nx_node *nd, char *err, size_t
     case NX_OP_CONV: conv(g, nd, y, acc); break;
     case NX_OP_CONV_T: conv_t(g, nd, y, acc); break;
     case NX_OP_SE: squeeze_excite(g, nd, y, acc); break;
+    case NX_OP_LAYERNORM: layer_norm(g, nd, y); break;
     case NX_OP_BN: {
         const float *sc = IN(g, nd, 1)->f, *bb = IN(g, nd, 2)->f, *mu = IN(g, nd, 3)->f,
                     *var = IN(g, nd, 4)->f;

@@ -5,7 +5,8 @@
  * HardSwish, an activation after a Conv moved into the Conv's epilogue
  * (and a scalar Mul or Add after that activation too),
  * and GlobalAveragePool -> Conv -> act -> Conv -> act -> Mul recognised
- * as one squeeze-excite node. Each rewrite requires the intermediate
+ * as one squeeze-excite node, and the ReduceMean/Sub/Pow/Sqrt/Div layer
+ * norm (with its Mul and Add) as one LayerNorm node. Each rewrite requires the intermediate
  * values to have no other consumer. */
 #include <math.h>
 #include <stdio.h>
@@ -386,6 +387,110 @@ static int squeeze_excite(struct nx_graph *g, char *err, size_t errlen)
     return 0;
 }
 
+/* The one live node that reads t, when t has exactly one use. */
+static struct nx_node *consumer(struct nx_graph *g, int32_t t)
+{
+    if (!single_use(g, t))
+        return NULL;
+    for (uint32_t k = 0; k < g->n_order; k++) {
+        struct nx_node *nd = &g->n[g->order[k]];
+        for (uint32_t i = 0; i < nd->n_in; i++)
+            if (nd->in[i] == t)
+                return nd;
+    }
+    return NULL;
+}
+
+/* ReduceMean over the last axis only, keeping it. */
+static int mean_last(const struct nx_graph *g, const struct nx_node *nd)
+{
+    if (!nd || nd->op != NX_OP_REDUCEMEAN || !nd->a.keepdims)
+        return 0;
+    const struct nx_tensor *x = &g->t[nd->in[0]];
+    for (uint32_t d = 0; d < x->rank; d++)
+        if (nd->a.perm[d] != (d + 1 == x->rank))
+            return 0;
+    return x->rank > 0;
+}
+
+/* A constant of one value or one per element of the last axis (n). */
+static int per_last(const struct nx_graph *g, int32_t t, int64_t n)
+{
+    if (!const_f32(g, t))
+        return 0;
+    const struct nx_tensor *c = &g->t[t];
+    uint64_t e = nx_elems(c);
+    return e == 1 || (e == (uint64_t)n && c->rank >= 1 && c->dims[c->rank - 1] == n);
+}
+
+/* d = x - ReduceMean(x); Div(d, Sqrt(ReduceMean(Pow(d, 2)) + eps)), then
+ * optionally Mul(gamma) and Add(beta), all over the last axis: one
+ * LayerNorm node (the recogniser's transformer blocks). */
+static int layer_norm(struct nx_graph *g, char *err, size_t errlen)
+{
+    for (uint32_t k = 0; k < g->n_order; k++) {
+        struct nx_node *div = &g->n[g->order[k]];
+        if (div->op != NX_OP_DIV)
+            continue;
+        struct nx_node *sub = producer(g, div->in[0]), *sq = producer(g, div->in[1]);
+        if (!sub || sub->op != NX_OP_SUB || !sq || sq->op != NX_OP_SQRT ||
+            !single_use(g, div->in[1]) || g->t[div->in[0]].n_uses != 2)
+            continue;
+        int32_t x = sub->in[0], d = div->in[0];
+        struct nx_node *mu = producer(g, sub->in[1]), *ad = producer(g, sq->in[0]);
+        if (!mean_last(g, mu) || mu->in[0] != x || !single_use(g, sub->in[1]) || !ad ||
+            ad->op != NX_OP_ADD || !single_use(g, sq->in[0]))
+            continue;
+        struct nx_node *var = NULL;
+        int32_t eps_t = -1;
+        for (int s = 0; s < 2 && !var; s++) {
+            struct nx_node *v = producer(g, ad->in[s]);
+            if (mean_last(g, v) && single_use(g, ad->in[s]) && const_f32(g, ad->in[!s]) &&
+                nx_elems(&g->t[ad->in[!s]]) == 1)
+                var = v, eps_t = ad->in[!s];
+        }
+        struct nx_node *pw = var ? producer(g, var->in[0]) : NULL;
+        if (!pw || pw->op != NX_OP_POW || pw->in[0] != d || !const_scalar(g, pw->in[1], 2.0) ||
+            !single_use(g, var->in[0]))
+            continue;
+        const struct nx_tensor *xt = &g->t[x], *yt = &g->t[div->out[0]];
+        float eps = g->t[eps_t].f[0];
+        if (xt->dtype != NX_F32 || xt->rank != yt->rank ||
+            memcmp(xt->dims, yt->dims, sizeof xt->dims) || !(eps >= 0))
+            continue;
+        int64_t n = xt->dims[xt->rank - 1];
+        int32_t *in = realloc(div->in, 3 * sizeof *in);
+        if (!in)
+            FAIL("out of memory");
+        div->in = in;
+        div->n_in = 3;
+        in[0] = x;
+        in[1] = in[2] = -1;
+        div->op = NX_OP_LAYERNORM;
+        div->a.epsilon = eps;
+        mu->op = sub->op = pw->op = var->op = ad->op = sq->op = NX_OP_DEAD;
+        nx_count_uses(g);
+        /* gamma, then beta, when they follow */
+        for (int step = 1; step <= 2; step++) {
+            struct nx_node *nx = consumer(g, div->out[0]);
+            if (!nx || nx->op != (step == 1 ? NX_OP_MUL : NX_OP_ADD) || nx->n_in != 2)
+                break;
+            int s = nx->in[0] == div->out[0] ? 1 : 0;
+            const struct nx_tensor *o = &g->t[nx->out[0]];
+            if (!per_last(g, nx->in[s], n) || o->rank != yt->rank ||
+                memcmp(o->dims, yt->dims, sizeof o->dims))
+                break;
+            div->in[step] = nx->in[s];
+            div->out[0] = nx->out[0];
+            g->t[nx->out[0]].producer = (int32_t)(div - g->n);
+            nx->op = NX_OP_DEAD;
+            nx_count_uses(g);
+        }
+    }
+    nx_compact(g);
+    return 0;
+}
+
 int nx_fuse(struct nx_graph *g, char *err, size_t errlen)
 {
     if (fold_bn(g, err, errlen) || fold_affine(g, err, errlen))
@@ -393,5 +498,5 @@ int nx_fuse(struct nx_graph *g, char *err, size_t errlen)
     hard_swish(g);
     fuse_act(g);
     fuse_post_affine(g);
-    return squeeze_excite(g, err, errlen);
+    return squeeze_excite(g, err, errlen) || layer_norm(g, err, errlen);
 }

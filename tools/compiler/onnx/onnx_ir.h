@@ -73,8 +73,9 @@ enum nx_op {
     NX_OP_SOFTMAX,
     NX_OP_CONSTANT,
     NX_OP_IDENTITY,
-    NX_OP_SE,   /* fused squeeze-excite: x * act2(conv2(act1(conv1(mean(x))))) */
-    NX_OP_DEAD, /* folded or fused away */
+    NX_OP_SE,        /* fused squeeze-excite: x * act2(conv2(act1(conv1(mean(x))))) */
+    NX_OP_LAYERNORM, /* fused: (x - mean) / sqrt(var + eps) * gamma + beta, last axis */
+    NX_OP_DEAD,      /* folded or fused away */
 };
 
 /* An activation fused into the epilogue of a Conv (or SE stage). */
