@@ -198,7 +198,6 @@ static int fold_affine(struct nx_graph *g, char *err, size_t errlen)
             cv->out[0] = op->out[0];
             g->t[op->out[0]].producer = (int32_t)(cv - g->n);
             op->op = NX_OP_DEAD;
-            nx_count_uses(g); /* the next Mul/Add may now follow this Conv */
             break;
         }
     }
@@ -330,7 +329,6 @@ static void fuse_post_affine(struct nx_graph *g)
             cv->out[0] = op->out[0];
             g->t[op->out[0]].producer = (int32_t)(cv - g->n);
             op->op = NX_OP_DEAD;
-            nx_count_uses(g);
             break;
         }
     }
@@ -387,18 +385,15 @@ static int squeeze_excite(struct nx_graph *g, char *err, size_t errlen)
     return 0;
 }
 
-/* The one live node that reads t, when t has exactly one use. */
-static struct nx_node *consumer(struct nx_graph *g, int32_t t)
+/* The one live node that reads t, when t has exactly one use (uses[]:
+ * each tensor's last reader, taken before the pass; rewrites keep the
+ * edges they do not remove). */
+static struct nx_node *consumer(struct nx_graph *g, const int32_t *reader, int32_t t)
 {
-    if (!single_use(g, t))
+    if (!single_use(g, t) || reader[t] < 0)
         return NULL;
-    for (uint32_t k = 0; k < g->n_order; k++) {
-        struct nx_node *nd = &g->n[g->order[k]];
-        for (uint32_t i = 0; i < nd->n_in; i++)
-            if (nd->in[i] == t)
-                return nd;
-    }
-    return NULL;
+    struct nx_node *nd = &g->n[reader[t]];
+    return nd->op == NX_OP_DEAD ? NULL : nd;
 }
 
 /* ReduceMean over the last axis only, keeping it. */
@@ -428,6 +423,15 @@ static int per_last(const struct nx_graph *g, int32_t t, int64_t n)
  * LayerNorm node (the recogniser's transformer blocks). */
 static int layer_norm(struct nx_graph *g, char *err, size_t errlen)
 {
+    int32_t *reader = malloc((g->n_t + 1) * sizeof *reader);
+    if (!reader)
+        FAIL("out of memory");
+    for (uint32_t t = 0; t < g->n_t; t++)
+        reader[t] = -1;
+    for (uint32_t k = 0; k < g->n_order; k++)
+        for (uint32_t i = 0; i < g->n[g->order[k]].n_in; i++)
+            if (g->n[g->order[k]].in[i] >= 0)
+                reader[g->n[g->order[k]].in[i]] = (int32_t)g->order[k];
     for (uint32_t k = 0; k < g->n_order; k++) {
         struct nx_node *div = &g->n[g->order[k]];
         if (div->op != NX_OP_DIV)
@@ -460,8 +464,10 @@ static int layer_norm(struct nx_graph *g, char *err, size_t errlen)
             continue;
         int64_t n = xt->dims[xt->rank - 1];
         int32_t *in = realloc(div->in, 3 * sizeof *in);
-        if (!in)
+        if (!in) {
+            free(reader);
             FAIL("out of memory");
+        }
         div->in = in;
         div->n_in = 3;
         in[0] = x;
@@ -469,10 +475,9 @@ static int layer_norm(struct nx_graph *g, char *err, size_t errlen)
         div->op = NX_OP_LAYERNORM;
         div->a.epsilon = eps;
         mu->op = sub->op = pw->op = var->op = ad->op = sq->op = NX_OP_DEAD;
-        nx_count_uses(g);
         /* gamma, then beta, when they follow */
         for (int step = 1; step <= 2; step++) {
-            struct nx_node *nx = consumer(g, div->out[0]);
+            struct nx_node *nx = consumer(g, reader, div->out[0]);
             if (!nx || nx->op != (step == 1 ? NX_OP_MUL : NX_OP_ADD) || nx->n_in != 2)
                 break;
             int s = nx->in[0] == div->out[0] ? 1 : 0;
@@ -484,9 +489,9 @@ static int layer_norm(struct nx_graph *g, char *err, size_t errlen)
             div->out[0] = nx->out[0];
             g->t[nx->out[0]].producer = (int32_t)(div - g->n);
             nx->op = NX_OP_DEAD;
-            nx_count_uses(g);
         }
     }
+    free(reader);
     nx_compact(g);
     return 0;
 }

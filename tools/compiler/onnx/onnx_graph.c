@@ -121,27 +121,30 @@ void nx_count_uses(struct nx_graph *g)
 }
 
 /* The order without dead nodes, and without nodes none of whose outputs
- * is used (dead code), repeated until nothing changes. */
+ * is used (dead code): one pass from the end, since every consumer comes
+ * after its producer. */
 void nx_compact(struct nx_graph *g)
 {
-    for (int changed = 1; changed;) {
-        changed = 0;
-        nx_count_uses(g);
-        uint32_t w = 0;
-        for (uint32_t k = 0; k < g->n_order; k++) {
-            struct nx_node *nd = &g->n[g->order[k]];
-            int used = 0;
-            for (uint32_t o = 0; o < nd->n_out; o++)
-                used |= nd->out[o] >= 0 && g->t[nd->out[o]].n_uses > 0;
-            if (nd->op == NX_OP_DEAD || !used) {
-                nd->op = NX_OP_DEAD;
-                changed = 1;
-                continue;
-            }
-            g->order[w++] = g->order[k];
-        }
-        g->n_order = w;
+    for (uint32_t t = 0; t < g->n_t; t++) /* graph outputs are always live */
+        g->t[t].n_uses = g->t[t].is_output ? 1 : 0;
+    for (uint32_t k = g->n_order; k-- > 0;) {
+        struct nx_node *nd = &g->n[g->order[k]];
+        int used = 0;
+        for (uint32_t o = 0; o < nd->n_out; o++)
+            used |= nd->out[o] >= 0 && g->t[nd->out[o]].n_uses > 0;
+        if (!used)
+            nd->op = NX_OP_DEAD;
+        if (nd->op == NX_OP_DEAD)
+            continue;
+        for (uint32_t i = 0; i < nd->n_in; i++)
+            if (nd->in[i] >= 0)
+                g->t[nd->in[i]].n_uses++;
     }
+    uint32_t w = 0;
+    for (uint32_t k = 0; k < g->n_order; k++)
+        if (g->n[g->order[k]].op != NX_OP_DEAD)
+            g->order[w++] = g->order[k];
+    g->n_order = w;
     nx_count_uses(g);
 }
 
@@ -244,7 +247,12 @@ int nx_import(struct nx_graph *g, const uint8_t *buf, size_t size, const struct 
               uint32_t n_fix, char *err, size_t errlen)
 {
     if (nx_load(g, buf, size, err, errlen) || nx_topo_sort(g, err, errlen) ||
-        nx_resolve(g, fix, n_fix, err, errlen) || nx_fuse(g, err, errlen))
+        nx_resolve(g, fix, n_fix, err, errlen) || nx_fuse(g, err, errlen)) {
+        /* names come from the file: no control bytes reach a terminal */
+        for (char *p = err; *p; p++)
+            if ((unsigned char)*p < 0x20 || *p == 0x7f)
+                *p = '?';
         return -1;
+    }
     return 0;
 }

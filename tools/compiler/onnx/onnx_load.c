@@ -63,13 +63,44 @@ int32_t nx_add_tensor(struct nx_graph *g, const char *name)
     return (int32_t)g->n_t++;
 }
 
-static int32_t find_tensor(const struct nx_graph *g, const char *name)
+/* Names to tensor indices while loading: open addressing, FNV-1a, so a
+ * model with many values costs linear time, not quadratic. */
+struct name_index {
+    uint32_t *slot; /* tensor index + 1; 0: empty */
+    uint32_t mask;
+};
+
+static uint32_t name_hash(const char *s)
 {
-    /* Linear, from the end: values are mostly used right after they are made. */
-    for (uint32_t i = g->n_t; i-- > 0;)
-        if (!strcmp(g->t[i].name, name))
-            return (int32_t)i;
-    return -1;
+    uint32_t h = 2166136261u;
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 16777619u;
+    return h;
+}
+
+static int32_t find_tensor(const struct nx_graph *g, const struct name_index *ix, const char *name)
+{
+    for (uint32_t h = name_hash(name) & ix->mask;; h = (h + 1) & ix->mask) {
+        uint32_t v = ix->slot[h];
+        if (!v)
+            return -1;
+        if (!strcmp(g->t[v - 1].name, name))
+            return (int32_t)(v - 1);
+    }
+}
+
+/* A new tensor named name, entered in the index (which has room: it is
+ * sized for every name the graph declares). */
+static int32_t add_named(struct nx_graph *g, struct name_index *ix, const char *name)
+{
+    int32_t t = nx_add_tensor(g, name);
+    if (t < 0)
+        return -1;
+    uint32_t h = name_hash(name) & ix->mask;
+    while (ix->slot[h])
+        h = (h + 1) & ix->mask;
+    ix->slot[h] = (uint32_t)t + 1;
+    return t;
 }
 
 int nx_alloc_data(struct nx_tensor *t)
@@ -215,7 +246,8 @@ static int value_info(struct nx_tensor *t, const Onnx__ValueInfoProto *v, char *
     return 0;
 }
 
-static int load_graph(struct nx_graph *g, const Onnx__GraphProto *gp, char *err, size_t errlen)
+static int load_graph(struct nx_graph *g, struct name_index *ix, const Onnx__GraphProto *gp,
+                      char *err, size_t errlen)
 {
     if (gp->n_node > NX_MAX_NODES)
         FAIL("graph: %zu nodes (at most %u)", gp->n_node, NX_MAX_NODES);
@@ -228,9 +260,9 @@ static int load_graph(struct nx_graph *g, const Onnx__GraphProto *gp, char *err,
         const Onnx__TensorProto *p = gp->initializer[k];
         if (!p->name || !p->name[0])
             FAIL("initializer %zu has no name", k);
-        if (find_tensor(g, p->name) >= 0)
+        if (find_tensor(g, ix, p->name) >= 0)
             FAIL("initializer '%s' defined twice", p->name);
-        int32_t ti = nx_add_tensor(g, p->name);
+        int32_t ti = add_named(g, ix, p->name);
         if (ti < 0)
             FAIL("out of memory");
         if (nx_tensor_proto(&g->t[ti], p, "initializer", err, errlen))
@@ -244,9 +276,9 @@ static int load_graph(struct nx_graph *g, const Onnx__GraphProto *gp, char *err,
         const Onnx__ValueInfoProto *v = gp->input[k];
         if (!v->name || !v->name[0])
             FAIL("graph input %zu has no name", k);
-        if (find_tensor(g, v->name) >= 0)
+        if (find_tensor(g, ix, v->name) >= 0)
             continue; /* an initializer listed as an input (older exporters) */
-        int32_t ti = nx_add_tensor(g, v->name);
+        int32_t ti = add_named(g, ix, v->name);
         if (ti < 0)
             FAIL("out of memory");
         g->t[ti].is_input = 1;
@@ -288,10 +320,10 @@ static int load_graph(struct nx_graph *g, const Onnx__GraphProto *gp, char *err,
                 nd->out[o] = -1;
                 continue;
             }
-            int32_t ti = find_tensor(g, nm);
+            int32_t ti = find_tensor(g, ix, nm);
             if (ti >= 0)
                 FAIL("node '%s' (%s): output '%s' is already defined", nd->name, nd->op_type, nm);
-            ti = nx_add_tensor(g, nm);
+            ti = add_named(g, ix, nm);
             if (ti < 0)
                 FAIL("graph: too many values (at most %u)", NX_MAX_TENSORS);
             g->t[ti].producer = (int32_t)k;
@@ -310,7 +342,7 @@ static int load_graph(struct nx_graph *g, const Onnx__GraphProto *gp, char *err,
                 nd->in[i] = -1;
                 continue;
             }
-            int32_t ti = find_tensor(g, nm);
+            int32_t ti = find_tensor(g, ix, nm);
             if (ti < 0)
                 FAIL("node '%s' (%s): input '%s' is not defined anywhere", nd->name, nd->op_type,
                      nm);
@@ -321,13 +353,38 @@ static int load_graph(struct nx_graph *g, const Onnx__GraphProto *gp, char *err,
         FAIL("graph: no output");
     for (size_t k = 0; k < gp->n_output; k++) {
         const char *nm = gp->output[k]->name;
-        int32_t ti = nm ? find_tensor(g, nm) : -1;
+        int32_t ti = nm ? find_tensor(g, ix, nm) : -1;
         if (ti < 0)
             FAIL("graph output '%s' is not produced", nm ? nm : "");
         g->t[ti].is_output = 1;
         g->outputs[g->n_outputs++] = ti;
     }
     return 0;
+}
+
+/* Counts the names first: too many values are refused before any is
+ * made, and the index is sized once. */
+static int load_model_graph(struct nx_graph *g, const Onnx__GraphProto *gp, char *err,
+                            size_t errlen)
+{
+    uint64_t names = (uint64_t)gp->n_initializer + gp->n_input;
+    if (gp->n_node > NX_MAX_NODES)
+        FAIL("graph: %zu nodes (at most %u)", gp->n_node, NX_MAX_NODES);
+    for (size_t k = 0; k < gp->n_node; k++)
+        names += gp->node[k]->n_output;
+    if (names > NX_MAX_TENSORS)
+        FAIL("graph: %llu values (at most %u)", (unsigned long long)names, NX_MAX_TENSORS);
+    struct name_index ix;
+    uint32_t cap = 16;
+    while (cap < 2 * names + 16) /* load factor <= 1/2 */
+        cap *= 2;
+    ix.slot = calloc(cap, sizeof *ix.slot);
+    ix.mask = cap - 1;
+    if (!ix.slot)
+        FAIL("out of memory");
+    int rc = load_graph(g, &ix, gp, err, errlen);
+    free(ix.slot);
+    return rc;
 }
 
 int nx_load(struct nx_graph *g, const uint8_t *buf, size_t size, char *err, size_t errlen)
@@ -353,7 +410,7 @@ int nx_load(struct nx_graph *g, const uint8_t *buf, size_t size, char *err, size
         snprintf(err, errlen, "model: default opset %lld (7 to 22 are supported)",
                  (long long)g->opset);
     else
-        rc = load_graph(g, m->graph, err, errlen);
+        rc = load_model_graph(g, m->graph, err, errlen);
     onnx__model_proto__free_unpacked(m, NULL);
     return rc;
 }
