@@ -296,6 +296,8 @@ uattr = [helper.make_node("Relu", ["x"], ["y"], name="odd", flavour=3)]
 refused(tiny(uattr, []), ["'odd'", "Relu", "flavour"], "an unknown attribute")
 undef = [helper.make_node("Add", ["x", "nowhere"], ["y"], name="dangling")]
 refused(tiny(undef, []), ["'dangling'", "nowhere"], "an input nobody defines")
+noop = [helper.make_node("Mul", ["x", ""], ["y"], name="half")]
+refused(tiny(noop, []), ["'half'", "Mul", "input 1 is missing"], "a Mul without its second operand")
 resh = [helper.make_node("Reshape", ["x", "s"], ["y"], name="rs")]
 refused(tiny(resh, [const("s", np.array([7, -1], np.int64))]), ["'rs'", "cannot take"],
         "a reshape to an impossible shape")

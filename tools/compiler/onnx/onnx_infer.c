@@ -399,8 +399,9 @@ int nx_infer(struct nx_graph *g, struct nx_node *nd, char *err, size_t errlen)
         NODE_FAIL("%u outputs (one expected)", nd->n_out);
     if (nd->op == NX_OP_BN && nd->n_out != 1)
         NODE_FAIL("training-mode outputs are not supported");
-    if (!in_t(g, nd, 0))
-        NODE_FAIL("the first input is missing");
+    for (uint32_t i = 0; i < arity[nd->op].lo; i++) /* Resize's roi may be left out */
+        if (!in_t(g, nd, i) && !(nd->op == NX_OP_RESIZE && i == 1))
+            NODE_FAIL("input %u is missing", i);
     if (nd->out[0] < 0)
         NODE_FAIL("the first output has no name");
     for (uint32_t i = 0; i < nd->n_in; i++) {
