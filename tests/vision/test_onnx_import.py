@@ -303,6 +303,29 @@ refused(tiny(resh, [const("s", np.array([7, -1], np.int64))]), ["'rs'", "cannot 
         "a reshape to an impossible shape")
 refused(tiny(relu, [], opset=3), ["opset 3"], "an opset too old")
 
+# --- bad options and data files ----------------------------------------------
+relu_path = tiny(relu, [])
+for bad in ("x=1x0x8x8", "x=1xx8", "x=", "=1x4", "x=1x4x8x8x"):
+    r = nib(relu_path, "--input", bad)
+    check(r.returncode == 2 and "--input" in r.stderr, f"--input {bad}: exit {r.returncode}, "
+          f"message: {r.stderr.strip()[:160]}")
+p = os.path.join(work, "wrong.npy")
+write_npy(p, np.zeros((1, 4, 8, 9), np.float32))
+refused(relu_path, ["dims differ"], "--data of other dims",
+        ("--input", "x=1x4x8x8", "--data", "x=" + p))
+p = os.path.join(work, "f64.npy")
+np.save(p, np.zeros((1, 4, 8, 8), np.float64))
+refused(relu_path, ["float32"], "--data in float64", ("--data", "x=" + p))
+p = os.path.join(work, "short.npy")
+write_npy(p, np.zeros((1, 4, 8, 8), np.float32))
+open(p, "r+b").truncate(os.path.getsize(p) - 4)
+refused(relu_path, ["data bytes"], "--data cut short", ("--data", "x=" + p))
+refused(relu_path, ["no such input"], "--data for an input the model lacks",
+        ("--data", "z=" + p))
+r = nib(relu_path)
+check(r.returncode == 1 and "'x' has no --data" in r.stderr,
+      f"running without --data for an input: exit {r.returncode}, message: {r.stderr.strip()[:160]}")
+
 shutil.rmtree(work, ignore_errors=True)
 print(f"{failures} failure(s)")
 sys.exit(1 if failures else 0)
