@@ -239,7 +239,6 @@ int nx_resolve(struct nx_graph *g, const struct nx_input_fix *fix, uint32_t n_fi
         }
     }
     nx_compact(g);
-    /* A constant graph output keeps no producer: nothing to run for it. */
     return 0;
 }
 
