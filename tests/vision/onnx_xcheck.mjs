@@ -4,7 +4,9 @@
 // in both: onnxruntime the model as published, nibble the graph as imported
 // (constants, BatchNorm and per-channel affines folded, hard-swish,
 // squeeze-excite and layer norm fused; the fusions checked to have
-// happened). Every output tensor must satisfy
+// happened), and so does ResNet-50 as `nib synth resnet50` writes it
+// (random weights; its logits must also be finite and not all equal).
+// Every output tensor must satisfy
 // max|nibble - ort| <= 1e-4 * max|ort|.
 //
 // usage: node onnx_xcheck.mjs NIB [MODEL_SUBSTRING...]
@@ -51,6 +53,11 @@ const models = [
     fused: { 'SqueezeExcite+Relu+HardSigmoid': 10, HardSwish: 0, Clip: 0 } },
   { file: 'ch_PP-OCRv4_rec_infer.onnx', dims: [1, 3, 48, 320], seed: 3,
     fused: { LayerNorm: 5, ReduceMean: 0, Sqrt: 0, Shape: 0, Cast: 0, HardSwish: 0 } },
+  // Written by nib synth (random weights, the real architecture): every BN
+  // folds; the stem's and each bottleneck's first two convs take their
+  // Relu (1 + 16 x 2), conv3 and the 4 projections feed an Add.
+  { file: 'resnet50.onnx', synth: 'resnet50', dims: [1, 3, 224, 224], seed: 4,
+    fused: { BatchNormalization: 0, 'Conv+Relu': 33, Conv: 20 } },
 ].filter((m) => !only.length || only.some((s) => m.file.includes(s)));
 
 // An image-like input: smooth bands plus noise from a fixed LCG, in [-1, 1]
@@ -87,7 +94,15 @@ const work = mkdtempSync(path.join(os.tmpdir(), 'nib-onnx-'));
 let failed = 0;
 try {
   for (const m of models) {
-    const file = path.join(assets, m.file), x = input(m.dims, m.seed);
+    const file = path.join(m.synth ? work : assets, m.file), x = input(m.dims, m.seed);
+    if (m.synth) {
+      const s = spawnSync(nib, ['synth', m.synth, '-o', file, '--seed', String(m.seed)], { encoding: 'utf8' });
+      if (s.status !== 0) {
+        console.log(`FAIL nib synth ${m.synth} exited ${s.status}: ${s.stderr}`);
+        failed++;
+        continue;
+      }
+    }
     writeFileSync(path.join(work, 'in.npy'), npy(m.dims, x));
     const sess = await ort.InferenceSession.create(file, { intraOpNumThreads: 1, interOpNumThreads: 1 });
     const t0 = Date.now();
@@ -122,12 +137,17 @@ try {
         failed++;
         return;
       }
-      let maxRef = 0, maxDiff = 0;
+      let maxRef = 0, maxDiff = 0, lo = Infinity, hi = -Infinity;
       for (let i = 0; i < o.data.length; i++) {
+        lo = Math.min(lo, o.data[i]);
+        hi = Math.max(hi, o.data[i]);
         maxRef = Math.max(maxRef, Math.abs(o.data[i]));
         maxDiff = Math.max(maxDiff, Math.abs(o.data[i] - n.data[i]));
       }
-      const ok = maxDiff <= 1e-4 * maxRef && maxRef > 0;
+      // Random weights must still give finite outputs that differ.
+      const spread = hi - lo;
+      const ok = maxDiff <= 1e-4 * maxRef && maxRef > 0 && Number.isFinite(maxRef) &&
+        (!m.synth || spread > 1e-3 * maxRef);
       console.log(`${ok ? 'ok  ' : 'FAIL'} ${m.file} ${name} ${o.dims.join('x')}: max|nib-ort| ${maxDiff.toExponential(3)}, ` +
         `max|ort| ${maxRef.toExponential(3)}, ratio ${(maxDiff / maxRef).toExponential(3)} ` +
         `(onnxruntime ${tOrt} ms, nib reference ${tNib} ms)`);
