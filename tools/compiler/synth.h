@@ -87,4 +87,16 @@ int nib_synth_tok_metadata(struct gguf_writer *w, const struct tok_spec *tok, ch
 /* CLI entry: argv[0] is "synth". Exit status: 0 ok, 1 failure, 2 usage. */
 int nib_synth_main(int argc, char **argv);
 
+/* Models of other formats that `nib synth` also writes (the ONNX vision
+ * models, whose writer lives with the ONNX code): a name, a line for
+ * --list, and a writer of the whole file from a seed (0, or -1 with a
+ * message). nib_synth_main is this with none. */
+struct nib_synth_graph {
+    const char *name;
+    const char *what;
+    int (*write)(FILE *out, uint64_t seed, char *err, size_t errlen);
+};
+int nib_synth_main_graphs(int argc, char **argv, const struct nib_synth_graph *graphs,
+                          size_t n_graphs);
+
 #endif

