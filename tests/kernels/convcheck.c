@@ -1,6 +1,7 @@
 /* The vision kernels against each other and against independent
  * references (tests/kernels/convcheck.h). */
 #include "tests/kernels/convcheck.h"
+#include "tests/kernels/check_util.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -10,51 +11,11 @@
 
 #define ROUNDS 40
 
-static uint64_t rnd(uint64_t *s) /* splitmix64 */
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static uint32_t below(uint64_t *s, uint32_t n)
-{
-    return (uint32_t)(rnd(s) % n);
-}
-
-static float unit(uint64_t *s) /* [-1, 1) */
-{
-    return (float)((double)(rnd(s) >> 11) * (2.0 / 9007199254740992.0) - 1.0);
-}
-
-static int fail(int *nfail, char *msg, size_t len, const char *fmt, ...)
-{
-    if ((*nfail)++ == 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, len, fmt, ap);
-        va_end(ap);
-    }
-    return *nfail;
-}
-
-static void *xalloc(size_t n)
-{
-    void *p = aligned_alloc(64, (n + 63) & ~(size_t)63);
-    if (!p) {
-        fprintf(stderr, "convcheck: out of memory (%zu bytes)\n", n);
-        abort();
-    }
-    memset(p, 0, n);
-    return p;
-}
-
 static float *rand_f32(uint64_t *s, size_t n, float mag)
 {
     float *p = xalloc(n * sizeof(float));
     for (size_t i = 0; i < n; i++)
-        p[i] = unit(s) * mag;
+        p[i] = rnd_unit(s) * mag;
     return p;
 }
 
@@ -62,7 +23,7 @@ static int8_t *rand_s8(uint64_t *s, size_t n, int lo, int hi)
 {
     int8_t *p = xalloc(n);
     for (size_t i = 0; i < n; i++)
-        p[i] = (int8_t)(lo + (int)below(s, (uint32_t)(hi - lo + 1)));
+        p[i] = (int8_t)(lo + (int)rnd_below(s, (uint32_t)(hi - lo + 1)));
     return p;
 }
 
@@ -71,17 +32,19 @@ static void rand_shape(uint64_t *s, struct nib_conv_shape *sh, int depthwise)
 {
     for (;;) {
         memset(sh, 0, sizeof *sh);
-        uint32_t g = depthwise ? 1 + below(s, 21) : (below(s, 3) == 0 ? 1 + below(s, 4) : 1);
-        uint32_t icg = depthwise ? 1 : 1 + below(s, 11), ocg = depthwise ? 1 : 1 + below(s, 19);
+        uint32_t g =
+            depthwise ? 1 + rnd_below(s, 21) : (rnd_below(s, 3) == 0 ? 1 + rnd_below(s, 4) : 1);
+        uint32_t icg = depthwise ? 1 : 1 + rnd_below(s, 11),
+                 ocg = depthwise ? 1 : 1 + rnd_below(s, 19);
         sh->groups = g, sh->c_in = g * icg, sh->c_out = g * ocg;
-        sh->kh = 1 + below(s, 5), sh->kw = 1 + below(s, 5);
-        sh->stride_h = 1 + below(s, 3), sh->stride_w = 1 + below(s, 3);
-        sh->dil_h = below(s, 4) == 0 ? 2 + below(s, 2) : 1;
-        sh->dil_w = below(s, 4) == 0 ? 2 + below(s, 2) : 1;
-        sh->h = 1 + below(s, 13), sh->w = 1 + below(s, 13);
+        sh->kh = 1 + rnd_below(s, 5), sh->kw = 1 + rnd_below(s, 5);
+        sh->stride_h = 1 + rnd_below(s, 3), sh->stride_w = 1 + rnd_below(s, 3);
+        sh->dil_h = rnd_below(s, 4) == 0 ? 2 + rnd_below(s, 2) : 1;
+        sh->dil_w = rnd_below(s, 4) == 0 ? 2 + rnd_below(s, 2) : 1;
+        sh->h = 1 + rnd_below(s, 13), sh->w = 1 + rnd_below(s, 13);
         uint32_t span_h = sh->dil_h * (sh->kh - 1) + 1, span_w = sh->dil_w * (sh->kw - 1) + 1;
-        sh->pad_top = below(s, span_h), sh->pad_left = below(s, span_w);
-        uint32_t pb = below(s, span_h), pr = below(s, span_w);
+        sh->pad_top = rnd_below(s, span_h), sh->pad_left = rnd_below(s, span_w);
+        uint32_t pb = rnd_below(s, span_h), pr = rnd_below(s, span_w);
         sh->oh = nib_conv_out_dim(sh->h, sh->kh, sh->stride_h, sh->pad_top, pb, sh->dil_h);
         sh->ow = nib_conv_out_dim(sh->w, sh->kw, sh->stride_w, sh->pad_left, pr, sh->dil_w);
         if (nib_conv_shape_ok(sh))
@@ -138,12 +101,13 @@ static float act_f(float v, uint32_t act, float p0, float p1)
 
 static void rand_act(uint64_t *s, uint32_t *act, float *p0, float *p1)
 {
-    *act = below(s, NIB_ACT_COUNT);
+    *act = rnd_below(s, NIB_ACT_COUNT);
     *p0 = *p1 = 0.0f;
     if (*act == NIB_ACT_CLIP)
-        *p0 = -0.5f * (1.0f + unit(s)) * 0.5f, *p1 = 0.2f + (1.0f + unit(s));
+        *p0 = -0.5f * (1.0f + rnd_unit(s)) * 0.5f, *p1 = 0.2f + (1.0f + rnd_unit(s));
     else if (*act == NIB_ACT_HSIGMOID)
-        *p0 = below(s, 2) ? 0.2f : 1.0f / 6.0f + 0.3f * unit(s), *p1 = 0.5f + 0.2f * unit(s);
+        *p0 = rnd_below(s, 2) ? 0.2f : 1.0f / 6.0f + 0.3f * rnd_unit(s),
+        *p1 = 0.5f + 0.2f * rnd_unit(s);
     else if (*act == NIB_ACT_HSWISH)
         *p0 = 1.0f / 6.0f, *p1 = 0.5f;
 }
@@ -166,9 +130,9 @@ static int check_f32(const struct nib_conv_kernels *ref, const struct nib_conv_k
         float *x = rand_f32(&s, nx, 2.0f), *w = rand_f32(&s, nw, 1.0f);
         struct nib_conv_epi e = {0};
         float *bias = rand_f32(&s, sh.c_out, 1.0f), *res = rand_f32(&s, ny, 1.0f);
-        e.bias = below(&s, 2) ? bias : NULL;
-        e.res = below(&s, 2) ? res : NULL;
-        e.res_first = below(&s, 2);
+        e.bias = rnd_below(&s, 2) ? bias : NULL;
+        e.res = rnd_below(&s, 2) ? res : NULL;
+        e.res_first = rnd_below(&s, 2);
         rand_act(&s, &e.act, &e.p0, &e.p1);
         size_t np = depthwise ? nib_dwconv_packed_f32_size(&sh) : nib_conv_packed_f32_size(&sh);
         float *wp = xalloc(np * sizeof(float));
@@ -180,7 +144,7 @@ static int check_f32(const struct nib_conv_kernels *ref, const struct nib_conv_k
         nib_conv_f32_fn fr = depthwise ? ref->dwconv_f32 : ref->conv_f32;
         nib_conv_f32_fn fv = depthwise ? var->dwconv_f32 : var->conv_f32;
         fr(&sh, x, wp, &e, y0, 0, sh.oh);
-        uint32_t split = below(&s, sh.oh + 1);
+        uint32_t split = rnd_below(&s, sh.oh + 1);
         fv(&sh, x, wp, &e, y1, 0, split);
         fv(&sh, x, wp, &e, y1, split, sh.oh);
         if (memcmp(y0, y1, ny * sizeof(float))) {
@@ -273,7 +237,7 @@ static int check_s8(const struct nib_conv_kernels *ref, const struct nib_conv_ke
         rand_shape(&s, &sh, depthwise);
         char what[160];
         shape_str(&sh, what, sizeof what);
-        uint32_t dtype = depthwise || below(&s, 2) ? NIB_DT_Q8C : NIB_DT_Q4C;
+        uint32_t dtype = depthwise || rnd_below(&s, 2) ? NIB_DT_Q8C : NIB_DT_Q4C;
         int lo = dtype == NIB_DT_Q4C ? -8 : -127, hi = -lo - (dtype == NIB_DT_Q4C);
         uint32_t icg = sh.c_in / sh.groups, ocg = sh.c_out / sh.groups;
         size_t nx = (size_t)sh.h * sh.w * sh.c_in, ny = (size_t)sh.oh * sh.ow * sh.c_out;
@@ -287,23 +251,23 @@ static int check_s8(const struct nib_conv_kernels *ref, const struct nib_conv_ke
                 wq[i] = (int8_t)lo;
         float *ws = rand_f32(&s, sh.c_out, 1.0f), *bias = rand_f32(&s, sh.c_out, 1.0f);
         int8_t *res = rand_s8(&s, ny, -127, 127);
-        float xs = 0.01f + 0.02f * (1.0f + unit(&s));
+        float xs = 0.01f + 0.02f * (1.0f + rnd_unit(&s));
         /* weight scales that put a typical sum near +-2, so most int8
          * outputs land inside the range rather than on its ends */
         double typical = sqrt((double)sh.kh * sh.kw * icg) * 73.0 * (lo == -8 ? 4.6 : 73.0);
         for (uint32_t o = 0; o < sh.c_out; o++)
             ws[o] = (float)((0.5 + 0.5 * fabs(ws[o])) * 2.0 / (xs * typical));
         struct nib_qconv_epi e = {0};
-        e.bias = below(&s, 2) ? bias : NULL;
-        e.res = below(&s, 2) ? res : NULL;
-        e.res_scale = (1.5f + unit(&s)) / 127.0f; /* residuals up to +-2.5 */
-        e.res_first = below(&s, 2);
+        e.bias = rnd_below(&s, 2) ? bias : NULL;
+        e.res = rnd_below(&s, 2) ? res : NULL;
+        e.res_scale = (1.5f + rnd_unit(&s)) / 127.0f; /* residuals up to +-2.5 */
+        e.res_first = rnd_below(&s, 2);
         rand_act(&s, &e.act, &e.p0, &e.p1);
-        e.y_scale = (1.0f + 0.3f * unit(&s)) * 5.0f / 127.0f; /* outputs up to about +-5 */
-        int f32_out = below(&s, 3) == 0;
+        e.y_scale = (1.0f + 0.3f * rnd_unit(&s)) * 5.0f / 127.0f; /* outputs up to about +-5 */
+        int f32_out = rnd_below(&s, 3) == 0;
         int8_t *q0 = xalloc(ny), *q1 = xalloc(ny);
         float *f0 = xalloc(ny * 4), *f1 = xalloc(ny * 4);
-        uint32_t split = below(&s, sh.oh + 1);
+        uint32_t split = rnd_below(&s, sh.oh + 1);
         if (depthwise) {
             int8_t *wp = xalloc(nib_dwconv_packed_s8_size(&sh));
             nib_dwconv_pack_s8(&sh, wq, wp);
@@ -400,9 +364,10 @@ int ccheck_pool(const struct nib_conv_kernels *ref, const struct nib_conv_kernel
     for (int round = 0; round < ROUNDS && !nfail; round++) {
         struct nib_conv_shape sh;
         rand_shape(&s, &sh, 1);
-        uint32_t mode = below(&s, 3);
+        uint32_t mode = rnd_below(&s, 3);
         if (round % 5 == 4) /* global average pooling */
-            nib_pool_global_shape(&sh, 1 + below(&s, 17), 1 + below(&s, 17), 1 + below(&s, 40)),
+            nib_pool_global_shape(&sh, 1 + rnd_below(&s, 17), 1 + rnd_below(&s, 17),
+                                  1 + rnd_below(&s, 40)),
                 mode = NIB_POOL_AVG;
         char what[160];
         shape_str(&sh, what, sizeof what);
@@ -410,7 +375,7 @@ int ccheck_pool(const struct nib_conv_kernels *ref, const struct nib_conv_kernel
         size_t nx = (size_t)sh.h * sh.w * c, ny = (size_t)sh.oh * sh.ow * c;
         float *x = rand_f32(&s, nx, 3.0f), *y0 = xalloc(ny * 4), *y1 = xalloc(ny * 4);
         ref->pool_f32(&sh, mode, x, y0, 0, sh.oh);
-        uint32_t split = below(&s, sh.oh + 1);
+        uint32_t split = rnd_below(&s, sh.oh + 1);
         var->pool_f32(&sh, mode, x, y1, 0, split);
         var->pool_f32(&sh, mode, x, y1, split, sh.oh);
         if (memcmp(y0, y1, ny * 4))
@@ -488,22 +453,22 @@ int ccheck_resize(const struct nib_conv_kernels *ref, const struct nib_conv_kern
     uint64_t s = seed * 32452843;
     for (int round = 0; round < 2 * ROUNDS && !nfail; round++) {
         struct nib_resize r = {0};
-        r.h = 1 + below(&s, 9), r.w = 1 + below(&s, 9), r.c = 1 + below(&s, 21);
-        if (below(&s, 2)) { /* integer factors, as the detector's upsampling */
-            uint32_t f = 1 + below(&s, 4);
+        r.h = 1 + rnd_below(&s, 9), r.w = 1 + rnd_below(&s, 9), r.c = 1 + rnd_below(&s, 21);
+        if (rnd_below(&s, 2)) { /* integer factors, as the detector's upsampling */
+            uint32_t f = 1 + rnd_below(&s, 4);
             r.oh = r.h * f, r.ow = r.w * f;
         } else {
-            r.oh = 1 + below(&s, 19), r.ow = 1 + below(&s, 19);
+            r.oh = 1 + rnd_below(&s, 19), r.ow = 1 + rnd_below(&s, 19);
         }
         r.scale_h = (float)r.oh / (float)r.h, r.scale_w = (float)r.ow / (float)r.w;
-        r.linear = below(&s, 2), r.coord = below(&s, 4), r.nearest_mode = below(&s, 4);
+        r.linear = rnd_below(&s, 2), r.coord = rnd_below(&s, 4), r.nearest_mode = rnd_below(&s, 4);
         char what[160];
         snprintf(what, sizeof what, "%ux%ux%u -> %ux%u %s coord %u nearest %u", r.h, r.w, r.c, r.oh,
                  r.ow, r.linear ? "linear" : "nearest", r.coord, r.nearest_mode);
         size_t nx = (size_t)r.h * r.w * r.c, ny = (size_t)r.oh * r.ow * r.c;
         float *x = rand_f32(&s, nx, 5.0f), *y0 = xalloc(ny * 4), *y1 = xalloc(ny * 4);
         ref->resize_f32(&r, x, y0, 0, r.oh);
-        uint32_t split = below(&s, r.oh + 1);
+        uint32_t split = rnd_below(&s, r.oh + 1);
         var->resize_f32(&r, x, y1, 0, split);
         var->resize_f32(&r, x, y1, split, r.oh);
         if (memcmp(y0, y1, ny * 4))

@@ -1,4 +1,5 @@
 #include "tests/kernels/qcheck.h"
+#include "tests/kernels/check_util.h"
 
 #include <float.h>
 #include <math.h>
@@ -17,46 +18,6 @@
 #endif
 
 /* ---- small helpers ---- */
-
-static uint64_t rnd(uint64_t *s) /* splitmix64 */
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static uint32_t rnd_below(uint64_t *s, uint32_t n)
-{
-    return (uint32_t)(rnd(s) % n);
-}
-
-static float rnd_unit(uint64_t *s) /* [-1, 1) */
-{
-    return (float)((double)(rnd(s) >> 11) * (2.0 / 9007199254740992.0) - 1.0);
-}
-
-static int fail(int *nfail, char *msg, size_t len, const char *fmt, ...)
-{
-    if ((*nfail)++ == 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, len, fmt, ap);
-        va_end(ap);
-    }
-    return *nfail;
-}
-
-static void *xalloc(size_t n)
-{
-    void *p = aligned_alloc(64, (n + 63) & ~(size_t)63);
-    if (!p) {
-        fprintf(stderr, "qcheck: out of memory (%zu bytes)\n", n);
-        abort();
-    }
-    memset(p, 0, n);
-    return p;
-}
 
 /* Activations for m rows of k inputs: mostly N(0,1)-like, with outliers,
  * an all-zero stretch and tiny values, so blocks differ in scale. */
