@@ -112,14 +112,21 @@ int vm_relay_pass(struct vm_relay_ring *r, const struct nib_shm_header *h, int s
         if (f->state == VM_FWD_IDLE) {
             if (shutdown) {
                 /* Queued and never forwarded: ends `shutdown`, as a local
-                 * appliance ends what it had not picked up. */
+                 * appliance ends what it had not picked up. Taken (RUNNING)
+                 * before its result is written, so a slot that is not
+                 * queued (a result the host has not read yet) is left as
+                 * it is. */
                 uint32_t expect = NIB_SLOT_SUBMITTED;
-                l->status = NIB_ST_SHUTDOWN;
-                l->error[0] = 0;
-                l->served_ticket = nib_load_relaxed(&l->ticket);
+                /* acquire: pairs with the host's release of SUBMITTED */
                 if (nib_load_acq(&l->state) == NIB_SLOT_SUBMITTED &&
-                    nib_cas(&l->state, &expect, NIB_SLOT_DONE)) {
-                    announce_done(r);
+                    nib_cas(&l->state, &expect, NIB_SLOT_RUNNING)) {
+                    l->status = NIB_ST_SHUTDOWN;
+                    l->error[0] = 0;
+                    l->served_ticket = nib_load_relaxed(&l->ticket);
+                    uint32_t running = NIB_SLOT_RUNNING;
+                    /* acq_rel: the release publishes the result to the host's acquire of DONE */
+                    if (nib_cas(&l->state, &running, NIB_SLOT_DONE))
+                        announce_done(r);
                     moved = 1;
                 }
                 continue;
@@ -135,14 +142,14 @@ int vm_relay_pass(struct vm_relay_ring *r, const struct nib_shm_header *h, int s
         }
         /* acquire: pairs with the appliance's release of DONE */
         uint32_t gs = nib_load_acq(&g->state);
+        if (f->state == VM_FWD_RUNNING && !own(l, f)) {
+            /* The host took its slot back: cancel ours, write nothing more
+             * (at shutdown the region's slot is let go below at once). */
+            nib_store_rel(&g->cancel, 1u);
+            f->state = VM_FWD_ABANDONED;
+            moved = 1;
+        }
         if (f->state == VM_FWD_RUNNING) {
-            if (!own(l, f)) {
-                /* The host took its slot back: cancel ours, write nothing more. */
-                nib_store_rel(&g->cancel, 1u);
-                f->state = VM_FWD_ABANDONED;
-                moved = 1;
-                continue;
-            }
             if (nib_load_acq(&l->cancel) || shutdown)
                 nib_store_rel(&g->cancel, 1u);
             moved |= stream(l, g, h, f);
