@@ -34,8 +34,10 @@ import argparse
 import glob
 import json
 import os
+import re
 import select
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -195,6 +197,14 @@ def nib_json(nib, *args):
     return json.loads(r.stdout)
 
 
+def zombie(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
 def serve_vm(a, m, img):
     """`nib vm run` serves the guest's appliance; this script is a local host."""
     name = f"vm{a.numa}"
@@ -202,19 +212,19 @@ def serve_vm(a, m, img):
     os.environ["NIB_RUNTIME_DIR"] = rt = os.path.join(a.work, f"rt-serve-{a.numa}node")
     shutil.rmtree(rt, ignore_errors=True)
     t0 = time.monotonic()
-    vm = subprocess.Popen([a.nib, "vm", "run", img, "--name", name, "--console", console,
-                           "--timeout", str(BOOT_S)], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True)
+    # nib vm run returns once the appliance is ready, leaving its server.
+    r = subprocess.run([a.nib, "vm", "run", img, "--name", name, "--console", console,
+                        "--timeout", str(BOOT_S)], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, timeout=BOOT_S + 60)
+    ready_s = time.monotonic() - t0
+    print(r.stderr.rstrip())
+    m_ready = re.search(r"nib vm run: ready on .*; pid (\d+)\)", r.stderr)
+    m_log = re.search(r"serving in the background; log (\S+)", r.stderr)
+    if r.returncode != 0 or not m_ready or not m_log:
+        fail(f"nib vm run exited {r.returncode} without 'ready' and its log: {r.stderr}",
+             open(console, errors="replace").read() if os.path.exists(console) else "")
+    server, log = int(m_ready.group(1)), m_log.group(1)
     try:
-        line = ""
-        while "nib vm run: ready on" not in line:
-            line = vm.stderr.readline()
-            if not line:
-                vm.wait()
-                fail(f"nib vm run exited {vm.returncode} before READY: {vm.stderr.read()}",
-                     open(console, errors="replace").read() if os.path.exists(console) else "")
-            print(line.rstrip())
-        ready_s = time.monotonic() - t0
 
         class Console:
             def text(self):
@@ -261,22 +271,24 @@ def serve_vm(a, m, img):
                            timeout=180)
         if r.returncode != 0:
             fail(f"nib stop failed ({r.returncode}): {r.stderr.strip()}")
-        try:
-            _, err = vm.communicate(timeout=180)
-        except subprocess.TimeoutExpired:
-            fail("nib vm run did not exit after nib stop")
+        deadline = time.monotonic() + 180
+        while os.path.exists(f"/proc/{server}") and not zombie(server):
+            if time.monotonic() > deadline:
+                fail("the nib vm run server did not exit after nib stop")
+            time.sleep(0.1)
         text = open(console, errors="replace").read()
-        if vm.returncode != 0 or "QEMU exit 3" not in err:
-            fail(f"nib vm run exited {vm.returncode} after nib stop: {err.strip()}", text)
+        err = open(log, errors="replace").read()
+        if "the guest powered off (QEMU exit 3)" not in err or "nib vm run: the guest" in \
+                err.replace("nib vm run: the guest powered off (QEMU exit 3)", ""):
+            fail(f"the nib vm run server after nib stop, its log: {err.strip()}", text)
         for line in ("nibble: stopped (", "nib-init: the appliance stopped cleanly; powering off"):
             if line not in text:
                 fail(f"no '{line}' on the console", text)
-        print(f"ok: serve, {a.numa} node(s): ready after {ready_s:.1f} s, nib stop powered the "
-              f"guest off (QEMU 3), nib vm run exited 0")
+        print(f"ok: serve, {a.numa} node(s): nib vm run returned 0 once ready after "
+              f"{ready_s:.1f} s; nib stop powered the guest off (QEMU 3), its server exited")
     finally:
-        if vm.poll() is None:
-            vm.kill()
-            vm.wait()
+        if os.path.exists(f"/proc/{server}") and not zombie(server):
+            os.kill(server, signal.SIGKILL)
 
 
 def main():

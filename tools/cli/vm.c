@@ -48,15 +48,20 @@ static void on_signal(int sig)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: nib vm run DIR --name NAME [--accel auto|kvm|tcg] [--region-mib N]\n"
-               "                  [--console FILE] [--timeout S]\n"
+               "                  [--console FILE] [--timeout S] [--qemu PROGRAM] [--foreground]\n"
                "  DIR           an image made by nib image (its manifest gives the geometry)\n"
                "  --name NAME   the name local hosts attach to, as to a local appliance\n"
                "  --accel       auto (default): KVM when a probe guest runs under it, else TCG\n"
                "  --region-mib  the shared region's size (default 64; a power of two)\n"
                "  --console F   the guest's serial console (default <runtime dir>/NAME.console)\n"
                "  --timeout S   boot to READY (default 300)\n"
-               "Serves until nib stop --name NAME (or SIGTERM); exits 0 when the guest\n"
-               "powered off cleanly.\n");
+               "  --qemu P      the emulator (default qemu-system-x86_64; tests pass a\n"
+               "                stand-in guest that takes the same arguments)\n"
+               "  --foreground  serve in this process (systemd, tests): exits 0 when the\n"
+               "                guest powered off cleanly after nib stop\n"
+               "Returns 0 once the appliance is ready (or 1 with the console's last lines\n"
+               "when it refused to boot), leaving a process that serves until nib stop\n"
+               "--name NAME (or SIGTERM); it then logs to <runtime dir>/NAME.log.\n");
 }
 
 static int read_manifest(const char *dir, struct manifest *m)
@@ -181,12 +186,12 @@ static int kvm_works(const char *tmpdir, const char *kernel, char *why, size_t w
     return 0;
 }
 
-static int qemu_argv(const struct manifest *m, int kvm, int fd, uint64_t size, char **argv,
-                     char store[][4300], int max)
+static int qemu_argv(const char *qemu, const struct manifest *m, int kvm, int fd, uint64_t size,
+                     char **argv, char store[][4300], int max)
 {
     int n = 0, k = 0;
 #define ARG(...) (snprintf(store[k], sizeof store[k], __VA_ARGS__), argv[n++] = store[k++])
-    ARG("qemu-system-x86_64");
+    ARG("%s", qemu);
     ARG("-machine");
     ARG("q35");
     ARG("-accel");
@@ -301,10 +306,76 @@ static void console_tail(const char *console)
     fprintf(stderr, "---- the guest's console (%s), last lines ----\n%s\n----\n", console, buf);
 }
 
+/* Fork: the child goes on to serve, the parent waits for its word. The
+ * parent returns 0 when the child is ready, else the child's exit status
+ * (its messages, the console's tail among them, are on the stderr both
+ * share until then). In the child returns -1 with *ready_fd to write the
+ * word to. */
+static int serve_in_background(int *ready_fd)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC)) {
+        fprintf(stderr, "nib vm run: pipe: %s\n", strerror(errno));
+        return 1;
+    }
+    fflush(NULL);
+    pid_t child = fork();
+    if (child < 0) {
+        fprintf(stderr, "nib vm run: fork: %s\n", strerror(errno));
+        return 1;
+    }
+    if (child == 0) {
+        close(p[0]);
+        *ready_fd = p[1];
+        return -1;
+    }
+    close(p[1]);
+    char word;
+    ssize_t n;
+    do
+        n = read(p[0], &word, 1);
+    while (n < 0 && errno == EINTR);
+    close(p[0]);
+    if (n == 1)
+        return 0;
+    int st;
+    while (waitpid(child, &st, 0) < 0 && errno == EINTR)
+        ;
+    return WIFEXITED(st) && WEXITSTATUS(st) ? WEXITSTATUS(st) : 1;
+}
+
+/* Ready, in the background: our own session, the standard descriptors to
+ * the log (so whoever waits on the caller's output sees it end), then the
+ * word that lets the caller return. */
+static void detach(int ready_fd, const char *log)
+{
+    setsid();
+    int out = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (out >= 0 && in >= 0) {
+        fprintf(stderr, "nib vm run: serving in the background; log %s\n", log);
+        fflush(stderr);
+        dup2(in, 0);
+        dup2(out, 1);
+        dup2(out, 2);
+    }
+    if (out >= 0)
+        close(out);
+    if (in >= 0)
+        close(in);
+    signal(SIGPIPE, SIG_IGN); /* a caller already gone is no reason to stop */
+    if (write(ready_fd, "R", 1) < 0) {
+        /* the caller is gone; serve on */
+    }
+    close(ready_fd);
+}
+
 static int run(int argc, char **argv)
 {
     const char *dir = NULL, *name = NULL, *accel = "auto", *console_opt = NULL;
+    const char *qemu = "qemu-system-x86_64";
     unsigned long region_mib = 64, ready_s = READY_S_DEFAULT;
+    int foreground = 0;
     for (int i = 1; i < argc; i++) {
         int v = i + 1 < argc;
         if (!strcmp(argv[i], "--name") && v)
@@ -315,6 +386,10 @@ static int run(int argc, char **argv)
             region_mib = strtoul(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--console") && v)
             console_opt = argv[++i];
+        else if (!strcmp(argv[i], "--foreground"))
+            foreground = 1;
+        else if (!strcmp(argv[i], "--qemu") && v)
+            qemu = argv[++i];
         else if (!strcmp(argv[i], "--timeout") && v)
             ready_s = strtoul(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--help")) {
@@ -343,6 +418,12 @@ static int run(int argc, char **argv)
     struct manifest m;
     if (read_manifest(dir, &m))
         return 1;
+    int ready_fd = -1;
+    if (!foreground) {
+        int rc = serve_in_background(&ready_fd);
+        if (rc >= 0)
+            return rc; /* the caller's side: ready, or the server's failure */
+    }
     char err[1024];
     static struct boot_channel ch;
     if (boot_name(name, 0, &ch, err, sizeof err)) {
@@ -386,7 +467,7 @@ static int run(int argc, char **argv)
 
     char *qargv[64];
     static char store[64][4300];
-    if (qemu_argv(&m, kvm, fd, size, qargv, store, 64))
+    if (qemu_argv(qemu, &m, kvm, fd, size, qargv, store, 64))
         return 1;
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGTERM, &sa, NULL);
@@ -475,9 +556,14 @@ static int run(int argc, char **argv)
     nib_store_rel(&hdr->state, NIB_APP_READY);
     fprintf(stderr,
             "nib vm run: ready on %s (%s, %u CPUs, %u node%s; %u rings; boot to ready "
-            "%.1f s; console %s)\n",
+            "%.1f s; console %s; pid %d)\n",
             ch.paths.sock, kvm ? "KVM" : "TCG", m.cpus, m.numa, m.numa == 1 ? "" : "s", lay.n_rings,
-            (double)(nib_now_ns() - t0) / 1e9, console);
+            (double)(nib_now_ns() - t0) / 1e9, console, (int)getpid());
+    if (ready_fd >= 0) {
+        char log[4200];
+        snprintf(log, sizeof log, "%s/%s.log", ch.paths.dir, name);
+        detach(ready_fd, log);
+    }
 
     const char *why = NULL;
     uint64_t pause = 0;
