@@ -18,12 +18,14 @@ reference JSON is asked from this machine with `nib ask --name` and must
 give the reference's prompt and generated ids exactly (with --tokens-out,
 the ids are written there; with --tokens-in, they must equal that file's:
 the 2-node run against the 1-node run); `nib stats --name` reads the
-guest's statistics page; `nib stop --name` must end the appliance cleanly,
+guest's statistics page. `nib vm run` must return 0 once ready, leaving its
+server in the background; `nib stop --name` must end the appliance cleanly,
 power the guest off through isa-debug-exit with the "stopped" status (QEMU
-exits 2*1+1 = 3) and end `nib vm run` with exit 0.
+exits 2*1+1 = 3, written to the server's log) and end the server.
 disk: "stop" typed on the console does the same.
-corrupt: the appliance must refuse to boot naming the blob, and init must
-power off with the "refused" status (QEMU exits 2*2+1 = 5).
+corrupt: under `nib vm run`, the appliance must refuse to boot naming the
+blob, init must power off with the "refused" status (QEMU exits 2*2+1 = 5),
+and `nib vm run` must exit non-zero with that reason from the console.
 seccomp: after READY the appliance makes a system call outside its
 allow-list (--debug-forbidden-syscall serve); the filter kills it with
 SIGSYS and init powers off with the "seccomp" status (QEMU exits 2*5+1 = 11).
@@ -205,6 +207,30 @@ def zombie(pid):
         return True
 
 
+def refused_vm(a, img):
+    """`nib vm run` of an image whose appliance refuses to boot returns non-zero with the
+    console's reason; init powers the guest off with the "refused" status."""
+    console = os.path.join(a.work, "console-corrupt.txt")
+    os.environ["NIB_RUNTIME_DIR"] = rt = os.path.join(a.work, "rt-corrupt")
+    shutil.rmtree(rt, ignore_errors=True)
+    r = subprocess.run([a.nib, "vm", "run", img, "--name", "vmbad", "--console", console,
+                        "--timeout", str(BOOT_S)], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, timeout=BOOT_S + 60)
+    text = open(console, errors="replace").read() if os.path.exists(console) else ""
+    want_rc = 2 * STATUS["refused"] + 1
+    if r.returncode == 0:
+        fail("nib vm run returned 0 for an appliance that refused to boot", text)
+    for want in ("nibble: refusing to boot: blob:",
+                 "nib-init: the appliance refused to boot; powering off",
+                 f"the guest powered off before its appliance was ready (QEMU exit {want_rc})"):
+        if want not in r.stderr:
+            fail(f"no '{want}' in nib vm run's stderr (exit {r.returncode}): {r.stderr}", text)
+    if "refusing to boot: blob:" not in text:
+        fail("no 'refusing to boot: blob:' on the console", text)
+    print(f"ok: nib vm run exited {r.returncode} with the console's reason; the corrupt blob "
+          f"was refused and the guest powered off (QEMU {want_rc})")
+
+
 def serve_vm(a, m, img):
     """`nib vm run` serves the guest's appliance; this script is a local host."""
     name = f"vm{a.numa}"
@@ -329,7 +355,7 @@ def main():
            "--arg", "vm"]
     if a.mode == "seccomp":
         cmd += ["--arg", "--debug-forbidden-syscall", "--arg", "serve"]
-    if a.mode == "serve":
+    if a.mode in ("serve", "corrupt"):
         cmd += ["--arg", "--vm-region", "--arg", "auto"]
     disk = vars_copy = None
     if a.mode == "disk":
@@ -350,6 +376,9 @@ def main():
 
     if a.mode == "serve":
         serve_vm(a, m, img)
+        return
+    if a.mode == "corrupt":
+        refused_vm(a, img)
         return
     g = Guest(qemu_command(m, img, disk, vars_copy))
     try:

@@ -482,10 +482,14 @@ static int run(int argc, char **argv)
     while (nib_load_acq(&x.h->guest_state) != NIB_VMR_GUEST_READY) {
         mux_tick(&x);
         if (x.qemu_status >= 0 || stop_signal || nib_now_ns() - t0 > ready_s * 1000000000ull) {
-            fprintf(stderr, "nib vm run: the guest %s before its appliance was ready\n",
-                    x.qemu_status >= 0 ? "powered off"
-                    : stop_signal      ? "was stopped"
-                                       : "timed out");
+            if (x.qemu_status >= 0)
+                fprintf(stderr,
+                        "nib vm run: the guest powered off before its appliance was ready "
+                        "(QEMU exit %d)\n",
+                        x.qemu_status);
+            else
+                fprintf(stderr, "nib vm run: the guest %s before its appliance was ready\n",
+                        stop_signal ? "was stopped" : "timed out");
             console_tail(console);
             if (x.qemu_status < 0)
                 wait_bounded(x.qemu, 0);
