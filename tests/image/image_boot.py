@@ -268,6 +268,22 @@ def serve_vm(a, m, img):
             got.append(r["generated_token_ids"])
         print(f"ok: {len(got)} reference cases answered exactly by nib ask through ivshmem "
               f"({a.numa} node(s))")
+        # The Python host, unchanged, through the multiplexer: the first case again.
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                        "tools", "host"))
+        import nibhost
+        case = ref["cases"][0]
+        with nibhost.Host(name, timeout=60) as h:
+            p = h.ask(case["prompt"].encode(), max_tokens=len(case["generated_token_ids"]),
+                      timeout=600)
+        if p.prompt_ids != case["prompt_token_ids"] or \
+                p.generated_ids != case["generated_token_ids"]:
+            fail(f"nibhost.py through nib vm run: {p.status_name}, prompt {p.prompt_ids}, "
+                 f"generated {p.generated_ids}; the reference: {case['prompt_token_ids']}, "
+                 f"{case['generated_token_ids']}")
+        print(f"ok: nibhost.py asked through nib vm run: the reference's "
+              f"{len(p.generated_ids)} ids exactly")
+        got_requests = len(got) + 1
         if a.tokens_out:
             with open(a.tokens_out, "w") as f:
                 json.dump(got, f)
@@ -281,11 +297,11 @@ def serve_vm(a, m, img):
                 print("ok: the tokens equal the 1-node run's")
         # The multiplexer mirrors the guest's page every 25 ms: the last
         # request's counters may take that long to show.
-        total = sum(len(g) for g in got)
+        total = sum(len(g) for g in got) + len(ref["cases"][0]["generated_token_ids"])
         deadline = time.monotonic() + 5
         while True:
             st = nib_json(a.nib, "stats", "--name", name, "--json")
-            if st["requests_done"] >= len(got) and st["tokens_generated"] >= total:
+            if st["requests_done"] >= got_requests and st["tokens_generated"] >= total:
                 break
             if time.monotonic() > deadline:
                 fail(f"nib stats through the multiplexer: {st}")
