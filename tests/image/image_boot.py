@@ -231,6 +231,48 @@ def refused_vm(a, img):
           f"was refused and the guest powered off (QEMU {want_rc})")
 
 
+def check_pinning(err, server):
+    """Each vCPU thread of the server's QEMU runs only on the host CPU its plan names."""
+    if "guest memory on " not in err:
+        fail(f"nib vm run did not say where guest memory is: {err}")
+    m = re.search(r"pinned (\d+) of (\d+) vCPU threads \(vCPU->host CPU: ([0-9> -]+)\)", err)
+    if not m:
+        why = re.search(r"vCPU threads not pinned: (.*)", err)
+        if why and "physical cores for the" in why.group(1):
+            print(f"note: this host cannot pin the guest ({why.group(1)}); pinning not checked")
+            return
+        fail(f"nib vm run --pin on said nothing of its pinning: {err}")
+    if m.group(1) != m.group(2):
+        fail(f"only {m.group(1)} of {m.group(2)} vCPU threads pinned")
+    plan = dict(tuple(map(int, p.split("->"))) for p in m.group(3).split())
+    qemu = None
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == server:
+                        qemu = int(d)
+            except (OSError, ValueError, IndexError):
+                pass
+    if qemu is None:
+        fail(f"no QEMU process under the server {server}")
+    seen = {}
+    for tid in os.listdir(f"/proc/{qemu}/task"):
+        try:
+            comm = open(f"/proc/{qemu}/task/{tid}/comm").read().strip()
+            status = open(f"/proc/{qemu}/task/{tid}/status").read()
+        except OSError:
+            continue
+        mm = re.fullmatch(r"CPU (\d+)/(KVM|TCG)", comm)
+        if mm:
+            allowed = re.search(r"Cpus_allowed_list:\s*(\S+)", status).group(1)
+            seen[int(mm.group(1))] = allowed
+    want = {i: str(c) for i, c in plan.items()}
+    if seen != want:
+        fail(f"vCPU threads' allowed CPUs {seen}, the plan {want}")
+    print(f"ok: each vCPU thread runs only on its planned host CPU: {seen}")
+
+
 def serve_vm(a, m, img):
     """`nib vm run` serves the guest's appliance; this script is a local host."""
     name = f"vm{a.numa}"
@@ -239,8 +281,10 @@ def serve_vm(a, m, img):
     shutil.rmtree(rt, ignore_errors=True)
     t0 = time.monotonic()
     # nib vm run returns once the appliance is ready, leaving its server.
+    # --pin on: the vCPU threads are pinned under TCG too, so the pinning
+    # itself (thread names, sched_setaffinity) is checked here without KVM.
     r = subprocess.run([a.nib, "vm", "run", img, "--name", name, "--console", console,
-                        "--timeout", str(BOOT_S)], stdout=subprocess.PIPE,
+                        "--timeout", str(BOOT_S), "--pin", "on"], stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True, timeout=BOOT_S + 60)
     ready_s = time.monotonic() - t0
     print(r.stderr.rstrip())
@@ -251,6 +295,7 @@ def serve_vm(a, m, img):
              open(console, errors="replace").read() if os.path.exists(console) else "")
     server, log = int(m_ready.group(1)), m_log.group(1)
     try:
+        check_pinning(r.stderr, server)
 
         class Console:
             def text(self):

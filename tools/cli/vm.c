@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -25,6 +27,7 @@
 #include "proto/vm_region.h"
 #include "rt/serve.h"
 #include "tools/cli/cli.h"
+#include "tools/cli/vm_plan.h"
 #include "tools/cli/vm_relay.h"
 #include "tools/host/nibhost_check.h"
 
@@ -49,12 +52,15 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: nib vm run DIR --name NAME [--accel auto|kvm|tcg] [--region-mib N]\n"
                "                  [--console FILE] [--timeout S] [--qemu PROGRAM] [--foreground]\n"
+               "                  [--pin auto|on|off]\n"
                "  DIR           an image made by nib image (its manifest gives the geometry)\n"
                "  --name NAME   the name local hosts attach to, as to a local appliance\n"
                "  --accel       auto (default): KVM when a probe guest runs under it, else TCG\n"
                "  --region-mib  the shared region's size (default 64; a power of two)\n"
                "  --console F   the guest's serial console (default <runtime dir>/NAME.console)\n"
                "  --timeout S   boot to READY (default 300)\n"
+               "  --pin P       auto (default): pin vCPU threads to host cores under KVM;\n"
+               "                on: also under TCG; off: never\n"
                "  --qemu P      the emulator (default qemu-system-x86_64; tests pass a\n"
                "                stand-in guest that takes the same arguments)\n"
                "  --foreground  serve in this process (systemd, tests): exits 0 when the\n"
@@ -186,8 +192,8 @@ static int kvm_works(const char *tmpdir, const char *kernel, char *why, size_t w
     return 0;
 }
 
-static int qemu_argv(const char *qemu, const struct manifest *m, int kvm, int fd, uint64_t size,
-                     char **argv, char store[][4300], int max)
+static int qemu_argv(const char *qemu, const struct manifest *m, int kvm, int huge, int fd,
+                     uint64_t size, char **argv, char store[][4300], int max)
 {
     int n = 0, k = 0;
 #define ARG(...) (snprintf(store[k], sizeof store[k], __VA_ARGS__), argv[n++] = store[k++])
@@ -205,7 +211,11 @@ static int qemu_argv(const char *qemu, const struct manifest *m, int kvm, int fd
     for (unsigned i = 0; i < m->numa; i++) {
         unsigned per = m->cpus / m->numa;
         ARG("-object");
-        ARG("memory-backend-ram,id=mem%u,size=%lluM", i, m->memory_mib / m->numa);
+        if (huge)
+            ARG("memory-backend-memfd,id=mem%u,size=%lluM,hugetlb=on,hugetlbsize=2M", i,
+                m->memory_mib / m->numa);
+        else
+            ARG("memory-backend-ram,id=mem%u,size=%lluM", i, m->memory_mib / m->numa);
         ARG("-numa");
         ARG("node,nodeid=%u,cpus=%u-%u,memdev=mem%u", i, i * per, (i + 1) * per - 1, i);
     }
@@ -214,6 +224,8 @@ static int qemu_argv(const char *qemu, const struct manifest *m, int kvm, int fd
         (unsigned long long)size);
     ARG("-device");
     ARG("ivshmem-plain,memdev=vmr");
+    ARG("-name");
+    ARG("nibble,debug-threads=on"); /* vCPU threads named "CPU N/KVM": pinning finds them */
     ARG("-display");
     ARG("none");
     ARG("-monitor");
@@ -232,6 +244,42 @@ static int qemu_argv(const char *qemu, const struct manifest *m, int kvm, int fd
 #undef ARG
     argv[n] = NULL;
     return n < max ? 0 : -1;
+}
+
+/* Pin each vCPU thread of QEMU not pinned yet (done[i] 0) to cpu_of[i].
+ * Returns how many are pinned in all. */
+static unsigned pin_vcpus(pid_t qemu, const uint32_t *cpu_of, unsigned cpus, unsigned char *done)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)qemu);
+    DIR *d = opendir(path);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (e->d_name[0] < '0' || e->d_name[0] > '9')
+                continue;
+            char comm[64] = {0};
+            snprintf(path, sizeof path, "/proc/%d/task/%.20s/comm", (int)qemu, e->d_name);
+            int fd = open(path, O_RDONLY | O_CLOEXEC);
+            if (fd < 0)
+                continue;
+            ssize_t n = read(fd, comm, sizeof comm - 1);
+            close(fd);
+            int i = n > 0 ? vm_vcpu_index(comm) : -1;
+            if (i < 0 || (unsigned)i >= cpus || done[i])
+                continue;
+            cpu_set_t set;
+            CPU_ZERO(&set);
+            CPU_SET(cpu_of[i], &set);
+            if (!sched_setaffinity((pid_t)atoi(e->d_name), sizeof set, &set))
+                done[i] = 1;
+        }
+        closedir(d);
+    }
+    unsigned pinned = 0;
+    for (unsigned i = 0; i < cpus; i++)
+        pinned += done[i];
+    return pinned;
 }
 
 static void sleep_ns(uint64_t ns)
@@ -373,7 +421,7 @@ static void detach(int ready_fd, const char *log)
 static int run(int argc, char **argv)
 {
     const char *dir = NULL, *name = NULL, *accel = "auto", *console_opt = NULL;
-    const char *qemu = "qemu-system-x86_64";
+    const char *qemu = "qemu-system-x86_64", *pin_opt = "auto";
     unsigned long region_mib = 64, ready_s = READY_S_DEFAULT;
     int foreground = 0;
     for (int i = 1; i < argc; i++) {
@@ -386,6 +434,8 @@ static int run(int argc, char **argv)
             region_mib = strtoul(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--console") && v)
             console_opt = argv[++i];
+        else if (!strcmp(argv[i], "--pin") && v)
+            pin_opt = argv[++i];
         else if (!strcmp(argv[i], "--foreground"))
             foreground = 1;
         else if (!strcmp(argv[i], "--qemu") && v)
@@ -404,9 +454,10 @@ static int run(int argc, char **argv)
         }
     }
     if (!dir || !name || (strcmp(accel, "auto") && strcmp(accel, "kvm") && strcmp(accel, "tcg")) ||
+        (strcmp(pin_opt, "auto") && strcmp(pin_opt, "on") && strcmp(pin_opt, "off")) ||
         region_mib < 1 || region_mib > 65536 || (region_mib & (region_mib - 1)) || !ready_s) {
-        fprintf(stderr, "nib vm run: need DIR and --name; --accel auto|kvm|tcg; --region-mib a "
-                        "power of two up to 65536; --timeout > 0\n");
+        fprintf(stderr, "nib vm run: need DIR and --name; --accel auto|kvm|tcg; --pin "
+                        "auto|on|off; --region-mib a power of two up to 65536; --timeout > 0\n");
         usage(stderr);
         return 2;
     }
@@ -465,9 +516,29 @@ static int run(int argc, char **argv)
     x.epoch = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
     nib_vmr_init(x.h, size, x.epoch, NIB_VMR_RINGS_MAX);
 
-    char *qargv[64];
-    static char store[64][4300];
-    if (qemu_argv(qemu, &m, kvm, fd, size, qargv, store, 64))
+    /* Guest memory on huge pages when the host has enough free. */
+    char plan_why[512];
+    int huge = vm_huge_plan(vm_huge_free("/sys"), m.memory_mib, m.numa, plan_why, sizeof plan_why);
+    fprintf(stderr, "nib vm run: guest memory on %s (%s)\n",
+            huge ? "2 MiB huge pages" : "ordinary pages", plan_why);
+    /* vCPU pinning: under KVM (auto), or asked for (on). */
+    static uint32_t pin_cpu[NIB_TOPO_MAX_CPUS];
+    static unsigned char pin_done[NIB_TOPO_MAX_CPUS];
+    int pin = !strcmp(pin_opt, "on") || (kvm && !strcmp(pin_opt, "auto"));
+    if (pin) {
+        static struct nib_topo host;
+        if (m.cpus > NIB_TOPO_MAX_CPUS ||
+            nib_topo_read_sys(&host, "/sys", plan_why, sizeof plan_why) ||
+            vm_pin_plan(&host, m.cpus, m.numa, pin_cpu, plan_why, sizeof plan_why)) {
+            fprintf(stderr, "nib vm run: vCPU threads not pinned: %s\n", plan_why);
+            pin = 0;
+        }
+    }
+    unsigned pinned = 0;
+
+    char *qargv[72];
+    static char store[72][4300];
+    if (qemu_argv(qemu, &m, kvm, huge, fd, size, qargv, store, 72))
         return 1;
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGTERM, &sa, NULL);
@@ -481,6 +552,8 @@ static int run(int argc, char **argv)
     /* acquire: pairs with the appliance's release of guest_state READY */
     while (nib_load_acq(&x.h->guest_state) != NIB_VMR_GUEST_READY) {
         mux_tick(&x);
+        if (pin && pinned < m.cpus && x.qemu_status < 0)
+            pinned = pin_vcpus(x.qemu, pin_cpu, m.cpus, pin_done);
         if (x.qemu_status >= 0 || stop_signal || nib_now_ns() - t0 > ready_s * 1000000000ull) {
             if (x.qemu_status >= 0)
                 fprintf(stderr,
@@ -563,6 +636,17 @@ static int run(int argc, char **argv)
             "%.1f s; console %s; pid %d)\n",
             ch.paths.sock, kvm ? "KVM" : "TCG", m.cpus, m.numa, m.numa == 1 ? "" : "s", lay.n_rings,
             (double)(nib_now_ns() - t0) / 1e9, console, (int)getpid());
+    if (pin) {
+        if (pinned < m.cpus)
+            pinned = pin_vcpus(x.qemu, pin_cpu, m.cpus, pin_done);
+        char plan[1024];
+        size_t o = 0;
+        for (unsigned i = 0; i < m.cpus && o < sizeof plan - 32; i++)
+            o += (size_t)snprintf(plan + o, sizeof plan - o, "%s%u->%u", i ? " " : "", i,
+                                  pin_cpu[i]);
+        fprintf(stderr, "nib vm run: pinned %u of %u vCPU threads (vCPU->host CPU: %s)\n", pinned,
+                m.cpus, plan);
+    }
     if (ready_fd >= 0) {
         char log[4200];
         snprintf(log, sizeof log, "%s/%s.log", ch.paths.dir, name);
