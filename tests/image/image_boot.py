@@ -214,7 +214,7 @@ def refused_vm(a, img):
     os.environ["NIB_RUNTIME_DIR"] = rt = os.path.join(a.work, "rt-corrupt")
     shutil.rmtree(rt, ignore_errors=True)
     r = subprocess.run([a.nib, "vm", "run", img, "--name", "vmbad", "--console", console,
-                        "--timeout", str(BOOT_S)], stdout=subprocess.PIPE,
+                        "--timeout", str(BOOT_S), "--accel", "tcg"], stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True, timeout=BOOT_S + 60)
     text = open(console, errors="replace").read() if os.path.exists(console) else ""
     want_rc = 2 * STATUS["refused"] + 1

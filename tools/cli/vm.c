@@ -5,8 +5,10 @@
  * then serves local hosts exactly as a local appliance does: the same
  * socket, lock and sealed memfds (boot/channel.c), the same control channel
  * (rt/control.c), each host's ring relayed to the same-numbered ring of the
- * region (tools/cli/vm_relay.c). `nib stop --name NAME` stops the guest's
- * appliance through the mailbox; the guest powers off and this exits. */
+ * region (tools/cli/vm_relay.c). It returns once the appliance is ready,
+ * the serving child going on in the background (--foreground: serve here).
+ * `nib stop --name NAME` stops the guest's appliance through the mailbox;
+ * the guest powers off and the server exits. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
