@@ -110,18 +110,28 @@ static const char *init(struct builder *b, const char *name, const int64_t *dims
     return name;
 }
 
+/* An attribute of one type, named; the caller sets its value. */
+static Onnx__AttributeProto *attr_new(struct builder *b, const char *name,
+                                      Onnx__AttributeProto__AttributeType type)
+{
+    Onnx__AttributeProto *a = alloc(b, sizeof *a);
+    if (!a)
+        return NULL;
+    onnx__attribute_proto__init(a);
+    a->name = (char *)name;
+    a->has_type = 1;
+    a->type = type;
+    return a;
+}
+
 static Onnx__AttributeProto *attr_ints(struct builder *b, const char *name, const int64_t *v,
                                        size_t n)
 {
-    Onnx__AttributeProto *a = alloc(b, sizeof *a);
+    Onnx__AttributeProto *a = attr_new(b, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
     int64_t *c = alloc(b, n * sizeof *c);
     if (!a || !c)
         return NULL;
-    onnx__attribute_proto__init(a);
     memcpy(c, v, n * sizeof *c);
-    a->name = (char *)name;
-    a->has_type = 1;
-    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS;
     a->n_ints = n;
     a->ints = c;
     return a;
@@ -129,13 +139,9 @@ static Onnx__AttributeProto *attr_ints(struct builder *b, const char *name, cons
 
 static Onnx__AttributeProto *attr_int(struct builder *b, const char *name, int64_t v)
 {
-    Onnx__AttributeProto *a = alloc(b, sizeof *a);
+    Onnx__AttributeProto *a = attr_new(b, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);
     if (!a)
         return NULL;
-    onnx__attribute_proto__init(a);
-    a->name = (char *)name;
-    a->has_type = 1;
-    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
     a->has_i = 1;
     a->i = v;
     return a;
@@ -143,13 +149,9 @@ static Onnx__AttributeProto *attr_int(struct builder *b, const char *name, int64
 
 static Onnx__AttributeProto *attr_float(struct builder *b, const char *name, float v)
 {
-    Onnx__AttributeProto *a = alloc(b, sizeof *a);
+    Onnx__AttributeProto *a = attr_new(b, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT);
     if (!a)
         return NULL;
-    onnx__attribute_proto__init(a);
-    a->name = (char *)name;
-    a->has_type = 1;
-    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
     a->has_f = 1;
     a->f = v;
     return a;
