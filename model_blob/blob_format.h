@@ -8,9 +8,11 @@
  *   [header]      struct nib_blob_header
  *   [tensors]     n_tensors x struct nib_tensor_rec
  *   [plan]        n_ops x struct nib_op          (executed top to bottom per token)
- *   [tokenizer]   struct nib_tok_header, then the tables its ranges name
- *                 (entries, sorted ids, piece bytes, merges, added-token
- *                 trie, normalizer and pre-tokenizer steps, chat program)
+ *   [tokenizer]   a decoder: struct nib_tok_header, then the tables its
+ *                 ranges name (entries, sorted ids, piece bytes, merges,
+ *                 added-token trie, normalizer and pre-tokenizer steps,
+ *                 chat program); a vision model: its io table instead,
+ *                 n_io x struct nib_io_rec (the model's interface either way)
  *   [weights]     tensor payloads in the order the plan streams them
  *
  * The CRC32C in the header covers bytes [NIB_CRC_START, blob_size).
@@ -24,7 +26,7 @@
 #include "kernels/dtype.h" /* enum nib_isa, enum nib_dtype: what the kernels consume */
 
 #define NIB_BLOB_MAGIC "NIBBLOB1"
-#define NIB_BLOB_VERSION 5u /* 5: architectures beyond LLaMA (ops and parameters below) */
+#define NIB_BLOB_VERSION 6u                   /* 6: vision models (model_kind, the io table) */
 #define NIB_WEIGHT_ALIGN (2u * 1024u * 1024u) /* huge page */
 #define NIB_SECTION_ALIGN 64u
 #define NIB_CRC_START 12u /* magic[8] + crc32c[4] */
@@ -84,7 +86,47 @@ struct nib_blob_header {
     uint32_t argmax_blocks; /* entries at argmax_off: ceil(vocab_size / NIB_ARGMAX_BLOCK) */
     uint64_t wscratch_off;  /* arena offset of worker 0's private scratch (NIB_OPF_NORM_IN) */
     uint32_t wscratch_size; /* bytes of private scratch each worker needs (0: none) */
-    uint8_t reserved[12];
+    uint32_t model_kind;    /* enum nib_model_kind */
+    uint32_t n_io;          /* vision: records in the io table (0 for a decoder) */
+    uint8_t reserved[4];
+};
+
+/* What a blob holds. A decoder takes tokens and gives tokens: hparams,
+ * tokenizer, KV cache, logits. A vision model takes tensors and gives
+ * tensors: its hparams are all zero, it has no tokenizer and no KV cache
+ * (kv_size 0), max_batch is 1, and the tokenizer section holds the io
+ * table instead. One run of its plan (rt/exec.h nib_exec_run) reads the
+ * inputs where their records say and leaves the outputs where theirs say. */
+enum nib_model_kind {
+    NIB_MODEL_DECODER = 0,
+    NIB_MODEL_VISION = 1,
+};
+
+/* The io table of a vision model: its inputs, then its outputs, each the
+ * bytes a request carries (or an answer returns) exactly as they lie in
+ * runtime memory for the run: dense, row-major over dims as the model
+ * declares them (NCHW for an image), elements little-endian. The plan's
+ * first ops convert an input into the runtime's own layout; its last ops
+ * write each output in this one. */
+#define NIB_IO_MAX 16 /* records */
+#define NIB_IO_MAX_RANK 8
+#define NIB_IO_MAX_BYTES (1ull << 30) /* one tensor */
+
+enum nib_io_dir { NIB_IO_INPUT = 0, NIB_IO_OUTPUT = 1 };
+enum nib_io_dtype {
+    NIB_IO_F32 = 1, /* 4 bytes */
+    NIB_IO_U8 = 2,  /* 1 byte (an image's pixels; the plan scales them as compiled) */
+};
+
+struct nib_io_rec {
+    char name[NIB_NAME_MAX];        /* the model's name for it, NUL-terminated */
+    uint32_t dir;                   /* enum nib_io_dir: every input precedes every output */
+    uint32_t dtype;                 /* enum nib_io_dtype */
+    uint32_t rank;                  /* 1..NIB_IO_MAX_RANK */
+    uint32_t dims[NIB_IO_MAX_RANK]; /* each >= 1; unused ones 0 */
+    uint32_t reserved;
+    uint64_t off;   /* runtime memory offset of its bytes, 64-byte aligned, inside the arena */
+    uint64_t bytes; /* product of dims x element size, <= NIB_IO_MAX_BYTES */
 };
 
 struct nib_tensor_rec {
@@ -449,6 +491,7 @@ _Static_assert(sizeof(struct nib_blob_header) == 256, "header layout");
 _Static_assert(NIB_CRC_START == offsetof(struct nib_blob_header, crc32c) + 4,
                "crc32c precedes the bytes it covers");
 _Static_assert(sizeof(struct nib_tensor_rec) == 88, "tensor layout");
+_Static_assert(sizeof(struct nib_io_rec) == 112, "io record layout");
 _Static_assert(sizeof(struct nib_op) == 192, "op layout");
 _Static_assert(offsetof(struct nib_op, params) == 72, "op parameters layout");
 _Static_assert(sizeof(struct nib_matmul_params) <= sizeof(((struct nib_op *)0)->params) &&

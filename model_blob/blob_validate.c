@@ -385,6 +385,67 @@ static int check_tokenizer(struct nib_blob_view *v, const uint8_t *sec, uint64_t
     return 0;
 }
 
+/* A vision model's header: no hparams, no KV cache, one row per run. */
+static int check_vision_header(const struct nib_blob_header *h, char *err, size_t errlen)
+{
+    static const struct nib_hparams zero;
+    if (memcmp(&h->hp, &zero, sizeof zero) != 0)
+        return fail(err, errlen, "a vision blob has decoder hyper-parameters");
+    if (h->kv_size != 0 || h->max_batch != 1 || h->argmax_blocks != 0)
+        return fail(err, errlen, "a vision blob has a KV cache, batch rows or an argmax");
+    return 0;
+}
+
+/* The io table of a vision model (blob_format.h struct nib_io_rec), in the
+ * tokenizer section's place: inputs first, at least one of each, every
+ * tensor inside the arena; inputs do not overlap one another, nor outputs
+ * (an output may alias an input: the run overwrites it). */
+static int check_io(struct nib_blob_view *v, const uint8_t *sec, uint64_t size, char *err,
+                    size_t errlen)
+{
+    const struct nib_blob_header *h = v->h;
+    if (h->n_io < 2 || h->n_io > NIB_IO_MAX || size != h->n_io * (uint64_t)sizeof *v->io ||
+        (uintptr_t)sec % 8)
+        return fail(err, errlen, "io table of %u records in %llu bytes (2..%u records)", h->n_io,
+                    (unsigned long long)size, NIB_IO_MAX);
+    v->io = (const struct nib_io_rec *)(const void *)sec;
+    v->n_io = h->n_io;
+    uint32_t n_in = 0;
+    for (uint32_t i = 0; i < h->n_io; i++) {
+        const struct nib_io_rec *r = &v->io[i];
+        if (memchr(r->name, 0, NIB_NAME_MAX) == NULL || r->name[0] == 0)
+            return fail(err, errlen, "io record %u: name is empty or not NUL-terminated", i);
+        if (r->dir > NIB_IO_OUTPUT || (r->dir == NIB_IO_INPUT && n_in != i))
+            return fail(err, errlen, "io record %u: direction %u (inputs come first)", i, r->dir);
+        n_in += r->dir == NIB_IO_INPUT;
+        if (r->dtype != NIB_IO_F32 && r->dtype != NIB_IO_U8)
+            return fail(err, errlen, "io record %u: element type %u is unknown", i, r->dtype);
+        if (r->rank == 0 || r->rank > NIB_IO_MAX_RANK || r->reserved)
+            return fail(err, errlen, "io record %u: rank %u outside 1..%u", i, r->rank,
+                        NIB_IO_MAX_RANK);
+        uint64_t bytes = r->dtype == NIB_IO_F32 ? 4 : 1;
+        for (uint32_t d = 0; d < NIB_IO_MAX_RANK; d++) {
+            if (d < r->rank ? r->dims[d] == 0 : r->dims[d] != 0)
+                return fail(err, errlen, "io record %u: dimension %u is %u", i, d, r->dims[d]);
+            if (d < r->rank && (bytes *= r->dims[d]) > NIB_IO_MAX_BYTES)
+                return fail(err, errlen, "io record %u: larger than %llu bytes", i,
+                            (unsigned long long)NIB_IO_MAX_BYTES);
+        }
+        if (r->bytes != bytes || r->off % 64 || !range_ok(r->off, r->bytes, h->act_size))
+            return fail(err, errlen, "io record %u: %llu bytes at %llu, not %llu inside the arena",
+                        i, (unsigned long long)r->bytes, (unsigned long long)r->off,
+                        (unsigned long long)bytes);
+        for (uint32_t j = n_in == i + 1 ? 0 : n_in; j < i; j++)
+            if (r->off < v->io[j].off + v->io[j].bytes && v->io[j].off < r->off + r->bytes)
+                return fail(err, errlen, "io records %u and %u overlap", j, i);
+    }
+    if (n_in == 0 || n_in == h->n_io)
+        return fail(err, errlen, "io table has %u inputs and %u outputs (at least one each)", n_in,
+                    h->n_io - n_in);
+    v->n_inputs = n_in;
+    return 0;
+}
+
 /* Each op's operands, as (offset, bytes) ranges in runtime memory. */
 struct op_ranges {
     uint64_t off[8], len[8];
@@ -685,8 +746,13 @@ int nib_blob_open(struct nib_blob_view *v, const void *blob, uint64_t size, int 
     v->base = b;
     v->size = size;
     v->h = h;
-    if (check_hparams(&h->hp, err, errlen))
+    const int vision = h->model_kind == NIB_MODEL_VISION;
+    if (h->model_kind != NIB_MODEL_DECODER && !vision)
+        return fail(err, errlen, "model kind %u is unknown (0: decoder, 1: vision)", h->model_kind);
+    if (vision ? check_vision_header(h, err, errlen) : check_hparams(&h->hp, err, errlen))
         return -1;
+    if (!vision && h->n_io)
+        return fail(err, errlen, "a decoder blob has %u io records (it takes tokens)", h->n_io);
     if (check_section(&h->tensors, "tensor", sizeof *h, size, err, errlen) ||
         check_section(&h->plan, "plan", h->tensors.offset + h->tensors.size, size, err, errlen) ||
         check_section(&h->tokenizer, "tokenizer", h->plan.offset + h->plan.size, size, err,
@@ -699,7 +765,7 @@ int nib_blob_open(struct nib_blob_view *v, const void *blob, uint64_t size, int 
     if ((uint64_t)h->n_tensors * sizeof(struct nib_tensor_rec) != h->tensors.size)
         return fail(err, errlen, "tensor table size %llu does not hold %u tensors",
                     (unsigned long long)h->tensors.size, h->n_tensors);
-    if ((uint64_t)h->n_ops * sizeof(struct nib_op) != h->plan.size || h->n_ops == 0)
+    if ((uint64_t)h->n_ops * sizeof(struct nib_op) != h->plan.size || (h->n_ops == 0 && !vision))
         return fail(err, errlen, "plan size %llu does not hold %u ops",
                     (unsigned long long)h->plan.size, h->n_ops);
     if (h->act_size > (1ull << 40) || h->kv_size > (1ull << 40))
@@ -726,8 +792,17 @@ int nib_blob_open(struct nib_blob_view *v, const void *blob, uint64_t size, int 
                   h->act_size) ||
         h->logits_off % 4 || h->token_slot_off % 4 || h->pos_slot_off % 4 || h->argmax_off % 4)
         return fail(err, errlen, "logits/token/position/argmax slots outside the arena");
-    if (check_tensors(v, err, errlen) ||
-        check_tokenizer(v, b + h->tokenizer.offset, h->tokenizer.size, h->hp.vocab_size, err,
+    if (check_tensors(v, err, errlen))
+        return -1;
+    if (vision) {
+        if (check_io(v, b + h->tokenizer.offset, h->tokenizer.size, err, errlen))
+            return -1;
+        for (uint32_t i = 0; i < h->n_ops; i++)
+            if (check_op(v, i, err, errlen))
+                return -1;
+        return 0;
+    }
+    if (check_tokenizer(v, b + h->tokenizer.offset, h->tokenizer.size, h->hp.vocab_size, err,
                         errlen))
         return -1;
     if ((v->tok->bos_id != NIB_TOK_NONE && v->tok->bos_id != h->hp.bos_id) ||

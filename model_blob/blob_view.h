@@ -35,6 +35,9 @@ struct nib_blob_view {
     uint32_t tok_data_size;
     const uint8_t *tok_chat; /* NULL: none */
     uint32_t tok_chat_size;
+    const struct nib_io_rec *io; /* vision: n_io records, inputs first; NULL for a decoder */
+    uint32_t n_io;
+    uint32_t n_inputs;
     const uint8_t *weights;
     uint64_t mem_size; /* act_size + kv_size */
 };

@@ -610,6 +610,23 @@ const float *nib_exec_tokens(struct nib_exec *e, const uint32_t *tokens, uint32_
     return logits;
 }
 
+int nib_exec_run(struct nib_exec *e)
+{
+    const struct nib_blob_view *v = e->v;
+    if (v->h->model_kind != NIB_MODEL_VISION)
+        return -1;
+    struct pass p = {e, e->qk ? e->qk : nib_qkernels_get(NIB_ISA_SCALAR), 1, 0,
+                     e->team ? nib_team_workers(e->team) : 1};
+    uint64_t t0 = e->stats ? nib_now_ns() : 0;
+    if (e->team)
+        nib_team_run(e->team, run_share, &p);
+    else
+        run_share(0, &p);
+    if (e->stats)
+        nib_stats_token(e->stats, nib_now_ns() - t0);
+    return 0;
+}
+
 const float *nib_exec_token(struct nib_exec *e, uint32_t token, uint32_t pos)
 {
     return nib_exec_tokens(e, &token, 1, pos);

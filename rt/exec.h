@@ -48,6 +48,15 @@ struct nib_exec {
 const float *nib_exec_tokens(struct nib_exec *e, const uint32_t *tokens, uint32_t m, uint32_t pos);
 const float *nib_exec_token(struct nib_exec *e, uint32_t token, uint32_t pos);
 
+/* A vision model (blob_format.h NIB_MODEL_VISION): run the whole plan
+ * once. The caller has put every input's bytes at its io record's offset
+ * in mem; afterwards every output's bytes are at its record's offset.
+ * Same team, same shares and barriers as a token pass, so the outputs are
+ * bitwise the same for any worker count. With stats, records the run's
+ * duration (the latency histogram). Returns 0, or -1 when the blob is not
+ * a vision model. */
+int nib_exec_run(struct nib_exec *e);
+
 /* The greedy choice after a pass: the index of the largest logit (the
  * first of equals; NaNs ignored; 0 if every logit is NaN), reduced from
  * the LM head's per-block maxima when the plan fuses an argmax into it,
