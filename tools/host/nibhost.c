@@ -473,8 +473,10 @@ static int do_attach(struct nib_host *h, int timeout_ms)
         rc = host_fail(h, m.status == NIB_CTL_NO_RING ? NIB_HOST_BUSY : NIB_HOST_ERR,
                        "appliance %s refused to attach: %s", h->name, refusal(m.status));
     else if (n_fds != 2 || m.status != NIB_CTL_OK || m.epoch == 0 ||
-             m.header_size != NIB_SHM_HEADER_MEMFD_SIZE || m.ring_size == 0 ||
-             m.ring_size > (uint64_t)NIB_RING_SLOTS * SLOT_SIZE_LIMIT + 4096)
+             (m.header_size != NIB_SHM_HEADER_MEMFD_SIZE &&
+              m.header_size != NIB_SHM_HEADER_MEMFD_SIZE_TENSOR) ||
+             m.ring_size == 0 ||
+             m.ring_size > (uint64_t)NIB_RING_SLOTS * SLOT_SIZE_LIMIT_TENSOR + 4096)
         rc = host_fail(h, NIB_HOST_ERR,
                        "%s: malformed ATTACHED reply (%d descriptors, status "
                        "%u, header %llu bytes, ring %llu bytes)",
