@@ -14,7 +14,8 @@ aliasing b then a_out aliasing a, no ops) in a fresh runtime directory, then:
   - a hostile host's raw requests (wrong byte count, kind TEXT/CHAT/MEASURE,
     tokens, flags) are answered bad_request naming the field, and the
     appliance serves the next request exactly;
-  - nib stop ends it cleanly.
+  - nib stop ends it cleanly, and (the appliance counts allocation calls) none
+    happened after READY.
 
 usage: test_vision.py --nib NIB --appliance APP --nibhost nibhost.py
 """
@@ -246,7 +247,18 @@ def run_all(args, nh, tmp, name, app):
     err = app.stderr.read()
     if rc != 0 or "vision model, 2 inputs (778 bytes), 2 outputs (832 bytes)" not in err:
         fail("appliance exit %d: %s" % (rc, err))
-    ok("the appliance booted the vision blob and stopped cleanly")
+    if "seccomp: serving thread allows" not in err:
+        fail("the appliance did not install its seccomp filters: %s" % err)
+    ok("the appliance booted the vision blob (seccomp on) and stopped cleanly")
+    # built with -DNIB_COUNT_ALLOC (tests/meson.build): every counter 0 after READY
+    line = [x for x in err.splitlines() if x.startswith("nibble: allocation calls after READY: ")]
+    if not line:
+        fail("no allocation count in the appliance's log: %s" % err)
+    counts = dict((k.strip(), int(v)) for k, v in
+                  (p.rsplit(" ", 1) for p in line[0].split(": ", 1)[1].split(", ")))
+    if len(counts) < 8 or any(counts.values()):
+        fail("allocation after READY while serving tensors: %s" % counts)
+    ok("no malloc/calloc/realloc/free/aligned_alloc/mmap/munmap/brk after READY")
 
 
 if __name__ == "__main__":

@@ -53,7 +53,10 @@
  *     refused here, before anything is written (ERR, with both sizes).
  *   - text streams in whole UTF-8 characters (the appliance publishes
  *     text_len only up to one); status "eos" means any end-of-generation
- *     token of the model. */
+ *     token of the model.
+ *   - a vision appliance (header feature TENSOR, docs/ring.md 6.4):
+ *     nib_host_is_vision, nib_host_tensor_info, nib_host_submit_tensors,
+ *     nib_host_output; text and chat to it are refused here. */
 #ifndef NIBHOST_H
 #define NIBHOST_H
 
