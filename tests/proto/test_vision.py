@@ -61,6 +61,17 @@ def npy_data(raw):
     return raw[10:10 + hlen].decode(), raw[10 + hlen:]
 
 
+def f32_json(text):
+    """A --json document with every f32 value as the float32 it prints (nib run writes 9
+    digits, Python's json all of a double's)."""
+    doc = json.loads(text)
+    for o in doc["outputs"]:
+        if o["dtype"] == "f32":
+            o["data"] = [None if v is None else struct.unpack("<f", struct.pack("<f", v))[0]
+                         for v in o["data"]]
+    return doc
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--nib", required=True)
@@ -225,6 +236,23 @@ def run_all(args, nh, tmp, name, app):
         if want_head not in head or got != data:
             fail("nib run -o: %s is %r, %d bytes" % (fname, head, len(got)))
     ok("nib run: raw and .npy in; summary, --json and -o .npy out, byte-exact")
+
+    # nibhost.py run prints what nib run prints (summary and JSON)
+    for extra in ((), ("--json",)):
+        ours = nib("run", "--name", name, *extra, *inp("a.npy", "b.raw")).stdout
+        r = subprocess.run([sys.executable, args.nibhost, "run", "--name", name, *extra,
+                            *inp("a.npy", "b.raw")], capture_output=True, text=True, timeout=60)
+        if r.returncode != 0:
+            fail("nibhost.py run %s: %s" % (" ".join(extra), r.stderr))
+        same = f32_json(ours) == f32_json(r.stdout) if extra else ours == r.stdout
+        if not same:
+            fail("nibhost.py run %s differs from nib run:\n%s\n%s" % (" ".join(extra), ours,
+                                                                     r.stdout))
+    r = subprocess.run([sys.executable, args.nibhost, "run", "--name", name,
+                        *inp("a_bad.npy", "b.raw")], capture_output=True, text=True, timeout=60)
+    if r.returncode == 0 or "input 0 (a) takes f32 1x3x8x8" not in r.stderr:
+        fail("nibhost.py run with wrong dims: %d %s" % (r.returncode, r.stderr))
+    ok("nibhost.py run: the same summary and JSON as nib run; wrong dims refused")
 
     for argv, say in ((inp("a_bad.npy", "b.raw"), "input 0 (a) takes f32 1x3x8x8"),
                       (inp("a_u8.npy", "b.raw"), "a u8 array"),

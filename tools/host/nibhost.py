@@ -20,6 +20,8 @@ As a command (same output as `nib ask --json`, minus the timings):
     nibhost.py ask --chat [--system TEXT] [--now SECONDS] [...] MESSAGE
     nibhost.py ask --messages conversation.json [--now SECONDS] [...]
                                      (OpenAI-style [{"role": .., "content": ..}])
+    nibhost.py run [--name N] --input FILE [--input FILE ...] [--json]
+                                     (a vision appliance: what `nib run` prints)
     nibhost.py stats [--name N] [--json] [--timeout S]
     nibhost.py stop [--name N] [--timeout S]
 
@@ -43,9 +45,11 @@ appliance then finds the request within NIB_IDLE_SLEEP_MS. On other CPUs use
 libnibhost.
 """
 import argparse
+import ast
 import errno
 import fcntl
 import json
+import math
 import mmap
 import os
 import platform
@@ -1128,6 +1132,78 @@ def _positive(v):
     return x
 
 
+def read_npy(raw):
+    """(dtype name, dims, data bytes) of a .npy file (float32 or uint8, C order)."""
+    if raw[:6] != b"\x93NUMPY" or len(raw) < 10 or raw[6] not in (1, 2, 3):
+        raise NibError("not a .npy file (version 1, 2 or 3)")
+    n, off = (struct.unpack_from("<H", raw, 8)[0], 10) if raw[6] == 1 else \
+        (struct.unpack_from("<I", raw, 8)[0] if len(raw) >= 12 else 1 << 62, 12)
+    head = raw[off:off + n].decode("latin-1")
+    if off + n > len(raw):
+        raise NibError(".npy header passes the file's end")
+    try:
+        d = ast.literal_eval(head.strip())
+        descr, order, dims = d["descr"], d["fortran_order"], tuple(int(x) for x in d["shape"])
+    except (ValueError, SyntaxError, KeyError, TypeError):
+        raise NibError(".npy header is not a dict of descr, fortran_order and shape") from None
+    kind = {"<f4": ("f32", 4), "|u1": ("u8", 1), "u1": ("u8", 1)}.get(descr)
+    if kind is None or order is not False:
+        raise NibError(".npy array is not float32 or uint8 in C order")
+    count = 1
+    for x in dims:
+        count *= x
+    data = raw[off + n:]
+    if len(data) != count * kind[1]:
+        raise NibError(".npy data is %d bytes, its shape and type take %d" %
+                       (len(data), count * kind[1]))
+    return kind[0], list(dims), data
+
+
+def _run_cli(h, args, out):
+    """nibhost.py run: what nib run prints (a summary per output, or --json)."""
+    if not h.is_vision:
+        raise NibError("appliance %s serves a decoder (tokens in, tokens out): use ask" %
+                       args.name)
+    if len(args.input) != len(h.inputs):
+        raise NibError("%d --input files, the model takes %d inputs" %
+                       (len(args.input), len(h.inputs)))
+    data = []
+    for i, (path, t) in enumerate(zip(args.input, h.inputs)):
+        with open(path, "rb") as f:
+            raw = f.read()
+        if raw[:6] == b"\x93NUMPY":
+            dt, dims, raw = read_npy(raw)
+            if dt != t["dtype"] or dims != t["dims"]:
+                raise NibError("--input %s: a %s array of dims %s, input %d (%s) takes %s %s" %
+                               (path, dt, "x".join(map(str, dims)), i, t["name"], t["dtype"],
+                                "x".join(map(str, t["dims"]))))
+        elif len(raw) != t["bytes"]:
+            raise NibError("--input %s: %d raw bytes, input %d (%s) takes exactly %d" %
+                           (path, len(raw), i, t["name"], t["bytes"]))
+        data.append(raw)
+    outs = h.run(data, timeout=args.timeout)
+    res = []
+    for t, b in zip(h.outputs, outs):
+        vals = list(struct.unpack("<%df" % (len(b) // 4), b)) if t["dtype"] == "f32" else list(b)
+        res.append((t, vals))
+    if args.json:
+        doc = {"status": "ok", "outputs": [
+            {"name": t["name"], "dtype": t["dtype"], "dims": t["dims"],
+             "data": [v if t["dtype"] == "u8" or math.isfinite(v) else None for v in vals]}
+            for t, vals in res]}
+        out.write((json.dumps(doc) + "\n").encode())
+        return 0
+    for t, vals in res:
+        ok = [v for v in vals if v == v]
+        line = "%s %s %s" % (t["name"], t["dtype"], "x".join(map(str, t["dims"])))
+        if ok:
+            line += ": min %.6g max %.6g mean %.6g" % (min(ok), max(ok), sum(ok) / len(ok))
+        if len(ok) < len(vals):
+            line += " (%d NaN)" % (len(vals) - len(ok))
+        out.write((line + "\n").encode())
+    return 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="nibhost.py", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -1154,6 +1230,13 @@ def main(argv=None):
     a.add_argument("--json", action="store_true")
     a.add_argument("--timeout", type=_positive, default=DEFAULT_TIMEOUT, help=tmo)
     a.add_argument("prompt", nargs="?", default=None)
+    r = sub.add_parser("run", help="a vision appliance: run its model on input tensors")
+    r.add_argument("--name", default="nib")
+    r.add_argument("--input", action="append", default=[], metavar="FILE",
+                   help="one per model input, in order: .npy (float32 or uint8, C order, the "
+                        "input's dims) or raw bytes (exactly the input's bytes)")
+    r.add_argument("--json", action="store_true", help="every output value, as nib run --json")
+    r.add_argument("--timeout", type=_positive, default=DEFAULT_TIMEOUT, help=tmo)
     s = sub.add_parser("stats", help="print the appliance's counters")
     s.add_argument("--name", default="nib")
     s.add_argument("--json", action="store_true")
@@ -1176,6 +1259,8 @@ def main(argv=None):
                     for k, v in st.items():
                         out.write(("%s: %d\n" % (k, v)).encode())
                 return 0
+            if args.cmd == "run":
+                return _run_cli(h, args, out)
             prompt = (args.prompt or "").encode("utf-8", "surrogateescape")
             messages = None
             if args.messages is not None:
