@@ -704,6 +704,7 @@ static int lower_node(struct lower *L, const struct nx_node *nd)
             return -1;
         return emit_reshape(L, nd, nd->in[0], &g->t[nd->out[0]], L->nhwc[nd->out[0]], yb);
     }
+    case NX_OP_LAYERNORM: return NFAIL(nd, "the fused LayerNorm is not supported in a blob yet");
     default: return NFAIL(nd, "not supported in a compiled blob yet");
     }
 }
