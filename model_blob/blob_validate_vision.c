@@ -51,6 +51,21 @@ static int conv_shape_ok(const struct nib_vconv_params *p)
            (uint64_t)(p->ow - 1) * p->stride_w < (uint64_t)p->w + p->pad_left;
 }
 
+/* A transposed convolution (conv mode 1) gathers with bounds checks: dims,
+ * strides, dilations and pads up to 2^16, channels divisible by groups. */
+static int convt_shape_ok(const struct nib_vconv_params *p)
+{
+    const uint32_t dm = 1u << 16;
+    const uint32_t d[] = {p->h,  p->w,        p->oh,       p->ow,    p->kh,
+                          p->kw, p->stride_h, p->stride_w, p->dil_h, p->dil_w};
+    for (size_t i = 0; i < sizeof d / sizeof *d; i++)
+        if (d[i] == 0 || d[i] > dm)
+            return 0;
+    return p->c_in && p->c_out && p->c_in <= (1u << 20) && p->c_out <= (1u << 20) && p->groups &&
+           p->c_in % p->groups == 0 && p->c_out % p->groups == 0 && p->pad_top <= dm &&
+           p->pad_left <= dm && !p->depthwise;
+}
+
 /* Floats of the packed weights (kernels/conv.h's two f32 layouts). */
 static uint64_t packed_floats(const struct nib_vconv_params *p)
 {
@@ -88,7 +103,10 @@ static int check_conv(const struct nib_blob_view *v, const struct nib_op *op, ch
 {
     const struct nib_vconv_params *p = &op->vconv;
     const char *name = nib_vop_name(op->code);
-    if (!conv_shape_ok(p))
+    const int convt = op->code == NIB_VOP_CONV && p->mode == 1;
+    if (op->code == NIB_VOP_CONV && p->mode > 1)
+        return fail(err, errlen, "plan op %u (conv): mode %u (0 direct, 1 transposed)", i, p->mode);
+    if (convt ? !convt_shape_ok(p) : !conv_shape_ok(p))
         return fail(err, errlen, "plan op %u (%s): shape outside the kernels' limits", i, name);
     if (op->code == NIB_VOP_POOL) {
         if (p->c_in != p->c_out || p->mode > NIB_POOL_AVG_INCLUDE_PAD || op->tensor != UINT32_MAX)
@@ -96,7 +114,8 @@ static int check_conv(const struct nib_blob_view *v, const struct nib_op *op, ch
     } else {
         if (p->depthwise > 1 || (p->depthwise && (p->groups != p->c_in || p->c_in != p->c_out)))
             return fail(err, errlen, "plan op %u (conv): depthwise with groups %u", i, p->groups);
-        uint64_t need = packed_floats(p);
+        uint64_t need =
+            convt ? (uint64_t)p->c_in * (p->c_out / p->groups) * p->kh * p->kw : packed_floats(p);
         if (!f32_tensor(v, op->tensor, need))
             return fail(err, errlen, "plan op %u (conv): weights are not %llu packed f32", i,
                         (unsigned long long)need);

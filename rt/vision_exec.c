@@ -144,10 +144,61 @@ static void conv_shape(const struct nib_vconv_params *p, struct nib_conv_shape *
                                  p->stride_w, p->pad_top, p->pad_left, p->dil_h, p->dil_w};
 }
 
+/* The epilogue of output rows [b, e) the kernel left without one. */
+static void conv_epilogue(const struct nib_vconv_params *p, float *y, int in_kernel, uint32_t b,
+                          uint32_t e)
+{
+    const uint64_t row = (uint64_t)p->ow * p->c_out;
+    for (uint64_t i = b * row; i < e * row; i++) {
+        float t = in_kernel ? y[i] : nib_vact_apply(p->act, p->p0, p->p1, y[i]);
+        y[i] = p->post ? t * p->post_mul + p->post_add : t;
+    }
+}
+
+/* Transposed convolution (mode 1), as a gather: output (oy, ox, m) sums
+ * x[iy][ix][ic] * W[ic][m % ocg][ky][kx] over the taps with oy = iy *
+ * stride - pad + ky * dil (and the same for x), in the order ic, ky, kx,
+ * one fma each, then the bias. W is ONNX's (c_in, c_out / groups, kh, kw). */
+static void exec_convt(const struct nib_blob_view *v, uint8_t *mem, const struct nib_op *op,
+                       uint32_t b, uint32_t e)
+{
+    const struct nib_vconv_params *p = &op->vconv;
+    const float *x = f32_at(mem, op->src0), *w = nib_tensor_f32(v, op->tensor);
+    const float *bias = p->bias == UINT32_MAX ? NULL : nib_tensor_f32(v, p->bias);
+    float *y = f32_at(mem, op->dst);
+    const int64_t icg = p->c_in / p->groups, ocg = p->c_out / p->groups, taps = p->kh * p->kw;
+    for (int64_t oy = b; oy < e; oy++)
+        for (int64_t ox = 0; ox < p->ow; ox++)
+            for (int64_t m = 0; m < p->c_out; m++) {
+                const int64_t g = m / ocg, mm = m % ocg;
+                float acc = 0.0f;
+                for (int64_t ic = g * icg; ic < (g + 1) * icg; ic++)
+                    for (int64_t ky = 0; ky < p->kh; ky++) {
+                        int64_t ny = oy + p->pad_top - ky * p->dil_h;
+                        if (ny < 0 || ny % p->stride_h || ny / p->stride_h >= p->h)
+                            continue;
+                        for (int64_t kx = 0; kx < p->kw; kx++) {
+                            int64_t nx = ox + p->pad_left - kx * p->dil_w;
+                            if (nx < 0 || nx % p->stride_w || nx / p->stride_w >= p->w)
+                                continue;
+                            acc = __builtin_fmaf(
+                                x[((ny / p->stride_h) * p->w + nx / p->stride_w) * p->c_in + ic],
+                                w[(ic * ocg + mm) * taps + ky * p->kw + kx], acc);
+                        }
+                    }
+                y[(oy * p->ow + ox) * p->c_out + m] = bias ? acc + bias[m] : acc;
+            }
+    conv_epilogue(p, y, 0, b, e);
+}
+
 static void exec_conv(const struct nib_conv_kernels *ck, const struct nib_blob_view *v,
                       uint8_t *mem, const struct nib_op *op, uint32_t b, uint32_t e)
 {
     const struct nib_vconv_params *p = &op->vconv;
+    if (p->mode == 1) {
+        exec_convt(v, mem, op, b, e);
+        return;
+    }
     struct nib_conv_shape s;
     conv_shape(p, &s);
     float *y = f32_at(mem, op->dst);
@@ -160,13 +211,8 @@ static void exec_conv(const struct nib_conv_kernels *ck, const struct nib_blob_v
                                0};
     (p->depthwise ? ck->dwconv_f32 : ck->conv_f32)(&s, f32_at(mem, op->src0),
                                                    nib_tensor_f32(v, op->tensor), &epi, y, b, e);
-    if (in_kernel && !p->post)
-        return;
-    const uint64_t row = (uint64_t)p->ow * p->c_out;
-    for (uint64_t i = b * row; i < e * row; i++) {
-        float t = in_kernel ? y[i] : nib_vact_apply(p->act, p->p0, p->p1, y[i]);
-        y[i] = p->post ? t * p->post_mul + p->post_add : t;
-    }
+    if (!in_kernel || p->post)
+        conv_epilogue(p, y, in_kernel, b, e);
 }
 
 static void exec_input(uint8_t *mem, const struct nib_blob_view *v, const struct nib_op *op,

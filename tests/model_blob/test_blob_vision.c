@@ -200,6 +200,16 @@ START_TEST(lies_refused)
     EXPECT_REFUSED("depthwise");
     OP(1)->code = NIB_VOP_POOL;
     EXPECT_REFUSED("pool");
+    OP(1)->vconv.mode = 2;
+    EXPECT_REFUSED("mode 2");
+    OP(1)->vconv.mode = 1; /* transposed: ONNX's 2 x 4 x 3 x 3 weights fit the 256 floats */
+    ck_assert_int_eq(open_work(), 0);
+    OP(1)->vconv.mode = 1;
+    OP(1)->vconv.kh = OP(1)->vconv.kw = 9;
+    EXPECT_REFUSED("weights are not");
+    OP(1)->vconv.mode = 1;
+    OP(1)->vconv.pad_top = 70000;
+    EXPECT_REFUSED("limits");
     OP(1)->code = 45;
     EXPECT_REFUSED("opcode 45");
     OP(1)->code = NIB_OP_MATMUL;

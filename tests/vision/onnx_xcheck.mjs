@@ -52,8 +52,7 @@ const assets = path.join(modules, '@gutenye', 'ocr-models', 'assets');
 const models = [
   { file: 'ch_ppocr_mobile_v2.0_cls_infer.onnx', dims: [1, 3, 48, 192], seed: 1, blob: true,
     fused: { BatchNormalization: 0, 'SqueezeExcite+Relu+HardSigmoid': 9, Shape: 0, Cast: 0 } },
-  { file: 'ch_PP-OCRv4_det_infer.onnx', dims: [1, 3, 640, 640], seed: 2,
-    noBlob: 'ConvTranspose is not lowered to a vision op yet',
+  { file: 'ch_PP-OCRv4_det_infer.onnx', dims: [1, 3, 640, 640], seed: 2, blob: true,
     fused: { 'SqueezeExcite+Relu+HardSigmoid': 10, HardSwish: 0, Clip: 0 } },
   { file: 'ch_PP-OCRv4_rec_infer.onnx', dims: [1, 3, 48, 320], seed: 3,
     noBlob: 'LayerNorm and the attention MatMul of two activations are not lowered yet',

@@ -242,6 +242,41 @@ static int emit_conv(struct lower *L, const struct nx_node *nd, const struct nx_
     return 0;
 }
 
+/* ConvTranspose: conv mode 1 over ONNX's own weight layout. */
+static int emit_convt(struct lower *L, const struct nx_node *nd)
+{
+    const struct nx_graph *g = L->g;
+    const struct nx_tensor *x = &g->t[nd->in[0]], *w = &g->t[nd->in[1]], *y = &g->t[nd->out[0]];
+    const struct nx_tensor *b = nd->n_in > 2 && nd->in[2] >= 0 ? &g->t[nd->in[2]] : NULL;
+    const struct nx_attrs *a = &nd->a;
+    if (need_f32_value(L, nd, nd->in[0]) || !is_nhwc(x) || !w->is_const || (b && !b->is_const))
+        return NFAIL(nd, "an image input and constant weights only");
+    struct nib_vconv_params c = {0};
+    c.h = (uint32_t)x->dims[2], c.w = (uint32_t)x->dims[3], c.c_in = (uint32_t)x->dims[1];
+    c.oh = (uint32_t)y->dims[2], c.ow = (uint32_t)y->dims[3], c.c_out = (uint32_t)y->dims[1];
+    c.groups = (uint32_t)a->group, c.kh = (uint32_t)w->dims[2], c.kw = (uint32_t)w->dims[3];
+    c.stride_h = (uint32_t)a->strides[0], c.stride_w = (uint32_t)a->strides[1];
+    c.pad_top = (uint32_t)a->pads[0], c.pad_left = (uint32_t)a->pads[1];
+    c.dil_h = (uint32_t)a->dilations[0], c.dil_w = (uint32_t)a->dilations[1];
+    c.mode = 1;
+    if (a->pads[0] < 0 || a->pads[1] < 0 || a->pads[0] > 65536 || a->pads[1] > 65536)
+        return NFAIL(nd, "pads out of range");
+    c.bias = b ? add_weight(L, nd->name, ".b", b->f, c.c_out) : UINT32_MAX;
+    uint32_t wt = add_weight(L, nd->name, ".w", w->f, nx_elems(w));
+    if (wt == UINT32_MAX || (b && c.bias == UINT32_MAX))
+        return NFAIL(nd, "weights too large or out of memory");
+    act_params(a->act, a->act_a, a->act_b, &c.act, &c.p0, &c.p1);
+    c.post = a->post_mul != 1.0f || a->post_add != 0.0f;
+    c.post_mul = a->post_mul, c.post_add = a->post_add;
+    int32_t xb = value_buf(L, nd->in[0]), yb = out_buf(L, nd->out[0]);
+    struct nib_op *op = yb < 0 ? NULL : new_op(L, NIB_VOP_CONV, xb, 0, -1, 0, yb, 0);
+    if (!op)
+        return -1;
+    op->tensor = wt;
+    op->vconv = c;
+    return 0;
+}
+
 /* y = a op b with numpy broadcasting; either may be a constant. */
 static int emit_binary(struct lower *L, const struct nx_node *nd, uint32_t fn)
 {
@@ -667,6 +702,7 @@ static int lower_node(struct lower *L, const struct nx_node *nd)
         return emit_conv(L, nd, x, xb, w, b, &g->t[nd->out[0]], yb, a, a->act, a->act_a, a->act_b,
                          a->post_mul, a->post_add, ".w");
     }
+    case NX_OP_CONV_T: return emit_convt(L, nd);
     case NX_OP_SE: return emit_se(L, nd);
     case NX_OP_BN: return emit_bn(L, nd);
     case NX_OP_ADD: return emit_binary(L, nd, NIB_VBIN_ADD);
