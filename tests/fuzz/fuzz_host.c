@@ -26,17 +26,32 @@
 
 #define FIXED (sizeof(struct nib_shm_header) + 4 + 8 + 8)
 
-static void check_geometry(const uint8_t *data, size_t size)
+/* The fixed head of the input: a header as an appliance would have written
+ * it, then the ring index, the epoch and the ring size the host was given
+ * (zero-extended when the input is shorter). */
+struct fixed_in {
+    struct nib_shm_header s;
+    uint32_t index;
+    uint64_t epoch, ring_size;
+};
+
+static void read_fixed(const uint8_t *data, size_t size, struct fixed_in *f)
 {
     uint8_t in[FIXED] = {0};
     memcpy(in, data, size < FIXED ? size : FIXED);
-    struct nib_shm_header s;
-    memcpy(&s, in, sizeof s);
-    uint32_t index;
-    uint64_t epoch, ring_size;
-    memcpy(&index, in + sizeof s, 4);
-    memcpy(&epoch, in + sizeof s + 4, 8);
-    memcpy(&ring_size, in + sizeof s + 12, 8);
+    memcpy(&f->s, in, sizeof f->s);
+    memcpy(&f->index, in + sizeof f->s, 4);
+    memcpy(&f->epoch, in + sizeof f->s + 4, 8);
+    memcpy(&f->ring_size, in + sizeof f->s + 12, 8);
+}
+
+static void check_geometry(const uint8_t *data, size_t size)
+{
+    struct fixed_in f;
+    read_fixed(data, size, &f);
+    const struct nib_shm_header s = f.s;
+    const uint32_t index = f.index;
+    const uint64_t epoch = f.epoch, ring_size = f.ring_size;
     char err[320];
     err[0] = 0;
     if (nib_host_check_header(&s, index, epoch, NIB_SHM_HEADER_MEMFD_SIZE, ring_size, "fuzz", err,
@@ -67,18 +82,12 @@ static void check_geometry(const uint8_t *data, size_t size)
  * without overlap, its bytes the product of its dims. */
 static void check_tensors(const uint8_t *data, size_t size)
 {
-    uint8_t in[FIXED] = {0};
-    memcpy(in, data, size < FIXED ? size : FIXED);
-    struct nib_shm_header s;
-    memcpy(&s, in, sizeof s);
-    uint32_t index;
-    uint64_t epoch, ring_size;
-    memcpy(&index, in + sizeof s, 4);
-    memcpy(&epoch, in + sizeof s + 4, 8);
-    memcpy(&ring_size, in + sizeof s + 12, 8);
+    struct fixed_in f;
+    read_fixed(data, size, &f);
+    const struct nib_shm_header s = f.s;
     char err[320];
-    if (nib_host_check_header(&s, index, epoch, NIB_SHM_HEADER_MEMFD_SIZE_TENSOR, ring_size, "fuzz",
-                              err, sizeof err))
+    if (nib_host_check_header(&s, f.index, f.epoch, NIB_SHM_HEADER_MEMFD_SIZE_TENSOR, f.ring_size,
+                              "fuzz", err, sizeof err))
         return;
     FUZZ_ASSERT(s.features == NIB_FEAT_TENSOR && s.n_inputs >= 1 && s.n_outputs >= 1 &&
                 s.n_inputs + s.n_outputs <= NIB_TENSOR_MAX);
