@@ -139,8 +139,8 @@ static int npy_shape(struct npy_cursor *c, uint32_t *rank, uint64_t *dims, char 
     }
 }
 
-static int npy_parse(const uint8_t *buf, size_t size, const struct nib_io_rec *rec, uint8_t *out,
-                     char *err, size_t errlen)
+int nib_npy_header(const uint8_t *buf, size_t size, uint32_t *dtype_out, uint32_t *rank_out,
+                   uint64_t *dims, size_t *data_off, char *err, size_t errlen)
 {
     if (size < 10 || memcmp(buf, "\x93NUMPY", 6))
         return nib_fail(err, errlen, "not a .npy file");
@@ -159,7 +159,6 @@ static int npy_parse(const uint8_t *buf, size_t size, const struct nib_io_rec *r
     struct npy_cursor c = {(const char *)buf + off, (const char *)buf + off + hlen};
     int have_descr = 0, have_order = 0, have_shape = 0;
     uint32_t dtype = 0, rank = 0;
-    uint64_t dims[NIB_IO_MAX_RANK];
     if (npy_char(&c, '{'))
         return nib_fail(err, errlen, ".npy header is not a dict");
     for (;;) {
@@ -207,6 +206,20 @@ static int npy_parse(const uint8_t *buf, size_t size, const struct nib_io_rec *r
                         !have_descr   ? "descr"
                         : !have_order ? "fortran_order"
                                       : "shape");
+    *dtype_out = dtype;
+    *rank_out = rank;
+    *data_off = off + hlen;
+    return 0;
+}
+
+static int npy_parse(const uint8_t *buf, size_t size, const struct nib_io_rec *rec, uint8_t *out,
+                     char *err, size_t errlen)
+{
+    uint32_t dtype, rank;
+    uint64_t dims[NIB_IO_MAX_RANK];
+    size_t off;
+    if (nib_npy_header(buf, size, &dtype, &rank, dims, &off, err, errlen))
+        return -1;
     char want[128], got[128];
     if (dtype != rec->dtype)
         return nib_fail(err, errlen, ".npy holds %s; the model's input is %s", dtype_name(dtype),
@@ -222,7 +235,6 @@ static int npy_parse(const uint8_t *buf, size_t size, const struct nib_io_rec *r
                         rank ? dims_str(d32, rank, got) : "()",
                         dims_str(rec->dims, rec->rank, want));
     }
-    off += hlen;
     if (size - off != rec->bytes)
         return nib_fail(err, errlen, ".npy: %zu data bytes, its shape needs %llu", size - off,
                         (unsigned long long)rec->bytes);
@@ -276,30 +288,42 @@ int nib_tensor_load(const char *path, unsigned flags, const struct nib_io_rec *r
     return rc;
 }
 
+size_t nib_npy_head(uint8_t out[NIB_NPY_HEAD_MAX], uint32_t dtype, uint32_t rank,
+                    const uint64_t *dims)
+{
+    char *h = (char *)out + 10;
+    const size_t cap = NIB_NPY_HEAD_MAX - 10;
+    int k = snprintf(h, cap, "{'descr': '%s', 'fortran_order': False, 'shape': (",
+                     dtype == NIB_IO_F32 ? "<f4" : "|u1");
+    for (uint32_t d = 0; d < rank; d++)
+        k += snprintf(h + k, cap - (size_t)k, "%llu%s", (unsigned long long)dims[d],
+                      rank == 1      ? ","
+                      : d + 1 < rank ? ", "
+                                     : "");
+    k += snprintf(h + k, cap - (size_t)k, "), }");
+    /* spaces until the data starts at a multiple of 64, a newline last */
+    while ((10 + (size_t)k + 1) % 64)
+        h[k++] = ' ';
+    h[k++] = '\n';
+    const uint8_t pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (uint8_t)k, (uint8_t)(k >> 8)};
+    memcpy(out, pre, 10);
+    return 10 + (size_t)k;
+}
+
 int nib_npy_write(const char *path, const struct nib_io_rec *rec, const uint8_t *bytes, char *err,
                   size_t errlen)
 {
     if (check_rec(rec, err, errlen))
         return -1;
-    char h[256];
-    int k = snprintf(h, sizeof h, "{'descr': '%s', 'fortran_order': False, 'shape': (",
-                     rec->dtype == NIB_IO_F32 ? "<f4" : "|u1");
+    uint64_t dims[NIB_IO_MAX_RANK];
     for (uint32_t d = 0; d < rec->rank; d++)
-        k += snprintf(h + k, sizeof h - (size_t)k, "%u%s", rec->dims[d],
-                      rec->rank == 1      ? ","
-                      : d + 1 < rec->rank ? ", "
-                                          : "");
-    k += snprintf(h + k, sizeof h - (size_t)k, "), }");
-    /* spaces until the data starts at a multiple of 64, a newline last */
-    while ((10 + (size_t)k + 1) % 64)
-        h[k++] = ' ';
-    h[k++] = '\n';
-    uint8_t pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (uint8_t)k, (uint8_t)(k >> 8)};
+        dims[d] = rec->dims[d];
+    uint8_t head[NIB_NPY_HEAD_MAX];
+    const size_t hn = nib_npy_head(head, rec->dtype, rec->rank, dims);
     FILE *f = fopen(path, "wb");
     if (!f)
         return nib_fail(err, errlen, "cannot create '%s': %s", path, strerror(errno));
-    int ok = fwrite(pre, 1, 10, f) == 10 && fwrite(h, 1, (size_t)k, f) == (size_t)k &&
-             fwrite(bytes, 1, rec->bytes, f) == rec->bytes;
+    int ok = fwrite(head, 1, hn, f) == hn && fwrite(bytes, 1, rec->bytes, f) == rec->bytes;
     if (fclose(f) || !ok)
         return nib_fail(err, errlen, "writing '%s' failed", path);
     return 0;

@@ -50,4 +50,19 @@ int nib_tensor_load(const char *path, unsigned flags, const struct nib_io_rec *r
 int nib_npy_write(const char *path, const struct nib_io_rec *rec, const uint8_t *bytes, char *err,
                   size_t errlen);
 
+/* The .npy header of a file (version 1 to 3): its element type
+ * (NIB_IO_F32 for '<f4', NIB_IO_U8 for '|u1'), its shape (rank <=
+ * NIB_IO_MAX_RANK dims into dims) and where its data starts. The header is
+ * parsed as the dict literal it is; Fortran order and other types are
+ * refused. 0, or -1 with a message. Shared by every .npy reader of nib. */
+int nib_npy_header(const uint8_t *buf, size_t size, uint32_t *dtype, uint32_t *rank, uint64_t *dims,
+                   size_t *data_off, char *err, size_t errlen);
+
+/* The bytes before the data of a .npy file of this element type and shape
+ * (version 1, the data 64-byte aligned): written to out, their count
+ * returned. rank <= NIB_IO_MAX_RANK. */
+#define NIB_NPY_HEAD_MAX 320
+size_t nib_npy_head(uint8_t out[NIB_NPY_HEAD_MAX], uint32_t dtype, uint32_t rank,
+                    const uint64_t *dims);
+
 #endif
