@@ -312,6 +312,95 @@ struct nib_norm_add_params {
     float eps;
 };
 
+/* ---- Vision opcodes (a NIB_MODEL_VISION plan; docs/blob-format.md
+ * "Vision ops"). Activations are f32 in the runtime's layout: a 4-D value
+ * with N = 1 is NHWC (rows h of w pixels of c channels, channel fastest),
+ * anything else row-major as the model declares it. Every op reads src0
+ * (and src1) and writes dst, all arena offsets; the weights are tensors
+ * of the tensor table. One run executes the plan once, top to bottom. */
+enum nib_vision_opcode {
+    NIB_VOP_FIRST = 32,
+    NIB_VOP_INPUT = 32,   /* NCHW u8|f32 io bytes at src0 -> NHWC f32 at dst:
+                           * y = fma(x, scale[c], shift[c]), tensor = 2 x c floats */
+    NIB_VOP_CONV = 33,    /* convolution (groups, depthwise), bias, activation, affine */
+    NIB_VOP_POOL = 34,    /* max / average / global average pooling */
+    NIB_VOP_BINARY = 35,  /* dst = src0 op src1, numpy broadcasting as strides */
+    NIB_VOP_UNARY = 36,   /* dst = post(act(src0)), element-wise */
+    NIB_VOP_COPY = 37,    /* strided copy: layout changes, transposes, slices, concat parts */
+    NIB_VOP_MATMUL = 38,  /* dst[m][n] = src0[m][:] . W[n][:] + bias[n] */
+    NIB_VOP_SOFTMAX = 39, /* rows of n */
+    NIB_VOP_RESIZE = 40,  /* ONNX Resize on the spatial axes of an NHWC image */
+    NIB_VOP_END
+};
+
+/* Element-wise functions (NIB_VOP_UNARY act and post_act of a conv). */
+enum nib_vact {
+    NIB_VACT_NONE = 0,
+    NIB_VACT_RELU,
+    NIB_VACT_CLIP,     /* min(max(v, p0), p1) */
+    NIB_VACT_HSIGMOID, /* clip(fma(p0, v, p1), 0, 1) */
+    NIB_VACT_HSWISH,   /* v * clip(fma(p0, v, p1), 0, 1) */
+    NIB_VACT_SIGMOID,  /* 1 / (1 + exp(-v)), nibble's exp */
+    NIB_VACT_SQRT,
+    NIB_VACT_COUNT
+};
+
+enum nib_vbin {
+    NIB_VBIN_ADD = 0,
+    NIB_VBIN_SUB,
+    NIB_VBIN_MUL,
+    NIB_VBIN_DIV,
+    NIB_VBIN_POW,
+    NIB_VBIN_COUNT
+};
+
+/* NIB_VOP_CONV / NIB_VOP_POOL: one NHWC image. y = act(conv + bias);
+ * then y = y * post_mul + post_add when post is 1 (two roundings). */
+struct nib_vconv_params {
+    uint32_t h, w, c_in, oh, ow, c_out, groups, kh, kw;
+    uint32_t stride_h, stride_w, pad_top, pad_left, dil_h, dil_w;
+    uint32_t depthwise; /* conv: weights in the depthwise packing */
+    uint32_t mode;      /* pool: enum nib_pool */
+    uint32_t bias;      /* conv: f32 tensor of c_out, or UINT32_MAX */
+    uint32_t act;       /* enum nib_vact (SQRT excluded) */
+    float p0, p1;
+    uint32_t post;
+    float post_mul, post_add;
+};
+
+/* NIB_VOP_BINARY, NIB_VOP_COPY, NIB_VOP_UNARY: four loops over dims
+ * (outermost first); element (i0..i3) of an operand is at its offset +
+ * 4 x sum(i_k x stride_k) (strides in elements, 0 to broadcast). dst is
+ * dense in that order (copy: dst strides given). A src may also be a
+ * weight tensor (a_tensor / b_tensor, UINT32_MAX: the arena). */
+struct nib_vew_params {
+    uint32_t dims[4];
+    uint32_t sa[4], sb[4], sd[4];
+    uint32_t fn;  /* binary: enum nib_vbin; unary: enum nib_vact */
+    float p0, p1; /* unary activation parameters */
+    uint32_t a_tensor, b_tensor;
+};
+
+/* NIB_VOP_MATMUL: m rows of k (src0, row-major) by the f32 tensor W of n
+ * rows of k (packed [n][k]); bias an f32 tensor of n or UINT32_MAX. */
+struct nib_vmatmul_params {
+    uint32_t m, n, k, bias;
+};
+
+/* NIB_VOP_SOFTMAX: rows of n contiguous floats. NIB_VOP_INPUT: c x h x w
+ * (NCHW) in, u8 = 1 when the io bytes are u8. */
+struct nib_vrows_params {
+    uint32_t rows, n;
+    uint32_t c, h, w, u8;
+};
+
+/* NIB_VOP_RESIZE: kernels/conv.h struct nib_resize's fields. */
+struct nib_vresize_params {
+    uint32_t h, w, c, oh, ow;
+    float scale_h, scale_w;
+    uint32_t linear, coord, nearest_mode;
+};
+
 struct nib_op {
     uint32_t code;   /* enum nib_opcode */
     uint32_t tensor; /* index into the tensor table, or UINT32_MAX */
@@ -326,6 +415,11 @@ struct nib_op {
         struct nib_quant_params quant;
         struct nib_embed_params embed;
         struct nib_norm_add_params norm_add;
+        struct nib_vconv_params vconv;
+        struct nib_vew_params vew;
+        struct nib_vmatmul_params vmatmul;
+        struct nib_vrows_params vrows;
+        struct nib_vresize_params vresize;
         uint8_t params[120];
     };
 };
@@ -496,7 +590,8 @@ _Static_assert(sizeof(struct nib_op) == 192, "op layout");
 _Static_assert(offsetof(struct nib_op, params) == 72, "op parameters layout");
 _Static_assert(sizeof(struct nib_matmul_params) <= sizeof(((struct nib_op *)0)->params) &&
                    sizeof(struct nib_attention_params) <= sizeof(((struct nib_op *)0)->params) &&
-                   sizeof(struct nib_quant_params) <= sizeof(((struct nib_op *)0)->params),
+                   sizeof(struct nib_quant_params) <= sizeof(((struct nib_op *)0)->params) &&
+                   sizeof(struct nib_vconv_params) <= 120 && sizeof(struct nib_vew_params) <= 120,
                "op parameters fit the op");
 _Static_assert(sizeof(struct nib_tok_entry) == 12, "token entry layout");
 _Static_assert(sizeof(struct nib_tok_header) % 8 == 0, "tokenizer header keeps tables aligned");

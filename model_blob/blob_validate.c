@@ -2,6 +2,7 @@
  * size is checked with overflow-safe arithmetic before any pointer is formed,
  * and every plan op is checked against the memory it will touch. */
 #include "model_blob/blob_view.h"
+#include "model_blob/blob_validate_vision.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -31,7 +32,7 @@ const char *nib_op_name(uint32_t code)
     static const char *const names[NIB_OP_COUNT] = {
         "?",         "embed",         "(v1 rmsnorm)", "matmul",  "(v1 rope)", "(v1 kv_store)",
         "attention", "(v1 silu_mul)", "quant",        "norm_add"};
-    return code < NIB_OP_COUNT ? names[code] : "unknown";
+    return code < NIB_OP_COUNT ? names[code] : nib_vop_name(code);
 }
 
 uint64_t nib_tensor_bytes(uint32_t dtype, uint32_t rows, uint32_t cols, uint32_t group)
@@ -500,6 +501,8 @@ static int check_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t
     uint64_t n = op->n, k = op->k, ctx = hp->ctx_len;
     const char *name = nib_op_name(op->code);
 
+    if (op->code >= NIB_VOP_FIRST || h->model_kind == NIB_MODEL_VISION)
+        return nib_check_vision_op(v, i, err, errlen);
     if (op->code != NIB_OP_EMBED && op->code != NIB_OP_MATMUL && op->code != NIB_OP_ATTENTION &&
         op->code != NIB_OP_QUANT && op->code != NIB_OP_NORM_ADD)
         return fail(err, errlen, "plan op %u: unknown opcode %u", i, op->code);

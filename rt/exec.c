@@ -12,6 +12,7 @@
 #include "proto/private/sync.h"
 #include "proto/stats.h"
 #include "rt/team.h"
+#include "rt/vision_exec.h"
 
 static float *f32_at(uint8_t *mem, uint64_t off)
 {
@@ -76,6 +77,8 @@ static uint32_t op_units(const struct nib_op *op, uint32_t *block)
          * bits on every worker) and adds its own elements */
         return op->n;
     default:
+        if (op->code >= NIB_VOP_FIRST)
+            return nib_vision_units(op, block);
         /* QUANT (a reduction over a whole row), and any op
          * without a split of its own: one share, worker 0's. */
         *block = UINT32_MAX;
@@ -316,6 +319,10 @@ void nib_exec_op(const struct nib_qkernels *qk, const struct nib_blob_view *v, u
     nib_exec_share(op, w, n, &b, &e);
     if (b >= e)
         return;
+    if (op->code >= NIB_VOP_FIRST) {
+        nib_vision_op(qk, v, mem, op, b, e);
+        return;
+    }
     switch (op->code) {
     case NIB_OP_EMBED: {
         const uint32_t *tokens = (const uint32_t *)(const void *)(mem + v->h->token_slot_off);
@@ -471,6 +478,8 @@ int nib_exec_access(const struct nib_blob_view *v, const struct nib_op *op, uint
         acc(out, &c, op->attention.scratch, b * ctx * 4, e * ctx * 4, 1);
         break;
     default:
+        if (op->code >= NIB_VOP_FIRST && op->code < NIB_VOP_END)
+            return nib_vision_access(op, b, e, out);
         /* An op this table does not describe: all of runtime memory, so the
          * team puts barriers on both sides of it. Add an exact case with
          * every new opcode. */

@@ -2,7 +2,7 @@
  * code holding a nib_blob_view may index the tables it describes, so every
  * tensor's bytes are touched, the tokenizer is run, and one token and one
  * pass of several tokens go through the whole plan when the runtime memory
- * is small.
+ * is small (a vision blob: one run of its plan).
  *
  * A real blob is mostly zero padding (the weights start 2 MiB in). So an
  * input shorter than the blob_size its header claims (up to 16 MiB) is the
@@ -29,6 +29,19 @@ static void exercise(const struct nib_blob_view *v)
             sink ^= p[0] ^ p[v->tensors[t].size - 1];
     }
     (void)sink;
+    if (h->model_kind == NIB_MODEL_VISION) { /* no tokenizer: its io table and one run */
+        for (uint32_t i = 0; i < v->n_io; i++)
+            FUZZ_ASSERT(v->io[i].off + v->io[i].bytes <= v->mem_size);
+        if (v->mem_size > EXEC_MEM_MAX)
+            return;
+        uint8_t *mem = aligned_alloc(64, (size_t)(v->mem_size + 64 + 63) & ~(size_t)63);
+        FUZZ_ASSERT(mem != NULL);
+        memset(mem, 0, (size_t)v->mem_size);
+        struct nib_exec e = {.v = v, .mem = mem};
+        FUZZ_ASSERT(nib_exec_run(&e) == 0);
+        free(mem);
+        return;
+    }
     static const char text[] = "Once upon a time, \xe2\x96\x81 \xff caf\xc3\xa9! <|im_start|>12345 "
                                "<s>\xed\xa0\x80 \xf0\x9f\x98\x81  \n\n";
     uint32_t ids[sizeof text + 2];

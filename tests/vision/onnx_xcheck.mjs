@@ -7,7 +7,10 @@
 // happened), and so does ResNet-50 as `nib synth resnet50` writes it
 // (random weights; its logits must also be finite and not all equal).
 // Every output tensor must satisfy
-// max|nibble - ort| <= 1e-4 * max|ort|.
+// max|nibble - ort| <= 1e-4 * max|ort|. The models nibble compiles into a
+// blob (blob: true) are also compiled (`nib compile`) and the blob run on
+// a team of 2 workers (`nib onnx-run --blob`), against the same bar; the
+// others say why they are not compiled yet.
 //
 // usage: node onnx_xcheck.mjs NIB [MODEL_SUBSTRING...]
 // Exit 77 (skip, with a message) when the npm packages are missing.
@@ -47,16 +50,17 @@ const assets = path.join(modules, '@gutenye', 'ocr-models', 'assets');
 // a squeeze-excite block, every Sqrt is a layer norm's, every
 // BatchNormalization of cls follows a Conv, and all shape arithmetic folds.
 const models = [
-  { file: 'ch_ppocr_mobile_v2.0_cls_infer.onnx', dims: [1, 3, 48, 192], seed: 1,
+  { file: 'ch_ppocr_mobile_v2.0_cls_infer.onnx', dims: [1, 3, 48, 192], seed: 1, blob: true,
     fused: { BatchNormalization: 0, 'SqueezeExcite+Relu+HardSigmoid': 9, Shape: 0, Cast: 0 } },
-  { file: 'ch_PP-OCRv4_det_infer.onnx', dims: [1, 3, 640, 640], seed: 2,
+  { file: 'ch_PP-OCRv4_det_infer.onnx', dims: [1, 3, 640, 640], seed: 2, blob: true,
     fused: { 'SqueezeExcite+Relu+HardSigmoid': 10, HardSwish: 0, Clip: 0 } },
   { file: 'ch_PP-OCRv4_rec_infer.onnx', dims: [1, 3, 48, 320], seed: 3,
+    noBlob: 'LayerNorm and the attention MatMul of two activations are not lowered yet',
     fused: { LayerNorm: 5, ReduceMean: 0, Sqrt: 0, Shape: 0, Cast: 0, HardSwish: 0 } },
   // Written by nib synth (random weights, the real architecture): every BN
   // folds; the stem's and each bottleneck's first two convs take their
   // Relu (1 + 16 x 2), conv3 and the 4 projections feed an Add.
-  { file: 'resnet50.onnx', synth: 'resnet50', dims: [1, 3, 224, 224], seed: 4,
+  { file: 'resnet50.onnx', synth: 'resnet50', dims: [1, 3, 224, 224], seed: 4, blob: true,
     fused: { BatchNormalization: 0, 'Conv+Relu': 33, Conv: 20 } },
 ].filter((m) => !only.length || only.some((s) => m.file.includes(s)));
 
@@ -130,10 +134,28 @@ try {
       failed++;
       continue;
     }
-    sess.outputNames.forEach((name, k) => {
-      const o = res[name], n = readNpy(path.join(work, 'out', `${k}.npy`));
+    const runs = [['nib reference', 'out', tNib]];
+    if (m.blob) {
+      const t2 = Date.now();
+      const blob = path.join(work, 'model.blob');
+      const c = spawnSync(nib, ['compile', file, '--input', `${sess.inputNames[0]}=${m.dims.join('x')}`,
+        '-o', blob], { encoding: 'utf8' });
+      const b = c.status === 0 && spawnSync(nib, ['onnx-run', '--blob', blob, '--workers', '2',
+        '--data', `${sess.inputNames[0]}=${path.join(work, 'in.npy')}`, '-o', path.join(work, 'bout')],
+      { encoding: 'utf8' });
+      if (!b || b.status !== 0) {
+        console.log(`FAIL ${m.file}: nib compile / onnx-run --blob: ${c.stderr}${b ? b.stderr : ''}`);
+        failed++;
+      } else {
+        runs.push(['nib blob', 'bout', Date.now() - t2]);
+      }
+    } else {
+      console.log(`note ${m.file}: not compiled into a blob: ${m.noBlob}`);
+    }
+    for (const [what, dir, ms] of runs) sess.outputNames.forEach((name, k) => {
+      const o = res[name], n = readNpy(path.join(work, dir, `${k}.npy`));
       if (n.shape.join('x') !== o.dims.join('x')) {
-        console.log(`FAIL ${m.file} ${name}: dims ${n.shape.join('x')} vs onnxruntime ${o.dims.join('x')}`);
+        console.log(`FAIL ${m.file} ${name} (${what}): dims ${n.shape.join('x')} vs onnxruntime ${o.dims.join('x')}`);
         failed++;
         return;
       }
@@ -148,9 +170,9 @@ try {
       const spread = hi - lo;
       const ok = maxDiff <= 1e-4 * maxRef && maxRef > 0 && Number.isFinite(maxRef) &&
         (!m.synth || spread > 1e-3 * maxRef);
-      console.log(`${ok ? 'ok  ' : 'FAIL'} ${m.file} ${name} ${o.dims.join('x')}: max|nib-ort| ${maxDiff.toExponential(3)}, ` +
+      console.log(`${ok ? 'ok  ' : 'FAIL'} ${m.file} ${name} ${o.dims.join('x')} (${what}): max|nib-ort| ${maxDiff.toExponential(3)}, ` +
         `max|ort| ${maxRef.toExponential(3)}, ratio ${(maxDiff / maxRef).toExponential(3)} ` +
-        `(onnxruntime ${tOrt} ms, nib reference ${tNib} ms)`);
+        `(onnxruntime ${tOrt} ms, ${what} ${ms} ms)`);
       if (!ok) failed++;
     });
   }

@@ -16,5 +16,7 @@ int nib_vm_main(int argc, char **argv);
 int nib_tokenize_main(int argc, char **argv);
 int nib_chat_render_main(int argc, char **argv);
 int nib_onnx_run_main(int argc, char **argv);
+/* nib compile MODEL.onnx (compile_onnx.c; nib compile dispatches to it). */
+int nib_compile_onnx_main(int argc, char **argv);
 
 #endif

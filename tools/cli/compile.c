@@ -133,8 +133,21 @@ static int choose_template(struct tok_spec *t, const char *family, int none)
     return 0;
 }
 
+/* An .onnx model (not the argument of -o) is a vision model. */
+static int is_onnx_model(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        size_t n = strlen(argv[i]);
+        if (n > 5 && !strcmp(argv[i] + n - 5, ".onnx") && strcmp(argv[i - 1], "-o"))
+            return 1;
+    }
+    return 0;
+}
+
 int nib_compile_main(int argc, char **argv)
 {
+    if (is_onnx_model(argc, argv))
+        return nib_compile_onnx_main(argc, argv);
     static const struct nib_opt opts[] = {
         {"-o", O_OUT, 1},
         {"--quant", O_QUANT, 1},

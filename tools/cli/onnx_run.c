@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "tools/cli/cli.h"
+#include "tools/cli/onnx_run_blob.h"
 #include "tools/compiler/onnx/onnx_ir.h"
 #include "tools/compiler/onnx/onnx_npy.h"
 #include "tools/util/args.h"
@@ -23,10 +24,14 @@ static void usage(FILE *f)
                "  --data NAME=FILE   the input's values: a float32 .npy of exactly those dims\n"
                "  -o DIR             write each output as DIR/K.npy (K: its index)\n"
                "  --graph            print the imported graph (one line per node)\n"
+               "       nib onnx-run --blob OUT.blob [--data NAME=FILE.npy...] [-o DIR]\n"
+               "                    [--workers N] [--isa scalar|avx2|neon|auto]\n"
+               "  --blob FILE        run a compiled vision blob (nib compile MODEL.onnx) on a\n"
+               "                     team of N threads instead (u8 inputs: .npy of 0..255)\n"
                "  Prints one line per output: name, dims, max |value|.\n");
 }
 
-enum { OPT_INPUT = NIB_ARGS_OPT, OPT_DATA, OPT_OUT, OPT_GRAPH };
+enum { OPT_INPUT = NIB_ARGS_OPT, OPT_DATA, OPT_OUT, OPT_GRAPH, OPT_BLOB, OPT_WORKERS, OPT_ISA };
 
 static const char *const op_names[] = {
     [NX_OP_CONV] = "Conv",
@@ -128,12 +133,13 @@ static int load_data(struct nx_graph *g, const char *arg, char *err, size_t errl
 
 int nib_onnx_run_main(int argc, char **argv)
 {
-    static const struct nib_opt opts[] = {{"--input", OPT_INPUT, 1},
-                                          {"--data", OPT_DATA, 1},
-                                          {"-o", OPT_OUT, 1},
-                                          {"--graph", OPT_GRAPH, 0},
-                                          {NULL, 0, 0}};
-    const char *model = NULL, *out_dir = NULL, *data[NX_MAX_INPUT_FIXES];
+    static const struct nib_opt opts[] = {{"--input", OPT_INPUT, 1}, {"--data", OPT_DATA, 1},
+                                          {"-o", OPT_OUT, 1},        {"--graph", OPT_GRAPH, 0},
+                                          {"--blob", OPT_BLOB, 1},   {"--workers", OPT_WORKERS, 1},
+                                          {"--isa", OPT_ISA, 1},     {NULL, 0, 0}};
+    const char *model = NULL, *out_dir = NULL, *data[NX_MAX_INPUT_FIXES], *blob = NULL;
+    const char *isa = NULL;
+    unsigned long workers = 1;
     struct nx_input_fix fix[NX_MAX_INPUT_FIXES];
     uint32_t n_fix = 0, n_data = 0;
     int graph = 0;
@@ -155,9 +161,28 @@ int nib_onnx_run_main(int argc, char **argv)
             data[n_data++] = a.value;
         } else if (o == OPT_OUT) {
             out_dir = a.value;
+        } else if (o == OPT_BLOB) {
+            blob = a.value;
+        } else if (o == OPT_ISA) {
+            isa = a.value;
+        } else if (o == OPT_WORKERS) {
+            char *end;
+            workers = strtoul(a.value, &end, 10);
+            if (*end || end == a.value || workers < 1 || workers > 256)
+                return nib_args_fail(&a, "--workers %s: 1..256", a.value);
         } else {
             graph = 1;
         }
+    }
+    if (blob) {
+        if (model || n_fix || graph)
+            return nib_args_fail(&a, "--blob runs a compiled blob: no model, --input or --graph");
+        if (nib_onnx_run_blob(blob, data, n_data, out_dir, (uint32_t)workers, isa, err,
+                              sizeof err)) {
+            fprintf(stderr, "nib onnx-run: %s: %s\n", blob, err);
+            return 1;
+        }
+        return 0;
     }
     if (!model)
         return nib_args_missing(&a);

@@ -1,0 +1,247 @@
+/* Validation of a vision plan's ops (blob_format.h NIB_VOP_*), as hostile
+ * input: every shape within the kernels' limits and consistent with its
+ * weights, every operand inside runtime memory, no op's output overlapping
+ * an input another worker may still read. */
+#include "model_blob/blob_validate_vision.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "kernels/conv.h" /* enum nib_pool, enum nib_resize_coord: the kernels' constants */
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static const char *const vop_names[] = {"input", "conv",    "pool",    "binary", "unary",
+                                        "copy",  "vmatmul", "softmax", "resize"};
+
+const char *nib_vop_name(uint32_t code)
+{
+    return code >= NIB_VOP_FIRST && code < NIB_VOP_END ? vop_names[code - NIB_VOP_FIRST]
+                                                       : "unknown";
+}
+
+/* The shapes the convolution kernels take (kernels/conv.h
+ * nib_conv_shape_ok's rule, checked here without linking the kernels):
+ * dims 1..2^16, channels 1..2^20 divisible by groups, strides and
+ * dilations 1..2^16, pads inside the window, the last output's window
+ * starting inside the padded input. */
+static int conv_shape_ok(const struct nib_vconv_params *p)
+{
+    const uint32_t dm = 1u << 16, cm = 1u << 20;
+    const uint32_t d[] = {p->h,  p->w,        p->oh,       p->ow,    p->kh,
+                          p->kw, p->stride_h, p->stride_w, p->dil_h, p->dil_w};
+    for (size_t i = 0; i < sizeof d / sizeof *d; i++)
+        if (d[i] == 0 || d[i] > dm)
+            return 0;
+    if (!p->c_in || !p->c_out || p->c_in > cm || p->c_out > cm || !p->groups ||
+        p->c_in % p->groups || p->c_out % p->groups)
+        return 0;
+    if (p->pad_top >= (uint64_t)p->dil_h * (p->kh - 1) + 1 ||
+        p->pad_left >= (uint64_t)p->dil_w * (p->kw - 1) + 1)
+        return 0;
+    return (uint64_t)(p->oh - 1) * p->stride_h < (uint64_t)p->h + p->pad_top &&
+           (uint64_t)(p->ow - 1) * p->stride_w < (uint64_t)p->w + p->pad_left;
+}
+
+/* A transposed convolution (conv mode 1) gathers with bounds checks: dims,
+ * strides, dilations and pads up to 2^16, channels divisible by groups. */
+static int convt_shape_ok(const struct nib_vconv_params *p)
+{
+    const uint32_t dm = 1u << 16;
+    const uint32_t d[] = {p->h,  p->w,        p->oh,       p->ow,    p->kh,
+                          p->kw, p->stride_h, p->stride_w, p->dil_h, p->dil_w};
+    for (size_t i = 0; i < sizeof d / sizeof *d; i++)
+        if (d[i] == 0 || d[i] > dm)
+            return 0;
+    return p->c_in && p->c_out && p->c_in <= (1u << 20) && p->c_out <= (1u << 20) && p->groups &&
+           p->c_in % p->groups == 0 && p->c_out % p->groups == 0 && p->pad_top <= dm &&
+           p->pad_left <= dm && !p->depthwise;
+}
+
+/* Floats of the packed weights (kernels/conv.h's two f32 layouts). */
+static uint64_t packed_floats(const struct nib_vconv_params *p)
+{
+    uint64_t ocg8 = (p->c_out / p->groups + 7) / 8 * 8;
+    if (p->depthwise)
+        return (uint64_t)p->kh * p->kw * ((p->c_out + 7) / 8 * 8);
+    return (uint64_t)p->groups * ocg8 * p->kh * p->kw * (p->c_in / p->groups);
+}
+
+/* An arena operand of len bytes at off (len > 0). */
+static int in_mem(const struct nib_blob_view *v, uint64_t off, uint64_t len)
+{
+    return len > 0 && off % 4 == 0 && off <= v->mem_size && len <= v->mem_size - off;
+}
+
+static int overlap(uint64_t a, uint64_t al, uint64_t b, uint64_t bl)
+{
+    return a < b + bl && b < a + al;
+}
+
+/* An f32 weight tensor holding at least floats floats. */
+static int f32_tensor(const struct nib_blob_view *v, uint32_t t, uint64_t floats)
+{
+    return t < v->h->n_tensors && v->tensors[t].dtype == NIB_DT_F32 &&
+           v->tensors[t].size / 4 >= floats;
+}
+
+static int finite3(float a, float b, float c)
+{
+    return isfinite(a) && isfinite(b) && isfinite(c);
+}
+
+static int check_conv(const struct nib_blob_view *v, const struct nib_op *op, char *err,
+                      size_t errlen, uint32_t i)
+{
+    const struct nib_vconv_params *p = &op->vconv;
+    const char *name = nib_vop_name(op->code);
+    const int convt = op->code == NIB_VOP_CONV && p->mode == 1;
+    if (op->code == NIB_VOP_CONV && p->mode > 1)
+        return fail(err, errlen, "plan op %u (conv): mode %u (0 direct, 1 transposed)", i, p->mode);
+    if (convt ? !convt_shape_ok(p) : !conv_shape_ok(p))
+        return fail(err, errlen, "plan op %u (%s): shape outside the kernels' limits", i, name);
+    if (op->code == NIB_VOP_POOL) {
+        if (p->c_in != p->c_out || p->mode > NIB_POOL_AVG_INCLUDE_PAD || op->tensor != UINT32_MAX)
+            return fail(err, errlen, "plan op %u (pool): channels, mode %u or weights", i, p->mode);
+    } else {
+        if (p->depthwise > 1 || (p->depthwise && (p->groups != p->c_in || p->c_in != p->c_out)))
+            return fail(err, errlen, "plan op %u (conv): depthwise with groups %u", i, p->groups);
+        uint64_t need =
+            convt ? (uint64_t)p->c_in * (p->c_out / p->groups) * p->kh * p->kw : packed_floats(p);
+        if (!f32_tensor(v, op->tensor, need))
+            return fail(err, errlen, "plan op %u (conv): weights are not %llu packed f32", i,
+                        (unsigned long long)need);
+        if (p->bias != UINT32_MAX && !f32_tensor(v, p->bias, p->c_out))
+            return fail(err, errlen, "plan op %u (conv): bias is not %u f32", i, p->c_out);
+        if (p->act >= NIB_VACT_SQRT || p->post > 1 || !finite3(p->p0, p->p1, p->post_mul) ||
+            !isfinite(p->post_add))
+            return fail(err, errlen, "plan op %u (conv): epilogue %u/%u not known or not finite", i,
+                        p->act, p->post);
+    }
+    uint64_t in = (uint64_t)p->h * p->w * p->c_in * 4, out = (uint64_t)p->oh * p->ow * p->c_out * 4;
+    if (!in_mem(v, op->src0, in) || !in_mem(v, op->dst, out) || overlap(op->src0, in, op->dst, out))
+        return fail(err, errlen, "plan op %u (%s): operands outside runtime memory or overlapping",
+                    i, name);
+    return 0;
+}
+
+static int check_ew(const struct nib_blob_view *v, const struct nib_op *op, char *err,
+                    size_t errlen, uint32_t i)
+{
+    const struct nib_vew_params *p = &op->vew;
+    const char *name = nib_vop_name(op->code);
+    uint64_t n = 1;
+    for (int d = 0; d < 4; d++) {
+        if (p->dims[d] == 0 || p->dims[d] > (1u << 30))
+            return fail(err, errlen, "plan op %u (%s): dimension %d is %u", i, name, d, p->dims[d]);
+        n *= p->dims[d];
+        if (p->sa[d] > (1u << 28) || p->sb[d] > (1u << 28) || p->sd[d] > (1u << 28))
+            return fail(err, errlen, "plan op %u (%s): a stride over 2^28", i, name);
+        if (n > (1u << 30))
+            return fail(err, errlen, "plan op %u (%s): more than 2^30 elements", i, name);
+    }
+    const int bin = op->code == NIB_VOP_BINARY, copy = op->code == NIB_VOP_COPY;
+    if ((bin && p->fn >= NIB_VBIN_COUNT) ||
+        (op->code == NIB_VOP_UNARY && p->fn >= NIB_VACT_COUNT) || (copy && p->fn) ||
+        !finite3(p->p0, p->p1, 0.0f))
+        return fail(err, errlen, "plan op %u (%s): function %u is unknown", i, name, p->fn);
+    uint64_t dst = copy ? nib_vew_span(p->dims, p->sd) : n * 4;
+    if (!in_mem(v, op->dst, dst))
+        return fail(err, errlen, "plan op %u (%s): destination outside runtime memory", i, name);
+    for (int s = 0; s < 1 + bin; s++) {
+        const uint32_t *st = s ? p->sb : p->sa, t = s ? p->b_tensor : p->a_tensor;
+        const uint64_t off = s ? op->src1 : op->src0, span = nib_vew_span(p->dims, st);
+        if (t != UINT32_MAX ? !f32_tensor(v, t, span / 4)
+                            : !in_mem(v, off, span) || overlap(off, span, op->dst, dst))
+            return fail(err, errlen,
+                        "plan op %u (%s): source %d outside its memory or overlapping "
+                        "the destination",
+                        i, name, s);
+    }
+    if (!bin && p->b_tensor != UINT32_MAX)
+        return fail(err, errlen, "plan op %u (%s): a second source", i, name);
+    return 0;
+}
+
+static int check_rows(const struct nib_blob_view *v, const struct nib_op *op, char *err,
+                      size_t errlen, uint32_t i)
+{
+    const struct nib_vrows_params *p = &op->vrows;
+    if (op->code == NIB_VOP_SOFTMAX) {
+        uint64_t bytes = (uint64_t)p->rows * p->n * 4;
+        if (!p->rows || !p->n || bytes > (1ull << 32) || !in_mem(v, op->src0, bytes) ||
+            !in_mem(v, op->dst, bytes) ||
+            (op->src0 != op->dst && overlap(op->src0, bytes, op->dst, bytes)))
+            return fail(err, errlen, "plan op %u (softmax): %u rows of %u outside memory", i,
+                        p->rows, p->n);
+        return 0;
+    }
+    uint64_t n = (uint64_t)p->c * p->h * p->w;
+    if (!p->c || !p->h || !p->w || p->c > (1u << 16) || p->h > (1u << 16) || p->w > (1u << 16) ||
+        n > (1u << 28) || p->u8 > 1)
+        return fail(err, errlen, "plan op %u (input): %ux%ux%u", i, p->c, p->h, p->w);
+    if (!f32_tensor(v, op->tensor, 2ull * p->c))
+        return fail(err, errlen, "plan op %u (input): scales are not 2 x %u f32", i, p->c);
+    uint64_t in = n * (p->u8 ? 1 : 4);
+    if (!(op->src0 <= v->mem_size && in <= v->mem_size - op->src0) || (!p->u8 && op->src0 % 4) ||
+        !in_mem(v, op->dst, n * 4) || overlap(op->src0, in, op->dst, n * 4))
+        return fail(err, errlen, "plan op %u (input): operands outside memory or overlapping", i);
+    return 0;
+}
+
+int nib_check_vision_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t errlen)
+{
+    const struct nib_op *op = &v->ops[i];
+    if (v->h->model_kind != NIB_MODEL_VISION || op->code < NIB_VOP_FIRST || op->code >= NIB_VOP_END)
+        return fail(err, errlen, "plan op %u: opcode %u does not belong to a %s plan", i, op->code,
+                    v->h->model_kind == NIB_MODEL_VISION ? "vision" : "decoder");
+    if (op->flags)
+        return fail(err, errlen, "plan op %u (%s): flags 0x%x", i, nib_vop_name(op->code),
+                    op->flags);
+    switch (op->code) {
+    case NIB_VOP_CONV:
+    case NIB_VOP_POOL: return check_conv(v, op, err, errlen, i);
+    case NIB_VOP_BINARY:
+    case NIB_VOP_UNARY:
+    case NIB_VOP_COPY: return check_ew(v, op, err, errlen, i);
+    case NIB_VOP_INPUT:
+    case NIB_VOP_SOFTMAX: return check_rows(v, op, err, errlen, i);
+    case NIB_VOP_MATMUL: {
+        const struct nib_vmatmul_params *p = &op->vmatmul;
+        uint64_t in = (uint64_t)p->m * p->k * 4, out = (uint64_t)p->m * p->n * 4;
+        if (!p->m || !p->n || !p->k || p->m > (1u << 20) || p->n > (1u << 20) ||
+            p->k > (1u << 20) || !f32_tensor(v, op->tensor, (uint64_t)p->n * p->k) ||
+            (p->bias != UINT32_MAX && !f32_tensor(v, p->bias, p->n)))
+            return fail(err, errlen, "plan op %u (vmatmul): %ux%ux%u and its weights", i, p->m,
+                        p->n, p->k);
+        if (!in_mem(v, op->src0, in) || !in_mem(v, op->dst, out) ||
+            overlap(op->src0, in, op->dst, out))
+            return fail(err, errlen, "plan op %u (vmatmul): operands outside memory or overlapping",
+                        i);
+        return 0;
+    }
+    case NIB_VOP_RESIZE: {
+        const struct nib_vresize_params *p = &op->vresize;
+        const uint32_t dm = 1u << 16;
+        int ok = p->h && p->w && p->c && p->oh && p->ow && p->h <= dm && p->w <= dm &&
+                 p->oh <= dm && p->ow <= dm && p->c <= (1u << 20) && p->scale_h > 0.0f &&
+                 p->scale_w > 0.0f && p->scale_h <= 1e6f && p->scale_w <= 1e6f &&
+                 p->coord <= NIB_RESIZE_ALIGN_CORNERS && p->nearest_mode <= NIB_NEAREST_CEIL &&
+                 p->linear <= 1;
+        uint64_t in = (uint64_t)p->h * p->w * p->c * 4, out = (uint64_t)p->oh * p->ow * p->c * 4;
+        if (!ok || !in_mem(v, op->src0, in) || !in_mem(v, op->dst, out) ||
+            overlap(op->src0, in, op->dst, out))
+            return fail(err, errlen, "plan op %u (resize): shape or operands", i);
+        return 0;
+    }
+    }
+    return fail(err, errlen, "plan op %u: unknown opcode %u", i, op->code);
+}

@@ -1,0 +1,25 @@
+/* Validation of the vision opcodes of a plan (blob_format.h NIB_VOP_*),
+ * called by nib_blob_open for each op of a vision blob. */
+#ifndef NIB_BLOB_VALIDATE_VISION_H
+#define NIB_BLOB_VALIDATE_VISION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model_blob/blob_view.h"
+
+/* 0, or -1 with the problem in err. */
+int nib_check_vision_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t errlen);
+const char *nib_vop_name(uint32_t code);
+
+/* Bytes from an element-wise operand's offset to the end of its last
+ * element, for dims (each >= 1) and element strides s. */
+static inline uint64_t nib_vew_span(const uint32_t *dims, const uint32_t *s)
+{
+    uint64_t last = 0;
+    for (int d = 0; d < 4; d++)
+        last += (uint64_t)(dims[d] - 1) * s[d];
+    return (last + 1) * 4;
+}
+
+#endif

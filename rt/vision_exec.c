@@ -1,0 +1,364 @@
+/* The vision opcodes of a plan (blob_format.h NIB_VOP_*): each op split
+ * among workers by a fixed rule (output rows of a convolution, pooling,
+ * resize and input conversion; blocks of elements of element-wise ops and
+ * copies; blocks of output columns of a matmul; rows of a softmax), every
+ * output element computed by the same instructions whoever computes it, so
+ * the bits are the same for any worker count. The convolution, pooling and
+ * resize kernels of every ISA give the same bits (kernels/conv.h); the rest
+ * is one scalar implementation. */
+#include "rt/vision_exec.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "kernels/common/f32-math.h"
+#include "kernels/conv.h"
+#include "kernels/qkernels.h"
+#include "model_blob/blob_validate_vision.h"
+
+/* The convolution kernels of the ISA whose matmul kernels the run uses. */
+static const struct nib_conv_kernels *conv_kernels(const struct nib_qkernels *qk)
+{
+    static const uint32_t isas[] = {NIB_ISA_AVX2, NIB_ISA_NEON_DOT};
+    for (size_t i = 0; i < sizeof isas / sizeof *isas; i++)
+        if (qk && qk == nib_qkernels_get(isas[i]) && nib_conv_kernels_get(isas[i]))
+            return nib_conv_kernels_get(isas[i]);
+    return nib_conv_kernels_get(NIB_ISA_SCALAR);
+}
+
+static float *f32_at(uint8_t *mem, uint64_t off)
+{
+    return (float *)(void *)(mem + off);
+}
+
+uint64_t nib_vew_elems(const struct nib_vew_params *p)
+{
+    return (uint64_t)p->dims[0] * p->dims[1] * p->dims[2] * p->dims[3];
+}
+
+uint32_t nib_vision_units(const struct nib_op *op, uint32_t *block)
+{
+    *block = 1;
+    switch (op->code) {
+    case NIB_VOP_INPUT: return op->vrows.h;
+    case NIB_VOP_CONV:
+    case NIB_VOP_POOL: return op->vconv.oh;
+    case NIB_VOP_RESIZE: return op->vresize.oh;
+    case NIB_VOP_SOFTMAX: return op->vrows.rows;
+    case NIB_VOP_MATMUL: *block = 16; return op->vmatmul.n;
+    case NIB_VOP_BINARY:
+    case NIB_VOP_UNARY:
+    case NIB_VOP_COPY: *block = 64; return (uint32_t)nib_vew_elems(&op->vew); /* < 2^31: checked */
+    default: *block = UINT32_MAX; return 1;
+    }
+}
+
+float nib_vact_apply(uint32_t act, float p0, float p1, float v)
+{
+    switch (act) {
+    case NIB_VACT_RELU: return v > 0.0f ? v : 0.0f;
+    case NIB_VACT_CLIP: v = v > p0 ? v : p0; return v < p1 ? v : p1;
+    case NIB_VACT_HSIGMOID: {
+        float t = __builtin_fmaf(p0, v, p1);
+        t = t > 0.0f ? t : 0.0f;
+        return t < 1.0f ? t : 1.0f;
+    }
+    case NIB_VACT_HSWISH: {
+        float t = __builtin_fmaf(p0, v, p1);
+        t = t > 0.0f ? t : 0.0f;
+        return v * (t < 1.0f ? t : 1.0f);
+    }
+    case NIB_VACT_SIGMOID: return 1.0f / (1.0f + nib_expf(-v));
+    case NIB_VACT_SQRT: return sqrtf(v);
+    default: return v;
+    }
+}
+
+static float binary(uint32_t fn, float a, float b)
+{
+    switch (fn) {
+    case NIB_VBIN_ADD: return a + b;
+    case NIB_VBIN_SUB: return a - b;
+    case NIB_VBIN_MUL: return a * b;
+    case NIB_VBIN_DIV: return a / b;
+    default: return b == 2.0f ? a * a : powf(a, b);
+    }
+}
+
+/* The four indices of flat element i of dims. */
+static void unflatten(const uint32_t *dims, uint64_t i, uint32_t *ix)
+{
+    for (int d = 3; d >= 0; d--) {
+        ix[d] = (uint32_t)(i % dims[d]);
+        i /= dims[d];
+    }
+}
+
+static uint64_t offset_of(const uint32_t *ix, const uint32_t *s)
+{
+    return (uint64_t)ix[0] * s[0] + (uint64_t)ix[1] * s[1] + (uint64_t)ix[2] * s[2] +
+           (uint64_t)ix[3] * s[3];
+}
+
+static void next_index(const uint32_t *dims, uint32_t *ix)
+{
+    for (int d = 3; d >= 0; d--) {
+        if (++ix[d] < dims[d])
+            return;
+        ix[d] = 0;
+    }
+}
+
+static const float *operand(const struct nib_blob_view *v, uint8_t *mem, uint64_t off,
+                            uint32_t tensor)
+{
+    return tensor == UINT32_MAX ? f32_at(mem, off) : nib_tensor_f32(v, tensor);
+}
+
+/* Element-wise ops and copies over flat output elements [b, e). */
+static void exec_ew(const struct nib_blob_view *v, uint8_t *mem, const struct nib_op *op,
+                    uint32_t b, uint32_t e)
+{
+    const struct nib_vew_params *p = &op->vew;
+    const float *a = operand(v, mem, op->src0, p->a_tensor);
+    float *y = f32_at(mem, op->dst);
+    uint32_t ix[4];
+    unflatten(p->dims, b, ix);
+    if (op->code == NIB_VOP_BINARY) {
+        const float *bb = operand(v, mem, op->src1, p->b_tensor);
+        for (uint32_t i = b; i < e; i++, next_index(p->dims, ix))
+            y[i] = binary(p->fn, a[offset_of(ix, p->sa)], bb[offset_of(ix, p->sb)]);
+    } else if (op->code == NIB_VOP_UNARY) {
+        for (uint32_t i = b; i < e; i++, next_index(p->dims, ix))
+            y[i] = nib_vact_apply(p->fn, p->p0, p->p1, a[offset_of(ix, p->sa)]);
+    } else {
+        for (uint32_t i = b; i < e; i++, next_index(p->dims, ix))
+            y[offset_of(ix, p->sd)] = a[offset_of(ix, p->sa)];
+    }
+}
+
+static void conv_shape(const struct nib_vconv_params *p, struct nib_conv_shape *s)
+{
+    *s = (struct nib_conv_shape){p->h,        p->w,       p->c_in,     p->oh,    p->ow,
+                                 p->c_out,    p->groups,  p->kh,       p->kw,    p->stride_h,
+                                 p->stride_w, p->pad_top, p->pad_left, p->dil_h, p->dil_w};
+}
+
+/* The epilogue of output rows [b, e) the kernel left without one. */
+static void conv_epilogue(const struct nib_vconv_params *p, float *y, int in_kernel, uint32_t b,
+                          uint32_t e)
+{
+    const uint64_t row = (uint64_t)p->ow * p->c_out;
+    for (uint64_t i = b * row; i < e * row; i++) {
+        float t = in_kernel ? y[i] : nib_vact_apply(p->act, p->p0, p->p1, y[i]);
+        y[i] = p->post ? t * p->post_mul + p->post_add : t;
+    }
+}
+
+/* Transposed convolution (mode 1), as a gather: output (oy, ox, m) sums
+ * x[iy][ix][ic] * W[ic][m % ocg][ky][kx] over the taps with oy = iy *
+ * stride - pad + ky * dil (and the same for x), in the order ic, ky, kx,
+ * one fma each, then the bias. W is ONNX's (c_in, c_out / groups, kh, kw). */
+static void exec_convt(const struct nib_blob_view *v, uint8_t *mem, const struct nib_op *op,
+                       uint32_t b, uint32_t e)
+{
+    const struct nib_vconv_params *p = &op->vconv;
+    const float *x = f32_at(mem, op->src0), *w = nib_tensor_f32(v, op->tensor);
+    const float *bias = p->bias == UINT32_MAX ? NULL : nib_tensor_f32(v, p->bias);
+    float *y = f32_at(mem, op->dst);
+    const int64_t icg = p->c_in / p->groups, ocg = p->c_out / p->groups, taps = p->kh * p->kw;
+    for (int64_t oy = b; oy < e; oy++)
+        for (int64_t ox = 0; ox < p->ow; ox++)
+            for (int64_t m = 0; m < p->c_out; m++) {
+                const int64_t g = m / ocg, mm = m % ocg;
+                float acc = 0.0f;
+                for (int64_t ic = g * icg; ic < (g + 1) * icg; ic++)
+                    for (int64_t ky = 0; ky < p->kh; ky++) {
+                        int64_t ny = oy + p->pad_top - ky * p->dil_h;
+                        if (ny < 0 || ny % p->stride_h || ny / p->stride_h >= p->h)
+                            continue;
+                        for (int64_t kx = 0; kx < p->kw; kx++) {
+                            int64_t nx = ox + p->pad_left - kx * p->dil_w;
+                            if (nx < 0 || nx % p->stride_w || nx / p->stride_w >= p->w)
+                                continue;
+                            acc = __builtin_fmaf(
+                                x[((ny / p->stride_h) * p->w + nx / p->stride_w) * p->c_in + ic],
+                                w[(ic * ocg + mm) * taps + ky * p->kw + kx], acc);
+                        }
+                    }
+                y[(oy * p->ow + ox) * p->c_out + m] = bias ? acc + bias[m] : acc;
+            }
+    conv_epilogue(p, y, 0, b, e);
+}
+
+static void exec_conv(const struct nib_conv_kernels *ck, const struct nib_blob_view *v,
+                      uint8_t *mem, const struct nib_op *op, uint32_t b, uint32_t e)
+{
+    const struct nib_vconv_params *p = &op->vconv;
+    if (p->mode == 1) {
+        exec_convt(v, mem, op, b, e);
+        return;
+    }
+    struct nib_conv_shape s;
+    conv_shape(p, &s);
+    float *y = f32_at(mem, op->dst);
+    const int in_kernel = p->act <= NIB_VACT_HSWISH;
+    struct nib_conv_epi epi = {p->bias == UINT32_MAX ? NULL : nib_tensor_f32(v, p->bias),
+                               in_kernel ? p->act : NIB_ACT_NONE,
+                               p->p0,
+                               p->p1,
+                               NULL,
+                               0};
+    (p->depthwise ? ck->dwconv_f32 : ck->conv_f32)(&s, f32_at(mem, op->src0),
+                                                   nib_tensor_f32(v, op->tensor), &epi, y, b, e);
+    if (!in_kernel || p->post)
+        conv_epilogue(p, y, in_kernel, b, e);
+}
+
+static void exec_input(uint8_t *mem, const struct nib_blob_view *v, const struct nib_op *op,
+                       uint32_t b, uint32_t e)
+{
+    const struct nib_vrows_params *p = &op->vrows;
+    const float *sc = nib_tensor_f32(v, op->tensor), *sh = sc + p->c;
+    const uint64_t plane = (uint64_t)p->h * p->w;
+    float *y = f32_at(mem, op->dst);
+    for (uint64_t r = b; r < e; r++)
+        for (uint64_t x = 0; x < p->w; x++)
+            for (uint64_t c = 0; c < p->c; c++) {
+                uint64_t src = c * plane + r * p->w + x;
+                float val = p->u8 ? (float)mem[op->src0 + src] : f32_at(mem, op->src0)[src];
+                y[(r * p->w + x) * p->c + c] = __builtin_fmaf(val, sc[c], sh[c]);
+            }
+}
+
+static void exec_matmul(const struct nib_blob_view *v, uint8_t *mem, const struct nib_op *op,
+                        uint32_t b, uint32_t e)
+{
+    const struct nib_vmatmul_params *p = &op->vmatmul;
+    const float *x = f32_at(mem, op->src0), *w = nib_tensor_f32(v, op->tensor);
+    const float *bias = p->bias == UINT32_MAX ? NULL : nib_tensor_f32(v, p->bias);
+    float *y = f32_at(mem, op->dst);
+    for (uint64_t m = 0; m < p->m; m++)
+        for (uint64_t n = b; n < e; n++) {
+            const float *xr = x + m * p->k, *wr = w + n * p->k;
+            float acc = 0.0f;
+            for (uint64_t k = 0; k < p->k; k++)
+                acc = __builtin_fmaf(xr[k], wr[k], acc);
+            y[m * p->n + n] = bias ? acc + bias[n] : acc;
+        }
+}
+
+static void exec_softmax(uint8_t *mem, const struct nib_op *op, uint32_t b, uint32_t e)
+{
+    const uint64_t n = op->vrows.n;
+    for (uint64_t r = b; r < e; r++) {
+        const float *x = f32_at(mem, op->src0) + r * n;
+        float *y = f32_at(mem, op->dst) + r * n;
+        float mx = -INFINITY, sum = 0.0f;
+        for (uint64_t i = 0; i < n; i++)
+            mx = x[i] > mx ? x[i] : mx;
+        for (uint64_t i = 0; i < n; i++) {
+            y[i] = nib_expf(x[i] - mx);
+            sum += y[i];
+        }
+        for (uint64_t i = 0; i < n; i++)
+            y[i] /= sum;
+    }
+}
+
+void nib_vision_op(const struct nib_qkernels *qk, const struct nib_blob_view *v, uint8_t *mem,
+                   const struct nib_op *op, uint32_t b, uint32_t e)
+{
+    const struct nib_conv_kernels *ck = conv_kernels(qk);
+    switch (op->code) {
+    case NIB_VOP_INPUT: exec_input(mem, v, op, b, e); break;
+    case NIB_VOP_CONV: exec_conv(ck, v, mem, op, b, e); break;
+    case NIB_VOP_POOL: {
+        struct nib_conv_shape s;
+        conv_shape(&op->vconv, &s);
+        ck->pool_f32(&s, op->vconv.mode, f32_at(mem, op->src0), f32_at(mem, op->dst), b, e);
+        break;
+    }
+    case NIB_VOP_RESIZE: {
+        const struct nib_vresize_params *p = &op->vresize;
+        struct nib_resize r = {p->h,       p->w,       p->c,      p->oh,    p->ow,
+                               p->scale_h, p->scale_w, p->linear, p->coord, p->nearest_mode};
+        ck->resize_f32(&r, f32_at(mem, op->src0), f32_at(mem, op->dst), b, e);
+        break;
+    }
+    case NIB_VOP_BINARY:
+    case NIB_VOP_UNARY:
+    case NIB_VOP_COPY: exec_ew(v, mem, op, b, e); break;
+    case NIB_VOP_MATMUL: exec_matmul(v, mem, op, b, e); break;
+    case NIB_VOP_SOFTMAX: exec_softmax(mem, op, b, e); break;
+    default: break;
+    }
+}
+
+/* ---- what a share touches ---- */
+
+static void acc(struct nib_access *out, int *n, uint64_t b, uint64_t e, uint32_t write)
+{
+    if (b >= e)
+        return;
+    out[*n] = (struct nib_access){.begin = b, .end = e, .write = write};
+    (*n)++;
+}
+
+int nib_vision_access(const struct nib_op *op, uint32_t b, uint32_t e, struct nib_access *out)
+{
+    int c = 0;
+    switch (op->code) {
+    case NIB_VOP_INPUT: {
+        const struct nib_vrows_params *p = &op->vrows;
+        const uint64_t bytes = (uint64_t)p->c * p->h * p->w * (p->u8 ? 1 : 4);
+        const uint64_t row = (uint64_t)p->w * p->c * 4;
+        acc(out, &c, op->src0, op->src0 + bytes, 0);
+        acc(out, &c, op->dst + b * row, op->dst + e * row, 1);
+        break;
+    }
+    case NIB_VOP_CONV:
+    case NIB_VOP_POOL: {
+        const struct nib_vconv_params *p = &op->vconv;
+        const uint64_t row = (uint64_t)p->ow * p->c_out * 4;
+        acc(out, &c, op->src0, op->src0 + (uint64_t)p->h * p->w * p->c_in * 4, 0);
+        acc(out, &c, op->dst + b * row, op->dst + e * row, 1);
+        break;
+    }
+    case NIB_VOP_RESIZE: {
+        const struct nib_vresize_params *p = &op->vresize;
+        const uint64_t row = (uint64_t)p->ow * p->c * 4;
+        acc(out, &c, op->src0, op->src0 + (uint64_t)p->h * p->w * p->c * 4, 0);
+        acc(out, &c, op->dst + b * row, op->dst + e * row, 1);
+        break;
+    }
+    case NIB_VOP_SOFTMAX: {
+        const uint64_t row = (uint64_t)op->vrows.n * 4;
+        acc(out, &c, op->src0 + b * row, op->src0 + e * row, 0);
+        acc(out, &c, op->dst + b * row, op->dst + e * row, 1);
+        break;
+    }
+    case NIB_VOP_MATMUL: {
+        const struct nib_vmatmul_params *p = &op->vmatmul;
+        acc(out, &c, op->src0, op->src0 + (uint64_t)p->m * p->k * 4, 0);
+        acc(out, &c, op->dst + b * 4ull, op->dst + ((uint64_t)(p->m - 1) * p->n + e) * 4, 1);
+        break;
+    }
+    case NIB_VOP_BINARY:
+    case NIB_VOP_UNARY:
+    case NIB_VOP_COPY: {
+        const struct nib_vew_params *p = &op->vew;
+        if (p->a_tensor == UINT32_MAX)
+            acc(out, &c, op->src0, op->src0 + nib_vew_span(p->dims, p->sa), 0);
+        if (op->code == NIB_VOP_BINARY && p->b_tensor == UINT32_MAX)
+            acc(out, &c, op->src1, op->src1 + nib_vew_span(p->dims, p->sb), 0);
+        if (op->code == NIB_VOP_COPY) /* the whole destination: strides may interleave */
+            acc(out, &c, op->dst, op->dst + nib_vew_span(p->dims, p->sd), 1);
+        else
+            acc(out, &c, op->dst + b * 4ull, op->dst + e * 4ull, 1);
+        break;
+    }
+    default: break;
+    }
+    return c;
+}

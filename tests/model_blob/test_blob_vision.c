@@ -1,0 +1,279 @@
+/* The validator on vision plans (blob_format.h NIB_VOP_*): a small blob
+ * built here (input conversion, a 3x3 convolution, the copy back to NCHW)
+ * opens and runs to the convolution computed directly; every structural
+ * lie in its ops, checksum recomputed, is refused with a message naming
+ * the problem. */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/conv.h"
+#include "model_blob/blob_view.h"
+#include "rt/exec.h"
+
+enum { C = 2, H = 4, W = 4, M = 4, ACT = 2048 };
+
+static uint8_t *blob, *work;
+static uint64_t size;
+static char err[512];
+static float wts[M][C][3][3], bias[M], x[C][H][W];
+
+static struct nib_blob_header *HDR(void)
+{
+    return (struct nib_blob_header *)(void *)work;
+}
+
+static struct nib_op *OP(uint32_t i)
+{
+    return (struct nib_op *)(void *)(work + HDR()->plan.offset) + i;
+}
+
+static void build(void)
+{
+    const uint32_t n_t = 3, n_ops = 3, n_io = 2;
+    struct nib_blob_header h = {0};
+    memcpy(h.magic, NIB_BLOB_MAGIC, 8);
+    h.version = NIB_BLOB_VERSION;
+    h.header_size = sizeof h;
+    h.model_kind = NIB_MODEL_VISION;
+    h.n_io = n_io, h.n_tensors = n_t, h.n_ops = n_ops, h.max_batch = 1, h.act_size = ACT;
+    h.tensors = (struct nib_section){256, n_t * sizeof(struct nib_tensor_rec)};
+    h.plan =
+        (struct nib_section){(256 + h.tensors.size + 63) / 64 * 64, n_ops * sizeof(struct nib_op)};
+    h.tokenizer =
+        (struct nib_section){h.plan.offset + h.plan.size, n_io * sizeof(struct nib_io_rec)};
+    h.weights = (struct nib_section){NIB_WEIGHT_ALIGN, n_t * 1024};
+    size = h.blob_size = h.weights.offset + h.weights.size;
+    blob = aligned_alloc(64, size);
+    work = aligned_alloc(64, size);
+    memset(blob, 0, size);
+    memcpy(blob, &h, sizeof h);
+    struct nib_tensor_rec *t = (struct nib_tensor_rec *)(void *)(blob + h.tensors.offset);
+    for (uint32_t i = 0; i < n_t; i++)
+        t[i] = (struct nib_tensor_rec){.name = "t",
+                                       .dtype = NIB_DT_F32,
+                                       .rows = 1,
+                                       .cols = 256,
+                                       .offset = i * 1024ull,
+                                       .size = 1024};
+    float *wsec = (float *)(void *)(blob + h.weights.offset);
+    for (int c = 0; c < C; c++) /* input scales: y = 2x - 1 */
+        wsec[c] = 2.0f, wsec[C + c] = -1.0f;
+    struct nib_conv_shape s = {H, W, C, H, W, M, 1, 3, 3, 1, 1, 1, 1, 1, 1};
+    nib_conv_pack_f32(&s, &wts[0][0][0][0], wsec + 256);
+    memcpy(wsec + 512, bias, sizeof bias);
+    struct nib_op *op = (struct nib_op *)(void *)(blob + h.plan.offset);
+    op[0] = (struct nib_op){.code = NIB_VOP_INPUT, .tensor = 0, .src0 = 0, .dst = 256};
+    op[0].vrows = (struct nib_vrows_params){.c = C, .h = H, .w = W};
+    op[1] = (struct nib_op){.code = NIB_VOP_CONV, .tensor = 1, .src0 = 256, .dst = 512};
+    op[1].vconv = (struct nib_vconv_params){.h = H,
+                                            .w = W,
+                                            .c_in = C,
+                                            .oh = H,
+                                            .ow = W,
+                                            .c_out = M,
+                                            .groups = 1,
+                                            .kh = 3,
+                                            .kw = 3,
+                                            .stride_h = 1,
+                                            .stride_w = 1,
+                                            .pad_top = 1,
+                                            .pad_left = 1,
+                                            .dil_h = 1,
+                                            .dil_w = 1,
+                                            .bias = 2,
+                                            .act = NIB_VACT_RELU,
+                                            .post_mul = 1.0f};
+    /* NHWC -> NCHW: loops n, c, h, w */
+    op[2] = (struct nib_op){.code = NIB_VOP_COPY, .tensor = UINT32_MAX, .src0 = 512, .dst = 1024};
+    op[2].vew = (struct nib_vew_params){.dims = {1, M, H, W},
+                                        .sa = {0, 1, W * M, M},
+                                        .sd = {0, H * W, W, 1},
+                                        .a_tensor = UINT32_MAX,
+                                        .b_tensor = UINT32_MAX};
+    struct nib_io_rec *io = (struct nib_io_rec *)(void *)(blob + h.tokenizer.offset);
+    io[0] = (struct nib_io_rec){.name = "x",
+                                .dir = NIB_IO_INPUT,
+                                .dtype = NIB_IO_F32,
+                                .rank = 4,
+                                .dims = {1, C, H, W},
+                                .off = 0,
+                                .bytes = C * H * W * 4};
+    io[1] = (struct nib_io_rec){.name = "y",
+                                .dir = NIB_IO_OUTPUT,
+                                .dtype = NIB_IO_F32,
+                                .rank = 4,
+                                .dims = {1, M, H, W},
+                                .off = 1024,
+                                .bytes = M * H * W * 4};
+    ((struct nib_blob_header *)(void *)blob)->crc32c = nib_blob_crc(blob, size);
+}
+
+static void setup(void)
+{
+    srand(7);
+    for (int m = 0; m < M; m++) {
+        bias[m] = (float)(rand() % 100) / 200.0f - 0.25f;
+        for (int c = 0; c < C; c++)
+            for (int k = 0; k < 9; k++)
+                wts[m][c][k / 3][k % 3] = (float)(rand() % 200) / 200.0f - 0.5f;
+    }
+    for (int i = 0; i < C * H * W; i++)
+        (&x[0][0][0])[i] = (float)(rand() % 100) / 100.0f;
+    build();
+    memcpy(work, blob, size);
+}
+
+static void teardown(void)
+{
+    free(blob);
+    free(work);
+}
+
+static int open_work(void)
+{
+    struct nib_blob_view v;
+    HDR()->crc32c = nib_blob_crc(work, size);
+    int rc = nib_blob_open(&v, work, size, 1, err, sizeof err);
+    memcpy(work, blob, size);
+    return rc;
+}
+
+#define EXPECT_REFUSED(what)                                                                       \
+    do {                                                                                           \
+        ck_assert_int_eq(open_work(), -1);                                                         \
+        ck_assert_msg(strstr(err, what) != NULL, "error '%s' does not say '%s'", err, what);       \
+    } while (0)
+
+START_TEST(valid_blob_runs)
+{
+    struct nib_blob_view v;
+    ck_assert_int_eq(nib_blob_open(&v, blob, size, 1, err, sizeof err), 0);
+    uint8_t *mem = aligned_alloc(64, ACT);
+    memset(mem, 0, ACT);
+    memcpy(mem, x, sizeof x);
+    struct nib_exec e = {.v = &v, .mem = mem};
+    ck_assert_int_eq(nib_exec_run(&e), 0);
+    const float *y = (const float *)(const void *)(mem + 1024);
+    for (int m = 0; m < M; m++)
+        for (int oy = 0; oy < H; oy++)
+            for (int ox = 0; ox < W; ox++) {
+                double acc = bias[m];
+                for (int c = 0; c < C; c++)
+                    for (int ky = 0; ky < 3; ky++)
+                        for (int kx = 0; kx < 3; kx++) {
+                            int iy = oy + ky - 1, ix = ox + kx - 1;
+                            if (iy >= 0 && iy < H && ix >= 0 && ix < W)
+                                acc += wts[m][c][ky][kx] * (2.0 * x[c][iy][ix] - 1.0);
+                        }
+                double want = acc > 0 ? acc : 0;
+                float got = y[(m * H + oy) * W + ox];
+                ck_assert_msg(fabs(got - want) < 1e-5, "y[%d][%d][%d] = %g, want %g", m, oy, ox,
+                              (double)got, want);
+            }
+    free(mem);
+}
+END_TEST
+
+START_TEST(lies_refused)
+{
+    OP(1)->dst = ACT - 64;
+    EXPECT_REFUSED("outside runtime memory");
+    OP(1)->dst = 256 + 64;
+    EXPECT_REFUSED("overlapping");
+    OP(1)->vconv.kh = OP(1)->vconv.kw = 5;
+    EXPECT_REFUSED("weights are not");
+    OP(1)->vconv.groups = 3;
+    EXPECT_REFUSED("limits");
+    OP(1)->vconv.pad_top = 3;
+    EXPECT_REFUSED("limits");
+    OP(1)->vconv.oh = 9;
+    EXPECT_REFUSED("limits");
+    OP(1)->vconv.bias = 7;
+    EXPECT_REFUSED("bias");
+    OP(1)->vconv.act = NIB_VACT_SQRT;
+    EXPECT_REFUSED("epilogue");
+    OP(1)->vconv.post_mul = NAN;
+    EXPECT_REFUSED("epilogue");
+    OP(1)->vconv.depthwise = 1;
+    EXPECT_REFUSED("depthwise");
+    OP(1)->code = NIB_VOP_POOL;
+    EXPECT_REFUSED("pool");
+    OP(1)->vconv.mode = 2;
+    EXPECT_REFUSED("mode 2");
+    OP(1)->vconv.mode = 1; /* transposed: ONNX's 2 x 4 x 3 x 3 weights fit the 256 floats */
+    ck_assert_int_eq(open_work(), 0);
+    OP(1)->vconv.mode = 1;
+    OP(1)->vconv.kh = OP(1)->vconv.kw = 9;
+    EXPECT_REFUSED("weights are not");
+    OP(1)->vconv.mode = 1;
+    OP(1)->vconv.pad_top = 70000;
+    EXPECT_REFUSED("limits");
+    OP(1)->code = 45;
+    EXPECT_REFUSED("opcode 45");
+    OP(1)->code = NIB_OP_MATMUL;
+    EXPECT_REFUSED("does not belong to a vision plan");
+    OP(1)->flags = 1;
+    EXPECT_REFUSED("flags");
+    OP(0)->tensor = 99;
+    EXPECT_REFUSED("scales");
+    OP(0)->vrows.u8 = 2;
+    EXPECT_REFUSED("input");
+    OP(0)->dst = 64;
+    EXPECT_REFUSED("overlapping");
+    OP(2)->vew.sd[0] = 1u << 29;
+    EXPECT_REFUSED("stride");
+    OP(2)->vew.sd[1] = 256;
+    EXPECT_REFUSED("destination outside");
+    OP(2)->vew.sa[1] = 1000;
+    EXPECT_REFUSED("source 0");
+    OP(2)->vew.dims[2] = 0;
+    EXPECT_REFUSED("dimension 2");
+    OP(2)->vew.fn = 1;
+    EXPECT_REFUSED("function");
+    OP(2)->vew.a_tensor = 1; /* a tensor of 256 floats read up to index 63: fine... */
+    OP(2)->vew.sa[1] = 100;  /* ...but not up to 3 x 100 + 3 x 16 + 3 x 4 */
+    EXPECT_REFUSED("source 0");
+    OP(2)->code = NIB_VOP_BINARY;
+    OP(2)->vew.fn = NIB_VBIN_COUNT;
+    EXPECT_REFUSED("function");
+}
+END_TEST
+
+START_TEST(other_ops_refused)
+{
+    struct nib_op *op = OP(1);
+    op->code = NIB_VOP_MATMUL;
+    op->vmatmul = (struct nib_vmatmul_params){.m = 16, .n = 4, .k = 2, .bias = 2};
+    ck_assert_int_eq(open_work(), 0); /* 16 x 2 in, 16 x 4 out: fits */
+    op->code = NIB_VOP_MATMUL;
+    op->vmatmul = (struct nib_vmatmul_params){.m = 16, .n = 4, .k = 100, .bias = 2};
+    EXPECT_REFUSED("vmatmul");
+    op->code = NIB_VOP_SOFTMAX;
+    op->vrows = (struct nib_vrows_params){.rows = 1000, .n = 1000};
+    EXPECT_REFUSED("softmax");
+    op->code = NIB_VOP_RESIZE;
+    op->vresize = (struct nib_vresize_params){4, 4, 2, 8, 8, 2.0f, 2.0f, 0, 9, 0};
+    EXPECT_REFUSED("resize");
+    op->code = NIB_VOP_RESIZE;
+    op->vresize = (struct nib_vresize_params){4, 4, 2, 8, 8, 2.0f, 2.0f, 0, 0, 0};
+    ck_assert_int_eq(open_work(), 0);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("blob-vision");
+    TCase *tc = tcase_create("vision");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, valid_blob_runs);
+    tcase_add_test(tc, lies_refused);
+    tcase_add_test(tc, other_ops_refused);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

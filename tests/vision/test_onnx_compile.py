@@ -1,0 +1,282 @@
+#!/usr/bin/python3
+"""nib compile MODEL.onnx on small models built here with Debian's
+python3-onnx, the blob run by nib onnx-run --blob (the runtime's plan
+executor on a thread team, in process):
+
+- every output within 1e-4 x max|ref| of nib's float64 reference
+  executor (nib onnx-run on the .onnx, itself checked against numpy by
+  test_onnx_import.py), for a MobileNet-like model (Conv+BN+hard-swish,
+  the affine after it, squeeze-excite, depthwise conv, MaxPool, MatMul,
+  Softmax) and a model of the other ops (residual Add, Relu, AveragePool,
+  Resize nearest and linear, Concat, Sigmoid, a standing
+  BatchNormalization, Transpose, Slice, Flatten, Gemm, Clip, HardSigmoid,
+  Sub, Div, Pow, Sqrt, ConvTranspose with groups, pads, output padding and
+  its fused Relu);
+- the same bits for 1, 2 and 3 workers, and for the scalar and AVX2
+  kernels (when this CPU has AVX2; said when not);
+- u8 pixel input with --input-mean/--input-std against the reference fed
+  the normalized floats;
+- refusals: an op the blob cannot hold yet names the node and exits 1,
+  bad options exit 2, a truncated blob exits 1.
+
+usage: test_onnx_compile.py NIB
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+try:
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+except ImportError as e:
+    print(f"SKIP: {e}: needs Debian's python3-onnx and python3-numpy for /usr/bin/python3 "
+          "(.ci/install-deps.sh)")
+    sys.exit(77)
+
+NIB = sys.argv[1]
+work = tempfile.mkdtemp(prefix="nib-onnx-compile-")
+failures = 0
+rng = np.random.default_rng(11)
+
+
+def check(cond, what):
+    global failures
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        failures += 1
+
+
+def run(*args):
+    return subprocess.run([NIB, *args], capture_output=True, text=True, timeout=120)
+
+
+def const(name, a):
+    return numpy_helper.from_array(np.asarray(a), name)
+
+
+def f32(*shape, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+def save(name, nodes, inits, inputs, outputs, opset):
+    g = helper.make_graph(nodes, name, inputs, outputs, inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    path = os.path.join(work, name + ".onnx")
+    with open(path, "wb") as f:
+        f.write(m.SerializeToString())
+    return path
+
+
+def fvi(name, dims):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, dims)
+
+
+def outputs(d, n):
+    return [np.load(os.path.join(d, f"{k}.npy")) for k in range(n)]
+
+
+# --- a MobileNet-like model (opset 11) ---------------------------------------
+C, M, R = 3, 16, 4
+mobile_nodes = [
+    helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", kernel_shape=[3, 3],
+                     pads=[1, 1, 1, 1], strides=[2, 2]),
+    helper.make_node("BatchNormalization", ["c1", "g", "be", "mu", "var"], ["n1"], name="bn1"),
+    helper.make_node("Add", ["n1", "three"], ["a1"], name="hs_add"),
+    helper.make_node("Clip", ["a1", "zero", "six"], ["k1"], name="hs_clip"),
+    helper.make_node("Mul", ["n1", "k1"], ["m1"], name="hs_mul"),
+    helper.make_node("Div", ["m1", "six"], ["h0"], name="hs_div"),
+    helper.make_node("Mul", ["h0", "k15"], ["hm"], name="post_mul"),
+    helper.make_node("Add", ["hm", "kshift"], ["h1"], name="post_add"),
+    helper.make_node("GlobalAveragePool", ["h1"], ["p1"], name="se_pool"),
+    helper.make_node("Conv", ["p1", "se1", "se1b"], ["s1"], name="se_conv1", kernel_shape=[1, 1]),
+    helper.make_node("Relu", ["s1"], ["r1"], name="se_relu"),
+    helper.make_node("Conv", ["r1", "se2", "se2b"], ["s2"], name="se_conv2", kernel_shape=[1, 1]),
+    helper.make_node("HardSigmoid", ["s2"], ["e1"], name="se_gate", alpha=0.2, beta=0.5),
+    helper.make_node("Mul", ["h1", "e1"], ["y1"], name="se_mul"),
+    helper.make_node("Conv", ["y1", "dw"], ["d1"], name="dwconv", kernel_shape=[3, 3],
+                     pads=[1, 1, 1, 1], group=M),
+    helper.make_node("Mul", ["dscale", "d1"], ["d2"], name="aff_mul"),
+    helper.make_node("Add", ["d2", "dshift"], ["d3"], name="aff_add"),
+    helper.make_node("MaxPool", ["d3"], ["q1"], name="pool", kernel_shape=[3, 3], strides=[2, 2],
+                     pads=[1, 1, 1, 1]),
+    helper.make_node("GlobalAveragePool", ["q1"], ["g1"], name="gap"),
+    helper.make_node("Reshape", ["g1", "shape2"], ["flat"], name="reshape"),
+    helper.make_node("MatMul", ["flat", "fc"], ["logits"], name="fc"),
+    helper.make_node("Add", ["logits", "fcb"], ["lb"], name="fc_bias"),
+    helper.make_node("Softmax", ["lb"], ["prob"], name="softmax", axis=1),
+]
+mobile_inits = [
+    const("w1", f32(M, C, 3, 3, scale=0.4)), const("b1", f32(M, scale=0.1)),
+    const("g", rng.uniform(0.5, 1.5, M).astype(np.float32)), const("be", f32(M, scale=0.1)),
+    const("mu", f32(M, scale=0.1)), const("var", rng.uniform(0.5, 2, M).astype(np.float32)),
+    const("three", np.float32(3)), const("zero", np.float32(0)), const("six", np.float32(6)),
+    const("k15", np.float32(1.5)), const("kshift", np.float32(-0.1)),
+    const("se1", f32(R, M, 1, 1, scale=0.5)), const("se1b", f32(R, scale=0.1)),
+    const("se2", f32(M, R, 1, 1, scale=0.5)), const("se2b", f32(M, scale=0.1)),
+    const("dw", f32(M, 1, 3, 3, scale=0.4)),
+    const("dscale", rng.uniform(0.5, 1.5, (M, 1, 1)).astype(np.float32)),
+    const("dshift", np.float32(0.25)), const("shape2", np.array([1, M], np.int64)),
+    const("fc", f32(M, 5)), const("fcb", f32(5, scale=0.1)),
+]
+mobile = save("mobile", mobile_nodes, mobile_inits, [fvi("x", [1, C, "H", "W"])],
+              [fvi("prob", None), fvi("q1", None)], 11)
+
+# --- a model of the other ops (opset 13) ---------------------------------------
+K = 8
+other_nodes = [
+    helper.make_node("Conv", ["x", "wa", "ba"], ["ca"], name="conva", kernel_shape=[3, 3],
+                     pads=[1, 1, 1, 1]),
+    helper.make_node("Relu", ["ca"], ["ra"], name="relua"),
+    helper.make_node("Conv", ["ra", "wb"], ["cb"], name="convb", kernel_shape=[1, 1]),
+    helper.make_node("Add", ["cb", "ra"], ["res"], name="residual"),
+    helper.make_node("Relu", ["res"], ["rr"], name="relu_res"),
+    helper.make_node("AveragePool", ["rr"], ["ap"], name="avgpool", kernel_shape=[2, 2],
+                     strides=[2, 2]),
+    helper.make_node("Resize", ["ap", "", "sc2"], ["up"], name="up_nearest", mode="nearest"),
+    helper.make_node("Resize", ["ap", "", "sc2"], ["upl"], name="up_linear", mode="linear"),
+    helper.make_node("Concat", ["up", "rr", "upl"], ["cat"], name="concat", axis=1),
+    helper.make_node("Sigmoid", ["cat"], ["sg"], name="sigmoid"),
+    helper.make_node("Conv", ["sg", "wd"], ["dd"], name="dw2", kernel_shape=[3, 3],
+                     pads=[1, 1, 1, 1], strides=[2, 2], group=3 * K),
+    helper.make_node("Add", ["dd", "dd"], ["d2"], name="double"),
+    helper.make_node("BatchNormalization", ["d2", "g2", "be2", "mu2", "var2"], ["bn"],
+                     name="bn_standing"),
+    helper.make_node("Transpose", ["bn"], ["tr"], name="transpose", perm=[0, 2, 3, 1]),
+    helper.make_node("Slice", ["tr", "st", "en", "ax", "stp"], ["sl"], name="slice"),
+    helper.make_node("GlobalAveragePool", ["bn"], ["gp"], name="gap2"),
+    helper.make_node("Flatten", ["gp"], ["fl"], name="flatten"),
+    helper.make_node("Gemm", ["fl", "wg", "bg"], ["lg"], name="gemm", transB=1, alpha=0.5),
+    helper.make_node("Clip", ["lg", "lo", "hi"], ["cl"], name="clip"),
+    helper.make_node("HardSigmoid", ["cl"], ["hs"], name="hsig", alpha=0.3, beta=0.4),
+    helper.make_node("Sub", ["hs", "half"], ["sb"], name="sub"),
+    helper.make_node("Div", ["sb", "two"], ["dv"], name="div"),
+    helper.make_node("Pow", ["dv", "two"], ["pw"], name="pow"),
+    helper.make_node("Add", ["pw", "one"], ["p1"], name="add1"),
+    helper.make_node("Sqrt", ["p1"], ["z"], name="sqrt"),
+    helper.make_node("Softmax", ["lg"], ["prob"], name="softmax", axis=-1),
+    helper.make_node("ConvTranspose", ["rr", "wct", "bct"], ["ct"], name="convt",
+                     kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
+                     output_padding=[1, 1], group=2),
+    helper.make_node("Relu", ["ct"], ["ctr"], name="convt_relu"),
+]
+other_inits = [
+    const("wa", f32(K, 3, 3, 3, scale=0.4)), const("ba", f32(K, scale=0.1)),
+    const("wb", f32(K, K, 1, 1, scale=0.3)), const("sc2", np.array([1, 1, 2, 2], np.float32)),
+    const("wd", f32(3 * K, 1, 3, 3, scale=0.4)),
+    const("g2", rng.uniform(0.5, 1.5, 3 * K).astype(np.float32)),
+    const("be2", f32(3 * K, scale=0.1)), const("mu2", f32(3 * K, scale=0.1)),
+    const("var2", rng.uniform(0.5, 2, 3 * K).astype(np.float32)),
+    const("st", np.array([1, 0], np.int64)), const("en", np.array([7, 20], np.int64)),
+    const("ax", np.array([1, 3], np.int64)), const("stp", np.array([2, 1], np.int64)),
+    const("wg", f32(6, 3 * K, scale=0.5)), const("bg", f32(6, scale=0.1)),
+    const("lo", np.float32(-0.5)), const("hi", np.float32(0.5)), const("half", np.float32(0.5)),
+    const("two", np.float32(2)), const("one", np.float32(1)),
+    const("wct", f32(K, 2, 3, 3, scale=0.4)), const("bct", f32(4, scale=0.1)),
+]
+other = save("other", other_nodes, other_inits, [fvi("x", [1, 3, 16, 12])],
+             [fvi("prob", None), fvi("sl", None), fvi("z", None), fvi("ctr", None)], 13)
+
+
+def compile_model(path, dims, blob, *extra):
+    r = run("compile", path, "--input", "x=" + dims, "-o", blob, *extra)
+    check(r.returncode == 0, f"compile {os.path.basename(path)} {' '.join(extra)}: {r.stderr.strip()}")
+    return r.returncode == 0
+
+
+def ref_run(path, dims, xfile, outdir):
+    r = run("onnx-run", path, "--input", "x=" + dims, "--data", "x=" + xfile, "-o", outdir)
+    check(r.returncode == 0, f"reference run of {os.path.basename(path)} {r.stderr.strip()}")
+
+
+def blob_run(blob, xfile, outdir, *extra):
+    r = run("onnx-run", "--blob", blob, "--data", "x=" + xfile, "-o", outdir, *extra)
+    check(r.returncode == 0, f"blob run {' '.join(extra)} {r.stderr.strip()}")
+    return r.returncode == 0
+
+
+avx2 = "avx2" in open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else False
+for name, path, dims, n_out in (("mobile", mobile, "1x3x20x18", 2), ("other", other, "1x3x16x12", 4)):
+    shape = tuple(int(d) for d in dims.split("x"))
+    xfile = os.path.join(work, name + "-x.npy")
+    np.save(xfile, f32(*shape))
+    blob = os.path.join(work, name + ".blob")
+    if not compile_model(path, dims, blob):
+        continue
+    ref = os.path.join(work, name + "-ref")
+    ref_run(path, dims, xfile, ref)
+    runs = {}
+    for w in (1, 2, 3):
+        d = os.path.join(work, f"{name}-w{w}")
+        if blob_run(blob, xfile, d, "--workers", str(w), "--isa", "scalar"):
+            runs[f"scalar w{w}"] = outputs(d, n_out)
+    if avx2:
+        d = os.path.join(work, f"{name}-avx2")
+        if blob_run(blob, xfile, d, "--workers", "2", "--isa", "avx2"):
+            runs["avx2 w2"] = outputs(d, n_out)
+    else:
+        print(f"note {name}: this CPU has no AVX2, so scalar vs AVX2 is not compared here")
+    if not runs or not os.path.isdir(ref):
+        continue
+    r_out = outputs(ref, n_out)
+    base = runs["scalar w1"]
+    for k in range(n_out):
+        ref_k = r_out[k]
+        err = float(np.max(np.abs(base[k].astype(np.float64) - ref_k)))
+        mx = float(np.max(np.abs(ref_k)))
+        check(base[k].shape == ref_k.shape and err <= 1e-4 * mx,
+              f"{name} output {k} {ref_k.shape}: max|blob - ref| {err:.3g} <= 1e-4 x {mx:.3g}")
+    for what, outs in runs.items():
+        same = all(o.tobytes() == b.tobytes() for o, b in zip(outs, base))
+        check(same, f"{name}: {what} gives the same bits as scalar w1")
+
+# --- u8 pixels with per-channel mean and std -----------------------------------
+mean, std = [0.5, 0.4, 0.3], [0.2, 0.25, 0.3]
+blob = os.path.join(work, "mobile-u8.blob")
+if compile_model(mobile, "1x3x20x18", blob, "--input-type", "u8", "--input-mean",
+                 ",".join(map(str, mean)), "--input-std", ",".join(map(str, std))):
+    px = rng.integers(0, 256, (1, 3, 20, 18)).astype(np.float32)
+    np.save(os.path.join(work, "px.npy"), px)
+    norm = ((px / np.float32(255) - np.array(mean, np.float32)[None, :, None, None])
+            / np.array(std, np.float32)[None, :, None, None]).astype(np.float32)
+    np.save(os.path.join(work, "norm.npy"), norm)
+    ref_run(mobile, "1x3x20x18", os.path.join(work, "norm.npy"), os.path.join(work, "u8-ref"))
+    if blob_run(blob, os.path.join(work, "px.npy"), os.path.join(work, "u8-out"), "--workers", "2"):
+        got, want = outputs(os.path.join(work, "u8-out"), 2), outputs(os.path.join(work, "u8-ref"), 2)
+        for k in range(2):
+            err = float(np.max(np.abs(got[k].astype(np.float64) - want[k])))
+            mx = float(np.max(np.abs(want[k])))
+            check(err <= 1e-4 * mx, f"u8 input output {k}: max|blob - ref| {err:.3g} <= 1e-4 x {mx:.3g}")
+    r = run("onnx-run", "--blob", blob, "--data", "x=" + os.path.join(work, "norm.npy"))
+    check(r.returncode == 1 and "pixel" in r.stderr, f"u8 input refuses non-pixel values: {r.stderr.strip()}")
+
+# --- refusals -------------------------------------------------------------------
+rmean = save("rmean", [helper.make_node("ReduceMean", ["x"], ["y"], name="mean_c", axes=[1])],
+             [], [fvi("x", [1, 3, 4, 4])], [fvi("y", None)], 11)
+r = run("compile", rmean, "-o", os.path.join(work, "t.blob"))
+check(r.returncode == 1 and "mean_c" in r.stderr and "ReduceMean" in r.stderr
+      and not os.path.exists(os.path.join(work, "t.blob")),
+      f"an op not compiled yet names the node and exits 1: {r.stderr.strip()}")
+r = run("compile", mobile, "--input", "x=1x3x8x8", "--input-type", "f16", "-o", os.path.join(work, "t.blob"))
+check(r.returncode == 2, f"--input-type f16 is a usage error: {r.stderr.strip()}")
+r = run("compile", mobile, "--input", "x=1x3x8x8", "--input-mean", "0.5,0.5", "-o",
+        os.path.join(work, "t.blob"))
+check(r.returncode == 1 and "channels" in r.stderr, f"two means for three channels: {r.stderr.strip()}")
+r = run("compile", mobile, "--input", "x=1x3x8x8", "--input-std", "1,0,1", "-o",
+        os.path.join(work, "t.blob"))
+check(r.returncode == 2, f"a zero std is a usage error: {r.stderr.strip()}")
+good = os.path.join(work, "mobile.blob")
+if os.path.exists(good):
+    data = open(good, "rb").read()
+    cut = os.path.join(work, "cut.blob")
+    with open(cut, "wb") as f:
+        f.write(data[:len(data) - 100])
+    r = run("onnx-run", "--blob", cut, "--data", "x=" + os.path.join(work, "mobile-x.npy"))
+    check(r.returncode == 1 and "truncated" in r.stderr, f"a truncated blob is refused: {r.stderr.strip()}")
+    r = run("onnx-run", "--blob", good, "--data", "y=" + os.path.join(work, "mobile-x.npy"))
+    check(r.returncode == 1 and "no such input" in r.stderr, f"an unknown input name: {r.stderr.strip()}")
+
+shutil.rmtree(work)
+print(f"{failures} failure(s)")
+sys.exit(1 if failures else 0)

@@ -1,0 +1,127 @@
+/* nib compile MODEL.onnx --input NAME=DIMS [--input-type u8|f32]
+ *     [--input-mean a,b,c --input-std a,b,c] -o OUT.blob
+ * Import (shapes fixed, constants and BatchNormalization folded, patterns
+ * fused), lower to vision ops, place the buffers, pack the f32 weights and
+ * write a vision blob (docs/vision.md). Written to OUT.blob.tmp and renamed
+ * into place only when complete and valid. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/cli/cli.h"
+#include "tools/compiler/vision_plan.h"
+#include "tools/util/args.h"
+#include "tools/util/tool_util.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: nib compile MODEL.onnx --input NAME=DIMS... -o OUT.blob [--input-type u8|f32]\n"
+            "                   [--input-mean A,B,C] [--input-std A,B,C]\n"
+            "  --input NAME=DIMS  fix the dims of an input (1x3x224x224); required for each\n"
+            "                     input with dynamic dims\n"
+            "  --input-type T     the bytes a request carries for each image input: f32\n"
+            "                     (default) or u8 pixels, NCHW either way\n"
+            "  --input-mean/--input-std  per channel: the run feeds the model\n"
+            "                     (x - mean) / std for f32, (x / 255 - mean) / std for u8\n");
+}
+
+enum { O_OUT = NIB_ARGS_OPT, O_INPUT, O_TYPE, O_MEAN, O_STD };
+
+static int write_file(const struct vision_plan *p, const char *out, char *err, size_t errlen)
+{
+    size_t tl = strlen(out) + 5;
+    char *tmp = malloc(tl);
+    if (!tmp)
+        return nib_fail(err, errlen, "out of memory");
+    snprintf(tmp, tl, "%s.tmp", out);
+    FILE *f = fopen(tmp, "wb");
+    int rc = f ? vp_write_blob(p, f, err, errlen)
+               : nib_fail(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
+    if (f && fclose(f) != 0 && rc == 0)
+        rc = nib_fail(err, errlen, "cannot finish writing %s", tmp);
+    if (rc == 0 && rename(tmp, out) != 0)
+        rc = nib_fail(err, errlen, "cannot rename %s to %s: %s", tmp, out, strerror(errno));
+    if (rc && f)
+        remove(tmp);
+    free(tmp);
+    return rc;
+}
+
+int nib_compile_onnx_main(int argc, char **argv)
+{
+    static const struct nib_opt opts[] = {{"-o", O_OUT, 1},
+                                          {"--input", O_INPUT, 1},
+                                          {"--input-type", O_TYPE, 1},
+                                          {"--input-mean", O_MEAN, 1},
+                                          {"--input-std", O_STD, 1},
+                                          {NULL, 0, 0}};
+    const char *model = NULL, *out = NULL;
+    struct nx_input_fix fix[NX_MAX_INPUT_FIXES];
+    uint32_t n_fix = 0;
+    struct vision_opts vo = {0};
+    char err[512];
+    struct nib_args a;
+    nib_args_init(&a, "nib compile", argc, argv, opts, usage, &model);
+    for (int o; (o = nib_args_next(&a)) != NIB_ARGS_END;) {
+        if (o == NIB_ARGS_EXIT)
+            return a.status;
+        if (o == O_OUT) {
+            out = a.value;
+        } else if (o == O_INPUT) {
+            if (n_fix == NX_MAX_INPUT_FIXES)
+                return nib_args_fail(&a, "more than %d --input", NX_MAX_INPUT_FIXES);
+            if (nx_parse_input_fix(a.value, &fix[n_fix], err, sizeof err))
+                return nib_args_fail(&a, "%s", err);
+            n_fix++;
+        } else if (o == O_TYPE) {
+            if (strcmp(a.value, "u8") && strcmp(a.value, "f32"))
+                return nib_args_fail(&a, "--input-type %s: u8 or f32", a.value);
+            vo.input_u8 = !strcmp(a.value, "u8");
+        } else {
+            float *dst = o == O_MEAN ? vo.mean : vo.std;
+            uint32_t *n = o == O_MEAN ? &vo.n_mean : &vo.n_std;
+            if (vp_parse_floats(a.value, dst, VP_MAX_CHANNELS, n, err, sizeof err))
+                return nib_args_fail(&a, "%s", err);
+            for (uint32_t i = 0; o == O_STD && i < *n; i++)
+                if (!(dst[i] > 0))
+                    return nib_args_fail(&a, "--input-std: every value must be > 0");
+        }
+    }
+    if (!model || !out)
+        return nib_args_missing(&a);
+    const uint8_t *buf;
+    size_t size;
+    if (nib_map_file(model, &buf, &size, err, sizeof err)) {
+        fprintf(stderr, "nib compile: %s\n", err);
+        return 1;
+    }
+    struct nx_graph g;
+    struct vision_plan p;
+    int rc = nx_import(&g, buf, size, fix, n_fix, err, sizeof err);
+    nib_unmap_file(buf, size);
+    if (rc) {
+        fprintf(stderr, "nib compile: %s: %s\n", model, err);
+        return 1;
+    }
+    rc = vp_lower(&g, &vo, &p, err, sizeof err);
+    nx_free(&g);
+    if (!rc) {
+        vp_place(&p);
+        rc = write_file(&p, out, err, sizeof err);
+        if (!rc) {
+            double wb = 0;
+            for (uint32_t i = 0; i < p.n_w; i++)
+                wb += p.w[i].rows * 1024.0;
+            fprintf(stderr,
+                    "nib compile: %s -> %s: vision model, %u ops, %u tensors, %.1f MB of f32 "
+                    "weights, %.1f MB runtime memory, %u inputs and outputs\n",
+                    model, out, p.n_ops, p.n_w, wb / 1e6, (double)p.arena / 1e6, p.n_io);
+        }
+        vp_free(&p);
+    }
+    if (rc)
+        fprintf(stderr, "nib compile: %s: %s\n", model, err);
+    return rc ? 1 : 0;
+}

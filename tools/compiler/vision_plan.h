@@ -1,0 +1,78 @@
+/* An imported ONNX graph (tools/compiler/onnx/onnx_ir.h) lowered to a
+ * vision blob (blob_format.h NIB_MODEL_VISION): a flat list of vision ops
+ * whose operands are buffers, the buffers placed in one arena by their
+ * lifetimes, f32 weights packed for the kernels, and the io table.
+ * vision_lower.c builds the plan; vision_blob.c places the buffers and
+ * writes the blob. */
+#ifndef NIB_VISION_PLAN_H
+#define NIB_VISION_PLAN_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "model_blob/blob_format.h"
+#include "tools/compiler/onnx/onnx_ir.h"
+
+#define VP_MAX_CHANNELS 16 /* --input-mean / --input-std values */
+
+struct vision_opts {
+    int input_u8;           /* --input-type u8: every 4-D input is u8 pixels */
+    uint32_t n_mean, n_std; /* per channel, or 0: mean 0, std 1 */
+    float mean[VP_MAX_CHANNELS], std[VP_MAX_CHANNELS];
+};
+
+/* One buffer of the arena: live from the op that first writes it to the
+ * last op that reads it (inclusive); -1 / INT32_MAX for the run's edges. */
+struct vp_buf {
+    uint64_t bytes;
+    int32_t first, last;
+    uint64_t off; /* placed by vp_place */
+};
+
+/* An op whose arena operands are buffers plus byte offsets into them. */
+struct vp_op {
+    struct nib_op op;
+    int32_t buf[3]; /* src0, src1, dst: buffer ids, -1 for none */
+    uint64_t add[3];
+};
+
+struct vp_weight {
+    char name[NIB_NAME_MAX];
+    float *data; /* padded to rows x 256 floats */
+    uint32_t rows;
+};
+
+struct vp_io {
+    struct nib_io_rec rec;
+    int32_t buf;
+};
+
+struct vision_plan {
+    struct vp_op *ops;
+    uint32_t n_ops, cap_ops;
+    struct vp_buf *bufs;
+    uint32_t n_bufs, cap_bufs;
+    struct vp_weight *w;
+    uint32_t n_w, cap_w;
+    struct vp_io io[NIB_IO_MAX];
+    uint32_t n_io;
+    uint64_t arena; /* bytes, after vp_place */
+};
+
+/* Lower g (imported, fused) into p. 0, or -1 with a message naming the
+ * node and the op that cannot be lowered. */
+int vp_lower(const struct nx_graph *g, const struct vision_opts *o, struct vision_plan *p,
+             char *err, size_t errlen);
+/* Place every buffer in one arena: buffers whose lifetimes overlap never
+ * share a byte. */
+void vp_place(struct vision_plan *p);
+/* Write the blob (after vp_place) to f and validate it as the runtime
+ * will. 0, or -1 with a message. */
+int vp_write_blob(const struct vision_plan *p, FILE *f, char *err, size_t errlen);
+void vp_free(struct vision_plan *p);
+
+/* --input-mean a,b,c: n floats. 0, or -1 with a message. */
+int vp_parse_floats(const char *arg, float *out, uint32_t max, uint32_t *n, char *err,
+                    size_t errlen);
+
+#endif
