@@ -110,7 +110,7 @@ struct boot_channel {
     int listen_fd;
     uint64_t sock_dev, sock_ino;
     int header_fd;
-    void *header; /* NIB_SHM_HEADER_MEMFD_SIZE bytes, writable (ours only) */
+    void *header; /* header_size bytes (boot_memfds), writable (ours only) */
     uint32_t n_rings;
     uint64_t ring_size;
     int ring_fd[NIB_HOSTS_MAX];
@@ -126,8 +126,8 @@ int boot_listen(struct boot_channel *c, char *err, size_t errlen);
 void boot_unlisten(struct boot_channel *c);
 /* The header memfd (mapped, zero) and n_rings ring memfds of ring_size
  * bytes (mapped, prefaulted, sealed SHRINK | GROW | SEAL). */
-int boot_memfds(struct boot_channel *c, uint32_t n_rings, uint64_t ring_size, char *err,
-                size_t errlen);
+int boot_memfds(struct boot_channel *c, uint32_t header_size, uint32_t n_rings, uint64_t ring_size,
+                char *err, size_t errlen);
 /* Seal the header memfd FUTURE_WRITE | SHRINK | GROW | SEAL, once written. */
 int boot_seal_header(struct boot_channel *c, char *err, size_t errlen);
 

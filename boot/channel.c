@@ -169,10 +169,10 @@ static void *make_memfd(const char *name, uint64_t size, int *fd_out, char *err,
     return p;
 }
 
-int boot_memfds(struct boot_channel *c, uint32_t n_rings, uint64_t ring_size, char *err,
-                size_t errlen)
+int boot_memfds(struct boot_channel *c, uint32_t header_size, uint32_t n_rings, uint64_t ring_size,
+                char *err, size_t errlen)
 {
-    c->header = make_memfd("nibble-header", NIB_SHM_HEADER_MEMFD_SIZE, &c->header_fd, err, errlen);
+    c->header = make_memfd("nibble-header", header_size, &c->header_fd, err, errlen);
     if (!c->header)
         return -1;
     c->n_rings = n_rings;

@@ -278,9 +278,16 @@ int main(int argc, char **argv)
     /* 1. the blob, as embedded */
     struct nib_blob_view v;
     uint64_t blob_size = nib_blob_size;
-    if (nib_blob_open(&v, nib_blob_start, blob_size, 1, err, sizeof err) ||
-        nib_tok_check(&v, err, sizeof err))
+    if (nib_blob_open(&v, nib_blob_start, blob_size, 1, err, sizeof err))
         return refuse("blob", err);
+    /* A vision model has no tokenizer: tensors in, tensors out. */
+    const int vision = v.h->model_kind == NIB_MODEL_VISION;
+    if (vision ? nib_server_tensor_check(&v, err, sizeof err) : nib_tok_check(&v, err, sizeof err))
+        return refuse("blob", err);
+    if (vision && o.vm_region)
+        return refuse("vm-region",
+                      "a vision model's tensor table needs a second header page; serve it "
+                      "through the memfds (without --vm-region)");
     size_t chat_len;
     if (nib_tok_chat_program(&v, &chat_len) && chat_stack(err, sizeof err))
         return refuse("stack", err);
@@ -335,7 +342,8 @@ int main(int argc, char **argv)
             boot_vm_region(o.vm_region, &geo, &o.max_hosts, epoch, ring_offset, err, sizeof err);
         if (!region)
             return refuse("vm-region", err);
-    } else if (boot_memfds(&ch, o.max_hosts, geo.ring_size, err, sizeof err)) {
+    } else if (boot_memfds(&ch, nib_server_header_size(&v), o.max_hosts, geo.ring_size, err,
+                           sizeof err)) {
         return refuse("memfd", err);
     }
     boot_lock_memory(&m);
@@ -478,12 +486,19 @@ int main(int argc, char **argv)
         /* release: pairs with the multiplexer's acquire of guest_state
          * (docs/ring.md §19): the layout and the header page are complete */
         nib_store_rel(&region->guest_state, NIB_VMR_GUEST_READY);
-    fprintf(stderr,
-            "nibble: ready on %s: dim %u, %u layers, %u heads (%u kv), vocab %u, ctx %u; "
-            "blob %llu bytes, crc32c %08x ok; runtime memory %llu bytes\n",
-            region ? "the VM region" : ch.paths.sock, hp->dim, hp->n_layers, hp->n_heads,
-            hp->n_kv_heads, hp->vocab_size, hp->ctx_len, (unsigned long long)blob_size, blob_crc,
-            (unsigned long long)v.mem_size);
+    if (vision)
+        fprintf(stderr,
+                "nibble: ready on %s: vision model, %u inputs (%u bytes), %u outputs (%u bytes), "
+                "%u ops; blob %llu bytes, crc32c %08x ok; runtime memory %llu bytes\n",
+                ch.paths.sock, h->n_inputs, h->inputs_len, h->n_outputs, h->outputs_len, v.h->n_ops,
+                (unsigned long long)blob_size, blob_crc, (unsigned long long)v.mem_size);
+    else
+        fprintf(stderr,
+                "nibble: ready on %s: dim %u, %u layers, %u heads (%u kv), vocab %u, ctx %u; "
+                "blob %llu bytes, crc32c %08x ok; runtime memory %llu bytes\n",
+                region ? "the VM region" : ch.paths.sock, hp->dim, hp->n_layers, hp->n_heads,
+                hp->n_kv_heads, hp->vocab_size, hp->ctx_len, (unsigned long long)blob_size,
+                blob_crc, (unsigned long long)v.mem_size);
 
     if (o.debug_syscall && !strcmp(o.debug_syscall, "serve")) {
         boot_log("debug: making a forbidden system call (getppid) on the serving thread");

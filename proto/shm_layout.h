@@ -64,6 +64,11 @@
 #define NIB_PROMPT_LIMIT (1u << 20) /* never more than 1 MiB */
 #define NIB_TEXT_MIN 32768u
 #define NIB_TEXT_LIMIT (4u << 20)
+/* A vision model (kind TENSOR, docs/ring.md section 6.4): the prompt area
+ * holds its input tensors and the text area its output tensors, each area
+ * at most this large; fewer slots per ring, since each holds megabytes. */
+#define NIB_TENSOR_AREA_LIMIT (256u << 20)
+#define NIB_RING_SLOTS_TENSOR 2u
 
 /* The appliance checks between passes of the model, at least every
  * NIB_CONTROL_CHECK_TOKENS tokens or NIB_CONTROL_CHECK_NS (one poll() on its
@@ -112,14 +117,13 @@ enum nib_status {
 };
 
 /* Request kinds (request.kind). TEXT and CHAT exist in version 4, MEASURE
- * where the header's features say so; TENSOR is reserved so the next
- * protocol revisions slot in without a layout break (docs/ring.md, "Room
- * for what comes next"). */
+ * and TENSOR where the header's features say so (a decoder serves the
+ * first three, a vision model only TENSOR). */
 enum nib_req_kind {
     NIB_REQ_KIND_TEXT = 0,    /* prompt bytes or token ids -> tokens and text */
     NIB_REQ_KIND_CHAT = 1,    /* messages (proto/chat_msg.h) rendered by the model's template */
     NIB_REQ_KIND_MEASURE = 2, /* reference-loop passes -> their times (NIB_FEAT_MEASURE) */
-    NIB_REQ_KIND_TENSOR = 3,  /* reserved: input tensors -> output tensors (vision) */
+    NIB_REQ_KIND_TENSOR = 3,  /* input tensors -> output tensors (NIB_FEAT_TENSOR) */
 };
 
 /* Request flags. */
@@ -131,6 +135,7 @@ enum nib_req_kind {
 /* What the served model offers (header.features). */
 #define NIB_FEAT_CHAT 1u    /* it has a chat template: kind CHAT is served */
 #define NIB_FEAT_MEASURE 2u /* kind MEASURE is served (docs/ring.md section 6.3) */
+#define NIB_FEAT_TENSOR 4u  /* a vision model: kind TENSOR only, the tensor table (6.4) */
 
 struct nib_request {
     uint32_t prompt_len;  /* bytes in the slot's prompt area */
@@ -162,7 +167,15 @@ struct nib_shm_header {
     uint32_t add_bos; /* the model prepends BOS unless NIB_REQ_NO_BOS */
     uint32_t errmsg_max;
     uint32_t features; /* NIB_FEAT_* */
-    uint32_t reserved1[10];
+    /* NIB_FEAT_TENSOR: the tensor table (struct nib_shm_tensor) at
+     * tensors_offset in the header memfd, n_inputs records then n_outputs;
+     * all 0 for a decoder */
+    uint32_t tensors_offset;
+    uint32_t n_inputs;
+    uint32_t n_outputs;
+    uint32_t inputs_len;  /* exact bytes of a TENSOR request's prompt area */
+    uint32_t outputs_len; /* exact bytes of its answer in the text area */
+    uint32_t reserved1[5];
     /* line 2: ring geometry (the same for every host's ring) */
     alignas(NIB_CACHELINE) uint64_t ring_size; /* bytes of each ring memfd */
     uint32_t ring_header_size;                 /* sizeof(struct nib_ring_header) */
@@ -222,6 +235,27 @@ struct nib_slot {
     char error[NIB_ERRMSG_MAX]; /* for BAD_REQUEST: "field: why", NUL-terminated */
 };
 
+/* One tensor a vision model takes or gives (the header memfd's tensor
+ * table, docs/ring.md section 3): its bytes lie at area_off in a slot's
+ * prompt area (an input) or text area (an output), dense, row-major over
+ * dims, elements little-endian. */
+#define NIB_TENSOR_NAME_MAX 64
+#define NIB_TENSOR_MAX 16
+#define NIB_TENSOR_MAX_RANK 8
+enum nib_tensor_dtype { NIB_TENSOR_F32 = 1, NIB_TENSOR_U8 = 2 };
+struct nib_shm_tensor {
+    char name[NIB_TENSOR_NAME_MAX]; /* the model's name for it, NUL-terminated */
+    uint32_t dir;                   /* 0 input, 1 output */
+    uint32_t dtype;                 /* enum nib_tensor_dtype: 1 f32, 2 u8 */
+    uint32_t rank;                  /* 1..NIB_TENSOR_MAX_RANK */
+    uint32_t reserved;
+    uint32_t dims[NIB_TENSOR_MAX_RANK]; /* unused ones 0 */
+    uint64_t area_off;                  /* 64-byte aligned, inside its area */
+    uint64_t bytes;                     /* product of dims x element size */
+};
+
+_Static_assert(sizeof(struct nib_shm_tensor) == 128, "tensor record layout");
+_Static_assert(offsetof(struct nib_shm_tensor, dims) == 80, "tensor record dims");
 _Static_assert(sizeof(struct nib_request) == 64, "request layout");
 _Static_assert(offsetof(struct nib_request, seed) == 16, "request seed");
 _Static_assert(offsetof(struct nib_request, kind) == 24, "request kind");
@@ -229,6 +263,7 @@ _Static_assert(offsetof(struct nib_shm_header, epoch) == 24, "header epoch");
 _Static_assert(offsetof(struct nib_shm_header, appliance_pid) == 44, "header pid");
 _Static_assert(offsetof(struct nib_shm_header, ctx_len) == 64, "header line 1");
 _Static_assert(offsetof(struct nib_shm_header, features) == 84, "header features");
+_Static_assert(offsetof(struct nib_shm_header, outputs_len) == 104, "header tensor fields");
 _Static_assert(offsetof(struct nib_shm_header, ring_size) == 128, "header line 2");
 _Static_assert(offsetof(struct nib_shm_header, slot_text) == 180, "header geometry");
 _Static_assert(offsetof(struct nib_shm_header, state) == 192, "header line 3");
@@ -250,6 +285,12 @@ _Static_assert(sizeof(struct nib_slot) == 320, "slot fixed part");
 #define NIB_SHM_HEADER_MEMFD_SIZE 4096u
 _Static_assert(NIB_SHM_STATS_OFFSET + sizeof(struct nib_stats) <= NIB_SHM_HEADER_MEMFD_SIZE,
                "stats page fits in the header memfd");
+/* A vision model's header memfd: a second page holds the tensor table. */
+#define NIB_SHM_TENSORS_OFFSET 4096u
+#define NIB_SHM_HEADER_MEMFD_SIZE_TENSOR 8192u
+_Static_assert(NIB_SHM_TENSORS_OFFSET + NIB_TENSOR_MAX * sizeof(struct nib_shm_tensor) <=
+                   NIB_SHM_HEADER_MEMFD_SIZE_TENSOR,
+               "tensor table fits in the header memfd");
 
 /* The geometry of every ring for a model of ctx_len positions whose
  * longest vocabulary piece is max_piece bytes: fills the line-2 fields of
@@ -278,6 +319,31 @@ static inline void nib_ring_geometry(struct nib_shm_header *h, uint32_t ctx_len,
     h->slot_text = (uint32_t)((text + 63) & ~63ull);
     h->slot_size = (h->text_offset + (uint64_t)h->slot_text + 63) & ~63ull;
     h->ring_size = (h->slots_offset + h->n_slots * h->slot_size + 4095) & ~4095ull;
+}
+
+/* The geometry of every ring for a vision model whose inputs take
+ * inputs_len bytes and outputs outputs_len (each area laid out by the
+ * tensor table, every tensor 64-byte aligned): NIB_RING_SLOTS_TENSOR
+ * slots, no token area. The caller bounds both by NIB_TENSOR_AREA_LIMIT. */
+static inline void nib_ring_geometry_tensor(struct nib_shm_header *h, uint64_t inputs_len,
+                                            uint64_t outputs_len)
+{
+    h->ring_header_size = sizeof(struct nib_ring_header);
+    h->n_slots = NIB_RING_SLOTS_TENSOR;
+    h->slots_offset = sizeof(struct nib_ring_header);
+    h->prompt_offset = sizeof(struct nib_slot);
+    h->prompt_max = (uint32_t)((inputs_len + 63) & ~63ull);
+    h->tokens_offset = h->prompt_offset + h->prompt_max;
+    h->slot_tokens = 0;
+    h->text_offset = h->tokens_offset;
+    h->slot_text = (uint32_t)((outputs_len + 63) & ~63ull);
+    h->slot_size = (h->text_offset + (uint64_t)h->slot_text + 63) & ~63ull;
+    h->ring_size = (h->slots_offset + h->n_slots * h->slot_size + 4095) & ~4095ull;
+}
+
+static inline const struct nib_shm_tensor *nib_shm_tensors(const struct nib_shm_header *h)
+{
+    return (const struct nib_shm_tensor *)(const void *)((const uint8_t *)h + h->tensors_offset);
 }
 
 static inline struct nib_slot *nib_ring_slot(void *ring, const struct nib_shm_header *h, uint32_t i)

@@ -163,7 +163,7 @@ static void attach(struct nib_server *s, int c)
     struct nib_ctl_msg m = nib_ctl_make(NIB_CTL_ATTACHED);
     m.host_index = (uint32_t)i;
     m.epoch = s->hdr->epoch;
-    m.header_size = NIB_SHM_HEADER_MEMFD_SIZE;
+    m.header_size = s->hdr->header_memfd_size;
     m.ring_size = s->hdr->ring_size;
     int fds[2] = {s->header_fd, s->rings[i].mem_fd};
     int nfds = fds[0] >= 0 && fds[1] >= 0 ? 2 : 0;

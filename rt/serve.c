@@ -20,6 +20,12 @@
 
 void nib_server_geometry(const struct nib_blob_view *v, struct nib_shm_header *h)
 {
+    uint64_t in_len, out_len;
+    if (v->h->model_kind == NIB_MODEL_VISION) {
+        nib_tensor_layout(v, NULL, &in_len, &out_len);
+        nib_ring_geometry_tensor(h, in_len, out_len);
+        return;
+    }
     nib_ring_geometry(h, v->h->hp.ctx_len, v->tok->max_piece_len);
 }
 
@@ -45,6 +51,12 @@ static void scratch_plan(const struct nib_blob_view *v, struct scratch_plan *p)
     struct nib_shm_header h;
     memset(&h, 0, sizeof h);
     memset(p, 0, sizeof *p);
+    if (v->h->model_kind == NIB_MODEL_VISION) {
+        /* Tensors go from the slot straight to their io offsets in the
+         * arena and back (rt/serve_tensor.c): no private copy, no ids. */
+        p->total = 64;
+        return;
+    }
     nib_server_geometry(v, &h);
     size_t prog_len = 0;
     int chat = nib_tok_chat_program(v, &prog_len) != NULL;
@@ -74,8 +86,8 @@ uint64_t nib_server_scratch_footprint(const struct nib_blob_view *v)
     return p.total;
 }
 
-static int fail(char *err, size_t errlen, const char *field, const char *why, uint64_t a,
-                uint64_t b)
+int nib_req_fail(char *err, size_t errlen, const char *field, const char *why, uint64_t a,
+                 uint64_t b)
 {
     char msg[96];
     snprintf(msg, sizeof msg, why, (unsigned long long)a, (unsigned long long)b);
@@ -90,21 +102,23 @@ static int decode_measure(const struct nib_request *r, const uint8_t *prompt, si
                           size_t errlen)
 {
     if (r->flags)
-        return fail(err, errlen, "flags", "a measurement takes no flags (0x%llx set)", r->flags, 0);
+        return nib_req_fail(err, errlen, "flags", "a measurement takes no flags (0x%llx set)",
+                            r->flags, 0);
     if (r->temperature != 0.0f)
-        return fail(err, errlen, "temperature", "must be 0 for a measurement", 0, 0);
+        return nib_req_fail(err, errlen, "temperature", "must be 0 for a measurement", 0, 0);
     if (r->prompt_len != 4)
-        return fail(err, errlen, "prompt_len",
-                    "%llu: a measurement's prompt is its first position, one u32 (4 bytes)",
-                    r->prompt_len, 0);
+        return nib_req_fail(err, errlen, "prompt_len",
+                            "%llu: a measurement's prompt is its first position, one u32 (4 bytes)",
+                            r->prompt_len, 0);
     if (prompt_avail < 4)
-        return fail(err, errlen, "prompt_len", "4 bytes of position were not provided", 0, 0);
+        return nib_req_fail(err, errlen, "prompt_len", "4 bytes of position were not provided", 0,
+                            0);
     uint32_t pos = (uint32_t)prompt[0] | (uint32_t)prompt[1] << 8 | (uint32_t)prompt[2] << 16 |
                    (uint32_t)prompt[3] << 24;
     if (pos >= lim->ctx_len || r->max_tokens > lim->ctx_len - pos)
-        return fail(err, errlen, "prompt",
-                    "position %llu + max_tokens passes the context (%llu positions)", pos,
-                    lim->ctx_len);
+        return nib_req_fail(err, errlen, "prompt",
+                            "position %llu + max_tokens passes the context (%llu positions)", pos,
+                            lim->ctx_len);
     out->prompt_len = 4;
     out->max_tokens = r->max_tokens;
     out->kind = NIB_REQ_KIND_MEASURE;
@@ -122,35 +136,45 @@ int nib_req_decode(const struct nib_request *raw, const uint8_t *prompt, size_t 
     memcpy(&r, raw, sizeof r);
     memset(out, 0, sizeof *out);
     if (r.prompt_len > lim->prompt_max)
-        return fail(err, errlen, "prompt_len", "%llu is larger than prompt_max %llu", r.prompt_len,
-                    lim->prompt_max);
+        return nib_req_fail(err, errlen, "prompt_len", "%llu is larger than prompt_max %llu",
+                            r.prompt_len, lim->prompt_max);
+    if (lim->tensor_in && r.kind != NIB_REQ_KIND_TENSOR)
+        return nib_req_fail(err, errlen, "kind",
+                            "%llu: this is a vision model, it serves only kind 3 (TENSOR)", r.kind,
+                            0);
+    if (!lim->tensor_in && r.kind == NIB_REQ_KIND_TENSOR)
+        return nib_req_fail(err, errlen, "kind", "3 (TENSOR): this model takes tokens, not tensors",
+                            0, 0);
+    if (r.kind == NIB_REQ_KIND_TENSOR)
+        return nib_req_decode_tensor(&r, lim, out, err, errlen);
     if (r.max_tokens == 0 || r.max_tokens > lim->slot_tokens)
-        return fail(err, errlen, "max_tokens", "%llu is outside 1..slot_tokens (%llu)",
-                    r.max_tokens, lim->slot_tokens);
+        return nib_req_fail(err, errlen, "max_tokens", "%llu is outside 1..slot_tokens (%llu)",
+                            r.max_tokens, lim->slot_tokens);
     if (!(r.temperature >= 0.0f && r.temperature <= NIB_TEMPERATURE_MAX)) /* NaN fails too */
-        return fail(err, errlen, "temperature", "must be a number in 0..%llu",
-                    (uint64_t)NIB_TEMPERATURE_MAX, 0);
+        return nib_req_fail(err, errlen, "temperature", "must be a number in 0..%llu",
+                            (uint64_t)NIB_TEMPERATURE_MAX, 0);
     if (r.flags & ~NIB_REQ_FLAGS_KNOWN)
-        return fail(err, errlen, "flags", "unknown bits 0x%llx set", r.flags & ~NIB_REQ_FLAGS_KNOWN,
-                    0);
+        return nib_req_fail(err, errlen, "flags", "unknown bits 0x%llx set",
+                            r.flags & ~NIB_REQ_FLAGS_KNOWN, 0);
     if (r.kind != NIB_REQ_KIND_TEXT && r.kind != NIB_REQ_KIND_CHAT &&
         r.kind != NIB_REQ_KIND_MEASURE)
-        return fail(err, errlen, "kind",
-                    "%llu is not a kind this appliance serves (0: text, 1: chat, 2: measure)",
-                    r.kind, 0);
+        return nib_req_fail(
+            err, errlen, "kind",
+            "%llu is not a kind this appliance serves (0: text, 1: chat, 2: measure)", r.kind, 0);
     if (r.kind == NIB_REQ_KIND_CHAT && !lim->chat_messages)
-        return fail(err, errlen, "kind", "this model has no chat template", 0, 0);
+        return nib_req_fail(err, errlen, "kind", "this model has no chat template", 0, 0);
     if (r.kind == NIB_REQ_KIND_CHAT && (r.flags & NIB_REQ_PROMPT_IDS))
-        return fail(err, errlen, "flags", "PROMPT_IDS does not apply to a chat request", 0, 0);
+        return nib_req_fail(err, errlen, "flags", "PROMPT_IDS does not apply to a chat request", 0,
+                            0);
     for (size_t i = 0; i < sizeof r.reserved; i++)
         if (r.reserved[i])
-            return fail(err, errlen, "reserved", "byte %llu is not zero", i, 0);
+            return nib_req_fail(err, errlen, "reserved", "byte %llu is not zero", i, 0);
     if (r.kind == NIB_REQ_KIND_MEASURE)
         return decode_measure(&r, prompt, prompt_avail, lim, out, err, errlen);
     if (r.kind == NIB_REQ_KIND_CHAT) {
         if (r.prompt_len > prompt_avail)
-            return fail(err, errlen, "prompt_len", "%llu bytes of messages were not provided",
-                        r.prompt_len, 0);
+            return nib_req_fail(err, errlen, "prompt_len",
+                                "%llu bytes of messages were not provided", r.prompt_len, 0);
         if (nib_chat_decode(prompt, r.prompt_len, &out->chat, parts, lim->chat_messages, err,
                             errlen))
             return -1;
@@ -158,23 +182,24 @@ int nib_req_decode(const struct nib_request *raw, const uint8_t *prompt, size_t 
     if (r.flags & NIB_REQ_PROMPT_IDS) {
         uint32_t n = r.prompt_len / 4;
         if (r.prompt_len % 4)
-            return fail(err, errlen, "prompt_len", "%llu is not a whole number of token ids",
-                        r.prompt_len, 0);
+            return nib_req_fail(err, errlen, "prompt_len",
+                                "%llu is not a whole number of token ids", r.prompt_len, 0);
         if (n == 0)
-            return fail(err, errlen, "prompt_len", "no prompt token ids", 0, 0);
+            return nib_req_fail(err, errlen, "prompt_len", "no prompt token ids", 0, 0);
         if (n > lim->ctx_len || n > lim->slot_tokens)
-            return fail(err, errlen, "prompt_len",
-                        "%llu token ids, more than the context holds (%llu)", n,
-                        lim->ctx_len < lim->slot_tokens ? lim->ctx_len : lim->slot_tokens);
+            return nib_req_fail(err, errlen, "prompt_len",
+                                "%llu token ids, more than the context holds (%llu)", n,
+                                lim->ctx_len < lim->slot_tokens ? lim->ctx_len : lim->slot_tokens);
         if (r.prompt_len > prompt_avail || n > ids_cap)
-            return fail(err, errlen, "prompt_len", "%llu bytes of ids were not provided",
-                        r.prompt_len, 0);
+            return nib_req_fail(err, errlen, "prompt_len", "%llu bytes of ids were not provided",
+                                r.prompt_len, 0);
         for (uint32_t i = 0; i < n; i++) {
             uint32_t id = (uint32_t)prompt[4 * i] | (uint32_t)prompt[4 * i + 1] << 8 |
                           (uint32_t)prompt[4 * i + 2] << 16 | (uint32_t)prompt[4 * i + 3] << 24;
             if (id >= lim->vocab_size)
-                return fail(err, errlen, "prompt", "token id %llu is not below vocab_size %llu", id,
-                            lim->vocab_size);
+                return nib_req_fail(err, errlen, "prompt",
+                                    "token id %llu is not below vocab_size %llu", id,
+                                    lim->vocab_size);
             ids[i] = id;
         }
         out->n_ids = n;
@@ -233,7 +258,7 @@ void nib_server_init(struct nib_server *s, const struct nib_blob_view *v, void *
     h->magic = NIB_SHM_MAGIC;
     h->version = NIB_SHM_VERSION;
     h->header_size = sizeof *h;
-    h->header_memfd_size = NIB_SHM_HEADER_MEMFD_SIZE;
+    h->header_memfd_size = nib_server_header_size(v);
     h->epoch = epoch;
     h->stats_offset = NIB_SHM_STATS_OFFSET;
     h->stats_size = sizeof(struct nib_stats);
@@ -246,10 +271,12 @@ void nib_server_init(struct nib_server *s, const struct nib_blob_view *v, void *
     h->add_bos = hp->add_bos ? 1 : 0;
     h->errmsg_max = NIB_ERRMSG_MAX;
     h->features = (s->chat_prog ? NIB_FEAT_CHAT : 0) | NIB_FEAT_MEASURE;
+    if (v->h->model_kind == NIB_MODEL_VISION)
+        nib_server_init_tensors(s);
     s->ref.e = &s->exec; /* runs on whatever team exec runs on */
     nib_server_geometry(v, h);
-    s->lim = (struct nib_req_limits){h->prompt_max, h->slot_tokens, hp->ctx_len, hp->vocab_size,
-                                     sp.messages};
+    s->lim = (struct nib_req_limits){h->prompt_max,  h->slot_tokens, hp->ctx_len,
+                                     hp->vocab_size, sp.messages,    h->inputs_len};
     s->stats->version = NIB_STATS_VERSION;
     /* release: pairs with the acquire of heartbeat_ns in nibhost.c alive() */
     nib_store_rel(&h->heartbeat_ns, nib_now_ns());
@@ -275,7 +302,7 @@ static struct nib_slot *slot_at(const struct nib_server *s, uint32_t ring, uint3
 
 /* Is the slot still the request's own: RUNNING under the ticket it was
  * picked up with? Checked before every write into it. */
-static int own(const struct nib_server *s, const struct nib_run *r)
+int nib_serve_own(const struct nib_server *s, const struct nib_run *r)
 {
     struct nib_slot *slot = slot_at(s, r->ring, r->slot);
     /* acquire: pairs with the releases of state in nibhost.c nib_host_submit()
@@ -304,7 +331,7 @@ static void announce_done(struct nib_server *s, uint32_t ring)
 
 /* Post the final status: only into a slot that is still the request's own
  * (else the request ends HOST_CHANGED and nothing is written). */
-static void finish(struct nib_server *s, struct nib_run *r, uint32_t status, const char *why)
+void nib_serve_finish(struct nib_server *s, struct nib_run *r, uint32_t status, const char *why)
 {
     struct nib_stats *st = s->stats;
     uint64_t t = nib_now_ns();
@@ -316,7 +343,7 @@ static void finish(struct nib_server *s, struct nib_run *r, uint32_t status, con
         return;
     }
     struct nib_slot *slot = slot_at(s, r->ring, r->slot);
-    if (status != NIB_ST_HOST_CHANGED && own(s, r)) {
+    if (status != NIB_ST_HOST_CHANGED && nib_serve_own(s, r)) {
         /* The whole text now, a trailing partial character included (it
          * will never be completed). release: pairs with the acquire of
          * text_len in nibhost.c nib_host_poll() */
@@ -412,7 +439,7 @@ void nib_server_housekeeping(struct nib_server *s, uint64_t now)
  * appliance's own count; text_len in the slot is published only up to the
  * last whole UTF-8 character (nib_utf8_ready looks at the last three bytes
  * at most, kept privately in r->tail), so a streaming host never sees half
- * a character; finish() publishes the rest. */
+ * a character; nib_serve_finish() publishes the rest. */
 static int emit_text(struct nib_server *s, struct nib_slot *slot, struct nib_run *r, uint32_t prev,
                      uint32_t id)
 {
@@ -545,7 +572,7 @@ static uint32_t checkpoint(struct nib_server *s, struct nib_run *r, struct check
         s->pass_hook(s, s->pass_hook_arg);
     if (nib_server_stopping(s))
         return NIB_ST_SHUTDOWN;
-    if (!own(s, r))
+    if (!nib_serve_own(s, r))
         return NIB_ST_HOST_CHANGED;
     /* acquire: pairs with the release of cancel in nibhost.c nib_host_cancel() */
     if (nib_load_acq(&slot_at(s, r->ring, r->slot)->cancel))
@@ -577,7 +604,7 @@ static void serve_measure(struct nib_server *s, struct nib_run *r, struct nib_sl
         uint64_t t0 = nib_now_ns();
         nib_ref_iteration(&s->ref, d->measure_pos + i); /* in the context: decode_measure */
         uint64_t t = nib_now_ns(), ns = t - t0;
-        if (!own(s, r)) {
+        if (!nib_serve_own(s, r)) {
             status = NIB_ST_HOST_CHANGED;
             break;
         }
@@ -589,7 +616,7 @@ static void serve_measure(struct nib_server *s, struct nib_run *r, struct nib_sl
         s->stats->ref_iterations++;
         status = checkpoint(s, r, &c, 1, t);
     }
-    finish(s, r, status ? status : NIB_ST_OK, NULL);
+    nib_serve_finish(s, r, status ? status : NIB_ST_OK, NULL);
 }
 
 static void serve(struct nib_server *s, uint32_t ring, uint32_t slot_i)
@@ -610,11 +637,12 @@ static void serve(struct nib_server *s, uint32_t ring, uint32_t slot_i)
     s->run = &r;
     struct nib_request req;
     memcpy(&req, &slot->req, sizeof req);
-    uint32_t plen = req.prompt_len <= h->prompt_max ? req.prompt_len : 0;
+    /* A vision model's inputs are copied later, straight to the arena. */
+    uint32_t plen = req.prompt_len <= h->prompt_max && !s->lim.tensor_in ? req.prompt_len : 0;
     memcpy(s->prompt, nib_slot_prompt(slot, h), plen);
     s->stats->requests_accepted++;
-    if (!own(s, &r)) {
-        finish(s, &r, NIB_ST_HOST_CHANGED, NULL);
+    if (!nib_serve_own(s, &r)) {
+        nib_serve_finish(s, &r, NIB_ST_HOST_CHANGED, NULL);
         return;
     }
     slot->t_start_ns = r.t_start;
@@ -633,20 +661,24 @@ static void serve(struct nib_server *s, uint32_t ring, uint32_t slot_i)
     char why[NIB_ERRMSG_MAX];
     if (nib_req_decode(&req, s->prompt, plen, &s->lim, &d, s->ids, s->ids_cap, s->parts, why,
                        sizeof why)) {
-        finish(s, &r, NIB_ST_BAD_REQUEST, why);
+        nib_serve_finish(s, &r, NIB_ST_BAD_REQUEST, why);
         return;
     }
     if (d.kind == NIB_REQ_KIND_MEASURE) {
         serve_measure(s, &r, slot, &d);
         return;
     }
-    int n = prompt_ids(s, &d, why, sizeof why);
-    if (n <= 0) {
-        finish(s, &r, NIB_ST_BAD_REQUEST, why);
+    if (d.kind == NIB_REQ_KIND_TENSOR) {
+        nib_serve_tensor(s, &r, slot);
         return;
     }
-    if (!own(s, &r)) {
-        finish(s, &r, NIB_ST_HOST_CHANGED, NULL);
+    int n = prompt_ids(s, &d, why, sizeof why);
+    if (n <= 0) {
+        nib_serve_finish(s, &r, NIB_ST_BAD_REQUEST, why);
+        return;
+    }
+    if (!nib_serve_own(s, &r)) {
+        nib_serve_finish(s, &r, NIB_ST_HOST_CHANGED, NULL);
         return;
     }
     uint32_t *tokens = nib_slot_tokens(slot, h);
@@ -677,7 +709,7 @@ static void serve(struct nib_server *s, uint32_t ring, uint32_t slot_i)
                             ? nib_sample((float *)logits, hp->vocab_size, d.temperature, &rng)
                             : nib_exec_argmax(&s->exec);
         uint64_t t = nib_now_ns();
-        if (!own(s, &r)) {
+        if (!nib_serve_own(s, &r)) {
             status = NIB_ST_HOST_CHANGED;
             break;
         }
@@ -713,7 +745,7 @@ static void serve(struct nib_server *s, uint32_t ring, uint32_t slot_i)
         }
         logits = nib_exec_token(&s->exec, next, pos++);
     }
-    finish(s, &r, status, NULL);
+    nib_serve_finish(s, &r, status, NULL);
 }
 
 int nib_server_poll(struct nib_server *s)

@@ -30,6 +30,8 @@ struct nib_req_limits {
     uint32_t ctx_len;
     uint32_t vocab_size;
     uint32_t chat_messages; /* messages a chat request may hold; 0: no chat template */
+    uint32_t tensor_in;     /* a vision model: the exact bytes of its inputs (header
+                             * inputs_len); 0: a decoder (no kind TENSOR) */
 };
 
 /* A request that passed every check. */
@@ -40,13 +42,15 @@ struct nib_req_decoded {
     uint32_t flags;      /* known bits only */
     uint64_t seed;
     uint32_t n_ids;            /* NIB_REQ_PROMPT_IDS: ids copied to ids[] */
-    uint32_t kind;             /* NIB_REQ_KIND_TEXT, _CHAT or _MEASURE */
+    uint32_t kind;             /* NIB_REQ_KIND_TEXT, _CHAT, _MEASURE or _TENSOR */
     uint32_t measure_pos;      /* MEASURE: the first position */
     struct nib_chat_head chat; /* CHAT: the conversation's header */
 };
 
 /* Decode and check a request that was copied out of shared memory: every
- * field against the limits, kind TEXT, CHAT or MEASURE, reserved bytes
+ * field against the limits, kind TEXT, CHAT or MEASURE for a decoder and
+ * only TENSOR for a vision model (lim->tensor_in; then prompt_len is
+ * exactly tensor_in, max_tokens, temperature and flags 0), reserved bytes
  * zero; with kind MEASURE, no flags, temperature 0 and a prompt of one
  * little-endian u32, the first position, with max_tokens positions from
  * it inside the context; with
@@ -59,6 +63,31 @@ struct nib_req_decoded {
 int nib_req_decode(const struct nib_request *raw, const uint8_t *prompt, size_t prompt_avail,
                    const struct nib_req_limits *lim, struct nib_req_decoded *out, uint32_t *ids,
                    size_t ids_cap, struct nib_chat_part *parts, char *err, size_t errlen);
+
+/* --- rt/serve_tensor.c: a vision model (docs/ring.md section 6.4) ---------- */
+
+/* The tensor table of vision blob v into t (NIB_TENSOR_MAX records; NULL:
+ * only the sizes): its io records, each at its 64-byte aligned offset in
+ * the prompt area (inputs) or text area (outputs); *in_len and *out_len,
+ * the exact bytes of each area's contents. */
+void nib_tensor_layout(const struct nib_blob_view *v, struct nib_shm_tensor *t, uint64_t *in_len,
+                       uint64_t *out_len);
+
+/* Bytes of the header memfd for blob v: NIB_SHM_HEADER_MEMFD_SIZE, or with
+ * the tensor table's page for a vision model. */
+uint32_t nib_server_header_size(const struct nib_blob_view *v);
+
+/* Why a vision blob cannot be served (an area over NIB_TENSOR_AREA_LIMIT),
+ * into err; 0 when it can (and for a decoder). */
+int nib_server_tensor_check(const struct nib_blob_view *v, char *err, size_t errlen);
+
+/* kind TENSOR's part of nib_req_decode (r already copied, kind checked). */
+int nib_req_decode_tensor(const struct nib_request *r, const struct nib_req_limits *lim,
+                          struct nib_req_decoded *out, char *err, size_t errlen);
+
+/* "field: why" into err with why formatted from a and b; returns -1. */
+int nib_req_fail(char *err, size_t errlen, const char *field, const char *why, uint64_t a,
+                 uint64_t b);
 
 /* Bytes a chat request's rendered text may take (the template's text
  * around the messages included): NIB_CHAT_RENDER_FACTOR x prompt_max. */
@@ -160,12 +189,27 @@ uint64_t nib_server_scratch_footprint(const struct nib_blob_view *v);
 void nib_server_geometry(const struct nib_blob_view *v, struct nib_shm_header *h);
 
 /* Write the header (identity, limits, geometry; header: a zeroed mapping of
- * NIB_SHM_HEADER_MEMFD_SIZE bytes) and bind the server to its memory. mem:
+ * nib_server_header_size(v) bytes) and bind the server to its memory. mem:
  * v->mem_size bytes; scratch: nib_server_scratch_footprint(v) bytes,
  * 64-byte aligned. Rings are added with nib_server_set_ring. State stays
  * BOOTING until the caller stores READY. */
 void nib_server_init(struct nib_server *s, const struct nib_blob_view *v, void *mem, void *scratch,
                      void *header, uint32_t max_hosts, uint32_t pid, uint64_t epoch);
+
+/* A vision model's header fields and tensor table (from nib_server_init). */
+void nib_server_init_tensors(struct nib_server *s);
+
+/* Serve a decoded TENSOR request picked up into r from slot: the inputs
+ * from the prompt area to their io offsets in the arena, one run of the
+ * plan, the outputs into the text area, the final status. */
+void nib_serve_tensor(struct nib_server *s, struct nib_run *r, struct nib_slot *slot);
+
+/* Is the slot still r's own (RUNNING under its ticket)? Checked before
+ * every write into it. */
+int nib_serve_own(const struct nib_server *s, const struct nib_run *r);
+
+/* Post r's final status (only into a slot that is still its own). */
+void nib_serve_finish(struct nib_server *s, struct nib_run *r, uint32_t status, const char *why);
 
 /* Ring i: hdr->ring_size bytes at base (zeroed), its memfd (or -1). */
 void nib_server_set_ring(struct nib_server *s, uint32_t i, void *base, int mem_fd);

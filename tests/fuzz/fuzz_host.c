@@ -12,7 +12,10 @@
  *   - the strict UTF-8 sanitizer (proto/utf8.h) on the model bytes:
  *     output well-formed (nothing held back, sanitizing it again changes
  *     nothing), at most 3 bytes per input byte, and streamed in two pieces
- *     cut where the input says, the same bytes as converted whole. */
+ *     cut where the input says, the same bytes as converted whole;
+ *   - a vision model's header (with the two-page header memfd) and its
+ *     tensor table from the model bytes: an accepted table keeps every
+ *     tensor inside its area, in order, its bytes those of its dims. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,6 +62,49 @@ static void check_geometry(const uint8_t *data, size_t size)
     FUZZ_ASSERT(s.prompt_max >= NIB_PROMPT_MIN && s.slot_text >= NIB_TEXT_MIN && s.slot_tokens);
 }
 
+/* A vision model's header (TENSOR) and its tensor table, from the model
+ * bytes: an accepted table puts every tensor inside its area, in order,
+ * without overlap, its bytes the product of its dims. */
+static void check_tensors(const uint8_t *data, size_t size)
+{
+    uint8_t in[FIXED] = {0};
+    memcpy(in, data, size < FIXED ? size : FIXED);
+    struct nib_shm_header s;
+    memcpy(&s, in, sizeof s);
+    uint32_t index;
+    uint64_t epoch, ring_size;
+    memcpy(&index, in + sizeof s, 4);
+    memcpy(&epoch, in + sizeof s + 4, 8);
+    memcpy(&ring_size, in + sizeof s + 12, 8);
+    char err[320];
+    if (nib_host_check_header(&s, index, epoch, NIB_SHM_HEADER_MEMFD_SIZE_TENSOR, ring_size, "fuzz",
+                              err, sizeof err))
+        return;
+    FUZZ_ASSERT(s.features == NIB_FEAT_TENSOR && s.n_inputs >= 1 && s.n_outputs >= 1 &&
+                s.n_inputs + s.n_outputs <= NIB_TENSOR_MAX);
+    FUZZ_ASSERT(s.inputs_len <= s.prompt_max && s.outputs_len <= s.slot_text);
+    FUZZ_ASSERT((uint64_t)s.text_offset + s.slot_text <= s.slot_size &&
+                (uint64_t)s.prompt_offset + s.prompt_max <= s.text_offset);
+    struct nib_shm_tensor t[NIB_TENSOR_MAX];
+    memset(t, 0, sizeof t);
+    if (size > FIXED)
+        memcpy(t, data + FIXED, size - FIXED < sizeof t ? size - FIXED : sizeof t);
+    if (nib_host_check_tensors(&s, t, "fuzz", err, sizeof err)) {
+        FUZZ_ASSERT(strstr(err, "fuzz") != NULL);
+        return;
+    }
+    uint64_t end[2] = {0, 0};
+    for (uint32_t i = 0; i < s.n_inputs + s.n_outputs; i++) {
+        uint32_t dir = i >= s.n_inputs;
+        uint64_t limit = dir ? s.outputs_len : s.inputs_len, bytes = t[i].dtype == 1 ? 4 : 1;
+        for (uint32_t d = 0; d < t[i].rank; d++)
+            bytes *= t[i].dims[d];
+        FUZZ_ASSERT(t[i].dir == dir && bytes == t[i].bytes && memchr(t[i].name, 0, 64));
+        FUZZ_ASSERT(t[i].area_off >= end[dir] && t[i].area_off + t[i].bytes <= limit);
+        end[dir] = t[i].area_off + t[i].bytes;
+    }
+}
+
 static void check_utf8(const uint8_t *b, size_t n, size_t cut)
 {
     uint8_t *out = malloc(3 * n + 1), *again = malloc(3 * n + 1), *streamed = malloc(3 * n + 1);
@@ -79,6 +125,7 @@ static void check_utf8(const uint8_t *b, size_t n, size_t cut)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     check_geometry(data, size);
+    check_tensors(data, size);
     if (size > FIXED) {
         const uint8_t *b = data + FIXED;
         size_t n = size - FIXED;

@@ -14,6 +14,9 @@
  *      round-robin, the transitions and the response writes run on
  *      hostile rings. max_tokens is folded to 1..8 there (the model's
  *      speed is not under test).
+ *   4. the same with an identity vision model (tests/common/vision_blob.h):
+ *      kind TENSOR, checked against the model's exact input bytes; an
+ *      accepted one runs and its answer is exactly the outputs' bytes.
  *
  * Any violated invariant aborts. */
 #include <stdio.h>
@@ -23,6 +26,7 @@
 #include "model_blob/blob_view.h"
 #include "rt/serve.h"
 #include "rt/tokenizer.h"
+#include "tests/common/vision_blob.h"
 #include "tests/fuzz/fuzz.h"
 
 #define IDS_CAP (NIB_PROMPT_LIMIT + 2)
@@ -36,7 +40,7 @@ struct target {
     void *tok_work;
 };
 
-static struct target targets[2];
+static struct target targets[3];
 static int n_targets;
 static uint32_t *ids;
 static struct nib_chat_part *parts;
@@ -68,6 +72,26 @@ static void load_blob(const char *env)
     t->srv.rings[0].conn = 0; /* attached (no socket: the control channel is fuzz_ctl's) */
 }
 
+/* The identity vision model, made here, served as the blobs above. */
+static void load_vision(void)
+{
+    struct target *t = &targets[n_targets];
+    uint8_t *b = aligned_alloc(64, NIB_TEST_VISION_BLOB_SIZE);
+    char err[256];
+    size_t size = nib_test_vision_blob(b, NIB_TEST_VISION_TWO);
+    FUZZ_ASSERT(nib_blob_open(&t->view, b, size, 1, err, sizeof err) == 0);
+    n_targets++;
+    uint8_t *mem = aligned_alloc(64, (t->view.mem_size + 63) & ~63ull);
+    uint8_t *scratch = aligned_alloc(64, nib_server_scratch_footprint(&t->view));
+    t->hdr = aligned_alloc(4096, nib_server_header_size(&t->view));
+    memset(mem, 0, t->view.mem_size);
+    memset(t->hdr, 0, nib_server_header_size(&t->view));
+    nib_server_init(&t->srv, &t->view, mem, scratch, t->hdr, 1, 1, 1);
+    t->ring = aligned_alloc(4096, t->hdr->ring_size);
+    nib_server_set_ring(&t->srv, 0, t->ring, -1);
+    t->srv.rings[0].conn = 0;
+}
+
 static void check(const uint8_t *data, size_t size, const struct nib_req_limits *lim,
                   struct target *t)
 {
@@ -85,6 +109,14 @@ static void check(const uint8_t *data, size_t size, const struct nib_req_limits 
         return;
     }
     FUZZ_ASSERT(r.kind == d.kind);
+    /* a vision model takes only tensors, exactly its inputs' bytes; a
+     * decoder never does */
+    FUZZ_ASSERT((d.kind == NIB_REQ_KIND_TENSOR) == (lim->tensor_in != 0));
+    if (d.kind == NIB_REQ_KIND_TENSOR) {
+        FUZZ_ASSERT(d.prompt_len == lim->tensor_in && r.max_tokens == 0 && r.flags == 0 &&
+                    r.temperature == 0.0f);
+        return;
+    }
     FUZZ_ASSERT(d.kind == NIB_REQ_KIND_TEXT || d.kind == NIB_REQ_KIND_MEASURE ||
                 (d.kind == NIB_REQ_KIND_CHAT && lim->chat_messages));
     if (d.kind == NIB_REQ_KIND_MEASURE) { /* positions inside the context, nothing else set */
@@ -172,6 +204,15 @@ static void serve_ring(const uint8_t *data, size_t size, struct target *t)
         FUZZ_ASSERT(s->status >= NIB_ST_OK && s->status < NIB_ST_COUNT);
         FUZZ_ASSERT(s->n_tokens <= hdr->slot_tokens && s->n_prompt <= s->n_tokens);
         FUZZ_ASSERT(s->text_len <= hdr->slot_text);
+        if (s->req.kind == NIB_REQ_KIND_TENSOR && s->status == NIB_ST_OK) {
+            /* the identity model's outputs are its inputs, as the slot held them */
+            FUZZ_ASSERT(s->text_len == hdr->outputs_len);
+            const struct nib_shm_tensor *tt = nib_shm_tensors(hdr);
+            const uint8_t *in = nib_slot_prompt(s, hdr),
+                          *out = (const uint8_t *)nib_slot_text(s, hdr);
+            FUZZ_ASSERT(!memcmp(out + tt[2].area_off, in + tt[1].area_off, tt[1].bytes));
+            FUZZ_ASSERT(!memcmp(out + tt[3].area_off, in + tt[0].area_off, tt[0].bytes));
+        }
         FUZZ_ASSERT(s->t_done_ns >= s->t_start_ns);
         FUZZ_ASSERT(memchr(s->error, 0, sizeof s->error) != NULL);
     }
@@ -185,11 +226,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         parts = malloc(NIB_CHAT_MESSAGES_MAX * sizeof *parts);
         load_blob("NIB_TEST_BLOB");
         load_blob("NIB_TEST_CHAT_BLOB");
+        load_vision();
         init = 1;
     }
-    const struct nib_req_limits big = {NIB_PROMPT_LIMIT, 1u << 17, 1u << 17, 512,
-                                       nib_chat_max_messages(NIB_PROMPT_LIMIT)};
-    const struct nib_req_limits tiny = {16, 8, 4, 3, 1};
+    const struct nib_req_limits big = {
+        NIB_PROMPT_LIMIT, 1u << 17, 1u << 17, 512, nib_chat_max_messages(NIB_PROMPT_LIMIT), 0};
+    const struct nib_req_limits tiny = {16, 8, 4, 3, 1, 0};
+    const struct nib_req_limits vision = {1024, 0, 0, 0, 0, 778};
+    check(data, size, &vision, NULL);
     check(data, size, &big, NULL);
     check(data, size, &tiny, NULL);
     for (int i = 0; i < n_targets; i++) {

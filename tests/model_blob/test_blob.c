@@ -9,6 +9,7 @@
 #include "model_blob/blob_view.h"
 #include "model_blob/crc32c.h"
 #include "tests/common/test_util.h"
+#include "tests/common/vision_blob.h"
 #include "tests/rt/arch_model.h"
 
 static uint8_t *blob;
@@ -498,6 +499,98 @@ START_TEST(arch_quantized_tensors)
 }
 END_TEST
 
+/* Vision blobs (format 6): the identity blobs of tests/common/vision_blob.h
+ * open; every lie in the io table is refused naming it. */
+static struct nib_io_rec vio[NIB_IO_MAX];
+static uint32_t vn;
+static uint64_t vact;
+
+/* The blob with the io table vio[0..n), its section holding `records`. */
+static int open_vision(uint32_t n, uint32_t records)
+{
+    uint8_t *b = aligned_alloc(64, NIB_TEST_VISION_BLOB_SIZE);
+    nib_test_vision_blob_io(b, vio, n, vact);
+    struct nib_blob_header *h = (struct nib_blob_header *)(void *)b;
+    h->tokenizer.size = (uint64_t)records * sizeof(struct nib_io_rec);
+    h->crc32c = nib_blob_crc(b, NIB_TEST_VISION_BLOB_SIZE);
+    struct nib_blob_view v;
+    int rc = nib_blob_open(&v, b, NIB_TEST_VISION_BLOB_SIZE, 1, err, sizeof err);
+    free(b);
+    return rc;
+}
+
+#define VISION_REFUSED(n, records, what)                                                           \
+    do {                                                                                           \
+        ck_assert_int_eq(open_vision(n, records), -1);                                             \
+        ck_assert_msg(strstr(err, what) != NULL, "error '%s' does not say '%s'", err, what);       \
+        vn = nib_test_vision_io(NIB_TEST_VISION_TWO, vio, &vact);                                  \
+    } while (0)
+
+START_TEST(vision_io_table_lies_refused)
+{
+    struct nib_blob_view v;
+    uint8_t *b = aligned_alloc(64, NIB_TEST_VISION_BLOB_SIZE);
+    for (int which = NIB_TEST_VISION_ONE; which <= NIB_TEST_VISION_TWO; which++) {
+        size_t n = nib_test_vision_blob(b, which);
+        ck_assert_msg(nib_blob_open(&v, b, n, 1, err, sizeof err) == 0, "%s", err);
+        ck_assert_uint_eq(v.n_io, which == NIB_TEST_VISION_ONE ? 2 : 4);
+        ck_assert_uint_eq(v.n_inputs, which == NIB_TEST_VISION_ONE ? 1 : 2);
+        ck_assert_uint_eq(v.h->n_ops, 0);
+    }
+    free(b);
+    vn = nib_test_vision_io(NIB_TEST_VISION_TWO, vio, &vact);
+    ck_assert_int_eq(open_vision(vn, vn), 0);
+    /* truncated table: the section holds fewer (or more) records than n_io */
+    VISION_REFUSED(vn, vn - 1, "io table of 4 records");
+    VISION_REFUSED(vn, vn + 1, "io table of 4 records");
+    VISION_REFUSED(1, 1, "io table of 1 records");
+    /* overlapping inputs */
+    vio[1].off = 704;
+    VISION_REFUSED(vn, vn, "io records 0 and 1 overlap");
+    /* overlapping outputs */
+    vio[2].off = 0;
+    VISION_REFUSED(vn, vn, "io records 2 and 3 overlap");
+    /* bad dims: a zero dim, an unused dim set, rank 0 and past the limit */
+    vio[0].dims[2] = 0;
+    VISION_REFUSED(vn, vn, "io record 0: dimension 2 is 0");
+    vio[1].dims[5] = 3;
+    VISION_REFUSED(vn, vn, "io record 1: dimension 5 is 3");
+    vio[3].rank = 0;
+    VISION_REFUSED(vn, vn, "io record 3: rank 0");
+    vio[3].rank = NIB_IO_MAX_RANK + 1;
+    VISION_REFUSED(vn, vn, "io record 3: rank 9");
+    vio[0].dims[0] = 1u << 30;
+    VISION_REFUSED(vn, vn, "larger than");
+    /* bytes that do not match the dims, an offset misaligned or past the arena */
+    vio[0].bytes = 767;
+    VISION_REFUSED(vn, vn, "io record 0: 767 bytes");
+    vio[1].off = 770;
+    VISION_REFUSED(vn, vn, "io record 1:");
+    vio[3].off = vact;
+    VISION_REFUSED(vn, vn, "inside the arena");
+    /* outputs before inputs, a direction that is neither, no outputs */
+    struct nib_io_rec t = vio[1];
+    vio[1] = vio[2];
+    vio[2] = t;
+    VISION_REFUSED(vn, vn, "io record 2: direction 0 (inputs come first)");
+    vio[3].dir = 2;
+    VISION_REFUSED(vn, vn, "io record 3: direction 2");
+    /* inputs only, outputs only */
+    VISION_REFUSED(2, 2, "io table has 2 inputs and 0 outputs");
+    vio[0].dir = vio[1].dir = NIB_IO_OUTPUT;
+    VISION_REFUSED(2, 2, "io table has 0 inputs and 2 outputs");
+    /* unknown element types, empty or unterminated names */
+    vio[2].dtype = 3;
+    VISION_REFUSED(vn, vn, "io record 2: element type 3 is unknown");
+    vio[0].dtype = 0;
+    VISION_REFUSED(vn, vn, "io record 0: element type 0 is unknown");
+    vio[1].name[0] = 0;
+    VISION_REFUSED(vn, vn, "io record 1: name is empty");
+    memset(vio[3].name, 'x', sizeof vio[3].name);
+    VISION_REFUSED(vn, vn, "io record 3: name");
+}
+END_TEST
+
 Suite *nib_test_suite(void)
 {
     Suite *s = suite_create("blob");
@@ -505,6 +598,7 @@ Suite *nib_test_suite(void)
             truncated_refused, header_lies_refused, tensor_lies_refused, plan_lies_refused,
             tokenizer_lies_refused);
     TU_CASE(s, "format5-f32", setup_arch_f32, teardown, 120, arch_operands_refused);
+    TU_CASE(s, "vision", NULL, NULL, 60, vision_io_table_lies_refused);
     TU_CASE(s, "format5-q4", setup_arch_q4, teardown, 120, arch_operands_refused,
             arch_quantized_tensors);
     return s;

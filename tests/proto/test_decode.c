@@ -25,8 +25,10 @@
 #define NIB_PROMPT_MAX 65536u
 #define NIB_SLOT_TOKENS 4096u
 #define MSGS_MAX (NIB_PROMPT_MAX / 9)
-static const struct nib_req_limits lim = {NIB_PROMPT_MAX, NIB_SLOT_TOKENS, 256, 512, MSGS_MAX};
-static const struct nib_req_limits nochat = {NIB_PROMPT_MAX, NIB_SLOT_TOKENS, 256, 512, 0};
+static const struct nib_req_limits lim = {NIB_PROMPT_MAX, NIB_SLOT_TOKENS, 256, 512, MSGS_MAX, 0};
+static const struct nib_req_limits nochat = {NIB_PROMPT_MAX, NIB_SLOT_TOKENS, 256, 512, 0, 0};
+/* A vision model whose inputs take 778 bytes (docs/ring.md 6.4). */
+static const struct nib_req_limits vision = {832, 0, 0, 0, 0, 778};
 static uint8_t prompt[NIB_PROMPT_MAX];
 static uint32_t ids[NIB_PROMPT_MAX / 4];
 static struct nib_chat_part parts[MSGS_MAX];
@@ -121,6 +123,70 @@ START_TEST(each_bad_field_is_named)
     expect(&r, 5, NULL);
     r.flags = 8;
     expect(&r, 5, "flags");
+}
+END_TEST
+
+/* kind TENSOR: exactly the inputs' bytes, no tokens, temperature or
+ * flags; only to a vision model, which takes nothing else. */
+static void expect_vision(const struct nib_request *r, const char *field)
+{
+    struct nib_req_decoded d;
+    char err[NIB_ERRMSG_MAX];
+    int rc = nib_req_decode(r, prompt, 832, &vision, &d, ids, 0, parts, err, sizeof err);
+    if (!field) {
+        ck_assert_msg(rc == 0, "rejected a good tensor request: %s", err);
+        ck_assert_uint_eq(d.kind, NIB_REQ_KIND_TENSOR);
+        ck_assert_uint_eq(d.prompt_len, 778);
+        return;
+    }
+    ck_assert_msg(rc == -1, "accepted a tensor request with a bad %s", field);
+    size_t n = strlen(field);
+    ck_assert_msg(strncmp(err, field, n) == 0 && err[n] == ':', "error '%s' should name '%s'", err,
+                  field);
+}
+
+START_TEST(tensor_requests_are_checked)
+{
+    struct nib_request r;
+    memset(&r, 0, sizeof r);
+    r.kind = NIB_REQ_KIND_TENSOR;
+    r.prompt_len = 778;
+    r.seed = 99; /* ignored */
+    expect_vision(&r, NULL);
+    const uint32_t lens[] = {0, 1, 777, 779, 832, 833, UINT32_MAX};
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+        r.prompt_len = lens[i];
+        expect_vision(&r, "prompt_len");
+    }
+    r.prompt_len = 778;
+    r.max_tokens = 1;
+    expect_vision(&r, "max_tokens");
+    r.max_tokens = 0;
+    const float temps[] = {NAN, 0.5f, -1.0f, INFINITY};
+    for (size_t i = 0; i < sizeof temps / sizeof temps[0]; i++) {
+        r.temperature = temps[i];
+        expect_vision(&r, "temperature");
+    }
+    r.temperature = 0.0f;
+    r.flags = NIB_REQ_NO_BOS;
+    expect_vision(&r, "flags");
+    r.flags = 0;
+    r.reserved[0] = 1;
+    expect_vision(&r, "reserved");
+    r.reserved[0] = 0;
+    /* every other kind, to a vision model */
+    const uint32_t kinds[] = {NIB_REQ_KIND_TEXT, NIB_REQ_KIND_CHAT, NIB_REQ_KIND_MEASURE, 4, 99};
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        struct nib_request t = good();
+        t.kind = kinds[i];
+        expect_vision(&t, "kind");
+    }
+    /* a tensor request to a decoder */
+    r = good();
+    r.kind = NIB_REQ_KIND_TENSOR;
+    r.max_tokens = 0;
+    r.temperature = 0.0f;
+    expect(&r, 5, "kind");
 }
 END_TEST
 
@@ -672,7 +738,7 @@ START_TEST(runtime_dir_rules)
 END_TEST
 
 TU_SUITE("decode", "decode", NULL, NULL, 0, good_request_passes_intact, each_bad_field_is_named,
-         measure_request_checked, prompt_ids_checked_and_copied,
+         tensor_requests_are_checked, measure_request_checked, prompt_ids_checked_and_copied,
          random_bytes_never_pass_out_of_range, chat_round_trip, chat_each_bad_field_is_named,
          chat_at_the_prompt_limit, ctl_host_messages_pass, ctl_every_bad_field_refused,
          ctl_random_bytes, names_and_paths, runtime_dir_rules)

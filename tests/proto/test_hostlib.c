@@ -40,7 +40,9 @@
 #include "proto/stats_layout.h"
 #include "rt/serve.h"
 #include "tests/common/test_util.h"
+#include "tests/common/vision_blob.h"
 #include "tools/host/nibhost.h"
+#include "tools/host/nibhost_check.h"
 
 #ifndef F_SEAL_FUTURE_WRITE
 #define F_SEAL_FUTURE_WRITE 0x0010
@@ -1204,11 +1206,94 @@ START_TEST(live_stop_ends_queued_requests)
 }
 END_TEST
 
+/* A vision appliance's header and tensor table (made by the serve loop
+ * from the identity blob), accepted; each lie in them refused, naming it. */
+START_TEST(vision_header_and_tensor_table_checked)
+{
+    uint8_t *b = aligned_alloc(64, NIB_TEST_VISION_BLOB_SIZE);
+    size_t n = nib_test_vision_blob(b, NIB_TEST_VISION_TWO);
+    struct nib_blob_view v;
+    char err[320];
+    ck_assert_int_eq(nib_blob_open(&v, b, n, 1, err, sizeof err), 0);
+    uint8_t *mem = aligned_alloc(64, (v.mem_size + 63) & ~63ull);
+    uint8_t *scratch = aligned_alloc(64, nib_server_scratch_footprint(&v));
+    uint8_t *page = aligned_alloc(4096, NIB_SHM_HEADER_MEMFD_SIZE_TENSOR);
+    memset(page, 0, NIB_SHM_HEADER_MEMFD_SIZE_TENSOR);
+    static struct nib_server srv;
+    nib_server_init(&srv, &v, mem, scratch, page, 2, 1, 77);
+    struct nib_shm_header good, s;
+    memcpy(&good, page, sizeof good);
+    struct nib_shm_tensor table[NIB_TENSOR_MAX], t[NIB_TENSOR_MAX];
+    memcpy(table, page + NIB_SHM_TENSORS_OFFSET, sizeof table);
+    const uint64_t rs = good.ring_size, big = NIB_SHM_HEADER_MEMFD_SIZE_TENSOR;
+    ck_assert_msg(nib_host_check_header(&good, 1, 77, big, rs, "app", err, sizeof err) == 0, "%s",
+                  err);
+    ck_assert_msg(nib_host_check_tensors(&good, table, "app", err, sizeof err) == 0, "%s", err);
+    /* the header: one page only, other features, counts, areas */
+    ck_assert_int_eq(
+        nib_host_check_header(&good, 1, 77, NIB_SHM_HEADER_MEMFD_SIZE, rs, "app", err, sizeof err),
+        -1);
+    ck_assert_ptr_nonnull(strstr(err, "header_memfd_size"));
+    struct {
+        uint32_t *field;
+        uint32_t value;
+        const char *want;
+    } hc[] = {
+        {&s.features, NIB_FEAT_TENSOR | NIB_FEAT_CHAT, "vision model's features"},
+        {&s.tensors_offset, 256, "tensor table at 256"},
+        {&s.n_inputs, 0, "0 inputs"},
+        {&s.n_outputs, 15, "15 outputs"},
+        {&s.inputs_len, 1u << 20, "inputs"},
+        {&s.outputs_len, 1u << 20, "outputs"},
+        {&s.slot_tokens, 1, "token area"},
+        {&s.prompt_max, NIB_TENSOR_AREA_LIMIT + 64, "prompt area"},
+        {&s.slot_text, NIB_TENSOR_AREA_LIMIT + 64, "text area"},
+    };
+    for (size_t i = 0; i < sizeof hc / sizeof hc[0]; i++) {
+        s = good;
+        *hc[i].field = hc[i].value;
+        ck_assert_int_eq(nib_host_check_header(&s, 1, 77, big, rs, "app", err, sizeof err), -1);
+        ck_assert_msg(strstr(err, hc[i].want) != NULL, "'%s' does not say '%s'", err, hc[i].want);
+    }
+    /* the table, one lie at a time */
+    for (int c = 0; c < 11; c++) {
+        memcpy(t, table, sizeof t);
+        uint32_t i = (uint32_t)c % 4;
+        switch (c) {
+        case 0: t[0].name[0] = 0; break;
+        case 1: memset(t[1].name, 'x', sizeof t[1].name); break;
+        case 2: t[2].dir = 0; break;
+        case 3: t[3].dtype = 3; break;
+        case 4: t[0].rank = 0; break;
+        case 5: t[1].dims[4] = 2; break;
+        case 6: t[2].bytes = 11; break;
+        case 7: t[3].area_off = 32; break; /* misaligned */
+        case 8:
+            t[0].dims[1] = 4;
+            t[0].bytes = 1024;
+            break;                        /* past inputs_len */
+        case 9: t[1].area_off = 0; break; /* overlaps input 0 */
+        case 10: t[2].reserved = 1; break;
+        }
+        ck_assert_msg(nib_host_check_tensors(&good, t, "app", err, sizeof err) == -1,
+                      "case %d accepted", c);
+        char want[32];
+        snprintf(want, sizeof want, "tensor %u", c == 8 ? 0 : c == 9 ? 1 : c == 10 ? 2 : i);
+        ck_assert_msg(strstr(err, want) != NULL, "case %d: '%s' does not say '%s'", c, err, want);
+    }
+    free(page);
+    free(scratch);
+    free(mem);
+    free(b);
+}
+END_TEST
+
 Suite *nib_test_suite(void)
 {
     signal(SIGPIPE, SIG_DFL); /* the library must never raise it */
     Suite *s = suite_create("hostlib");
     TU_CASE(s, "no appliance", NULL, NULL, 0, no_appliance_is_a_clear_error);
+    TU_CASE(s, "vision header", NULL, NULL, 0, vision_header_and_tensor_table_checked);
     TU_CASE(s, "hand-made appliance", fake_setup, fake_teardown, 60, attach_reads_the_header,
             everything_handed_over_is_checked, inconsistent_header_refused_field_by_field,
             stale_heartbeat_at_attach_is_gone, submit_wait_release, chat_and_special_requests,

@@ -8,6 +8,7 @@
 int nib_compile_main(int argc, char **argv);
 int nib_inspect_main(int argc, char **argv);
 int nib_ask_main(int argc, char **argv);
+int nib_run_main(int argc, char **argv);
 int nib_stop_main(int argc, char **argv);
 int nib_stats_main(int argc, char **argv);
 int nib_topo_main(int argc, char **argv);

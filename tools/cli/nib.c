@@ -49,6 +49,7 @@ static const struct {
      "import an ONNX model and run it in the float64 reference executor"},
     {"eval", nib_eval_main, "accuracy of a weight format against f32 on a text"},
     {"ask", nib_ask_main, "send a prompt to a running appliance"},
+    {"run", nib_run_main, "run a vision appliance's model on input tensors"},
     {"stop", nib_stop_main, "shut a running appliance down"},
     {"stats", nib_stats_main, "print a running appliance's counters and latencies"},
     {"topo", nib_topo_main, "describe this machine's CPUs, nodes and caches"},

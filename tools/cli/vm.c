@@ -587,7 +587,7 @@ static int run(int argc, char **argv)
     nib_vmr_watch_start(&x.guest, nib_vmr_beat_read(&x.h->guest_beat), nib_now_ns());
 
     /* The local side, as a local appliance makes it. */
-    if (boot_memfds(&ch, lay.n_rings, app.ring_size, err, sizeof err)) {
+    if (boot_memfds(&ch, NIB_SHM_HEADER_MEMFD_SIZE, lay.n_rings, app.ring_size, err, sizeof err)) {
         fprintf(stderr, "nib vm run: %s\n", err);
         wait_bounded(x.qemu, 0);
         return 1;

@@ -39,6 +39,7 @@ _Static_assert(sizeof(((struct nib_progress *)0)->error) == NIB_ERRMSG_MAX, "err
 #define NAP_MIN_NS 50000L   /* streaming backoff: 50 us doubling ... */
 #define NAP_MAX_NS 2000000L /* ... to 2 ms */
 #define SLOT_SIZE_LIMIT (64ull << 20)
+#define SLOT_SIZE_LIMIT_TENSOR (2ull * NIB_TENSOR_AREA_LIMIT + 4096)
 
 struct nib_host {
     char name[NIB_SHM_NAME_MAX];
@@ -51,6 +52,7 @@ struct nib_host {
     struct nib_ring_header *rh;
     struct nib_shm_header geo; /* private copy taken at attach: identity, limits,
                                             geometry; offsets are never read back */
+    struct nib_shm_tensor tensors[NIB_TENSOR_MAX]; /* a vision model's table, checked */
     uint32_t host_index;
     pid_t pid;         /* the process that attached */
     unsigned fork_gen; /* fork_gen then (see own_process) */
@@ -331,8 +333,23 @@ int nib_host_check_header(const struct nib_shm_header *s, uint32_t host_index, u
             NIB_SHM_STATS_OFFSET, sizeof(struct nib_stats));
     if (s->max_hosts == 0 || s->max_hosts > NIB_HOSTS_MAX || host_index >= s->max_hosts)
         BAD("%s: max_hosts %u, this ring's index %u", sock, s->max_hosts, host_index);
-    if (s->vocab_size == 0 || s->ctx_len == 0 || s->bos_id >= s->vocab_size ||
-        s->eos_id >= s->vocab_size || s->add_bos > 1 || s->errmsg_max != NIB_ERRMSG_MAX)
+    /* A vision model (tensors in, tensors out) has no vocabulary or
+     * context, a second header page for its tensor table, fewer and larger
+     * slots and no token area. */
+    const int tensor = (s->features & NIB_FEAT_TENSOR) != 0;
+    if (tensor &&
+        (s->features != NIB_FEAT_TENSOR ||
+         s->header_memfd_size != NIB_SHM_HEADER_MEMFD_SIZE_TENSOR ||
+         s->tensors_offset != NIB_SHM_TENSORS_OFFSET || s->n_inputs == 0 || s->n_outputs == 0 ||
+         s->n_inputs + s->n_outputs > NIB_TENSOR_MAX || s->inputs_len > s->prompt_max ||
+         s->outputs_len > s->slot_text || s->errmsg_max != NIB_ERRMSG_MAX))
+        BAD("%s: a vision model's features 0x%x, tensor table at %u, %u inputs (%u bytes), %u "
+            "outputs (%u bytes)",
+            sock, s->features, s->tensors_offset, s->n_inputs, s->inputs_len, s->n_outputs,
+            s->outputs_len);
+    if (!tensor &&
+        (s->vocab_size == 0 || s->ctx_len == 0 || s->bos_id >= s->vocab_size ||
+         s->eos_id >= s->vocab_size || s->add_bos > 1 || s->errmsg_max != NIB_ERRMSG_MAX))
         BAD("%s: model limits vocab_size %u, ctx_len %u, bos_id %u, eos_id %u, add_bos %u, "
             "errmsg_max %u",
             sock, s->vocab_size, s->ctx_len, s->bos_id, s->eos_id, s->add_bos, s->errmsg_max);
@@ -348,17 +365,20 @@ int nib_host_check_header(const struct nib_shm_header *s, uint32_t host_index, u
     else if (s->slots_offset < s->ring_header_size || s->slots_offset % NIB_CACHELINE)
         why = "slots_offset";
     else if (s->slot_size < sizeof(struct nib_slot) || s->slot_size % NIB_CACHELINE ||
-             s->slot_size > SLOT_SIZE_LIMIT)
+             s->slot_size > (tensor ? SLOT_SIZE_LIMIT_TENSOR : SLOT_SIZE_LIMIT))
         why = "slot_size";
-    else if (s->prompt_offset < sizeof(struct nib_slot) || s->prompt_max < NIB_PROMPT_MIN ||
-             s->prompt_max > NIB_PROMPT_LIMIT)
+    else if (s->prompt_offset < sizeof(struct nib_slot) ||
+             (tensor ? s->prompt_max > NIB_TENSOR_AREA_LIMIT
+                     : s->prompt_max < NIB_PROMPT_MIN || s->prompt_max > NIB_PROMPT_LIMIT))
         why = "prompt area";
     else if (s->tokens_offset % 4 ||
-             s->tokens_offset < (uint64_t)s->prompt_offset + s->prompt_max || s->slot_tokens == 0 ||
-             s->slot_tokens > NIB_PROMPT_LIMIT)
+             s->tokens_offset < (uint64_t)s->prompt_offset + s->prompt_max ||
+             (tensor ? s->slot_tokens != 0
+                     : s->slot_tokens == 0 || s->slot_tokens > NIB_PROMPT_LIMIT))
         why = "token area";
-    else if (s->text_offset < tok_end || s->slot_text < NIB_TEXT_MIN ||
-             s->slot_text > NIB_TEXT_LIMIT ||
+    else if (s->text_offset < tok_end ||
+             (tensor ? s->slot_text > NIB_TENSOR_AREA_LIMIT
+                     : s->slot_text < NIB_TEXT_MIN || s->slot_text > NIB_TEXT_LIMIT) ||
              (uint64_t)s->text_offset + s->slot_text > s->slot_size)
         why = "text area";
     else if (s->slots_offset + (uint64_t)s->n_slots * s->slot_size > s->ring_size)
@@ -370,6 +390,39 @@ int nib_host_check_header(const struct nib_shm_header *s, uint32_t host_index, u
             s->n_slots, (unsigned long long)s->slot_size, s->prompt_offset, s->prompt_max,
             s->tokens_offset, s->slot_tokens, s->text_offset, s->slot_text);
 #undef BAD
+    return 0;
+}
+
+/* Each record of a vision model's tensor table (nibhost_check.h). */
+int nib_host_check_tensors(const struct nib_shm_header *s, const struct nib_shm_tensor *t,
+                           const char *sock, char *err, size_t errlen)
+{
+    uint64_t end[2] = {0, 0};
+    uint32_t n = s->n_inputs + s->n_outputs;
+    for (uint32_t i = 0; i < n && i < NIB_TENSOR_MAX; i++) {
+        const struct nib_shm_tensor *r = &t[i];
+        uint32_t dir = i >= s->n_inputs;
+        uint64_t bytes = r->dtype == NIB_TENSOR_F32 ? 4 : 1;
+        int ok = memchr(r->name, 0, sizeof r->name) && r->name[0] && r->dir == dir &&
+                 (r->dtype == NIB_TENSOR_F32 || r->dtype == NIB_TENSOR_U8) && r->rank >= 1 &&
+                 r->rank <= NIB_TENSOR_MAX_RANK && !r->reserved;
+        for (uint32_t d = 0; ok && d < NIB_TENSOR_MAX_RANK; d++) {
+            ok = d < r->rank ? r->dims[d] != 0 : r->dims[d] == 0;
+            if (d < r->rank && (bytes *= r->dims[d]) > NIB_TENSOR_AREA_LIMIT)
+                ok = 0;
+        }
+        uint64_t limit = dir ? s->outputs_len : s->inputs_len;
+        if (!ok || r->bytes != bytes || r->area_off % 64 || r->area_off < end[dir] ||
+            r->area_off > limit || r->bytes > limit - r->area_off ||
+            (i + 1 == s->n_inputs || i + 1 == n ? r->area_off + r->bytes != limit : 0))
+            return fail_to(err, errlen,
+                           "inconsistent header from %s: tensor %u (%s, dtype %u, rank %u, %llu "
+                           "bytes at %llu of %llu)",
+                           sock, i, dir ? "output" : "input", r->dtype, r->rank,
+                           (unsigned long long)r->bytes, (unsigned long long)r->area_off,
+                           (unsigned long long)limit);
+        end[dir] = r->area_off + r->bytes;
+    }
     return 0;
 }
 
@@ -420,8 +473,10 @@ static int do_attach(struct nib_host *h, int timeout_ms)
         rc = host_fail(h, m.status == NIB_CTL_NO_RING ? NIB_HOST_BUSY : NIB_HOST_ERR,
                        "appliance %s refused to attach: %s", h->name, refusal(m.status));
     else if (n_fds != 2 || m.status != NIB_CTL_OK || m.epoch == 0 ||
-             m.header_size != NIB_SHM_HEADER_MEMFD_SIZE || m.ring_size == 0 ||
-             m.ring_size > (uint64_t)NIB_RING_SLOTS * SLOT_SIZE_LIMIT + 4096)
+             (m.header_size != NIB_SHM_HEADER_MEMFD_SIZE &&
+              m.header_size != NIB_SHM_HEADER_MEMFD_SIZE_TENSOR) ||
+             m.ring_size == 0 ||
+             m.ring_size > (uint64_t)NIB_RING_SLOTS * SLOT_SIZE_LIMIT_TENSOR + 4096)
         rc = host_fail(h, NIB_HOST_ERR,
                        "%s: malformed ATTACHED reply (%d descriptors, status "
                        "%u, header %llu bytes, ring %llu bytes)",
@@ -451,6 +506,13 @@ static int do_attach(struct nib_host *h, int timeout_ms)
     if (nib_host_check_header(&h->geo, m.host_index, m.epoch, h->hdr_size, h->ring_size,
                               h->paths.sock, h->err, sizeof h->err))
         return NIB_HOST_ERR;
+    memset(h->tensors, 0, sizeof h->tensors);
+    if (h->geo.features & NIB_FEAT_TENSOR) {
+        /* checked above: the table's page lies inside the mapping */
+        memcpy(h->tensors, (const uint8_t *)h->hdr + NIB_SHM_TENSORS_OFFSET, sizeof h->tensors);
+        if (nib_host_check_tensors(&h->geo, h->tensors, h->paths.sock, h->err, sizeof h->err))
+            return NIB_HOST_ERR;
+    }
     if (state != NIB_APP_READY)
         return host_fail(h, NIB_HOST_ERR, "appliance %s is not ready (it is %s)", h->name,
                          state == NIB_APP_BOOTING    ? "still booting"
@@ -649,6 +711,10 @@ static int check_gen(struct nib_host *h, const struct nib_gen_params *p)
 static int check_params(struct nib_host *h, size_t len, const struct nib_gen_params *p,
                         const void *prompt)
 {
+    if (nib_host_is_vision(h))
+        return host_fail(h, NIB_HOST_ERR,
+                         "this appliance serves a vision model (tensors in, tensors out): send "
+                         "tensors (nib run, nib_host_submit_tensors): not sent");
     size_t bytes = p->prompt_ids ? len * 4 : len;
     if (p->prompt_ids ? (len == 0 || len > h->geo.prompt_max / 4) : len > h->geo.prompt_max)
         return host_fail(h, NIB_HOST_ERR,
@@ -690,6 +756,7 @@ struct payload {
     size_t len;
     const struct nib_chat_part *parts; /* chat: n_parts messages */
     uint32_t n_parts;
+    const void *const *inputs; /* tensor: one per input, at the table's offsets */
 };
 
 static int submit(struct nib_host *h, const struct nib_gen_params *params, const struct payload *pl,
@@ -706,7 +773,7 @@ int nib_host_submit(struct nib_host *h, const void *prompt, size_t len,
         p = *params;
     if ((rc = check_params(h, len, &p, prompt)) != NIB_HOST_OK)
         return rc;
-    struct payload pl = {prompt, p.prompt_ids ? len * 4 : len, NULL, 0};
+    struct payload pl = {prompt, p.prompt_ids ? len * 4 : len, NULL, 0, NULL};
     return submit(h, &p, &pl, NIB_REQ_KIND_TEXT, out);
 }
 
@@ -775,7 +842,7 @@ int nib_host_submit_measure(struct nib_host *h, uint32_t first_pos, uint32_t pas
     uint8_t pos_le[4] = {(uint8_t)first_pos, (uint8_t)(first_pos >> 8), (uint8_t)(first_pos >> 16),
                          (uint8_t)(first_pos >> 24)};
     struct nib_gen_params p = {.max_tokens = passes, .busy_wait_ms = -1};
-    struct payload pl = {pos_le, 4, NULL, 0};
+    struct payload pl = {pos_le, 4, NULL, 0, NULL};
     return submit(h, &p, &pl, NIB_REQ_KIND_MEASURE, out);
 }
 
@@ -787,6 +854,78 @@ int nib_host_measures(const struct nib_host *h)
 int nib_host_has_chat(const struct nib_host *h)
 {
     return (h->geo.features & NIB_FEAT_CHAT) != 0;
+}
+
+int nib_host_is_vision(const struct nib_host *h)
+{
+    return (h->geo.features & NIB_FEAT_TENSOR) != 0;
+}
+
+uint32_t nib_host_n_inputs(const struct nib_host *h)
+{
+    return nib_host_is_vision(h) ? h->geo.n_inputs : 0;
+}
+
+uint32_t nib_host_n_outputs(const struct nib_host *h)
+{
+    return nib_host_is_vision(h) ? h->geo.n_outputs : 0;
+}
+
+static const struct nib_shm_tensor *tensor_at(const struct nib_host *h, int output, uint32_t i)
+{
+    if (!nib_host_is_vision(h) || i >= (output ? h->geo.n_outputs : h->geo.n_inputs))
+        return NULL;
+    return &h->tensors[output ? h->geo.n_inputs + i : i];
+}
+
+int nib_host_tensor_info(const struct nib_host *h, int output, uint32_t i,
+                         struct nib_tensor_info *out)
+{
+    const struct nib_shm_tensor *t = tensor_at(h, output, i);
+    memset(out, 0, sizeof *out);
+    if (!t)
+        return NIB_HOST_ERR;
+    out->name = t->name;
+    out->dtype = t->dtype;
+    out->rank = t->rank;
+    memcpy(out->dims, t->dims, sizeof out->dims);
+    out->bytes = (size_t)t->bytes;
+    return NIB_HOST_OK;
+}
+
+int nib_host_submit_tensors(struct nib_host *h, const void *const *inputs, const size_t *lens,
+                            size_t n, int busy_wait_ms, struct nib_req_handle *out)
+{
+    int rc = own_process(h);
+    if (rc != NIB_HOST_OK || (rc = alive(h, 1)) != NIB_HOST_OK)
+        return rc;
+    if (!nib_host_is_vision(h))
+        return host_fail(h, NIB_HOST_ERR,
+                         "this appliance serves a decoder (tokens), not a vision model: not sent");
+    if (n != h->geo.n_inputs)
+        return host_fail(h, NIB_HOST_ERR, "%zu input tensors given, the model takes %u: not sent",
+                         n, h->geo.n_inputs);
+    for (uint32_t i = 0; i < h->geo.n_inputs; i++)
+        if (lens[i] != h->tensors[i].bytes || (lens[i] && !inputs[i]))
+            return host_fail(h, NIB_HOST_ERR,
+                             "input %u (%s): %zu bytes given, the model takes %llu: not sent", i,
+                             h->tensors[i].name, lens[i], (unsigned long long)h->tensors[i].bytes);
+    struct nib_gen_params p = {.busy_wait_ms = busy_wait_ms};
+    struct payload pl = {NULL, h->geo.inputs_len, NULL, 0, inputs};
+    return submit(h, &p, &pl, NIB_REQ_KIND_TENSOR, out);
+}
+
+const void *nib_host_output(const struct nib_host *h, const struct nib_progress *pr, uint32_t i,
+                            size_t *len)
+{
+    const struct nib_shm_tensor *t = tensor_at(h, 1, i);
+    if (len)
+        *len = 0;
+    if (!t || !pr->done || pr->status != NIB_ST_OK || pr->text_len != h->geo.outputs_len)
+        return NULL;
+    if (len)
+        *len = (size_t)t->bytes;
+    return pr->text + t->area_off;
 }
 
 int nib_host_submit_chat(struct nib_host *h, const struct nib_chat_msg *msgs, size_t n,
@@ -808,7 +947,7 @@ int nib_host_submit_chat(struct nib_host *h, const struct nib_chat_msg *msgs, si
     struct nib_chat_part *m = chat_parts(h, msgs, n);
     if (!m)
         return NIB_HOST_ERR;
-    struct payload pl = {NULL, nib_chat_encoded_size(m, (uint32_t)n), m, (uint32_t)n};
+    struct payload pl = {NULL, nib_chat_encoded_size(m, (uint32_t)n), m, (uint32_t)n, NULL};
     if (pl.len == 0 || pl.len > h->geo.prompt_max) {
         free(m);
         if (pl.len == 0)
@@ -847,7 +986,7 @@ static int submit(struct nib_host *h, const struct nib_gen_params *params, const
     slot->request_id = p.request_id;
     memset(&slot->req, 0, sizeof slot->req);
     slot->req.prompt_len = (uint32_t)pl->len;
-    slot->req.max_tokens = p.max_tokens ? p.max_tokens : 64;
+    slot->req.max_tokens = kind == NIB_REQ_KIND_TENSOR ? 0 : p.max_tokens ? p.max_tokens : 64;
     slot->req.temperature = p.temperature;
     slot->req.seed = p.seed;
     slot->req.flags = (p.no_bos ? NIB_REQ_NO_BOS : 0) | (p.prompt_ids ? NIB_REQ_PROMPT_IDS : 0) |
@@ -858,6 +997,9 @@ static int submit(struct nib_host *h, const struct nib_gen_params *params, const
         nib_chat_encode(pl->parts, pl->n_parts,
                         p.no_generation_prompt ? 0 : NIB_CHAT_ADD_GENERATION_PROMPT, p.now_s, area,
                         pl->len);
+    else if (kind == NIB_REQ_KIND_TENSOR)
+        for (uint32_t k = 0; k < h->geo.n_inputs; k++)
+            memcpy(area + h->tensors[k].area_off, pl->inputs[k], h->tensors[k].bytes);
     else if (pl->len)
         memcpy(area, pl->bytes, pl->len);
     slot->n_tokens = slot->n_prompt = slot->text_len = 0;

@@ -53,7 +53,10 @@
  *     refused here, before anything is written (ERR, with both sizes).
  *   - text streams in whole UTF-8 characters (the appliance publishes
  *     text_len only up to one); status "eos" means any end-of-generation
- *     token of the model. */
+ *     token of the model.
+ *   - a vision appliance (header feature TENSOR, docs/ring.md 6.4):
+ *     nib_host_is_vision, nib_host_tensor_info, nib_host_submit_tensors,
+ *     nib_host_output; text and chat to it are refused here. */
 #ifndef NIBHOST_H
 #define NIBHOST_H
 
@@ -190,6 +193,36 @@ int nib_host_measures(const struct nib_host *h);
 
 /* 1 when the served model has a chat template (nib_host_submit_chat). */
 int nib_host_has_chat(const struct nib_host *h);
+
+/* A vision model (the header's TENSOR feature): tensors in, tensors out,
+ * requests of kind TENSOR only (docs/ring.md section 6.4). The model's
+ * inputs and outputs as its tensor table declares them: name, element type
+ * (NIB_TENSOR_F32 1, NIB_TENSOR_U8 2), dims, exact bytes (dense,
+ * row-major, little-endian). */
+struct nib_tensor_info {
+    const char *name; /* valid while attached */
+    uint32_t dtype;
+    uint32_t rank;
+    uint32_t dims[8];
+    size_t bytes;
+};
+int nib_host_is_vision(const struct nib_host *h);
+uint32_t nib_host_n_inputs(const struct nib_host *h);  /* 0 for a decoder */
+uint32_t nib_host_n_outputs(const struct nib_host *h); /* 0 for a decoder */
+/* Input (output 0) or output (output 1) i: OK, or ERR when there is none. */
+int nib_host_tensor_info(const struct nib_host *h, int output, uint32_t i,
+                         struct nib_tensor_info *out);
+/* Submit one run: inputs[i] holds lens[i] bytes, exactly input i's bytes,
+ * n the model's input count; anything else is refused here (ERR, naming
+ * the input) before anything is written. busy_wait_ms as in
+ * nib_gen_params. Then nib_host_wait(..., NIB_HOST_WAIT_DONE, ...). */
+int nib_host_submit_tensors(struct nib_host *h, const void *const *inputs, const size_t *lens,
+                            size_t n, int busy_wait_ms, struct nib_req_handle *out);
+/* Output i of a finished request (pr from nib_host_wait or _poll: done,
+ * status ok): its bytes in this host's ring (valid until release), with
+ * *len its size; NULL otherwise. */
+const void *nib_host_output(const struct nib_host *h, const struct nib_progress *pr, uint32_t i,
+                            size_t *len);
 
 /* Non-blocking snapshot. Returns OK, GONE (only while the request is not
  * done), or ERR (the slot no longer holds this request). */

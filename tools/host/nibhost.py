@@ -20,6 +20,8 @@ As a command (same output as `nib ask --json`, minus the timings):
     nibhost.py ask --chat [--system TEXT] [--now SECONDS] [...] MESSAGE
     nibhost.py ask --messages conversation.json [--now SECONDS] [...]
                                      (OpenAI-style [{"role": .., "content": ..}])
+    nibhost.py run [--name N] --input FILE [--input FILE ...] [--json]
+                                     (a vision appliance: what `nib run` prints)
     nibhost.py stats [--name N] [--json] [--timeout S]
     nibhost.py stop [--name N] [--timeout S]
 
@@ -43,9 +45,11 @@ appliance then finds the request within NIB_IDLE_SLEEP_MS. On other CPUs use
 libnibhost.
 """
 import argparse
+import ast
 import errno
 import fcntl
 import json
+import math
 import mmap
 import os
 import platform
@@ -63,6 +67,11 @@ RING_MAGIC = 0x33474E524C42494E  # "NIBLRNG3": ring memfd
 VERSION = 4
 HEADER_SIZE = 256
 HEADER_MEMFD_SIZE = 4096
+HEADER_MEMFD_SIZE_TENSOR = 8192  # a vision model: the tensor table's page follows
+TENSORS_OFFSET = 4096
+TENSOR_MAX, TENSOR_MAX_RANK, TENSOR_NAME_MAX, TENSOR_REC = 16, 8, 64, 128
+TENSOR_AREA_LIMIT = 256 << 20
+TENSOR_DTYPES = {1: ("f32", 4), 2: ("u8", 1)}
 STATS_OFFSET = 256
 STATS_SIZE = 3584
 RING_HEADER_SIZE = 128
@@ -84,6 +93,8 @@ H_STATS_OFFSET, H_STATS_SIZE, H_APP_PID, H_MAX_HOSTS, H_VOCAB = 32, 40, 44, 48, 
 H_CTX, H_BOS, H_EOS, H_ADD_BOS, H_ERRMSG_MAX, H_FEATURES = 64, 68, 72, 76, 80, 84
 FEAT_CHAT = 1
 FEAT_MEASURE = 2
+FEAT_TENSOR = 4
+H_TENSORS_OFFSET, H_N_INPUTS, H_N_OUTPUTS, H_INPUTS_LEN, H_OUTPUTS_LEN = 88, 92, 96, 100, 104
 H_RING_SIZE, H_RING_HEADER_SIZE, H_N_SLOTS, H_SLOTS_OFFSET, H_SLOT_SIZE = 128, 136, 140, 144, 152
 H_PROMPT_OFFSET, H_PROMPT_MAX, H_TOKENS_OFFSET, H_SLOT_TOKENS = 160, 164, 168, 172
 H_TEXT_OFFSET, H_SLOT_TEXT = 176, 180
@@ -107,7 +118,7 @@ SLOT_FREE, SLOT_CLAIMED, SLOT_SUBMITTED, SLOT_RUNNING, SLOT_DONE = 0, 1, 2, 3, 4
 STATUS_NAMES = ["pending", "ok", "eos", "cancelled", "ctx_full", "text_full", "bad_request",
                 "shutdown", "owner_gone", "host_changed"]
 REQ_NO_BOS, REQ_PROMPT_IDS, REQ_SPECIAL = 1, 2, 4
-KIND_TEXT, KIND_CHAT, KIND_MEASURE = 0, 1, 2
+KIND_TEXT, KIND_CHAT, KIND_MEASURE, KIND_TENSOR = 0, 1, 2, 3
 # chat messages in the prompt area (proto/chat_msg.h): header, then per message
 # role_len u32, content_len u32, role, content
 CHAT_MAGIC = 0x4D42494E  # "NIBM"
@@ -538,8 +549,9 @@ class Host:
                           (self.name, REFUSALS.get(status, "unknown reason")))
             if mtype != CTL_ATTACHED:
                 raise NibError("%s: malformed reply to ATTACH" % self.path)
-            if len(fds) != 2 or status != 0 or epoch == 0 or hsize != HEADER_MEMFD_SIZE or \
-                    rsize == 0 or rsize > RING_SLOTS * (64 << 20) + 4096:
+            if len(fds) != 2 or status != 0 or epoch == 0 or \
+                    hsize not in (HEADER_MEMFD_SIZE, HEADER_MEMFD_SIZE_TENSOR) or \
+                    rsize == 0 or rsize > RING_SLOTS * (2 * TENSOR_AREA_LIMIT + 4096) + 4096:
                 raise NibError("%s: malformed ATTACHED reply (%d descriptors, status %d, header "
                                "%d bytes, ring %d bytes)" % (self.path, len(fds), status, hsize,
                                                              rsize))
@@ -609,8 +621,21 @@ class Host:
             bad("max_hosts %d, this ring's index %d" % (h32(H_MAX_HOSTS), index))
         vocab, ctx, bos, eos, add_bos, errmax = (h32(o) for o in (H_VOCAB, H_CTX, H_BOS, H_EOS,
                                                                   H_ADD_BOS, H_ERRMSG_MAX))
-        if vocab == 0 or ctx == 0 or bos >= vocab or eos >= vocab or add_bos > 1 or \
-                errmax != ERRMSG_MAX:
+        # A vision model (tensors in, tensors out): no vocabulary or context, the tensor
+        # table on a second header page, larger slots, no token area.
+        features = h32(H_FEATURES)
+        tensor = bool(features & FEAT_TENSOR)
+        t = {k: h32(o) for k, o in (("tensors_offset", H_TENSORS_OFFSET), ("n_inputs", H_N_INPUTS),
+                                     ("n_outputs", H_N_OUTPUTS), ("inputs_len", H_INPUTS_LEN),
+                                     ("outputs_len", H_OUTPUTS_LEN))}
+        if tensor and (features != FEAT_TENSOR or hsize != HEADER_MEMFD_SIZE_TENSOR or
+                       t["tensors_offset"] != TENSORS_OFFSET or t["n_inputs"] == 0 or
+                       t["n_outputs"] == 0 or t["n_inputs"] + t["n_outputs"] > TENSOR_MAX or
+                       errmax != ERRMSG_MAX or t["inputs_len"] > h32(H_PROMPT_MAX) or
+                       t["outputs_len"] > h32(H_SLOT_TEXT)):
+            bad("a vision model's features 0x%x, tensor fields %s" % (features, t))
+        if not tensor and (vocab == 0 or ctx == 0 or bos >= vocab or eos >= vocab or
+                           add_bos > 1 or errmax != ERRMSG_MAX):
             bad("model limits vocab_size %d, ctx_len %d, bos_id %d, eos_id %d, add_bos %d, "
                 "errmsg_max %d" % (vocab, ctx, bos, eos, add_bos, errmax))
         g = {k: f(o) for k, f, o in (
@@ -629,15 +654,19 @@ class Host:
             why = "n_slots"
         elif g["slots_offset"] < g["ring_header_size"] or g["slots_offset"] % 64:
             why = "slots_offset"
-        elif g["slot_size"] < SLOT_FIXED or g["slot_size"] % 64 or g["slot_size"] > 64 << 20:
+        elif g["slot_size"] < SLOT_FIXED or g["slot_size"] % 64 or \
+                g["slot_size"] > (2 * TENSOR_AREA_LIMIT + 4096 if tensor else 64 << 20):
             why = "slot_size"
-        elif g["prompt_offset"] < SLOT_FIXED or not PROMPT_MIN <= g["prompt_max"] <= PROMPT_LIMIT:
+        elif g["prompt_offset"] < SLOT_FIXED or not (
+                g["prompt_max"] <= TENSOR_AREA_LIMIT if tensor
+                else PROMPT_MIN <= g["prompt_max"] <= PROMPT_LIMIT):
             why = "prompt area"
         elif g["tokens_offset"] % 4 or g["tokens_offset"] < g["prompt_offset"] + g["prompt_max"] \
-                or not 0 < g["slot_tokens"] <= PROMPT_LIMIT:
+                or not (g["slot_tokens"] == 0 if tensor else 0 < g["slot_tokens"] <= PROMPT_LIMIT):
             why = "token area"
-        elif g["text_offset"] < g["tokens_offset"] + 4 * g["slot_tokens"] or \
-                not TEXT_MIN <= g["slot_text"] <= TEXT_LIMIT or \
+        elif g["text_offset"] < g["tokens_offset"] + 4 * g["slot_tokens"] or not (
+                g["slot_text"] <= TENSOR_AREA_LIMIT if tensor
+                else TEXT_MIN <= g["slot_text"] <= TEXT_LIMIT) or \
                 g["text_offset"] + g["slot_text"] > g["slot_size"]:
             why = "text area"
         elif g["slots_offset"] + g["n_slots"] * g["slot_size"] > g["ring_size"]:
@@ -649,7 +678,85 @@ class Host:
         self.app_pid = h32(H_APP_PID)
         self.vocab_size, self.ctx_len, self.bos_id, self.eos_id = vocab, ctx, bos, eos
         self.add_bos = add_bos
-        self.features = h32(H_FEATURES)
+        self.features = features
+        self.inputs, self.outputs = [], []
+        if tensor:
+            self.__dict__.update(t)
+            self._read_tensors()
+
+    def _read_tensors(self):
+        """The tensor table (docs/ring.md 3), checked as libnibhost checks it."""
+        end = [0, 0]
+        n = self.n_inputs + self.n_outputs
+        for i in range(n):
+            o = TENSORS_OFFSET + i * TENSOR_REC
+            raw = bytes(self.hm[o:o + TENSOR_NAME_MAX])
+            d, dtype, rank, reserved = struct.unpack_from("<4I", self.hm, o + 64)
+            dims = struct.unpack_from("<8I", self.hm, o + 80)
+            area_off, nbytes = struct.unpack_from("<QQ", self.hm, o + 112)
+            out = int(i >= self.n_inputs)
+            limit = self.outputs_len if out else self.inputs_len
+            ok = b"\0" in raw and raw[0] != 0 and d == out and dtype in TENSOR_DTYPES and \
+                1 <= rank <= TENSOR_MAX_RANK and reserved == 0 and \
+                all(x > 0 for x in dims[:rank]) and all(x == 0 for x in dims[rank:])
+            size = TENSOR_DTYPES.get(dtype, ("?", 1))[1]
+            for x in dims[:rank]:
+                size *= x
+            last = i + 1 in (self.n_inputs, n)
+            if not ok or size != nbytes or area_off % 64 or area_off < end[out] or \
+                    area_off + nbytes > limit or (last and area_off + nbytes != limit):
+                raise NibError("inconsistent header from %s: tensor %d (%s, dtype %d, rank %d, "
+                               "%d bytes at %d of %d)" % (self.path, i, "output" if out else
+                                                          "input", dtype, rank, nbytes,
+                                                          area_off, limit))
+            end[out] = area_off + nbytes
+            (self.outputs if out else self.inputs).append({
+                "name": raw.split(b"\0", 1)[0].decode("utf-8", "replace"),
+                "dtype": TENSOR_DTYPES[dtype][0], "dims": list(dims[:rank]),
+                "offset": area_off, "bytes": nbytes})
+
+    @property
+    def is_vision(self):
+        """The appliance serves a vision model: submit_tensors()/run() only."""
+        return bool(self.features & FEAT_TENSOR)
+
+    def submit_tensors(self, inputs, request_id=0, busy_wait=0.0):
+        """One run of a vision model (kind TENSOR, docs/ring.md 6.4): inputs is one bytes-like
+        per model input, in order, each exactly that input's bytes (self.inputs[i]["bytes"]:
+        dense, row-major, little-endian). Refused here, naming the input, before anything
+        is written."""
+        self._own()
+        self._alive(True)
+        if not self.is_vision:
+            raise NibError("appliance %s serves a decoder (tokens), not a vision model" %
+                           self.name)
+        inputs = [memoryview(x).cast("B") for x in inputs]
+        if len(inputs) != len(self.inputs):
+            raise NibError("%d input tensors given, the model takes %d" %
+                           (len(inputs), len(self.inputs)))
+        for i, (x, t) in enumerate(zip(inputs, self.inputs)):
+            if len(x) != t["bytes"]:
+                raise NibError("input %d (%s): %d bytes given, the model takes %d" %
+                               (i, t["name"], len(x), t["bytes"]))
+        area = bytearray(self.inputs_len)
+        for x, t in zip(inputs, self.inputs):
+            area[t["offset"]:t["offset"] + t["bytes"]] = x
+        return self._submit(bytes(area), KIND_TENSOR, 0, 0, 0.0, 0, request_id, busy_wait)
+
+    def outputs_of(self, p):
+        """The output tensors' bytes of a finished TENSOR request's Progress (status ok)."""
+        if not p.done or p.status != 1 or len(p.text) != self.outputs_len:
+            raise NibError("request ended %s%s" % (p.status_name,
+                                                   ": " + p.error if p.error else ""))
+        return [p.text[t["offset"]:t["offset"] + t["bytes"]] for t in self.outputs]
+
+    def run(self, inputs, timeout=None, request_id=0):
+        """submit_tensors, wait until done, release: the outputs' bytes, in the model's
+        order (NibError naming the field when the appliance refused the request)."""
+        h = self.submit_tensors(inputs, request_id=request_id, busy_wait=timeout)
+        p = self.wait(h, timeout=timeout)
+        self.release(h)
+        return self.outputs_of(p)
 
     @property
     def has_chat(self):
@@ -847,7 +954,10 @@ class Host:
                             request_id, busy_wait)
 
     def _submit(self, data, kind, flags, max_tokens, temperature, seed, request_id, busy_wait):
-        if not 1 <= max_tokens <= self.slot_tokens:
+        if self.is_vision and kind != KIND_TENSOR:
+            raise NibError("appliance %s serves a vision model (tensors in, tensors out): "
+                           "send tensors (run, submit_tensors)" % self.name)
+        if kind != KIND_TENSOR and not 1 <= max_tokens <= self.slot_tokens:
             raise NibError("max_tokens must be 1..%d" % self.slot_tokens)
         if not 0.0 <= temperature <= TEMPERATURE_MAX:
             raise NibError("temperature must be a number in 0..%g" % TEMPERATURE_MAX)
@@ -1022,6 +1132,78 @@ def _positive(v):
     return x
 
 
+def read_npy(raw):
+    """(dtype name, dims, data bytes) of a .npy file (float32 or uint8, C order)."""
+    if raw[:6] != b"\x93NUMPY" or len(raw) < 10 or raw[6] not in (1, 2, 3):
+        raise NibError("not a .npy file (version 1, 2 or 3)")
+    n, off = (struct.unpack_from("<H", raw, 8)[0], 10) if raw[6] == 1 else \
+        (struct.unpack_from("<I", raw, 8)[0] if len(raw) >= 12 else 1 << 62, 12)
+    head = raw[off:off + n].decode("latin-1")
+    if off + n > len(raw):
+        raise NibError(".npy header passes the file's end")
+    try:
+        d = ast.literal_eval(head.strip())
+        descr, order, dims = d["descr"], d["fortran_order"], tuple(int(x) for x in d["shape"])
+    except (ValueError, SyntaxError, KeyError, TypeError):
+        raise NibError(".npy header is not a dict of descr, fortran_order and shape") from None
+    kind = {"<f4": ("f32", 4), "|u1": ("u8", 1), "u1": ("u8", 1)}.get(descr)
+    if kind is None or order is not False:
+        raise NibError(".npy array is not float32 or uint8 in C order")
+    count = 1
+    for x in dims:
+        count *= x
+    data = raw[off + n:]
+    if len(data) != count * kind[1]:
+        raise NibError(".npy data is %d bytes, its shape and type take %d" %
+                       (len(data), count * kind[1]))
+    return kind[0], list(dims), data
+
+
+def _run_cli(h, args, out):
+    """nibhost.py run: what nib run prints (a summary per output, or --json)."""
+    if not h.is_vision:
+        raise NibError("appliance %s serves a decoder (tokens in, tokens out): use ask" %
+                       args.name)
+    if len(args.input) != len(h.inputs):
+        raise NibError("%d --input files, the model takes %d inputs" %
+                       (len(args.input), len(h.inputs)))
+    data = []
+    for i, (path, t) in enumerate(zip(args.input, h.inputs)):
+        with open(path, "rb") as f:
+            raw = f.read()
+        if raw[:6] == b"\x93NUMPY":
+            dt, dims, raw = read_npy(raw)
+            if dt != t["dtype"] or dims != t["dims"]:
+                raise NibError("--input %s: a %s array of dims %s, input %d (%s) takes %s %s" %
+                               (path, dt, "x".join(map(str, dims)), i, t["name"], t["dtype"],
+                                "x".join(map(str, t["dims"]))))
+        elif len(raw) != t["bytes"]:
+            raise NibError("--input %s: %d raw bytes, input %d (%s) takes exactly %d" %
+                           (path, len(raw), i, t["name"], t["bytes"]))
+        data.append(raw)
+    outs = h.run(data, timeout=args.timeout)
+    res = []
+    for t, b in zip(h.outputs, outs):
+        vals = list(struct.unpack("<%df" % (len(b) // 4), b)) if t["dtype"] == "f32" else list(b)
+        res.append((t, vals))
+    if args.json:
+        doc = {"status": "ok", "outputs": [
+            {"name": t["name"], "dtype": t["dtype"], "dims": t["dims"],
+             "data": [v if t["dtype"] == "u8" or math.isfinite(v) else None for v in vals]}
+            for t, vals in res]}
+        out.write((json.dumps(doc) + "\n").encode())
+        return 0
+    for t, vals in res:
+        ok = [v for v in vals if v == v]
+        line = "%s %s %s" % (t["name"], t["dtype"], "x".join(map(str, t["dims"])))
+        if ok:
+            line += ": min %.6g max %.6g mean %.6g" % (min(ok), max(ok), sum(ok) / len(ok))
+        if len(ok) < len(vals):
+            line += " (%d NaN)" % (len(vals) - len(ok))
+        out.write((line + "\n").encode())
+    return 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="nibhost.py", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -1048,6 +1230,13 @@ def main(argv=None):
     a.add_argument("--json", action="store_true")
     a.add_argument("--timeout", type=_positive, default=DEFAULT_TIMEOUT, help=tmo)
     a.add_argument("prompt", nargs="?", default=None)
+    r = sub.add_parser("run", help="a vision appliance: run its model on input tensors")
+    r.add_argument("--name", default="nib")
+    r.add_argument("--input", action="append", default=[], metavar="FILE",
+                   help="one per model input, in order: .npy (float32 or uint8, C order, the "
+                        "input's dims) or raw bytes (exactly the input's bytes)")
+    r.add_argument("--json", action="store_true", help="every output value, as nib run --json")
+    r.add_argument("--timeout", type=_positive, default=DEFAULT_TIMEOUT, help=tmo)
     s = sub.add_parser("stats", help="print the appliance's counters")
     s.add_argument("--name", default="nib")
     s.add_argument("--json", action="store_true")
@@ -1070,6 +1259,8 @@ def main(argv=None):
                     for k, v in st.items():
                         out.write(("%s: %d\n" % (k, v)).encode())
                 return 0
+            if args.cmd == "run":
+                return _run_cli(h, args, out)
             prompt = (args.prompt or "").encode("utf-8", "surrogateescape")
             messages = None
             if args.messages is not None:
