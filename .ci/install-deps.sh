@@ -53,6 +53,9 @@ pkgs=(meson ninja-build musl-tools musl-dev check libsubunit-dev libnuma-dev
       # compiled by protoc-c at build time against libprotobuf-c (nib only,
       # never the appliance); python3-onnx builds the small test models
       libprotobuf-c-dev protobuf-c-compiler libonnx-dev python3-onnx
+      # tools/util/tensor_file.c (docs/vision.md): PNG inputs of vision
+      # models (nib only); tests/vision/data: the rendered text-image set
+      libpng-dev imagemagick fonts-dejavu-core
       # tests/image (docs/appliance.md): the boot image under QEMU TCG, its
       # kernel (read from /boot/vmlinuz-*), the UEFI disk image (OVMF, the
       # systemd-boot EFI stub, FAT and GPT made without root or loop mounts)
