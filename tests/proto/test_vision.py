@@ -268,6 +268,12 @@ def run_all(args, nh, tmp, name, app):
         fail("nib ask to a vision appliance: %r" % r.stderr)
     ok("nib run refuses wrong dims, types, sizes, counts and malformed .npy; nib ask refused")
 
+    st = json.loads(nib("stats", "--name", name, "--json").stdout)
+    if st["requests_rejected"] != 8 or st["tokens_run"] < 30 or \
+            st["requests_done"] != st["tokens_run"] + st["requests_rejected"]:
+        fail("nib stats on a vision appliance: %s" % st)
+    ok("nib stats: %d runs, %d refused" % (st["tokens_run"], st["requests_rejected"]))
+
     r = subprocess.run([args.appliance, "--name", "vision2", "--vm-region", "/dev/null"],
                        capture_output=True, text=True, timeout=60)
     if r.returncode == 0 or "refusing to boot: vm-region: a vision model" not in r.stderr:
