@@ -39,6 +39,7 @@
 #include "rt/team.h"
 #include "rt/tokenizer.h"
 #include "tools/measure/bench_stats.h"
+#include "tools/measure/bench_vision.h"
 #include "tools/measure/bench_stream.h"
 #include "tools/measure/bench_tok.h"
 #include "tools/measure/measure.h"
@@ -521,6 +522,10 @@ int nib_bench_main(int argc, char **argv)
     for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
         if (!strcmp(argv[i], "--latency"))
             return nib_bench_latency_main(argc, argv);
+    /* a vision blob's per-image latency: tools/measure/bench_vision.c */
+    for (int i = 1; i + 1 < argc && strcmp(argv[i], "--"); i++)
+        if (!strcmp(argv[i], "--model") && nib_bench_is_vision(argv[i + 1]))
+            return nib_bench_vision_main(argc, argv);
     /* tokenizer MB/s beside @huggingface/tokenizers: tools/measure/bench_tok.c */
     for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
         if (!strcmp(argv[i], "--tokenizer") || !strncmp(argv[i], "--tokenizer=", 12))
