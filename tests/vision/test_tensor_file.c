@@ -212,7 +212,7 @@ END_TEST
 
 START_TEST(test_raw)
 {
-    uint8_t b[60];
+    uint8_t b[64] = {0};
     for (int i = 0; i < 60; i++)
         b[i] = (uint8_t)(i * 7);
     struct nib_io_rec r = image_rec(NIB_IO_F32, 3, 1, 5);

@@ -50,9 +50,11 @@ static void to_planar(const uint8_t *px, uint32_t ich, uint32_t c, uint32_t h, u
             for (size_t i = 0; i < plane; i++)
                 o[i] = px[i * ich + src];
         } else {
-            float *o = (float *)(void *)out + k * plane; /* io offsets are 64-byte aligned */
-            for (size_t i = 0; i < plane; i++)
-                o[i] = (float)px[i * ich + src] / 255.0f;
+            uint8_t *o = out + 4 * k * plane; /* any alignment: a ring slot, a malloc */
+            for (size_t i = 0; i < plane; i++) {
+                float v = (float)px[i * ich + src] / 255.0f;
+                memcpy(o + 4 * i, &v, 4);
+            }
         }
     }
 }
