@@ -200,9 +200,16 @@ static int check_rows(const struct nib_blob_view *v, const struct nib_op *op, ch
 int nib_check_vision_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t errlen)
 {
     const struct nib_op *op = &v->ops[i];
-    if (v->h->model_kind != NIB_MODEL_VISION || op->code < NIB_VOP_FIRST || op->code >= NIB_VOP_END)
-        return fail(err, errlen, "plan op %u: opcode %u does not belong to a %s plan", i, op->code,
-                    v->h->model_kind == NIB_MODEL_VISION ? "vision" : "decoder");
+    const int vision = v->h->model_kind == NIB_MODEL_VISION;
+    if (op->code < NIB_VOP_FIRST || op->code >= NIB_VOP_END) {
+        if (vision && op->code >= 1 && op->code < NIB_OP_COUNT)
+            return fail(err, errlen, "plan op %u: opcode %u does not belong to a vision plan", i,
+                        op->code);
+        return fail(err, errlen, "plan op %u: unknown opcode %u", i, op->code);
+    }
+    if (!vision)
+        return fail(err, errlen, "plan op %u: vision opcode %u (%s) in a decoder plan", i, op->code,
+                    nib_vop_name(op->code));
     if (op->flags)
         return fail(err, errlen, "plan op %u (%s): flags 0x%x", i, nib_vop_name(op->code),
                     op->flags);

@@ -478,8 +478,13 @@ int nib_exec_access(const struct nib_blob_view *v, const struct nib_op *op, uint
         acc(out, &c, op->attention.scratch, b * ctx * 4, e * ctx * 4, 1);
         break;
     default:
-        if (op->code >= NIB_VOP_FIRST && op->code < NIB_VOP_END)
-            return nib_vision_access(op, b, e, out);
+        if (op->code >= NIB_VOP_FIRST && op->code < NIB_VOP_END) {
+            struct nib_vrange r[4];
+            int k = nib_vision_access(op, b, e, r);
+            for (int j = 0; j < k; j++)
+                acc(out, &c, 0, r[j].begin, r[j].end, r[j].write);
+            break;
+        }
         /* An op this table does not describe: all of runtime memory, so the
          * team puts barriers on both sides of it. Add an exact case with
          * every new opcode. */

@@ -297,15 +297,15 @@ void nib_vision_op(const struct nib_qkernels *qk, const struct nib_blob_view *v,
 
 /* ---- what a share touches ---- */
 
-static void acc(struct nib_access *out, int *n, uint64_t b, uint64_t e, uint32_t write)
+static void acc(struct nib_vrange *out, int *n, uint64_t b, uint64_t e, uint32_t write)
 {
     if (b >= e)
         return;
-    out[*n] = (struct nib_access){.begin = b, .end = e, .write = write};
+    out[*n] = (struct nib_vrange){.begin = b, .end = e, .write = write};
     (*n)++;
 }
 
-int nib_vision_access(const struct nib_op *op, uint32_t b, uint32_t e, struct nib_access *out)
+int nib_vision_access(const struct nib_op *op, uint32_t b, uint32_t e, struct nib_vrange *out)
 {
     int c = 0;
     switch (op->code) {

@@ -6,15 +6,24 @@
 
 #include <stdint.h>
 
-#include "rt/exec.h"
+#include "model_blob/blob_view.h"
+
+struct nib_qkernels;
+
+/* Bytes [begin, end) of runtime memory a share reads or writes (rt/exec.c
+ * turns them into its struct nib_access). */
+struct nib_vrange {
+    uint64_t begin, end;
+    uint32_t write;
+};
 
 /* Units op is split in (worker shares are whole blocks of them). */
 uint32_t nib_vision_units(const struct nib_op *op, uint32_t *block);
 /* Units [b, e) of op. */
 void nib_vision_op(const struct nib_qkernels *qk, const struct nib_blob_view *v, uint8_t *mem,
                    const struct nib_op *op, uint32_t b, uint32_t e);
-/* What units [b, e) read and write; returns the count (<= NIB_ACCESS_MAX). */
-int nib_vision_access(const struct nib_op *op, uint32_t b, uint32_t e, struct nib_access *out);
+/* What units [b, e) read and write; returns the count (<= 3). */
+int nib_vision_access(const struct nib_op *op, uint32_t b, uint32_t e, struct nib_vrange *out);
 
 /* One element-wise function (enum nib_vact). */
 float nib_vact_apply(uint32_t act, float p0, float p1, float v);
