@@ -237,6 +237,16 @@ def one_model(args, nh, link, sources, spec, tmp, idx):
           "%s: nib onnx-run --blob: %d outputs, the same bits for 1 and 2 workers" %
           (label, len(refs[0])))
 
+    # nib bench --model on the blob: the report's shape only (never a time)
+    import json
+    rep = json.loads(sh([args.nib, "bench", "--model", blob, "--runs", "2", "--workers", "2",
+                         "--json"]).stdout)
+    res = rep.get("results", [])
+    check(rep.get("kind") == "vision" and [r.get("workers") for r in res] == [1, 2] and
+          all(0 < r["p50_ms"] <= r["p99_ms"] and r["images_s"] > 0 for r in res),
+          "%s: nib bench --model --json reports p50 <= p99 and images/s for 1 and 2 workers" %
+          label)
+
     name = "e2e%d" % idx
     app = subprocess.Popen([app_path, "--name", name, "--workers", "2", "--spin-us", "200"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
