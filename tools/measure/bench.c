@@ -476,7 +476,9 @@ static void usage(FILE *f)
             "       nib bench --latency ...: per-token latency of a blob (nib bench --latency "
             "--help)\n"
             "       nib bench --tokenizer SRC ...: tokenizer MB/s beside @huggingface/tokenizers "
-            "(nib bench --tokenizer x --help)\n",
+            "(nib bench --tokenizer x --help)\n"
+            "       nib bench --model VISION.blob ...: per-image latency of a vision blob "
+            "(nib bench --model VISION.blob --help)\n",
             MAX_ROUNDS);
 }
 
