@@ -255,8 +255,8 @@ def run_all(args, nh, tmp, name, app):
     ok("nibhost.py run: the same summary and JSON as nib run; wrong dims refused")
 
     for argv, say in ((inp("a_bad.npy", "b.raw"), "input 0 (a) takes f32 1x3x8x8"),
-                      (inp("a_u8.npy", "b.raw"), "a u8 array"),
-                      (inp("short.raw", "b.raw"), "takes exactly 768"),
+                      (inp("a_u8.npy", "b.raw"), ".npy holds uint8"),
+                      (inp("short.raw", "b.raw"), "is 768 bytes"),
                       (inp("junk.npy", "b.raw"), ".npy"),
                       (inp("a.raw"), "the model takes 2 inputs"),
                       (inp("a.raw", "b.raw", "b.raw"), "the model takes 2 inputs")):

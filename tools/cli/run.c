@@ -1,6 +1,7 @@
 /* nib run: one run of a vision appliance's model (docs/ring.md section
- * 6.4): each --input file (raw bytes, or .npy) checked against the
- * model's tensor table, sent as one TENSOR request through this host's
+ * 6.4): each --input file (.npy, raw bytes, PPM/PGM or PNG: tools/util/
+ * tensor_file.h) decoded into the bytes the model's tensor table names,
+ * sent as one TENSOR request through this host's
  * ring, and each output printed (name, dims, a summary), as JSON, or
  * written as .npy files. */
 #include <errno.h>
@@ -10,26 +11,30 @@
 #include <string.h>
 
 #include "tools/cli/cli.h"
-#include "tools/cli/run_npy.h"
 #include "tools/host/nibhost.h"
 #include "tools/util/args.h"
+#include "tools/util/tensor_file.h"
 
 #define RUN_INPUTS_MAX 16
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: nib run [--name NAME] --input FILE [--input FILE ...] [--json] [-o DIR]\n"
-               "               [--timeout SECONDS]\n"
-               "  Runs a vision appliance's model once on the given input tensors.\n"
-               "  --input FILE  one per model input, in the model's order: a .npy file (float32\n"
-               "                or uint8, C order, the input's dims) or raw bytes (exactly the\n"
-               "                input's bytes: dense, row-major, little-endian)\n"
-               "  --json        print the outputs as JSON, every value included\n"
-               "  -o DIR        write each output as DIR/NAME.npy\n"
-               "  Prints one line per output: name, dims, min, max, mean.\n");
+    fprintf(
+        f,
+        "usage: nib run [--name NAME] --input FILE [--input FILE ...] [--bgr] [--json] [-o DIR]\n"
+        "               [--timeout SECONDS]\n"
+        "  Runs a vision appliance's model once on the given input tensors.\n"
+        "  --input FILE  one per model input, in the model's order: a .npy file (float32\n"
+        "                or uint8, C order, the input's dims), a PPM/PGM or PNG image\n"
+        "                (exactly HxW pixels for a 1x3xHxW or 1x1xHxW input; planar, u8 as\n"
+        "                is, f32 as value/255) or raw bytes (exactly the input's bytes)\n"
+        "  --bgr         images as B, G, R planes (PaddleOCR's models take BGR)\n"
+        "  --json        print the outputs as JSON, every value included\n"
+        "  -o DIR        write each output as DIR/NAME.npy\n"
+        "  Prints one line per output: name, dims, min, max, mean.\n");
 }
 
-enum { O_NAME = NIB_ARGS_OPT, O_INPUT, O_JSON, O_OUT, O_TIMEOUT };
+enum { O_NAME = NIB_ARGS_OPT, O_INPUT, O_JSON, O_OUT, O_TIMEOUT, O_BGR };
 
 static const char *dtype_name(uint32_t t)
 {
@@ -51,79 +56,39 @@ static double value_at(const uint8_t *p, uint32_t dtype, size_t i)
     return v;
 }
 
-/* The whole file (malloc'd) into *buf, or NULL with errno. */
-static uint8_t *read_file(const char *path, size_t *size)
+/* The io record tensor_file.h decodes into, from the appliance's table. */
+static void io_rec_of(const struct nib_tensor_info *t, struct nib_io_rec *rec)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    size_t cap = 1 << 16, n = 0;
-    uint8_t *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap)
-            break;
-        uint8_t *more = cap > (1ull << 31) ? NULL : realloc(buf, cap * 2);
-        if (!more) {
-            free(buf);
-            buf = NULL;
-            errno = EFBIG;
-            break;
-        }
-        buf = more;
-        cap *= 2;
-    }
-    if (buf && ferror(f)) {
-        free(buf);
-        buf = NULL;
-        errno = EIO;
-    }
-    fclose(f);
-    *size = n;
-    return buf;
+    memset(rec, 0, sizeof *rec);
+    snprintf(rec->name, sizeof rec->name, "%s", t->name);
+    rec->dtype = t->dtype;
+    rec->rank = t->rank;
+    for (uint32_t d = 0; d < t->rank && d < NIB_IO_MAX_RANK; d++)
+        rec->dims[d] = t->dims[d];
+    rec->bytes = t->bytes;
 }
 
-/* Input i's bytes from file (raw or .npy), checked against the model's
- * table: 0 with *data and *len, or 1 after saying why. */
-static int load_input(const char *path, const struct nib_tensor_info *t, uint32_t i, uint8_t **file,
-                      const uint8_t **data)
+/* Input i's bytes from its file (.npy, raw, PPM/PGM or PNG: tensor_file.h)
+ * into a new buffer *data, checked against the model's table: 0, or 1
+ * after saying why. */
+static int load_input(const char *path, const struct nib_tensor_info *t, uint32_t i, unsigned flags,
+                      uint8_t **data)
 {
-    size_t size = 0;
-    *file = read_file(path, &size);
-    if (!*file) {
-        fprintf(stderr, "nib run: --input %s: %s\n", path, strerror(errno));
+    struct nib_io_rec rec;
+    char err[512];
+    io_rec_of(t, &rec);
+    *data = malloc(t->bytes ? t->bytes : 1);
+    if (!*data) {
+        fprintf(stderr, "nib run: --input %s: out of memory\n", path);
         return 1;
     }
-    if (size >= 6 && !memcmp(*file, "\x93NUMPY", 6)) {
-        struct nib_run_npy a;
-        char err[160];
-        if (nib_run_npy_parse(*file, size, &a, err, sizeof err)) {
-            fprintf(stderr, "nib run: --input %s: %s\n", path, err);
-            return 1;
-        }
-        int same = a.dtype == t->dtype && a.rank == t->rank;
-        for (uint32_t d = 0; same && d < a.rank; d++)
-            same = a.dims[d] == t->dims[d];
-        if (!same) {
-            fprintf(stderr, "nib run: --input %s: a %s array of dims ", path, dtype_name(a.dtype));
-            for (uint32_t d = 0; d < a.rank; d++)
-                fprintf(stderr, "%s%u", d ? "x" : "", a.dims[d]);
-            fprintf(stderr, ", input %u (%s) takes %s ", i, t->name, dtype_name(t->dtype));
-            print_dims(stderr, t, "x");
-            fprintf(stderr, "\n");
-            return 1;
-        }
-        *data = a.data;
-        return 0;
-    }
-    if (size != t->bytes) {
-        fprintf(stderr, "nib run: --input %s: %zu raw bytes, input %u (%s, %s ", path, size, i,
-                t->name, dtype_name(t->dtype));
+    if (nib_tensor_load(path, flags, &rec, *data, err, sizeof err)) {
+        fprintf(stderr, "nib run: --input %s: input %u (%s) takes %s ", path, i, t->name,
+                dtype_name(t->dtype));
         print_dims(stderr, t, "x");
-        fprintf(stderr, ") takes exactly %zu (or give a .npy file)\n", t->bytes);
+        fprintf(stderr, " (%zu bytes): %s\n", t->bytes, err);
         return 1;
     }
-    *data = *file;
     return 0;
 }
 
@@ -221,11 +186,13 @@ int nib_run_main(int argc, char **argv)
 {
     static const struct nib_opt opts[] = {
         {"--name", O_NAME, 1}, {"--input", O_INPUT, 1},     {"--json", O_JSON, 0},
-        {"-o", O_OUT, 1},      {"--timeout", O_TIMEOUT, 1}, {NULL, 0, 0},
+        {"-o", O_OUT, 1},      {"--timeout", O_TIMEOUT, 1}, {"--bgr", O_BGR, 0},
+        {NULL, 0, 0},
     };
     const char *name = NULL, *outdir = NULL, *inputs[RUN_INPUTS_MAX];
     uint32_t n_in = 0, timeout_s = 60;
     int json = 0, o;
+    unsigned flags = 0;
     struct nib_args a;
     nib_args_init(&a, "nib run", argc, argv, opts, usage, NULL);
     while ((o = nib_args_next(&a)) > NIB_ARGS_END) {
@@ -237,6 +204,8 @@ int nib_run_main(int argc, char **argv)
             inputs[n_in++] = a.value;
         } else if (o == O_JSON)
             json = 1;
+        else if (o == O_BGR)
+            flags |= NIB_TF_BGR;
         else if (o == O_OUT)
             outdir = a.value;
         else if (o == O_TIMEOUT && nib_args_u32(&a, 1, 86400, &timeout_s))
@@ -282,10 +251,9 @@ int nib_run_main(int argc, char **argv)
     for (uint32_t i = 0; i < n_in; i++) {
         struct nib_tensor_info t;
         nib_host_tensor_info(h, 0, i, &t);
-        const uint8_t *d;
-        if (load_input(inputs[i], &t, i, &files[i], &d))
+        if (load_input(inputs[i], &t, i, flags, &files[i]))
             goto out;
-        data[i] = d;
+        data[i] = files[i];
         lens[i] = t.bytes;
     }
     if (nib_host_submit_tensors(h, data, lens, n_in, ms, &r) != NIB_HOST_OK ||

@@ -39,6 +39,7 @@
 #include "rt/team.h"
 #include "rt/tokenizer.h"
 #include "tools/measure/bench_stats.h"
+#include "tools/measure/bench_vision.h"
 #include "tools/measure/bench_stream.h"
 #include "tools/measure/bench_tok.h"
 #include "tools/measure/measure.h"
@@ -475,7 +476,9 @@ static void usage(FILE *f)
             "       nib bench --latency ...: per-token latency of a blob (nib bench --latency "
             "--help)\n"
             "       nib bench --tokenizer SRC ...: tokenizer MB/s beside @huggingface/tokenizers "
-            "(nib bench --tokenizer x --help)\n",
+            "(nib bench --tokenizer x --help)\n"
+            "       nib bench --model VISION.blob ...: per-image latency of a vision blob "
+            "(nib bench --model VISION.blob --help)\n",
             MAX_ROUNDS);
 }
 
@@ -521,6 +524,10 @@ int nib_bench_main(int argc, char **argv)
     for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
         if (!strcmp(argv[i], "--latency"))
             return nib_bench_latency_main(argc, argv);
+    /* a vision blob's per-image latency: tools/measure/bench_vision.c */
+    for (int i = 1; i + 1 < argc && strcmp(argv[i], "--"); i++)
+        if (!strcmp(argv[i], "--model") && nib_bench_is_vision(argv[i + 1]))
+            return nib_bench_vision_main(argc, argv);
     /* tokenizer MB/s beside @huggingface/tokenizers: tools/measure/bench_tok.c */
     for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
         if (!strcmp(argv[i], "--tokenizer") || !strncmp(argv[i], "--tokenizer=", 12))

@@ -1,0 +1,205 @@
+/* nib bench --model BLOB on a vision blob: per-image latency (p50, p99)
+ * and images/s, with 1 worker and with all workers, the plan run on a
+ * team in this process exactly as the appliance runs it (nib_exec_run on
+ * inputs already in place; no ring, no copy). Reports, never asserts. */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kernels/qkernels.h"
+#include "model_blob/blob_view.h"
+#include "rt/cpu_isa.h"
+#include "rt/exec.h"
+#include "rt/team.h"
+#include "tools/measure/bench_stats.h"
+#include "tools/measure/bench_vision.h"
+#include "tools/util/args.h"
+#include "tools/util/tool_util.h"
+
+struct vision_fig {
+    uint32_t workers;
+    double p50_ms, p99_ms, images_s;
+};
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Deterministic inputs: f32 in [0, 1), u8 any byte. */
+static void fill_inputs(const struct nib_blob_view *v, uint8_t *mem)
+{
+    uint64_t s = 0x9e3779b97f4a7c15ull;
+    for (uint32_t k = 0; k < v->n_inputs; k++) {
+        const struct nib_io_rec *r = &v->io[k];
+        for (uint64_t i = 0; i < r->bytes / (r->dtype == NIB_IO_F32 ? 4 : 1); i++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            if (r->dtype == NIB_IO_F32) {
+                float f = (float)(s >> 40) / (float)(1u << 24);
+                memcpy(mem + r->off + 4 * i, &f, 4);
+            } else
+                mem[r->off + i] = (uint8_t)(s >> 56);
+        }
+    }
+}
+
+/* runs timed runs (after 2 warm-up runs) on a team of `workers`. */
+static int measure(const struct nib_blob_view *v, uint8_t *mem, const struct nib_qkernels *qk,
+                   uint32_t workers, uint32_t runs, struct vision_fig *fig, char *err,
+                   size_t errlen)
+{
+    struct nib_exec e = {.v = v, .mem = mem, .qk = qk};
+    uint8_t *tm = NULL;
+    struct nib_team *team = NULL;
+    pthread_t tids[NIB_TEAM_MAX_WORKERS];
+    double *t = malloc(runs * sizeof *t);
+    int rc = t ? 0 : nib_fail(err, errlen, "out of memory");
+    if (!rc && workers > 1) {
+        uint64_t ts = (nib_team_footprint(workers) + 4095) & ~4095ull;
+        tm = aligned_alloc(4096, (ts + nib_exec_team_footprint(workers, v) + 4095) & ~4095ull);
+        team = tm ? nib_team_new(tm, workers, 1000000ull, 1000000ull) : NULL;
+        if (!team)
+            rc = nib_fail(err, errlen, "cannot make a team of %u workers", workers);
+        else
+            nib_exec_set_team(&e, team, tm + ts);
+        if (!rc && nib_team_spawn(team, NULL, tids)) {
+            team = NULL;
+            rc = nib_fail(err, errlen, "cannot start %u worker threads", workers - 1);
+        }
+    }
+    for (uint32_t i = 0; i < 2 && !rc; i++)
+        if (nib_exec_run(&e))
+            rc = nib_fail(err, errlen, "the plan did not run");
+    double t0 = bench_now();
+    for (uint32_t i = 0; i < runs && !rc; i++) {
+        double a = bench_now();
+        if (nib_exec_run(&e))
+            rc = nib_fail(err, errlen, "the plan did not run");
+        t[i] = bench_now() - a;
+    }
+    double total = bench_now() - t0;
+    if (team)
+        nib_team_join(team, tids);
+    if (!rc) {
+        qsort(t, runs, sizeof *t, cmp_double);
+        fig->workers = workers;
+        fig->p50_ms = 1e3 * t[(runs - 1) / 2];
+        fig->p99_ms = 1e3 * t[(uint32_t)ceil(0.99 * runs) - 1];
+        fig->images_s = runs / total;
+    }
+    free(t);
+    free(tm);
+    return rc;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: nib bench --model VISION.blob [--runs N] [--workers N] [--isa I] [--json]\n"
+               "  Per-image latency (p50, p99) and images/s of a vision blob's plan, run\n"
+               "  on a team in this process as the appliance runs it: with 1 worker and\n"
+               "  with N (default: every online CPU, at most the team's limit).\n");
+}
+
+enum { O_MODEL = NIB_ARGS_OPT, O_RUNS, O_WORKERS, O_ISA, O_JSON };
+
+int nib_bench_vision_main(int argc, char **argv)
+{
+    static const struct nib_opt opts[] = {
+        {"--model", O_MODEL, 1}, {"--runs", O_RUNS, 1}, {"--workers", O_WORKERS, 1},
+        {"--isa", O_ISA, 1},     {"--json", O_JSON, 0}, {NULL, 0, 0},
+    };
+    const char *path = NULL, *isa = NULL;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    uint32_t runs = 50, all = ncpu < 1                      ? 1
+                              : ncpu > NIB_TEAM_MAX_WORKERS ? NIB_TEAM_MAX_WORKERS
+                                                            : (uint32_t)ncpu;
+    int json = 0, o;
+    struct nib_args a;
+    nib_args_init(&a, "nib bench", argc, argv, opts, usage, NULL);
+    while ((o = nib_args_next(&a)) > NIB_ARGS_END) {
+        if (o == O_MODEL)
+            path = a.value;
+        else if (o == O_RUNS && nib_args_u32(&a, 1, 1000000, &runs))
+            return 2;
+        else if (o == O_WORKERS && nib_args_u32(&a, 1, NIB_TEAM_MAX_WORKERS, &all))
+            return 2;
+        else if (o == O_ISA)
+            isa = a.value;
+        else if (o == O_JSON)
+            json = 1;
+    }
+    if (o == NIB_ARGS_EXIT)
+        return a.status;
+    if (!path)
+        return nib_args_fail(&a, "give the vision blob with --model BLOB");
+    uint32_t have = nib_cpu_isa();
+    const struct nib_qkernels *qk = nib_exec_kernels(have);
+    if (isa) {
+        uint32_t want = !strcmp(isa, "scalar") ? NIB_ISA_SCALAR
+                        : !strcmp(isa, "avx2") ? NIB_ISA_AVX2
+                        : !strcmp(isa, "neon") ? NIB_ISA_NEON_DOT
+                                               : 0xffffffffu;
+        qk = want == 0xffffffffu || (want && !(have & want)) ? NULL : nib_qkernels_get(want);
+        if (!qk)
+            return nib_args_fail(&a, "--isa %s: not in this build or on this CPU", isa);
+    }
+
+    char err[256];
+    const uint8_t *buf;
+    size_t size;
+    if (nib_map_file(path, &buf, &size, err, sizeof err)) {
+        fprintf(stderr, "nib bench: %s\n", err);
+        return 1;
+    }
+    struct nib_blob_view v;
+    uint8_t *mem = NULL;
+    struct vision_fig fig[2];
+    uint32_t n_fig = all > 1 ? 2 : 1;
+    int rc = nib_blob_open(&v, buf, size, 1, err, sizeof err);
+    if (!rc && v.h->model_kind != NIB_MODEL_VISION)
+        rc = nib_fail(err, sizeof err, "not a vision blob");
+    if (!rc && !(mem = aligned_alloc(4096, (v.mem_size + 4095) & ~4095ull)))
+        rc = nib_fail(err, sizeof err, "out of memory for %llu bytes of runtime memory",
+                      (unsigned long long)v.mem_size);
+    if (!rc) {
+        memset(mem, 0, v.mem_size);
+        fill_inputs(&v, mem);
+    }
+    for (uint32_t k = 0; k < n_fig && !rc; k++)
+        rc = measure(&v, mem, qk, k ? all : 1, runs, &fig[k], err, sizeof err);
+    if (rc)
+        fprintf(stderr, "nib bench: %s: %s\n", path, err);
+    else if (json) {
+        printf("{\"model\": \"%s\", \"kind\": \"vision\", \"runs\": %u, \"results\": [", path,
+               runs);
+        for (uint32_t k = 0; k < n_fig; k++)
+            printf("%s{\"workers\": %u, \"p50_ms\": %.4f, \"p99_ms\": %.4f, \"images_s\": %.3f}",
+                   k ? ", " : "", fig[k].workers, fig[k].p50_ms, fig[k].p99_ms, fig[k].images_s);
+        printf("]}\n");
+    } else {
+        printf("%s: vision plan of %u ops, %u runs each\n", path, v.h->n_ops, runs);
+        printf("%8s %10s %10s %10s\n", "workers", "p50 ms", "p99 ms", "images/s");
+        for (uint32_t k = 0; k < n_fig; k++)
+            printf("%8u %10.3f %10.3f %10.2f\n", fig[k].workers, fig[k].p50_ms, fig[k].p99_ms,
+                   fig[k].images_s);
+    }
+    free(mem);
+    nib_unmap_file(buf, size);
+    return rc ? 1 : 0;
+}
+
+/* Whether path names a vision blob (only its header read). */
+int nib_bench_is_vision(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    struct nib_blob_header h;
+    int yes = f && fread(&h, sizeof h, 1, f) == 1 && !memcmp(h.magic, NIB_BLOB_MAGIC, 8) &&
+              h.model_kind == NIB_MODEL_VISION;
+    if (f)
+        fclose(f);
+    return yes;
+}
