@@ -54,8 +54,7 @@ const models = [
     fused: { BatchNormalization: 0, 'SqueezeExcite+Relu+HardSigmoid': 9, Shape: 0, Cast: 0 } },
   { file: 'ch_PP-OCRv4_det_infer.onnx', dims: [1, 3, 640, 640], seed: 2, blob: true,
     fused: { 'SqueezeExcite+Relu+HardSigmoid': 10, HardSwish: 0, Clip: 0 } },
-  { file: 'ch_PP-OCRv4_rec_infer.onnx', dims: [1, 3, 48, 320], seed: 3,
-    noBlob: 'LayerNorm, its rank-5 reshapes and the MatMul of two activations are not lowered yet',
+  { file: 'ch_PP-OCRv4_rec_infer.onnx', dims: [1, 3, 48, 320], seed: 3, blob: true,
     fused: { LayerNorm: 5, ReduceMean: 0, Sqrt: 0, Shape: 0, Cast: 0, HardSwish: 0 } },
   // Written by nib synth (random weights, the real architecture): every BN
   // folds; the stem's and each bottleneck's first two convs take their
