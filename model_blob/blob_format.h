@@ -320,16 +320,18 @@ struct nib_norm_add_params {
  * of the tensor table. One run executes the plan once, top to bottom. */
 enum nib_vision_opcode {
     NIB_VOP_FIRST = 32,
-    NIB_VOP_INPUT = 32,   /* NCHW u8|f32 io bytes at src0 -> NHWC f32 at dst:
+    NIB_VOP_INPUT = 32,     /* NCHW u8|f32 io bytes at src0 -> NHWC f32 at dst:
                            * y = fma(x, scale[c], shift[c]), tensor = 2 x c floats */
-    NIB_VOP_CONV = 33,    /* convolution (groups, depthwise), bias, activation, affine */
-    NIB_VOP_POOL = 34,    /* max / average / global average pooling */
-    NIB_VOP_BINARY = 35,  /* dst = src0 op src1, numpy broadcasting as strides */
-    NIB_VOP_UNARY = 36,   /* dst = post(act(src0)), element-wise */
-    NIB_VOP_COPY = 37,    /* strided copy: layout changes, transposes, slices, concat parts */
-    NIB_VOP_MATMUL = 38,  /* dst[m][n] = src0[m][:] . W[n][:] + bias[n] */
-    NIB_VOP_SOFTMAX = 39, /* rows of n */
-    NIB_VOP_RESIZE = 40,  /* ONNX Resize on the spatial axes of an NHWC image */
+    NIB_VOP_CONV = 33,      /* convolution (groups, depthwise), bias, activation, affine */
+    NIB_VOP_POOL = 34,      /* max / average / global average pooling */
+    NIB_VOP_BINARY = 35,    /* dst = src0 op src1, numpy broadcasting as strides */
+    NIB_VOP_UNARY = 36,     /* dst = post(act(src0)), element-wise */
+    NIB_VOP_COPY = 37,      /* strided copy: layout changes, transposes, slices, concat parts */
+    NIB_VOP_MATMUL = 38,    /* dst[m][n] = src0[m][:] . W[n][:] + bias[n] */
+    NIB_VOP_SOFTMAX = 39,   /* rows of n */
+    NIB_VOP_RESIZE = 40,    /* ONNX Resize on the spatial axes of an NHWC image */
+    NIB_VOP_LAYERNORM = 41, /* rows of n: (x - mean) / sqrt(var + eps) * gamma + beta */
+    NIB_VOP_BMATMUL = 42,   /* batched matmul of two arena operands (strided) */
     NIB_VOP_END
 };
 
@@ -395,6 +397,22 @@ struct nib_vrows_params {
     uint32_t c, h, w, u8;
 };
 
+/* NIB_VOP_LAYERNORM: rows of n contiguous floats; gamma and beta f32
+ * tensors of n, or UINT32_MAX for 1 and 0. */
+struct nib_vnorm_params {
+    uint32_t rows, n, gamma, beta;
+    float eps;
+};
+
+/* NIB_VOP_BMATMUL: for batch (b0, b1) and row i, dst[((b0 * nb1 + b1) * m +
+ * i) * n + j] = sum over k of A[b0 sa[0] + b1 sa[1] + i sa[2] + k sa[3]] *
+ * B[b0 sb[0] + b1 sb[1] + k sb[2] + j sb[3]] (strides in elements, 0 to
+ * broadcast), one fma per k in order. A at src0, B at src1. */
+struct nib_vbmm_params {
+    uint32_t nb0, nb1, m, n, k;
+    uint32_t sa[4], sb[4];
+};
+
 /* NIB_VOP_RESIZE: kernels/conv.h struct nib_resize's fields. */
 struct nib_vresize_params {
     uint32_t h, w, c, oh, ow;
@@ -421,6 +439,8 @@ struct nib_op {
         struct nib_vmatmul_params vmatmul;
         struct nib_vrows_params vrows;
         struct nib_vresize_params vresize;
+        struct nib_vnorm_params vnorm;
+        struct nib_vbmm_params vbmm;
         uint8_t params[120];
     };
 };

@@ -19,8 +19,9 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
     return -1;
 }
 
-static const char *const vop_names[] = {"input", "conv",    "pool",    "binary", "unary",
-                                        "copy",  "vmatmul", "softmax", "resize"};
+static const char *const vop_names[] = {"input",  "conv",      "pool",    "binary",
+                                        "unary",  "copy",      "vmatmul", "softmax",
+                                        "resize", "layernorm", "bmatmul"};
 
 const char *nib_vop_name(uint32_t code)
 {
@@ -197,6 +198,50 @@ static int check_rows(const struct nib_blob_view *v, const struct nib_op *op, ch
     return 0;
 }
 
+static int check_layernorm(const struct nib_blob_view *v, const struct nib_op *op, char *err,
+                           size_t errlen, uint32_t i)
+{
+    const struct nib_vnorm_params *p = &op->vnorm;
+    uint64_t bytes = (uint64_t)p->rows * p->n * 4;
+    if (!p->rows || !p->n || p->n > (1u << 24) || bytes > (1ull << 32) || !isfinite(p->eps) ||
+        p->eps < 0.0f || op->tensor != UINT32_MAX)
+        return fail(err, errlen, "plan op %u (layernorm): %u rows of %u, eps or a tensor", i,
+                    p->rows, p->n);
+    if ((p->gamma != UINT32_MAX && !f32_tensor(v, p->gamma, p->n)) ||
+        (p->beta != UINT32_MAX && !f32_tensor(v, p->beta, p->n)))
+        return fail(err, errlen, "plan op %u (layernorm): gamma or beta is not %u f32", i, p->n);
+    if (!in_mem(v, op->src0, bytes) || !in_mem(v, op->dst, bytes) ||
+        (op->src0 != op->dst && overlap(op->src0, bytes, op->dst, bytes)))
+        return fail(err, errlen, "plan op %u (layernorm): operands outside memory or overlapping",
+                    i);
+    return 0;
+}
+
+/* Batched matmul: every dim 1..2^20, at most 2^28 output rows and 2^30
+ * output elements, strides up to 2^28, sources inside memory and apart
+ * from the destination. */
+static int check_bmatmul(const struct nib_blob_view *v, const struct nib_op *op, char *err,
+                         size_t errlen, uint32_t i)
+{
+    const struct nib_vbmm_params *p = &op->vbmm;
+    const uint32_t d[5] = {p->nb0, p->nb1, p->m, p->n, p->k};
+    for (int k = 0; k < 5; k++)
+        if (d[k] == 0 || d[k] > (1u << 20))
+            return fail(err, errlen, "plan op %u (bmatmul): dimension %d is %u", i, k, d[k]);
+    for (int k = 0; k < 4; k++)
+        if (p->sa[k] > (1u << 28) || p->sb[k] > (1u << 28))
+            return fail(err, errlen, "plan op %u (bmatmul): a stride over 2^28", i);
+    const uint64_t rows = (uint64_t)p->nb0 * p->nb1 * p->m, out = rows * p->n * 4;
+    if (rows > (1u << 28) || rows * p->n > (1u << 30) || op->tensor != UINT32_MAX)
+        return fail(err, errlen, "plan op %u (bmatmul): too many outputs or a tensor", i);
+    const uint32_t da[4] = {p->nb0, p->nb1, p->m, p->k}, db[4] = {p->nb0, p->nb1, p->k, p->n};
+    const uint64_t sa = nib_vew_span(da, p->sa), sb = nib_vew_span(db, p->sb);
+    if (!in_mem(v, op->dst, out) || !in_mem(v, op->src0, sa) || !in_mem(v, op->src1, sb) ||
+        overlap(op->src0, sa, op->dst, out) || overlap(op->src1, sb, op->dst, out))
+        return fail(err, errlen, "plan op %u (bmatmul): operands outside memory or overlapping", i);
+    return 0;
+}
+
 int nib_check_vision_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t errlen)
 {
     const struct nib_op *op = &v->ops[i];
@@ -235,6 +280,8 @@ int nib_check_vision_op(const struct nib_blob_view *v, uint32_t i, char *err, si
                         i);
         return 0;
     }
+    case NIB_VOP_LAYERNORM: return check_layernorm(v, op, err, errlen, i);
+    case NIB_VOP_BMATMUL: return check_bmatmul(v, op, err, errlen, i);
     case NIB_VOP_RESIZE: {
         const struct nib_vresize_params *p = &op->vresize;
         const uint32_t dm = 1u << 16;

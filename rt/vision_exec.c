@@ -45,6 +45,8 @@ uint32_t nib_vision_units(const struct nib_op *op, uint32_t *block)
     case NIB_VOP_POOL: return op->vconv.oh;
     case NIB_VOP_RESIZE: return op->vresize.oh;
     case NIB_VOP_SOFTMAX: return op->vrows.rows;
+    case NIB_VOP_LAYERNORM: return op->vnorm.rows;
+    case NIB_VOP_BMATMUL: return op->vbmm.nb0 * op->vbmm.nb1 * op->vbmm.m; /* < 2^28: checked */
     case NIB_VOP_MATMUL: *block = 16; return op->vmatmul.n;
     case NIB_VOP_BINARY:
     case NIB_VOP_UNARY:
@@ -266,6 +268,54 @@ static void exec_softmax(uint8_t *mem, const struct nib_op *op, uint32_t b, uint
     }
 }
 
+/* Layer norm of rows [b, e): the mean, then the mean of squared
+ * deviations, sequential f32 sums. */
+static void exec_layernorm(const struct nib_blob_view *v, uint8_t *mem, const struct nib_op *op,
+                           uint32_t b, uint32_t e)
+{
+    const struct nib_vnorm_params *p = &op->vnorm;
+    const uint64_t n = p->n;
+    const float *ga = p->gamma == UINT32_MAX ? NULL : nib_tensor_f32(v, p->gamma);
+    const float *be = p->beta == UINT32_MAX ? NULL : nib_tensor_f32(v, p->beta);
+    for (uint64_t r = b; r < e; r++) {
+        const float *x = f32_at(mem, op->src0) + r * n;
+        float *y = f32_at(mem, op->dst) + r * n;
+        float sum = 0.0f, var = 0.0f;
+        for (uint64_t i = 0; i < n; i++)
+            sum += x[i];
+        const float mean = sum / (float)n;
+        for (uint64_t i = 0; i < n; i++) {
+            float d = x[i] - mean;
+            var = __builtin_fmaf(d, d, var);
+        }
+        const float inv = 1.0f / sqrtf(var / (float)n + p->eps);
+        for (uint64_t i = 0; i < n; i++) {
+            float t = (x[i] - mean) * inv;
+            t = ga ? t * ga[i] : t;
+            y[i] = be ? t + be[i] : t;
+        }
+    }
+}
+
+/* Batched matmul, output rows [b, e) of nb0 x nb1 x m. */
+static void exec_bmatmul(uint8_t *mem, const struct nib_op *op, uint32_t b, uint32_t e)
+{
+    const struct nib_vbmm_params *p = &op->vbmm;
+    const float *A = f32_at(mem, op->src0), *B = f32_at(mem, op->src1);
+    float *y = f32_at(mem, op->dst);
+    for (uint64_t r = b; r < e; r++) {
+        const uint64_t i = r % p->m, bb = r / p->m, b1 = bb % p->nb1, b0 = bb / p->nb1;
+        const float *ar = A + b0 * p->sa[0] + b1 * p->sa[1] + i * p->sa[2];
+        const float *bm = B + b0 * p->sb[0] + b1 * p->sb[1];
+        for (uint64_t j = 0; j < p->n; j++) {
+            float acc = 0.0f;
+            for (uint64_t k = 0; k < p->k; k++)
+                acc = __builtin_fmaf(ar[k * p->sa[3]], bm[k * p->sb[2] + j * p->sb[3]], acc);
+            y[r * p->n + j] = acc;
+        }
+    }
+}
+
 void nib_vision_op(const struct nib_qkernels *qk, const struct nib_blob_view *v, uint8_t *mem,
                    const struct nib_op *op, uint32_t b, uint32_t e)
 {
@@ -291,6 +341,8 @@ void nib_vision_op(const struct nib_qkernels *qk, const struct nib_blob_view *v,
     case NIB_VOP_COPY: exec_ew(v, mem, op, b, e); break;
     case NIB_VOP_MATMUL: exec_matmul(v, mem, op, b, e); break;
     case NIB_VOP_SOFTMAX: exec_softmax(mem, op, b, e); break;
+    case NIB_VOP_LAYERNORM: exec_layernorm(v, mem, op, b, e); break;
+    case NIB_VOP_BMATMUL: exec_bmatmul(mem, op, b, e); break;
     default: break;
     }
 }
@@ -332,8 +384,10 @@ int nib_vision_access(const struct nib_op *op, uint32_t b, uint32_t e, struct ni
         acc(out, &c, op->dst + b * row, op->dst + e * row, 1);
         break;
     }
+    case NIB_VOP_LAYERNORM:
     case NIB_VOP_SOFTMAX: {
-        const uint64_t row = (uint64_t)op->vrows.n * 4;
+        const uint64_t row =
+            (uint64_t)(op->code == NIB_VOP_SOFTMAX ? op->vrows.n : op->vnorm.n) * 4;
         acc(out, &c, op->src0 + b * row, op->src0 + e * row, 0);
         acc(out, &c, op->dst + b * row, op->dst + e * row, 1);
         break;
@@ -342,6 +396,14 @@ int nib_vision_access(const struct nib_op *op, uint32_t b, uint32_t e, struct ni
         const struct nib_vmatmul_params *p = &op->vmatmul;
         acc(out, &c, op->src0, op->src0 + (uint64_t)p->m * p->k * 4, 0);
         acc(out, &c, op->dst + b * 4ull, op->dst + ((uint64_t)(p->m - 1) * p->n + e) * 4, 1);
+        break;
+    }
+    case NIB_VOP_BMATMUL: {
+        const struct nib_vbmm_params *p = &op->vbmm;
+        const uint32_t da[4] = {p->nb0, p->nb1, p->m, p->k}, db[4] = {p->nb0, p->nb1, p->k, p->n};
+        acc(out, &c, op->src0, op->src0 + nib_vew_span(da, p->sa), 0);
+        acc(out, &c, op->src1, op->src1 + nib_vew_span(db, p->sb), 0);
+        acc(out, &c, op->dst + b * (uint64_t)p->n * 4, op->dst + e * (uint64_t)p->n * 4, 1);
         break;
     }
     case NIB_VOP_BINARY:

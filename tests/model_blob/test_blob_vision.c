@@ -262,6 +262,58 @@ START_TEST(other_ops_refused)
 }
 END_TEST
 
+/* Layer norm and batched matmul: in place in op 1, shapes that fit, then
+ * one lie at a time. */
+START_TEST(norm_and_bmatmul_refused)
+{
+    struct nib_op *op = OP(1);
+    const struct nib_op ln = {.code = NIB_VOP_LAYERNORM,
+                              .tensor = UINT32_MAX,
+                              .src0 = 256,
+                              .dst = 512,
+                              .vnorm = {.rows = 4, .n = 16, .gamma = 1, .beta = 2, .eps = 1e-5f}};
+    *op = ln;
+    ck_assert_int_eq(open_work(), 0);
+    *op = ln;
+    op->vnorm.n = 1000;
+    EXPECT_REFUSED("layernorm");
+    *op = ln;
+    op->vnorm.eps = NAN;
+    EXPECT_REFUSED("layernorm");
+    *op = ln;
+    op->vnorm.gamma = 7;
+    EXPECT_REFUSED("gamma or beta");
+    *op = ln;
+    op->dst = 300;
+    EXPECT_REFUSED("overlapping");
+    const struct nib_op bm = {
+        .code = NIB_VOP_BMATMUL,
+        .tensor = UINT32_MAX,
+        .src0 = 256,
+        .src1 = 384,
+        .dst = 512,
+        .vbmm = {
+            .nb0 = 1, .nb1 = 2, .m = 4, .n = 4, .k = 4, .sa = {0, 16, 4, 1}, .sb = {0, 16, 1, 4}}};
+    *op = bm;
+    ck_assert_int_eq(open_work(), 0);
+    *op = bm;
+    op->vbmm.k = 0;
+    EXPECT_REFUSED("dimension 4");
+    *op = bm;
+    op->vbmm.sb[1] = 1u << 29;
+    EXPECT_REFUSED("stride");
+    *op = bm;
+    op->vbmm.sa[0] = 1u << 20, op->vbmm.nb0 = 2;
+    EXPECT_REFUSED("outside memory");
+    *op = bm;
+    op->src1 = 520;
+    EXPECT_REFUSED("overlapping");
+    *op = bm;
+    op->tensor = 1;
+    EXPECT_REFUSED("tensor");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("blob-vision");
@@ -270,6 +322,7 @@ int main(void)
     tcase_add_test(tc, valid_blob_runs);
     tcase_add_test(tc, lies_refused);
     tcase_add_test(tc, other_ops_refused);
+    tcase_add_test(tc, norm_and_bmatmul_refused);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

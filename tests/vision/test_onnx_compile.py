@@ -11,7 +11,10 @@ executor on a thread team, in process):
   Resize nearest and linear, Concat, Sigmoid, a standing
   BatchNormalization, Transpose, Slice, Flatten, Gemm, Clip, HardSigmoid,
   Sub, Div, Pow, Sqrt, ConvTranspose with groups, pads, output padding and
-  its fused Relu);
+  its fused Relu), and an attention block as the PaddleOCR recogniser
+  has it (fused LayerNorm over the last axis, a rank-5 reshape and
+  transpose of qkv, Slice and Squeeze, MatMuls of two activations,
+  Softmax, Sigmoid.Mul);
 - the same bits for 1, 2 and 3 workers, and for the scalar and AVX2
   kernels (when this CPU has AVX2; said when not);
 - u8 pixel input with --input-mean/--input-std against the reference fed
@@ -178,6 +181,58 @@ other_inits = [
 other = save("other", other_nodes, other_inits, [fvi("x", [1, 3, 16, 12])],
              [fvi("prob", None), fvi("sl", None), fvi("z", None), fvi("ctr", None)], 13)
 
+# --- an attention block as the PaddleOCR recogniser has it (opset 11) ----------
+# LayerNorm over the last axis (fused from ReduceMean/Sub/Pow/Sqrt/Div and
+# its affine), qkv reshaped to rank 5 and transposed, Q.K^T and softmax.V
+# as MatMuls of two activations, Sigmoid.Mul.
+T, E, NH = 24, 8, 2
+HD = E // NH
+attn_nodes = [
+    helper.make_node("Conv", ["x", "wc"], ["cx"], name="stem", kernel_shape=[1, 1]),
+    helper.make_node("Reshape", ["cx", "s_tok"], ["tk"], name="to_tokens"),
+    helper.make_node("Transpose", ["tk"], ["tt"], name="tokens_t", perm=[0, 2, 1]),
+    helper.make_node("ReduceMean", ["tt"], ["mu"], name="ln_mean", axes=[-1]),
+    helper.make_node("Sub", ["tt", "mu"], ["dx"], name="ln_sub"),
+    helper.make_node("Pow", ["dx", "two"], ["sq"], name="ln_pow"),
+    helper.make_node("ReduceMean", ["sq"], ["vr"], name="ln_var", axes=[-1]),
+    helper.make_node("Add", ["vr", "eps"], ["ve"], name="ln_eps"),
+    helper.make_node("Sqrt", ["ve"], ["sd"], name="ln_sqrt"),
+    helper.make_node("Div", ["dx", "sd"], ["nz"], name="ln_div"),
+    helper.make_node("Mul", ["nz", "gam"], ["ng"], name="ln_gamma"),
+    helper.make_node("Add", ["ng", "bet"], ["ln"], name="ln_beta"),
+    helper.make_node("MatMul", ["ln", "wqkv"], ["qkv"], name="qkv"),
+    helper.make_node("Reshape", ["qkv", "s5"], ["q5"], name="qkv_r5"),
+    helper.make_node("Transpose", ["q5"], ["t5"], name="qkv_t5", perm=[2, 0, 3, 1, 4]),
+    helper.make_node("Slice", ["t5", "i0", "i1", "a0"], ["sq0"], name="slice_q"),
+    helper.make_node("Slice", ["t5", "i1", "i2", "a0"], ["sk0"], name="slice_k"),
+    helper.make_node("Slice", ["t5", "i2", "i3", "a0"], ["sv0"], name="slice_v"),
+    helper.make_node("Squeeze", ["sq0"], ["q"], name="sq_q", axes=[0]),
+    helper.make_node("Squeeze", ["sk0"], ["k"], name="sq_k", axes=[0]),
+    helper.make_node("Squeeze", ["sv0"], ["v"], name="sq_v", axes=[0]),
+    helper.make_node("Mul", ["q", "qscale"], ["qs"], name="q_scale"),
+    helper.make_node("Transpose", ["k"], ["kt"], name="k_t", perm=[0, 1, 3, 2]),
+    helper.make_node("MatMul", ["qs", "kt"], ["att"], name="qk"),
+    helper.make_node("Softmax", ["att"], ["pr"], name="att_softmax", axis=3),
+    helper.make_node("MatMul", ["pr", "v"], ["ctx"], name="pv"),
+    helper.make_node("Transpose", ["ctx"], ["ct"], name="ctx_t", perm=[0, 2, 1, 3]),
+    helper.make_node("Reshape", ["ct", "s_out"], ["o"], name="ctx_r"),
+    helper.make_node("Sigmoid", ["o"], ["og"], name="gate"),
+    helper.make_node("Mul", ["o", "og"], ["y"], name="swish"),
+]
+attn_inits = [
+    const("wc", f32(E, 3, 1, 1, scale=0.8)), const("s_tok", np.array([1, E, T], np.int64)),
+    const("two", np.float32(2)), const("eps", np.float32(1e-6)),
+    const("gam", rng.uniform(0.5, 1.5, E).astype(np.float32)), const("bet", f32(E, scale=0.1)),
+    const("wqkv", f32(E, 3 * E, scale=0.6)),
+    const("s5", np.array([1, T, 3, NH, HD], np.int64)),
+    const("i0", np.array([0], np.int64)), const("i1", np.array([1], np.int64)),
+    const("i2", np.array([2], np.int64)), const("i3", np.array([3], np.int64)),
+    const("a0", np.array([0], np.int64)), const("qscale", np.float32(HD ** -0.5)),
+    const("s_out", np.array([1, T, E], np.int64)),
+]
+attn = save("attn", attn_nodes, attn_inits, [fvi("x", [1, 3, 4, 6])],
+            [fvi("y", None), fvi("pr", None)], 11)
+
 
 def compile_model(path, dims, blob, *extra):
     r = run("compile", path, "--input", "x=" + dims, "-o", blob, *extra)
@@ -197,7 +252,8 @@ def blob_run(blob, xfile, outdir, *extra):
 
 
 avx2 = "avx2" in open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else False
-for name, path, dims, n_out in (("mobile", mobile, "1x3x20x18", 2), ("other", other, "1x3x16x12", 4)):
+for name, path, dims, n_out in (("mobile", mobile, "1x3x20x18", 2), ("other", other, "1x3x16x12", 4),
+                                ("attn", attn, "1x3x4x6", 2)):
     shape = tuple(int(d) for d in dims.split("x"))
     xfile = os.path.join(work, name + "-x.npy")
     np.save(xfile, f32(*shape))

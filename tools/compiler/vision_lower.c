@@ -123,15 +123,39 @@ static void lstrides(const struct nx_tensor *t, int nhwc, int64_t *s)
  * (rank r <= 4) with each operand's logical strides, put into the order
  * the destination lies in (NHWC: n, h, w, c). */
 struct nest {
-    int64_t dims[4], s[3][4]; /* operands: a, b, d */
+    int64_t dims[4], s[3][NX_MAX_RANK]; /* operands: a, b, d */
 };
 
 static int nest_set(struct lower *L, const struct nx_node *nd, struct nest *n, uint32_t r,
                     const int64_t *dims, int nhwc_out, struct nib_vew_params *v)
 {
     static const int order_nhwc[4] = {0, 2, 3, 1}, order_rm[4] = {0, 1, 2, 3};
+    int64_t cd[NX_MAX_RANK];
+    if (r > 4) { /* fewer loops: drop dims of 1, merge dims contiguous in every operand */
+        uint32_t m = 0;
+        for (uint32_t d = 0; d < r; d++) {
+            if (dims[d] == 1)
+                continue;
+            int merge = m > 0;
+            for (int k = 0; k < 3 && merge; k++)
+                merge = n->s[k][m - 1] == n->s[k][d] * dims[d];
+            if (merge) {
+                cd[m - 1] *= dims[d];
+                for (int k = 0; k < 3; k++)
+                    n->s[k][m - 1] = n->s[k][d];
+                continue;
+            }
+            cd[m] = dims[d];
+            for (int k = 0; k < 3; k++)
+                n->s[k][m] = n->s[k][d];
+            m++;
+        }
+        if (m == 0)
+            cd[m++] = 1;
+        r = m, dims = cd, nhwc_out = 0;
+    }
     if (r > 4)
-        return NFAIL(nd, "rank %u: at most 4 dims at runtime", r);
+        return NFAIL(nd, "rank %u: at most 4 dims at runtime after merging", r);
     int64_t D[4], S[3][4];
     uint32_t pad = 4 - r;
     for (uint32_t d = 0; d < 4; d++) {
@@ -479,6 +503,88 @@ static int emit_se(struct lower *L, const struct nx_node *nd)
     return 0;
 }
 
+/* MatMul of two runtime values: up to two batch dims (broadcast as stride
+ * 0), any layout of the operands; the result row-major. */
+static int emit_bmatmul(struct lower *L, const struct nx_node *nd)
+{
+    const struct nx_graph *g = L->g;
+    const struct nx_tensor *y = &g->t[nd->out[0]];
+    if (need_f32_value(L, nd, nd->in[0]) || need_f32_value(L, nd, nd->in[1]))
+        return -1;
+    const struct nx_tensor *A = &g->t[nd->in[0]], *B = &g->t[nd->in[1]];
+    if (A->rank < 2 || B->rank < 2 || y->rank > 4 || y->rank < 2)
+        return NFAIL(nd, "operands of rank 2 to 4 only");
+    const uint32_t r = y->rank;
+    struct nib_vbmm_params p = {1, 1, 0, 0, 0, {0}, {0}};
+    p.m = (uint32_t)A->dims[A->rank - 2], p.k = (uint32_t)A->dims[A->rank - 1];
+    p.n = (uint32_t)B->dims[B->rank - 1];
+    if (B->dims[B->rank - 2] != (int64_t)p.k || y->dims[r - 2] != (int64_t)p.m ||
+        y->dims[r - 1] != (int64_t)p.n)
+        return NFAIL(nd, "inner dimensions differ");
+    uint32_t *nb[2] = {&p.nb0, &p.nb1};
+    for (uint32_t d = 0; d + 2 < r; d++)
+        *nb[d + 4 - r] = (uint32_t)y->dims[d];
+    for (int o = 0; o < 2; o++) {
+        const struct nx_tensor *t = o ? B : A;
+        uint32_t *st = o ? p.sb : p.sa;
+        int64_t ls[NX_MAX_RANK];
+        lstrides(t, L->nhwc[nd->in[o]], ls);
+        for (uint32_t d = 0; d + 2 < r; d++) { /* batch dims, right-aligned */
+            int64_t td = (int64_t)d + t->rank >= r ? (int64_t)(d + t->rank - r) : -1;
+            st[d + 4 - r] = td < 0 || t->dims[td] == 1 ? 0 : (uint32_t)ls[td];
+        }
+        st[2] = (uint32_t)ls[t->rank - 2], st[3] = (uint32_t)ls[t->rank - 1];
+    }
+    int32_t yb = out_buf(L, nd->out[0]);
+    L->nhwc[nd->out[0]] = 0;
+    struct nib_op *op = yb < 0 ? NULL
+                               : new_op(L, NIB_VOP_BMATMUL, value_buf(L, nd->in[0]), 0,
+                                        value_buf(L, nd->in[1]), 0, yb, 0);
+    if (!op)
+        return -1;
+    op->vbmm = p;
+    return 0;
+}
+
+/* The fused LayerNorm over the last axis of a row-major value. */
+static int emit_layernorm(struct lower *L, const struct nx_node *nd)
+{
+    const struct nx_graph *g = L->g;
+    const struct nx_tensor *x = &g->t[nd->in[0]];
+    if (need_f32_value(L, nd, nd->in[0]))
+        return -1;
+    if (L->nhwc[nd->in[0]])
+        return NFAIL(nd, "over the last axis of a row-major value only, not of an image");
+    const int64_t n = x->dims[x->rank - 1];
+    uint32_t t[2] = {UINT32_MAX, UINT32_MAX};
+    for (int k = 0; k < 2; k++) {
+        if (nd->n_in <= 1u + k || nd->in[1 + k] < 0)
+            continue;
+        const struct nx_tensor *c = &g->t[nd->in[1 + k]];
+        const uint64_t ce = nx_elems(c);
+        if (!c->is_const || c->dtype != NX_F32 || (ce != 1 && ce != (uint64_t)n))
+            return NFAIL(nd, "a gamma or beta that is not a constant of 1 or %lld floats",
+                         (long long)n);
+        float *f = malloc((size_t)n * 4);
+        if (!f)
+            return nib_fail(L->err, L->errlen, "out of memory");
+        for (int64_t i = 0; i < n; i++)
+            f[i] = c->f[ce == 1 ? 0 : i];
+        t[k] = add_weight(L, nd->name, k ? ".beta" : ".gamma", f, (uint64_t)n);
+        free(f);
+        if (t[k] == UINT32_MAX)
+            return NFAIL(nd, "weights too large or out of memory");
+    }
+    int32_t xb = value_buf(L, nd->in[0]), yb = out_buf(L, nd->out[0]);
+    L->nhwc[nd->out[0]] = 0;
+    struct nib_op *op = yb < 0 ? NULL : new_op(L, NIB_VOP_LAYERNORM, xb, 0, -1, 0, yb, 0);
+    if (!op)
+        return -1;
+    op->vnorm = (struct nib_vnorm_params){(uint32_t)(nx_elems(x) / (uint64_t)n), (uint32_t)n, t[0],
+                                          t[1], nd->a.epsilon};
+    return 0;
+}
+
 static int emit_matmul(struct lower *L, const struct nx_node *nd)
 {
     const struct nx_graph *g = L->g;
@@ -487,6 +593,8 @@ static int emit_matmul(struct lower *L, const struct nx_node *nd)
         nd->op == NX_OP_GEMM && nd->n_in > 2 && nd->in[2] >= 0 ? &g->t[nd->in[2]] : NULL;
     const struct nx_attrs *a = &nd->a;
     const int gemm = nd->op == NX_OP_GEMM;
+    if (!gemm && !B->is_const)
+        return emit_bmatmul(L, nd);
     if (need_f32_value(L, nd, nd->in[0]) || L->nhwc[nd->in[0]] || !B->is_const || B->rank != 2 ||
         (gemm && a->trans_a) || A->rank < 2)
         return NFAIL(nd, "a row-major input times a constant 2-D matrix only");
@@ -690,6 +798,12 @@ static int lower_node(struct lower *L, const struct nx_node *nd)
     for (uint32_t k = 0; k < nd->n_out; k++)
         if (g->t[nd->out[k]].dtype != NX_F32)
             return NFAIL(nd, "an output that is not float at runtime");
+    const int image_op = nd->op == NX_OP_CONV || nd->op == NX_OP_CONV_T || nd->op == NX_OP_SE ||
+                         nd->op == NX_OP_MAXPOOL || nd->op == NX_OP_AVGPOOL ||
+                         nd->op == NX_OP_GAP || nd->op == NX_OP_RESIZE;
+    if (image_op && nd->n_in > 0 && nd->in[0] >= 0 && L->vbuf[nd->in[0]] >= 0 &&
+        !L->nhwc[nd->in[0]])
+        return NFAIL(nd, "an image input that is not laid out as NHWC");
     switch (nd->op) {
     case NX_OP_CONV: {
         const struct nx_tensor *x = &g->t[nd->in[0]], *w = &g->t[nd->in[1]];
@@ -740,7 +854,7 @@ static int lower_node(struct lower *L, const struct nx_node *nd)
             return -1;
         return emit_reshape(L, nd, nd->in[0], &g->t[nd->out[0]], L->nhwc[nd->out[0]], yb);
     }
-    case NX_OP_LAYERNORM: return NFAIL(nd, "the fused LayerNorm is not supported in a blob yet");
+    case NX_OP_LAYERNORM: return emit_layernorm(L, nd);
     default: return NFAIL(nd, "not supported in a compiled blob yet");
     }
 }
