@@ -5,19 +5,9 @@
 #include "model_blob/blob_validate_vision.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 
 #include "kernels/conv.h" /* enum nib_pool, enum nib_resize_coord: the kernels' constants */
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 static const char *const vop_names[] = {"input",  "conv",      "pool",    "binary",
                                         "unary",  "copy",      "vmatmul", "softmax",
@@ -106,31 +96,37 @@ static int check_conv(const struct nib_blob_view *v, const struct nib_op *op, ch
     const char *name = nib_vop_name(op->code);
     const int convt = op->code == NIB_VOP_CONV && p->mode == 1;
     if (op->code == NIB_VOP_CONV && p->mode > 1)
-        return fail(err, errlen, "plan op %u (conv): mode %u (0 direct, 1 transposed)", i, p->mode);
+        return nib_blob_fail(err, errlen, "plan op %u (conv): mode %u (0 direct, 1 transposed)", i,
+                             p->mode);
     if (convt ? !convt_shape_ok(p) : !conv_shape_ok(p))
-        return fail(err, errlen, "plan op %u (%s): shape outside the kernels' limits", i, name);
+        return nib_blob_fail(err, errlen, "plan op %u (%s): shape outside the kernels' limits", i,
+                             name);
     if (op->code == NIB_VOP_POOL) {
         if (p->c_in != p->c_out || p->mode > NIB_POOL_AVG_INCLUDE_PAD || op->tensor != UINT32_MAX)
-            return fail(err, errlen, "plan op %u (pool): channels, mode %u or weights", i, p->mode);
+            return nib_blob_fail(err, errlen, "plan op %u (pool): channels, mode %u or weights", i,
+                                 p->mode);
     } else {
         if (p->depthwise > 1 || (p->depthwise && (p->groups != p->c_in || p->c_in != p->c_out)))
-            return fail(err, errlen, "plan op %u (conv): depthwise with groups %u", i, p->groups);
+            return nib_blob_fail(err, errlen, "plan op %u (conv): depthwise with groups %u", i,
+                                 p->groups);
         uint64_t need =
             convt ? (uint64_t)p->c_in * (p->c_out / p->groups) * p->kh * p->kw : packed_floats(p);
         if (!f32_tensor(v, op->tensor, need))
-            return fail(err, errlen, "plan op %u (conv): weights are not %llu packed f32", i,
-                        (unsigned long long)need);
+            return nib_blob_fail(err, errlen, "plan op %u (conv): weights are not %llu packed f32",
+                                 i, (unsigned long long)need);
         if (p->bias != UINT32_MAX && !f32_tensor(v, p->bias, p->c_out))
-            return fail(err, errlen, "plan op %u (conv): bias is not %u f32", i, p->c_out);
+            return nib_blob_fail(err, errlen, "plan op %u (conv): bias is not %u f32", i, p->c_out);
         if (p->act >= NIB_VACT_SQRT || p->post > 1 || !finite3(p->p0, p->p1, p->post_mul) ||
             !isfinite(p->post_add))
-            return fail(err, errlen, "plan op %u (conv): epilogue %u/%u not known or not finite", i,
-                        p->act, p->post);
+            return nib_blob_fail(err, errlen,
+                                 "plan op %u (conv): epilogue %u/%u not known or not finite", i,
+                                 p->act, p->post);
     }
     uint64_t in = (uint64_t)p->h * p->w * p->c_in * 4, out = (uint64_t)p->oh * p->ow * p->c_out * 4;
     if (!in_mem(v, op->src0, in) || !in_mem(v, op->dst, out) || overlap(op->src0, in, op->dst, out))
-        return fail(err, errlen, "plan op %u (%s): operands outside runtime memory or overlapping",
-                    i, name);
+        return nib_blob_fail(err, errlen,
+                             "plan op %u (%s): operands outside runtime memory or overlapping", i,
+                             name);
     return 0;
 }
 
@@ -142,33 +138,36 @@ static int check_ew(const struct nib_blob_view *v, const struct nib_op *op, char
     uint64_t n = 1;
     for (int d = 0; d < 4; d++) {
         if (p->dims[d] == 0 || p->dims[d] > (1u << 30))
-            return fail(err, errlen, "plan op %u (%s): dimension %d is %u", i, name, d, p->dims[d]);
+            return nib_blob_fail(err, errlen, "plan op %u (%s): dimension %d is %u", i, name, d,
+                                 p->dims[d]);
         n *= p->dims[d];
         if (p->sa[d] > (1u << 28) || p->sb[d] > (1u << 28) || p->sd[d] > (1u << 28))
-            return fail(err, errlen, "plan op %u (%s): a stride over 2^28", i, name);
+            return nib_blob_fail(err, errlen, "plan op %u (%s): a stride over 2^28", i, name);
         if (n > (1u << 30))
-            return fail(err, errlen, "plan op %u (%s): more than 2^30 elements", i, name);
+            return nib_blob_fail(err, errlen, "plan op %u (%s): more than 2^30 elements", i, name);
     }
     const int bin = op->code == NIB_VOP_BINARY, copy = op->code == NIB_VOP_COPY;
     if ((bin && p->fn >= NIB_VBIN_COUNT) ||
         (op->code == NIB_VOP_UNARY && p->fn >= NIB_VACT_COUNT) || (copy && p->fn) ||
         !finite3(p->p0, p->p1, 0.0f))
-        return fail(err, errlen, "plan op %u (%s): function %u is unknown", i, name, p->fn);
+        return nib_blob_fail(err, errlen, "plan op %u (%s): function %u is unknown", i, name,
+                             p->fn);
     uint64_t dst = copy ? nib_vew_span(p->dims, p->sd) : n * 4;
     if (!in_mem(v, op->dst, dst))
-        return fail(err, errlen, "plan op %u (%s): destination outside runtime memory", i, name);
+        return nib_blob_fail(err, errlen, "plan op %u (%s): destination outside runtime memory", i,
+                             name);
     for (int s = 0; s < 1 + bin; s++) {
         const uint32_t *st = s ? p->sb : p->sa, t = s ? p->b_tensor : p->a_tensor;
         const uint64_t off = s ? op->src1 : op->src0, span = nib_vew_span(p->dims, st);
         if (t != UINT32_MAX ? !f32_tensor(v, t, span / 4)
                             : !in_mem(v, off, span) || overlap(off, span, op->dst, dst))
-            return fail(err, errlen,
-                        "plan op %u (%s): source %d outside its memory or overlapping "
-                        "the destination",
-                        i, name, s);
+            return nib_blob_fail(err, errlen,
+                                 "plan op %u (%s): source %d outside its memory or overlapping "
+                                 "the destination",
+                                 i, name, s);
     }
     if (!bin && p->b_tensor != UINT32_MAX)
-        return fail(err, errlen, "plan op %u (%s): a second source", i, name);
+        return nib_blob_fail(err, errlen, "plan op %u (%s): a second source", i, name);
     return 0;
 }
 
@@ -181,20 +180,21 @@ static int check_rows(const struct nib_blob_view *v, const struct nib_op *op, ch
         if (!p->rows || !p->n || bytes > (1ull << 32) || !in_mem(v, op->src0, bytes) ||
             !in_mem(v, op->dst, bytes) ||
             (op->src0 != op->dst && overlap(op->src0, bytes, op->dst, bytes)))
-            return fail(err, errlen, "plan op %u (softmax): %u rows of %u outside memory", i,
-                        p->rows, p->n);
+            return nib_blob_fail(err, errlen, "plan op %u (softmax): %u rows of %u outside memory",
+                                 i, p->rows, p->n);
         return 0;
     }
     uint64_t n = (uint64_t)p->c * p->h * p->w;
     if (!p->c || !p->h || !p->w || p->c > (1u << 16) || p->h > (1u << 16) || p->w > (1u << 16) ||
         n > (1u << 28) || p->u8 > 1)
-        return fail(err, errlen, "plan op %u (input): %ux%ux%u", i, p->c, p->h, p->w);
+        return nib_blob_fail(err, errlen, "plan op %u (input): %ux%ux%u", i, p->c, p->h, p->w);
     if (!f32_tensor(v, op->tensor, 2ull * p->c))
-        return fail(err, errlen, "plan op %u (input): scales are not 2 x %u f32", i, p->c);
+        return nib_blob_fail(err, errlen, "plan op %u (input): scales are not 2 x %u f32", i, p->c);
     uint64_t in = n * (p->u8 ? 1 : 4);
     if (!(op->src0 <= v->mem_size && in <= v->mem_size - op->src0) || (!p->u8 && op->src0 % 4) ||
         !in_mem(v, op->dst, n * 4) || overlap(op->src0, in, op->dst, n * 4))
-        return fail(err, errlen, "plan op %u (input): operands outside memory or overlapping", i);
+        return nib_blob_fail(err, errlen,
+                             "plan op %u (input): operands outside memory or overlapping", i);
     return 0;
 }
 
@@ -205,15 +205,16 @@ static int check_layernorm(const struct nib_blob_view *v, const struct nib_op *o
     uint64_t bytes = (uint64_t)p->rows * p->n * 4;
     if (!p->rows || !p->n || p->n > (1u << 24) || bytes > (1ull << 32) || !isfinite(p->eps) ||
         p->eps < 0.0f || op->tensor != UINT32_MAX)
-        return fail(err, errlen, "plan op %u (layernorm): %u rows of %u, eps or a tensor", i,
-                    p->rows, p->n);
+        return nib_blob_fail(err, errlen, "plan op %u (layernorm): %u rows of %u, eps or a tensor",
+                             i, p->rows, p->n);
     if ((p->gamma != UINT32_MAX && !f32_tensor(v, p->gamma, p->n)) ||
         (p->beta != UINT32_MAX && !f32_tensor(v, p->beta, p->n)))
-        return fail(err, errlen, "plan op %u (layernorm): gamma or beta is not %u f32", i, p->n);
+        return nib_blob_fail(err, errlen, "plan op %u (layernorm): gamma or beta is not %u f32", i,
+                             p->n);
     if (!in_mem(v, op->src0, bytes) || !in_mem(v, op->dst, bytes) ||
         (op->src0 != op->dst && overlap(op->src0, bytes, op->dst, bytes)))
-        return fail(err, errlen, "plan op %u (layernorm): operands outside memory or overlapping",
-                    i);
+        return nib_blob_fail(err, errlen,
+                             "plan op %u (layernorm): operands outside memory or overlapping", i);
     return 0;
 }
 
@@ -227,18 +228,20 @@ static int check_bmatmul(const struct nib_blob_view *v, const struct nib_op *op,
     const uint32_t d[5] = {p->nb0, p->nb1, p->m, p->n, p->k};
     for (int k = 0; k < 5; k++)
         if (d[k] == 0 || d[k] > (1u << 20))
-            return fail(err, errlen, "plan op %u (bmatmul): dimension %d is %u", i, k, d[k]);
+            return nib_blob_fail(err, errlen, "plan op %u (bmatmul): dimension %d is %u", i, k,
+                                 d[k]);
     for (int k = 0; k < 4; k++)
         if (p->sa[k] > (1u << 28) || p->sb[k] > (1u << 28))
-            return fail(err, errlen, "plan op %u (bmatmul): a stride over 2^28", i);
+            return nib_blob_fail(err, errlen, "plan op %u (bmatmul): a stride over 2^28", i);
     const uint64_t rows = (uint64_t)p->nb0 * p->nb1 * p->m, out = rows * p->n * 4;
     if (rows > (1u << 28) || rows * p->n > (1u << 30) || op->tensor != UINT32_MAX)
-        return fail(err, errlen, "plan op %u (bmatmul): too many outputs or a tensor", i);
+        return nib_blob_fail(err, errlen, "plan op %u (bmatmul): too many outputs or a tensor", i);
     const uint32_t da[4] = {p->nb0, p->nb1, p->m, p->k}, db[4] = {p->nb0, p->nb1, p->k, p->n};
     const uint64_t sa = nib_vew_span(da, p->sa), sb = nib_vew_span(db, p->sb);
     if (!in_mem(v, op->dst, out) || !in_mem(v, op->src0, sa) || !in_mem(v, op->src1, sb) ||
         overlap(op->src0, sa, op->dst, out) || overlap(op->src1, sb, op->dst, out))
-        return fail(err, errlen, "plan op %u (bmatmul): operands outside memory or overlapping", i);
+        return nib_blob_fail(err, errlen,
+                             "plan op %u (bmatmul): operands outside memory or overlapping", i);
     return 0;
 }
 
@@ -248,16 +251,16 @@ int nib_check_vision_op(const struct nib_blob_view *v, uint32_t i, char *err, si
     const int vision = v->h->model_kind == NIB_MODEL_VISION;
     if (op->code < NIB_VOP_FIRST || op->code >= NIB_VOP_END) {
         if (vision && op->code >= 1 && op->code < NIB_OP_COUNT)
-            return fail(err, errlen, "plan op %u: opcode %u does not belong to a vision plan", i,
-                        op->code);
-        return fail(err, errlen, "plan op %u: unknown opcode %u", i, op->code);
+            return nib_blob_fail(
+                err, errlen, "plan op %u: opcode %u does not belong to a vision plan", i, op->code);
+        return nib_blob_fail(err, errlen, "plan op %u: unknown opcode %u", i, op->code);
     }
     if (!vision)
-        return fail(err, errlen, "plan op %u: vision opcode %u (%s) in a decoder plan", i, op->code,
-                    nib_vop_name(op->code));
+        return nib_blob_fail(err, errlen, "plan op %u: vision opcode %u (%s) in a decoder plan", i,
+                             op->code, nib_vop_name(op->code));
     if (op->flags)
-        return fail(err, errlen, "plan op %u (%s): flags 0x%x", i, nib_vop_name(op->code),
-                    op->flags);
+        return nib_blob_fail(err, errlen, "plan op %u (%s): flags 0x%x", i, nib_vop_name(op->code),
+                             op->flags);
     switch (op->code) {
     case NIB_VOP_CONV:
     case NIB_VOP_POOL: return check_conv(v, op, err, errlen, i);
@@ -272,12 +275,12 @@ int nib_check_vision_op(const struct nib_blob_view *v, uint32_t i, char *err, si
         if (!p->m || !p->n || !p->k || p->m > (1u << 20) || p->n > (1u << 20) ||
             p->k > (1u << 20) || !f32_tensor(v, op->tensor, (uint64_t)p->n * p->k) ||
             (p->bias != UINT32_MAX && !f32_tensor(v, p->bias, p->n)))
-            return fail(err, errlen, "plan op %u (vmatmul): %ux%ux%u and its weights", i, p->m,
-                        p->n, p->k);
+            return nib_blob_fail(err, errlen, "plan op %u (vmatmul): %ux%ux%u and its weights", i,
+                                 p->m, p->n, p->k);
         if (!in_mem(v, op->src0, in) || !in_mem(v, op->dst, out) ||
             overlap(op->src0, in, op->dst, out))
-            return fail(err, errlen, "plan op %u (vmatmul): operands outside memory or overlapping",
-                        i);
+            return nib_blob_fail(err, errlen,
+                                 "plan op %u (vmatmul): operands outside memory or overlapping", i);
         return 0;
     }
     case NIB_VOP_LAYERNORM: return check_layernorm(v, op, err, errlen, i);
@@ -293,9 +296,9 @@ int nib_check_vision_op(const struct nib_blob_view *v, uint32_t i, char *err, si
         uint64_t in = (uint64_t)p->h * p->w * p->c * 4, out = (uint64_t)p->oh * p->ow * p->c * 4;
         if (!ok || !in_mem(v, op->src0, in) || !in_mem(v, op->dst, out) ||
             overlap(op->src0, in, op->dst, out))
-            return fail(err, errlen, "plan op %u (resize): shape or operands", i);
+            return nib_blob_fail(err, errlen, "plan op %u (resize): shape or operands", i);
         return 0;
     }
     }
-    return fail(err, errlen, "plan op %u: unknown opcode %u", i, op->code);
+    return nib_blob_fail(err, errlen, "plan op %u: unknown opcode %u", i, op->code);
 }

@@ -12,6 +12,10 @@
 int nib_check_vision_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t errlen);
 const char *nib_vop_name(uint32_t code);
 
+/* Both validators' one error path: the message into err, -1 returned. */
+int nib_blob_fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* Bytes from an element-wise operand's offset to the end of its last
  * element, for dims (each >= 1) and element strides s. */
 static inline uint64_t nib_vew_span(const uint32_t *dims, const uint32_t *s)
