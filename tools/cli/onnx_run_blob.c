@@ -18,6 +18,7 @@
 #include "rt/team.h"
 #include "tools/cli/onnx_run_blob.h"
 #include "tools/compiler/onnx/onnx_npy.h"
+#include "tools/util/exec_team.h"
 #include "tools/util/tool_util.h"
 
 static int load_input(const struct nib_blob_view *v, uint8_t *mem, const char *arg, uint8_t *seen,
@@ -123,9 +124,7 @@ int nib_onnx_run_blob(const char *path, const char *const *data, uint32_t n_data
     if (nib_map_file(path, &buf, &size, err, errlen))
         return -1;
     struct nib_blob_view v;
-    uint8_t *mem = NULL, *tm = NULL, seen[NIB_IO_MAX] = {0};
-    struct nib_team *team = NULL;
-    pthread_t tids[NIB_TEAM_MAX_WORKERS];
+    uint8_t *mem = NULL, seen[NIB_IO_MAX] = {0};
     int rc = nib_blob_open(&v, buf, size, 1, err, errlen);
     if (!rc && v.h->model_kind != NIB_MODEL_VISION)
         rc = nib_fail(err, errlen, "not a vision blob (a decoder takes tokens: nib ask)");
@@ -145,27 +144,15 @@ int nib_onnx_run_blob(const char *path, const char *const *data, uint32_t n_data
         if (!seen[k])
             rc = nib_fail(err, errlen, "input '%s' has no --data", v.io[k].name);
     struct nib_exec e = {.v = &v, .mem = mem, .qk = qk};
-    if (!rc && workers > 1) {
-        uint64_t ts = (nib_team_footprint(workers) + 4095) & ~4095ull;
-        tm = aligned_alloc(4096, (ts + nib_exec_team_footprint(workers, &v) + 4095) & ~4095ull);
-        team = tm ? nib_team_new(tm, workers, 1000000ull, 1000000ull) : NULL;
-        if (!team)
-            rc = nib_fail(err, errlen, "cannot make a team of %u workers", workers);
-        else
-            nib_exec_set_team(&e, team, tm + ts);
-        if (!rc && nib_team_spawn(team, NULL, tids)) {
-            team = NULL;
-            rc = nib_fail(err, errlen, "cannot start %u worker threads", workers - 1);
-        }
-    }
+    struct nib_tool_team tt = {0};
+    if (!rc)
+        rc = nib_tool_team_start(&tt, &e, workers, err, errlen);
     if (!rc && nib_exec_run(&e))
         rc = nib_fail(err, errlen, "the plan did not run");
-    if (team)
-        nib_team_join(team, tids);
+    nib_tool_team_stop(&tt);
     if (!rc)
         rc = write_outputs(&v, mem, out_dir, err, errlen);
     free(mem);
-    free(tm);
     nib_unmap_file(buf, size);
     return rc;
 }

@@ -17,6 +17,7 @@
 #include "tools/measure/bench_stats.h"
 #include "tools/measure/bench_vision.h"
 #include "tools/util/args.h"
+#include "tools/util/exec_team.h"
 #include "tools/util/tool_util.h"
 
 struct vision_fig {
@@ -53,24 +54,11 @@ static int measure(const struct nib_blob_view *v, uint8_t *mem, const struct nib
                    size_t errlen)
 {
     struct nib_exec e = {.v = v, .mem = mem, .qk = qk};
-    uint8_t *tm = NULL;
-    struct nib_team *team = NULL;
-    pthread_t tids[NIB_TEAM_MAX_WORKERS];
+    struct nib_tool_team tt = {0};
     double *t = malloc(runs * sizeof *t);
     int rc = t ? 0 : nib_fail(err, errlen, "out of memory");
-    if (!rc && workers > 1) {
-        uint64_t ts = (nib_team_footprint(workers) + 4095) & ~4095ull;
-        tm = aligned_alloc(4096, (ts + nib_exec_team_footprint(workers, v) + 4095) & ~4095ull);
-        team = tm ? nib_team_new(tm, workers, 1000000ull, 1000000ull) : NULL;
-        if (!team)
-            rc = nib_fail(err, errlen, "cannot make a team of %u workers", workers);
-        else
-            nib_exec_set_team(&e, team, tm + ts);
-        if (!rc && nib_team_spawn(team, NULL, tids)) {
-            team = NULL;
-            rc = nib_fail(err, errlen, "cannot start %u worker threads", workers - 1);
-        }
-    }
+    if (!rc)
+        rc = nib_tool_team_start(&tt, &e, workers, err, errlen);
     for (uint32_t i = 0; i < 2 && !rc; i++)
         if (nib_exec_run(&e))
             rc = nib_fail(err, errlen, "the plan did not run");
@@ -82,8 +70,7 @@ static int measure(const struct nib_blob_view *v, uint8_t *mem, const struct nib
         t[i] = bench_now() - a;
     }
     double total = bench_now() - t0;
-    if (team)
-        nib_team_join(team, tids);
+    nib_tool_team_stop(&tt);
     if (!rc) {
         qsort(t, runs, sizeof *t, cmp_double);
         fig->workers = workers;
@@ -92,7 +79,6 @@ static int measure(const struct nib_blob_view *v, uint8_t *mem, const struct nib
         fig->images_s = runs / total;
     }
     free(t);
-    free(tm);
     return rc;
 }
 
