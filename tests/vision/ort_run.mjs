@@ -4,25 +4,17 @@
 // as OUTDIR/K.npy. Exit 77, saying why, when onnxruntime-node is missing.
 //
 // usage: node ort_run.mjs MODEL.onnx INPUT_NAME INPUT.npy OUTDIR
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { npmModules } from './script_util.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
 const [model, name, input, outdir] = process.argv.slice(2);
 if (!outdir) {
   console.error('usage: node ort_run.mjs MODEL.onnx INPUT_NAME INPUT.npy OUTDIR');
   process.exit(2);
 }
-const env = process.env.NIB_NPM_DIR;
-const candidates = [env, env && path.join(env, 'node_modules'),
-  path.join(here, '..', 'npm', 'node_modules')].filter(Boolean);
-const modules = candidates.find((d) => existsSync(path.join(d, 'onnxruntime-node', 'package.json')));
-if (!modules) {
-  console.log('SKIP: onnxruntime-node not installed (looked in ' + candidates.join(', ') + ')');
-  process.exit(77);
-}
+const modules = npmModules(['onnxruntime-node/package.json']);
 const ort = createRequire(path.join(modules, 'x.js'))('onnxruntime-node');
 
 const b = readFileSync(input), hl = b.readUInt16LE(8), h = b.subarray(10, 10 + hl).toString('latin1');
