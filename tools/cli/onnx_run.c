@@ -103,32 +103,22 @@ static void print_graph(const struct nx_graph *g)
 
 static int load_data(struct nx_graph *g, const char *arg, char *err, size_t errlen)
 {
-    const char *eq = strchr(arg, '=');
-    if (!eq || eq == arg)
-        return nib_fail(err, errlen, "--data '%s': expected NAME=FILE.npy", arg);
-    size_t len = (size_t)(eq - arg);
+    struct nx_data_arg a;
+    if (nx_data_open(&a, arg, err, errlen))
+        return -1;
     for (uint32_t k = 0; k < g->n_inputs; k++) {
         struct nx_tensor *t = &g->t[g->inputs[k]];
-        if (strlen(t->name) != len || strncmp(t->name, arg, len))
+        if (strlen(t->name) != a.name_len || strncmp(t->name, a.name, a.name_len))
             continue;
-        const uint8_t *buf;
-        size_t size;
-        if (nib_map_file(eq + 1, &buf, &size, err, errlen))
-            return -1;
-        uint32_t rank;
-        int64_t dims[NX_MAX_RANK];
-        const float *data;
-        int rc = nx_npy_parse(buf, size, &rank, dims, &data, err, errlen);
-        if (!rc && (rank != t->rank || memcmp(dims, t->dims, rank * sizeof *dims)))
-            rc = nib_fail(err, errlen, "--data %s: the file's dims differ from the input's", arg);
+        int rc = nx_data_load(&a, t->rank, t->dims, err, errlen);
         if (!rc && nx_alloc_data(t))
             rc = nib_fail(err, errlen, "out of memory");
         if (!rc)
-            memcpy(t->f, data, nx_elems(t) * 4);
-        nib_unmap_file(buf, size);
+            memcpy(t->f, a.data, nx_elems(t) * 4);
+        nx_data_close(&a);
         return rc;
     }
-    return nib_fail(err, errlen, "--data %.*s: the model has no such input", (int)len, arg);
+    return nib_fail(err, errlen, "--data %.*s: the model has no such input", (int)a.name_len, arg);
 }
 
 int nib_onnx_run_main(int argc, char **argv)

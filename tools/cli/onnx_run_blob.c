@@ -24,28 +24,18 @@
 static int load_input(const struct nib_blob_view *v, uint8_t *mem, const char *arg, uint8_t *seen,
                       char *err, size_t errlen)
 {
-    const char *eq = strchr(arg, '=');
-    if (!eq || eq == arg)
-        return nib_fail(err, errlen, "--data '%s': expected NAME=FILE.npy", arg);
-    size_t len = (size_t)(eq - arg);
+    struct nx_data_arg a;
+    if (nx_data_open(&a, arg, err, errlen))
+        return -1;
     for (uint32_t k = 0; k < v->n_inputs; k++) {
         const struct nib_io_rec *r = &v->io[k];
-        if (strlen(r->name) != len || strncmp(r->name, arg, len))
+        if (strlen(r->name) != a.name_len || strncmp(r->name, a.name, a.name_len))
             continue;
-        const uint8_t *buf;
-        size_t size;
-        if (nib_map_file(eq + 1, &buf, &size, err, errlen))
-            return -1;
-        uint32_t rank;
-        int64_t dims[NX_MAX_RANK];
-        const float *data;
-        int rc = nx_npy_parse(buf, size, &rank, dims, &data, err, errlen);
-        for (uint32_t d = 0; !rc && d < rank; d++)
-            if (rank != r->rank || dims[d] != r->dims[d])
-                rc = nib_fail(err, errlen, "--data %s: the file's dims differ from the input's",
-                              arg);
-        if (!rc && rank != r->rank)
-            rc = nib_fail(err, errlen, "--data %s: rank %u, the input has %u", arg, rank, r->rank);
+        int64_t dims[NIB_IO_MAX_RANK];
+        for (uint32_t d = 0; d < r->rank; d++)
+            dims[d] = r->dims[d];
+        int rc = nx_data_load(&a, r->rank, dims, err, errlen);
+        const float *data = a.data;
         uint64_t n = r->dtype == NIB_IO_U8 ? r->bytes : r->bytes / 4;
         for (uint64_t i = 0; !rc && i < n; i++) {
             if (r->dtype == NIB_IO_F32) {
@@ -57,11 +47,11 @@ static int load_input(const struct nib_blob_view *v, uint8_t *mem, const char *a
                               (double)data[i]);
             }
         }
-        nib_unmap_file(buf, size);
+        nx_data_close(&a);
         seen[k] = 1;
         return rc;
     }
-    return nib_fail(err, errlen, "--data %.*s: the blob has no such input", (int)len, arg);
+    return nib_fail(err, errlen, "--data %.*s: the blob has no such input", (int)a.name_len, arg);
 }
 
 static const struct nib_qkernels *pick_isa(const char *isa, char *err, size_t errlen)

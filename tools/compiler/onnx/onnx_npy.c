@@ -7,6 +7,7 @@
 
 #include "tools/compiler/onnx/onnx_npy.h"
 #include "tools/util/tensor_file.h"
+#include "tools/util/tool_util.h"
 
 #define FAIL(...)                                                                                  \
     do {                                                                                           \
@@ -34,6 +35,40 @@ int nx_npy_parse(const uint8_t *buf, size_t size, uint32_t *rank, int64_t *dims,
         FAIL(".npy: %zu data bytes, the shape needs %llu", size - off, (unsigned long long)(n * 4));
     *data = (const float *)(buf + off); /* callers memcpy: the offset may be unaligned */
     return 0;
+}
+
+int nx_data_open(struct nx_data_arg *a, const char *arg, char *err, size_t errlen)
+{
+    memset(a, 0, sizeof *a);
+    const char *eq = strchr(arg, '=');
+    if (!eq || eq == arg)
+        FAIL("--data '%s': expected NAME=FILE.npy", arg);
+    a->arg = arg;
+    a->name = arg;
+    a->name_len = (size_t)(eq - arg);
+    a->path = eq + 1;
+    return 0;
+}
+
+int nx_data_load(struct nx_data_arg *a, uint32_t rank, const int64_t *dims, char *err,
+                 size_t errlen)
+{
+    if (nib_map_file(a->path, &a->buf, &a->size, err, errlen))
+        return -1;
+    uint32_t r;
+    int64_t d[NX_MAX_RANK];
+    if (nx_npy_parse(a->buf, a->size, &r, d, &a->data, err, errlen))
+        return -1;
+    if (r != rank || memcmp(d, dims, rank * sizeof *d))
+        FAIL("--data %s: the file's dims differ from the input's", a->arg);
+    return 0;
+}
+
+void nx_data_close(struct nx_data_arg *a)
+{
+    if (a->buf)
+        nib_unmap_file(a->buf, a->size);
+    a->buf = NULL;
 }
 
 int nx_npy_write(const char *path, const struct nx_tensor *t, char *err, size_t errlen)
