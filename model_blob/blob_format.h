@@ -118,6 +118,12 @@ enum nib_io_dtype {
     NIB_IO_U8 = 2,  /* 1 byte (an image's pixels; the plan scales them as compiled) */
 };
 
+/* Bytes of one element of an io tensor of this (known) dtype. */
+static inline uint32_t nib_io_elem_size(uint32_t dtype)
+{
+    return dtype == NIB_IO_F32 ? 4u : 1u;
+}
+
 struct nib_io_rec {
     char name[NIB_NAME_MAX];        /* the model's name for it, NUL-terminated */
     uint32_t dir;                   /* enum nib_io_dir: every input precedes every output */

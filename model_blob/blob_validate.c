@@ -439,7 +439,7 @@ static int check_io(struct nib_blob_view *v, const uint8_t *sec, uint64_t size, 
         if (r->rank == 0 || r->rank > NIB_IO_MAX_RANK || r->reserved)
             return nib_blob_fail(err, errlen, "io record %u: rank %u outside 1..%u", i, r->rank,
                                  NIB_IO_MAX_RANK);
-        uint64_t bytes = r->dtype == NIB_IO_F32 ? 4 : 1;
+        uint64_t bytes = nib_io_elem_size(r->dtype);
         for (uint32_t d = 0; d < NIB_IO_MAX_RANK; d++) {
             if (d < r->rank ? r->dims[d] == 0 : r->dims[d] != 0)
                 return nib_blob_fail(err, errlen, "io record %u: dimension %u is %u", i, d,

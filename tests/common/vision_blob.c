@@ -13,7 +13,7 @@ static struct nib_io_rec rec(const char *name, uint32_t dir, uint32_t dtype, uin
     r.dir = dir;
     r.dtype = dtype;
     r.rank = rank;
-    uint64_t bytes = dtype == NIB_IO_F32 ? 4 : 1;
+    uint64_t bytes = nib_io_elem_size(dtype);
     for (uint32_t d = 0; d < rank; d++) {
         r.dims[d] = dims[d];
         bytes *= dims[d];

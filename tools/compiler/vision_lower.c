@@ -875,7 +875,7 @@ static int add_io(struct lower *L, const struct nx_tensor *t, uint32_t dir, uint
     io->rec.dir = dir, io->rec.dtype = dtype, io->rec.rank = t->rank;
     for (uint32_t d = 0; d < t->rank; d++)
         io->rec.dims[d] = (uint32_t)t->dims[d];
-    io->rec.bytes = nx_elems(t) * (dtype == NIB_IO_U8 ? 1 : 4);
+    io->rec.bytes = nx_elems(t) * nib_io_elem_size(dtype);
     io->buf = b;
     return 0;
 }
@@ -891,7 +891,7 @@ static int lower_inputs(struct lower *L, const struct vision_opts *o)
             return nib_fail(L->err, L->errlen, "input '%s': float, and u8 only for an image",
                             t->name);
         uint32_t dtype = o->input_u8 ? NIB_IO_U8 : NIB_IO_F32;
-        int32_t ib = new_buf(L, nx_elems(t) * (dtype == NIB_IO_U8 ? 1 : 4));
+        int32_t ib = new_buf(L, nx_elems(t) * nib_io_elem_size(dtype));
         if (ib < 0 || add_io(L, t, NIB_IO_INPUT, dtype, ib))
             return -1;
         L->p->bufs[ib].first = -1; /* written before the run */

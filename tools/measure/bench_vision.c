@@ -37,7 +37,7 @@ static void fill_inputs(const struct nib_blob_view *v, uint8_t *mem)
     uint64_t s = 0x9e3779b97f4a7c15ull;
     for (uint32_t k = 0; k < v->n_inputs; k++) {
         const struct nib_io_rec *r = &v->io[k];
-        for (uint64_t i = 0; i < r->bytes / (r->dtype == NIB_IO_F32 ? 4 : 1); i++) {
+        for (uint64_t i = 0; i < r->bytes / nib_io_elem_size(r->dtype); i++) {
             s = s * 6364136223846793005ull + 1442695040888963407ull;
             if (r->dtype == NIB_IO_F32) {
                 float f = (float)(s >> 40) / (float)(1u << 24);

@@ -15,11 +15,6 @@ static const char *dtype_name(uint32_t dtype)
     return dtype == NIB_IO_F32 ? "float32" : "uint8";
 }
 
-static size_t dtype_size(uint32_t dtype)
-{
-    return dtype == NIB_IO_F32 ? 4 : 1;
-}
-
 /* The record itself, in case it did not come from a validated blob. */
 static int check_rec(const struct nib_io_rec *rec, char *err, size_t errlen)
 {
@@ -27,7 +22,7 @@ static int check_rec(const struct nib_io_rec *rec, char *err, size_t errlen)
         return nib_fail(err, errlen, "io record: dtype %u is neither f32 nor u8", rec->dtype);
     if (rec->rank < 1 || rec->rank > NIB_IO_MAX_RANK)
         return nib_fail(err, errlen, "io record: rank %u", rec->rank);
-    uint64_t n = dtype_size(rec->dtype);
+    uint64_t n = nib_io_elem_size(rec->dtype);
     for (uint32_t d = 0; d < rec->rank; d++) {
         if (rec->dims[d] == 0 || n * rec->dims[d] > NIB_IO_MAX_BYTES)
             return nib_fail(err, errlen, "io record: dims out of range");
