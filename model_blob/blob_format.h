@@ -338,6 +338,9 @@ enum nib_vision_opcode {
     NIB_VOP_RESIZE = 40,    /* ONNX Resize on the spatial axes of an NHWC image */
     NIB_VOP_LAYERNORM = 41, /* rows of n: (x - mean) / sqrt(var + eps) * gamma + beta */
     NIB_VOP_BMATMUL = 42,   /* batched matmul of two arena operands (strided) */
+    NIB_VOP_QUANT = 43,     /* f32 src0 -> int8 dst, one calibrated scale (nib_vquant_params) */
+    NIB_VOP_QCONV = 44,     /* int8 NHWC src0 (x_scale) by q4c|q8c weights (groups 1), f32 or
+                             * int8 (qout) dst: kernels/conv.h's quantized convolution */
     NIB_VOP_END
 };
 
@@ -362,8 +365,16 @@ enum nib_vbin {
     NIB_VBIN_COUNT
 };
 
-/* NIB_VOP_CONV / NIB_VOP_POOL: one NHWC image. y = act(conv + bias);
- * then y = y * post_mul + post_add when post is 1 (two roundings). */
+/* NIB_VOP_CONV / NIB_VOP_POOL / NIB_VOP_QCONV: one NHWC image. y =
+ * act(conv + bias); then y = y * post_mul + post_add when post is 1 (two
+ * roundings). NIB_VOP_QCONV: src0 holds int8 codes of the input (x =
+ * x_scale * q, q in [-127, 127]); the weight tensor is NIB_DT_Q4C or
+ * NIB_DT_Q8C, c_out rows by kh * kw * c_in columns in the order (ky, kx,
+ * ic) (kernels/conv.h nib_qconv_pack), groups 1 and not depthwise; the
+ * workers' private scratch (header wscratch_size) holds at least
+ * nib_qconv_scratch_size. With qout = 1 dst is int8 codes of scale
+ * y_scale (the quantized epilogue's rounding; post must be 0), else f32.
+ * x_scale, qout and y_scale are 0 in every other op. */
 struct nib_vconv_params {
     uint32_t h, w, c_in, oh, ow, c_out, groups, kh, kw;
     uint32_t stride_h, stride_w, pad_top, pad_left, dil_h, dil_w;
@@ -375,6 +386,17 @@ struct nib_vconv_params {
     float p0, p1;
     uint32_t post;
     float post_mul, post_add;
+    float x_scale; /* QCONV: the scale of src0's codes (> 0, finite) */
+    uint32_t qout; /* QCONV: 1 = int8 dst of scale y_scale */
+    float y_scale; /* QCONV with qout: > 0, finite */
+};
+
+/* NIB_VOP_QUANT: n f32 values at src0 -> n int8 codes at dst,
+ * q = clamp(rne(x * (1 / scale)), -127, 127) as kernels/common/conv-epi.h
+ * nib_requant_s8 rounds (NaN -> 0). Split in blocks of 64 elements. */
+struct nib_vquant_params {
+    uint64_t n;
+    float scale; /* > 0, finite */
 };
 
 /* NIB_VOP_BINARY, NIB_VOP_COPY, NIB_VOP_UNARY: four loops over dims
@@ -391,7 +413,13 @@ struct nib_vew_params {
 };
 
 /* NIB_VOP_MATMUL: m rows of k (src0, row-major) by the f32 tensor W of n
- * rows of k (packed [n][k]); bias an f32 tensor of n or UINT32_MAX. */
+ * rows of k (packed [n][k]); bias an f32 tensor of n or UINT32_MAX.
+ * W may also be NIB_DT_Q4C or NIB_DT_Q8C (per output channel, n x k in
+ * kernels/qformat.h's layout): then each worker quantizes all m rows of
+ * src0 itself (nib_qact, one block per row: a dynamic per-row scale, the
+ * same bits on every worker) into its private scratch (wscratch_size >=
+ * nib_qact_footprint(m, k, 0)) and runs the ISA's matmul kernel on its
+ * columns, the bias as the kernel's add. */
 struct nib_vmatmul_params {
     uint32_t m, n, k, bias;
 };
@@ -447,6 +475,7 @@ struct nib_op {
         struct nib_vresize_params vresize;
         struct nib_vnorm_params vnorm;
         struct nib_vbmm_params vbmm;
+        struct nib_vquant_params vquant;
         uint8_t params[120];
     };
 };

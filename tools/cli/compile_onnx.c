@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "tools/cli/cli.h"
-#include "tools/compiler/vision_plan.h"
+#include "tools/compiler/vision_quant.h"
 #include "tools/util/args.h"
 #include "tools/util/tool_util.h"
 
@@ -29,7 +29,7 @@ static void usage(FILE *f)
 
 enum { O_OUT = NIB_ARGS_OPT, O_INPUT, O_TYPE, O_MEAN, O_STD };
 
-static int write_file(const struct vision_plan *p, const char *out, char *err, size_t errlen)
+static int write_file(const uint8_t *blob, uint64_t len, const char *out, char *err, size_t errlen)
 {
     size_t tl = strlen(out) + 5;
     char *tmp = malloc(tl);
@@ -37,8 +37,9 @@ static int write_file(const struct vision_plan *p, const char *out, char *err, s
         return nib_fail(err, errlen, "out of memory");
     snprintf(tmp, tl, "%s.tmp", out);
     FILE *f = fopen(tmp, "wb");
-    int rc = f ? vp_write_blob(p, f, err, errlen)
-               : nib_fail(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
+    int rc = !f ? nib_fail(err, errlen, "cannot create %s: %s", tmp, strerror(errno))
+             : fwrite(blob, 1, len, f) != len ? nib_fail(err, errlen, "cannot write %s", tmp)
+                                              : 0;
     if (f && fclose(f) != 0 && rc == 0)
         rc = nib_fail(err, errlen, "cannot finish writing %s", tmp);
     if (rc == 0 && rename(tmp, out) != 0)
@@ -98,28 +99,26 @@ int nib_compile_onnx_main(int argc, char **argv)
         return 1;
     }
     struct nx_graph g;
-    struct vision_plan p;
     int rc = nx_import(&g, buf, size, fix, n_fix, err, sizeof err);
     nib_unmap_file(buf, size);
     if (rc) {
         fprintf(stderr, "nib compile: %s: %s\n", model, err);
         return 1;
     }
-    rc = vp_lower(&g, &vo, &p, err, sizeof err);
+    uint8_t *blob = NULL;
+    uint64_t len = 0;
+    struct vision_compile_info info;
+    rc = vision_compile_mem(&g, &vo, NULL, &blob, &len, &info, err, sizeof err);
     nx_free(&g);
     if (!rc) {
-        vp_place(&p);
-        rc = write_file(&p, out, err, sizeof err);
-        if (!rc) {
-            double wb = 0;
-            for (uint32_t i = 0; i < p.n_w; i++)
-                wb += p.w[i].rows * 1024.0;
+        rc = write_file(blob, len, out, err, sizeof err);
+        if (!rc)
             fprintf(stderr,
-                    "nib compile: %s -> %s: vision model, %u ops, %u tensors, %.1f MB of f32 "
+                    "nib compile: %s -> %s: vision model, %u ops, %u tensors, %.1f MB of "
                     "weights, %.1f MB runtime memory, %u inputs and outputs\n",
-                    model, out, p.n_ops, p.n_w, wb / 1e6, (double)p.arena / 1e6, p.n_io);
-        }
-        vp_free(&p);
+                    model, out, info.n_ops, info.n_tensors, (double)info.weight_bytes / 1e6,
+                    (double)info.arena_bytes / 1e6, info.n_io);
+        free(blob);
     }
     if (rc)
         fprintf(stderr, "nib compile: %s: %s\n", model, err);

@@ -92,7 +92,8 @@ void vp_place(struct vision_plan *p)
     free(order), free(busy), free(placed);
 }
 
-int vp_write_blob(const struct vision_plan *p, FILE *f, char *err, size_t errlen)
+int vp_build_blob(const struct vision_plan *p, uint8_t **blob, uint64_t *len, char *err,
+                  size_t errlen)
 {
     struct nib_blob_header h = {0};
     memcpy(h.magic, NIB_BLOB_MAGIC, 8);
@@ -152,11 +153,11 @@ int vp_write_blob(const struct vision_plan *p, FILE *f, char *err, size_t errlen
     ((struct nib_blob_header *)(void *)b)->crc32c = nib_blob_crc(b, h.blob_size);
     struct nib_blob_view v;
     char why[400];
-    int rc = 0;
-    if (nib_blob_open(&v, b, h.blob_size, 1, why, sizeof why))
-        rc = nib_fail(err, errlen, "the blob does not validate (a compiler bug): %s", why);
-    else if (fwrite(b, 1, h.blob_size, f) != h.blob_size)
-        rc = nib_fail(err, errlen, "cannot write the blob");
-    free(b);
-    return rc;
+    if (nib_blob_open(&v, b, h.blob_size, 1, why, sizeof why)) {
+        free(b);
+        return nib_fail(err, errlen, "the blob does not validate (a compiler bug): %s", why);
+    }
+    *blob = b;
+    *len = h.blob_size;
+    return 0;
 }

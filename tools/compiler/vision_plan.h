@@ -66,9 +66,10 @@ int vp_lower(const struct nx_graph *g, const struct vision_opts *o, struct visio
 /* Place every buffer in one arena: buffers whose lifetimes overlap never
  * share a byte. */
 void vp_place(struct vision_plan *p);
-/* Write the blob (after vp_place) to f and validate it as the runtime
- * will. 0, or -1 with a message. */
-int vp_write_blob(const struct vision_plan *p, FILE *f, char *err, size_t errlen);
+/* Build the blob (after vp_place) in memory and validate it as the
+ * runtime will: *blob malloc'd, *len bytes. 0, or -1 with a message. */
+int vp_build_blob(const struct vision_plan *p, uint8_t **blob, uint64_t *len, char *err,
+                  size_t errlen);
 void vp_free(struct vision_plan *p);
 
 /* --input-mean a,b,c: n floats. 0, or -1 with a message. */
