@@ -20,7 +20,7 @@ As a command (same output as `nib ask --json`, minus the timings):
     nibhost.py ask --chat [--system TEXT] [--now SECONDS] [...] MESSAGE
     nibhost.py ask --messages conversation.json [--now SECONDS] [...]
                                      (OpenAI-style [{"role": .., "content": ..}])
-    nibhost.py run [--name N] --input FILE [--input FILE ...] [--json]
+    nibhost.py run [--name N] --input FILE [--input FILE ...] [--bgr] [--json]
                                      (a vision appliance: what `nib run` prints)
     nibhost.py stats [--name N] [--json] [--timeout S]
     nibhost.py stop [--name N] [--timeout S]
@@ -60,6 +60,7 @@ import struct
 import sys
 import threading
 import time
+import zlib
 
 # ---- protocol version 4 (proto/shm_layout.h, proto/ctl.h, proto/chat_msg.h; docs/ring.md) ----
 MAGIC = 0x334D48534C42494E       # "NIBLSHM3": header memfd (the magics did not change in 4)
@@ -1159,6 +1160,221 @@ def read_npy(raw):
     return kind[0], list(dims), data
 
 
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+IMAGE_MAX_SIDE = 1 << 20  # pixels a side, as nib run's reader bounds PPM/PGM
+PNG_GAMMA_SRGB = 45455     # gAMA of an sRGB file: libpng converts any other
+
+
+def _pnm_header(raw):
+    """(channels, width, height, offset of the pixels) of a binary P5/P6 file."""
+    if raw[1:2] not in (b"5", b"6"):
+        raise NibError("PNM type P%s is not supported: only binary P6 (RGB) and P5 (gray)" %
+                       (chr(raw[1]) if len(raw) > 1 and 0x20 <= raw[1] < 0x7f else "?"))
+    pos, vals = 2, []
+    for what in ("width", "height", "maxval"):
+        while pos < len(raw) and (raw[pos] in b" \t\n\r\v\f" or raw[pos] == 0x23):
+            if raw[pos] == 0x23:  # '#' comment to the end of its line
+                while pos < len(raw) and raw[pos] not in b"\n\r":
+                    pos += 1
+            else:
+                pos += 1
+        start = pos
+        while pos < len(raw) and 0x30 <= raw[pos] <= 0x39 and pos - start < 8:
+            pos += 1
+        if pos == start:
+            raise NibError("PPM/PGM header: %s is missing or not a number" % what)
+        if pos < len(raw) and 0x30 <= raw[pos] <= 0x39 or int(raw[start:pos]) > IMAGE_MAX_SIDE:
+            raise NibError("PPM/PGM header: %s is too large" % what)
+        vals.append(int(raw[start:pos]))
+    w, h, maxval = vals
+    if w == 0 or h == 0:
+        raise NibError("PPM/PGM: the image is empty (%dx%d)" % (w, h))
+    if maxval != 255:
+        raise NibError("PPM/PGM: maxval %d; only 8-bit images (maxval 255)" % maxval)
+    if pos >= len(raw) or raw[pos] not in b" \t\n\r\v\f":
+        raise NibError("PPM/PGM header: no whitespace after maxval")
+    return (3 if raw[1:2] == b"6" else 1), w, h, pos + 1
+
+
+def read_pnm(raw):
+    """(channels, width, height, interleaved 8-bit pixels) of a P5/P6 file."""
+    ch, w, h, pos = _pnm_header(raw)
+    need, have = w * h * ch, len(raw) - pos
+    if have < need:
+        raise NibError("PPM/PGM truncated: %d of the %d pixel bytes" % (have, need))
+    if have > need:
+        raise NibError("PPM/PGM: %d bytes after the image (one image per file)" % (have - need))
+    return ch, w, h, raw[pos:]
+
+
+def _png_chunks(raw):
+    """(type, data) of every chunk, CRCs checked, up to IEND."""
+    pos = len(PNG_SIGNATURE)
+    while True:
+        if pos + 12 > len(raw):
+            raise NibError("PNG truncated: a chunk passes the file's end")
+        n, = struct.unpack_from(">I", raw, pos)
+        typ = raw[pos + 4:pos + 8]
+        if n > 0x7fffffff or pos + 12 + n > len(raw):
+            raise NibError("PNG truncated: a chunk passes the file's end")
+        data = raw[pos + 8:pos + 8 + n]
+        if zlib.crc32(typ + data) != struct.unpack_from(">I", raw, pos + 8 + n)[0]:
+            raise NibError("PNG chunk %r: CRC mismatch (a corrupted file)" % typ)
+        pos += 12 + n
+        yield typ, data
+        if typ == b"IEND":
+            return
+
+
+def _png_unfilter(data, h, stride, bpp):
+    """Rows without their filter bytes (PNG filter types 0 to 4)."""
+    out, prev = bytearray(h * stride), bytearray(stride)
+    for y in range(h):
+        ft, row = data[y * (stride + 1)], bytearray(data[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        if ft == 1:
+            for i in range(bpp, stride):
+                row[i] = (row[i] + row[i - bpp]) & 255
+        elif ft == 2:
+            for i in range(stride):
+                row[i] = (row[i] + prev[i]) & 255
+        elif ft == 3:
+            for i in range(stride):
+                row[i] = (row[i] + ((row[i - bpp] if i >= bpp else 0) + prev[i]) // 2) & 255
+        elif ft == 4:
+            for i in range(stride):
+                a = row[i - bpp] if i >= bpp else 0
+                c = prev[i - bpp] if i >= bpp else 0
+                b = prev[i]
+                pa, pb, pc = abs(b - c), abs(a - c), abs(a + b - 2 * c)
+                row[i] = (row[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        elif ft != 0:
+            raise NibError("PNG row %d: filter type %d (0 to 4)" % (y, ft))
+        out[y * stride:(y + 1) * stride] = row
+        prev = row
+    return out
+
+
+def read_png(raw, want_w=None, want_h=None):
+    """(channels 1 or 3, width, height, interleaved 8-bit pixels) of a PNG.
+
+    What nib run reads through libpng, for the files this reader takes:
+    8-bit (and 1/2/4-bit gray or palette) non-interlaced images that are
+    opaque and sRGB. Transparency, other gammas, 16 bits and interlacing
+    are refused, saying so (nib run reads those). The size is checked
+    against want_w x want_h before any pixel is inflated."""
+    if raw[:8] != PNG_SIGNATURE:
+        raise NibError("not a PNG file")
+    chunks = _png_chunks(raw)
+    typ, ihdr = next(chunks)
+    if typ != b"IHDR" or len(ihdr) != 13:
+        raise NibError("PNG: the first chunk is not a 13-byte IHDR")
+    w, h, depth, ctype, comp, filt, inter = struct.unpack(">IIBBBBB", ihdr)
+    ok_depths = {0: (1, 2, 4, 8, 16), 2: (8, 16), 3: (1, 2, 4, 8), 4: (8, 16), 6: (8, 16)}
+    if ctype not in ok_depths or depth not in ok_depths[ctype] or comp or filt or inter > 1:
+        raise NibError("PNG: IHDR is invalid (colour type %d, bit depth %d)" % (ctype, depth))
+    if not 0 < w <= IMAGE_MAX_SIDE or not 0 < h <= IMAGE_MAX_SIDE:
+        raise NibError("PNG: the image is %dx%d pixels" % (w, h))
+    if depth == 16:
+        raise NibError("a 16-bit PNG: only 8-bit images are read")
+    if inter:
+        raise NibError("an interlaced PNG: nibhost.py reads non-interlaced files (nib run "
+                       "reads both)")
+    ch = 1 if ctype in (0, 4) else 3
+    if want_w is not None and (w != want_w or h != want_h):
+        raise NibError("the image is %dx%d pixels; the model wants exactly %dx%d (width x "
+                       "height): resize or pad it first" % (w, h, want_w, want_h))
+    samples = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}[ctype]
+    stride = (w * samples * depth + 7) // 8
+    bpp = max(1, samples * depth // 8)
+    palette, idat = None, []
+    for typ, data in chunks:
+        if typ == b"PLTE":
+            if len(data) % 3 or not data:
+                raise NibError("PNG: a PLTE of %d bytes" % len(data))
+            palette = data
+        elif typ == b"IDAT":
+            idat.append(data)
+        elif typ == b"tRNS":
+            raise NibError("a PNG with transparency (tRNS): nibhost.py reads opaque files (nib "
+                           "run composites onto white)")
+        elif typ == b"gAMA" and (len(data) != 4 or struct.unpack(">I", data)[0] != PNG_GAMMA_SRGB):
+            raise NibError("a PNG whose gamma is not sRGB's: nibhost.py does not convert it "
+                           "(nib run does)")
+        elif typ == b"iCCP":
+            raise NibError("a PNG with an ICC profile: nibhost.py does not convert it (nib run "
+                           "does)")
+    if ctype == 3 and palette is None:
+        raise NibError("PNG: a palette image without PLTE")
+    need = h * (stride + 1)
+    d = zlib.decompressobj()
+    try:
+        data = d.decompress(b"".join(idat), need + 1)
+    except zlib.error as e:
+        raise NibError("PNG: the image data does not inflate (%s)" % e) from None
+    if len(data) != need or not d.eof:
+        raise NibError("PNG: the image data inflates to %s bytes, %dx%d takes %d" %
+                       ("more" if len(data) > need else "too few", w, h, need))
+    px = _png_unfilter(data, h, stride, bpp)
+    if depth < 8:  # unpack 1/2/4-bit samples, most significant first
+        per, mask = 8 // depth, (1 << depth) - 1
+        vals = bytearray(w * h)
+        for y in range(h):
+            row = px[y * stride:(y + 1) * stride]
+            for x in range(w):
+                v = (row[x // per] >> (8 - depth * (x % per + 1))) & mask
+                vals[y * w + x] = v if ctype == 3 else v * 255 // mask
+        px = vals
+    if ctype == 3:
+        n = len(palette) // 3
+        out = bytearray(w * h * 3)
+        for i, v in enumerate(px[:w * h]):
+            if v >= n:
+                raise NibError("PNG: palette index %d of a %d-entry palette" % (v, n))
+            out[3 * i:3 * i + 3] = palette[3 * v:3 * v + 3]
+        return 3, w, h, bytes(out)
+    if ctype in (4, 6):
+        if any(a != 255 for a in px[samples - 1::samples]):
+            raise NibError("a PNG with transparent pixels: nibhost.py reads opaque files (nib "
+                           "run composites onto white)")
+        keep = bytearray()
+        for i in range(0, len(px), samples):
+            keep += px[i:i + samples - 1]
+        px = keep
+    return ch, w, h, bytes(px)
+
+
+def image_input(raw, t, bgr=False):
+    """A PPM/PGM or PNG file as the bytes of image input t ([1, C, H, W], C 1 or 3): planar,
+    u8 as is or f32 value / 255 (the blob's normalisation does the rest), a gray picture in
+    every plane, the planes in B, G, R order with bgr. What nib run --input [--bgr] sends."""
+    dims = t["dims"]
+    if len(dims) != 4 or dims[0] != 1 or dims[1] not in (1, 3):
+        raise NibError("the model's input is not an image (it wants 1x3xHxW or 1x1xHxW); give "
+                       "a .npy or raw file of its exact dims instead")
+    c, h, w = dims[1], dims[2], dims[3]
+    if raw[:8] == PNG_SIGNATURE:
+        ich, iw, ih, px = read_png(raw, w, h)
+    else:
+        ich, iw, ih, px = read_pnm(raw)
+        if (iw, ih) != (w, h):
+            raise NibError("the image is %dx%d pixels; the model wants exactly %dx%d (width x "
+                           "height): resize or pad it first" % (iw, ih, w, h))
+    if ich == 3 and c == 1:
+        raise NibError("a colour image for a gray (1-channel) input: give a gray image")
+    planes = []
+    for k in range(c):
+        src = 0 if ich == 1 else (2 - k if bgr else k)
+        plane = px[src::ich]
+        if t["dtype"] == "u8":
+            planes.append(bytes(plane))
+        else:  # the float nearest v / 255, as nib run's single-precision division gives
+            planes.append(struct.pack("<%df" % len(plane), *[_F32_BY_BYTE[v] for v in plane]))
+    return b"".join(planes)
+
+
+_F32_BY_BYTE = [struct.unpack("<f", struct.pack("<f", v / 255.0))[0] for v in range(256)]
+
+
 def _run_cli(h, args, out):
     """nibhost.py run: what nib run prints (a summary per output, or --json)."""
     if not h.is_vision:
@@ -1171,7 +1387,12 @@ def _run_cli(h, args, out):
     for i, (path, t) in enumerate(zip(args.input, h.inputs)):
         with open(path, "rb") as f:
             raw = f.read()
-        if raw[:6] == b"\x93NUMPY":
+        if raw[:8] == PNG_SIGNATURE or (len(raw) >= 2 and raw[0] == 0x50 and 0x31 <= raw[1] <= 0x37):
+            try:
+                raw = image_input(raw, t, args.bgr)
+            except NibError as e:
+                raise NibError("--input %s: %s" % (path, e)) from None
+        elif raw[:6] == b"\x93NUMPY":
             dt, dims, raw = read_npy(raw)
             if dt != t["dtype"] or dims != t["dims"]:
                 raise NibError("--input %s: a %s array of dims %s, input %d (%s) takes %s %s" %
@@ -1233,8 +1454,11 @@ def main(argv=None):
     r = sub.add_parser("run", help="a vision appliance: run its model on input tensors")
     r.add_argument("--name", default="nib")
     r.add_argument("--input", action="append", default=[], metavar="FILE",
-                   help="one per model input, in order: .npy (float32 or uint8, C order, the "
-                        "input's dims) or raw bytes (exactly the input's bytes)")
+                   help="one per model input, in order: a PNG or PPM/PGM picture of the "
+                        "input's exact size (an image input), .npy (float32 or uint8, C order, "
+                        "the input's dims) or raw bytes (exactly the input's bytes)")
+    r.add_argument("--bgr", action="store_true",
+                   help="pictures' planes in B, G, R order (PaddleOCR's models)")
     r.add_argument("--json", action="store_true", help="every output value, as nib run --json")
     r.add_argument("--timeout", type=_positive, default=DEFAULT_TIMEOUT, help=tmo)
     s = sub.add_parser("stats", help="print the appliance's counters")
