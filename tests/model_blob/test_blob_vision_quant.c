@@ -70,6 +70,22 @@ static struct nib_op *OP(uint32_t i)
     return (struct nib_op *)(void *)(work + HDR()->plan.offset) + i;
 }
 
+static struct nib_tensor_rec *TENSOR(uint32_t i)
+{
+    return (struct nib_tensor_rec *)(void *)(work + HDR()->tensors.offset) + i;
+}
+
+/* Make tensor i a valid q8c tensor with groups of 32 (f16 scales, smaller
+ * than per channel: it fits where the per-channel one was). */
+static void q8c_grouped(uint32_t i)
+{
+    struct nib_tensor_rec *t = TENSOR(i);
+    ck_assert_uint_eq(t->dtype, NIB_DT_Q8C);
+    t->group = 32;
+    t->tile_k = nib_qformat_tile_k(NIB_DT_Q8C, 32);
+    t->size = nib_qformat_size(NIB_DT_Q8C, 32, t->rows, t->cols);
+}
+
 static const struct nib_conv_shape shape1 = {H, W, C1, H, W, C2, 1, 3, 3, 1, 1, 1, 1, 1, 1};
 static const struct nib_conv_shape shape2 = {H, W, C2, OH, OW, C3, 1, 3, 3, 2, 2, 1, 1, 1, 1};
 
@@ -483,6 +499,10 @@ END_TEST
 START_TEST(qmatmul_lies_refused)
 {
     make(NIB_DT_Q8C, NIB_DT_Q4C);
+    q8c_grouped(4);
+    EXPECT_REFUSED("vmatmul"); /* per channel only */
+    q8c_grouped(0);
+    EXPECT_REFUSED("op 1 (qconv): weights are not q4c|q8c");
     OP(3)->vmatmul.k = C3 + 1;
     EXPECT_REFUSED("vmatmul");
     OP(3)->vmatmul.n = NM - 1;
