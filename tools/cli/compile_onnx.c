@@ -34,6 +34,7 @@ static void usage(FILE *f)
             "  --calib DIR        calibration inputs, one file each (.npy, PNG, PPM, raw),\n"
             "                     in name order; default: a built-in synthetic set\n"
             "  --calib-count N    use at most N calibration inputs (default %d)\n"
+            "  --calib-absmax     activation scales from the absmax (the default)\n"
             "  --calib-clip       activation scales from the clip with the least squared\n"
             "                     error instead of the absmax\n",
             VQ_CALIB_DEFAULT);
@@ -49,6 +50,7 @@ enum {
     O_PREC,
     O_CALIB,
     O_CALIB_N,
+    O_CALIB_ABSMAX,
     O_CALIB_CLIP
 };
 
@@ -90,6 +92,7 @@ int nib_compile_onnx_main(int argc, char **argv)
                                           {"--precision", O_PREC, 1},
                                           {"--calib", O_CALIB, 1},
                                           {"--calib-count", O_CALIB_N, 1},
+                                          {"--calib-absmax", O_CALIB_ABSMAX, 0},
                                           {"--calib-clip", O_CALIB_CLIP, 0},
                                           {NULL, 0, 0}};
     static struct vq_override over[VQ_MAX_OVERRIDES];
@@ -136,8 +139,10 @@ int nib_compile_onnx_main(int argc, char **argv)
             if (*end || end == a.value || n < 1 || n > 100000)
                 return nib_args_fail(&a, "--calib-count %s: a count from 1 to 100000", a.value);
             q.calib_max = (uint32_t)n;
+        } else if (o == O_CALIB_ABSMAX) {
+            q.calib_absmax = 1, q.calib_clip = 0;
         } else if (o == O_CALIB_CLIP) {
-            q.calib_clip = 1;
+            q.calib_clip = 1, q.calib_absmax = 0;
         } else if (o == O_TYPE) {
             if (strcmp(a.value, "u8") && strcmp(a.value, "f32"))
                 return nib_args_fail(&a, "--input-type %s: u8 or f32", a.value);

@@ -376,7 +376,7 @@ int vq_calibrate(const struct nx_graph *g, const struct vision_opts *o, const st
     }
     for (uint32_t k = 0; k < c.n_tracked; k++) {
         uint32_t t = c.by_op[k];
-        (*scale)[t] = hist_scale(c.h[t], q && q->calib_clip);
+        (*scale)[t] = hist_scale(c.h[t], q && q->calib_clip && !q->calib_absmax);
     }
     rc = 0;
 out:
