@@ -161,6 +161,20 @@ void nib_qconv_run(nib_qgemm_fn gemm, const struct nib_conv_shape *s, const int8
                    float x_scale, const struct nib_qconv_weights *wt, const struct nib_qconv_epi *e,
                    void *scratch, uint32_t oh_begin, uint32_t oh_end);
 
+/* The epilogue of m consecutive output pixels p0.. from their dequantized
+ * sums v (bias added; pixel t's c_out values at v + t * c_out): each
+ * output goes through nib_qconv_epi_px's operations (common/conv-epi.h),
+ * in scalar C or one channel per SIMD lane. */
+#define NIB_QCONV_EPI_DECL(name)                                                                   \
+    void name(const struct nib_qconv_epi *e, const float *v, size_t p0, uint32_t m, uint32_t c_out)
+typedef NIB_QCONV_EPI_DECL((*nib_qconv_epi_fn));
+
+/* nib_qconv_run with an ISA's epilogue (nib_qconv_run: the scalar one). */
+void nib_qconv_run_epi(nib_qgemm_fn gemm, nib_qconv_epi_fn epi, const struct nib_conv_shape *s,
+                       const int8_t *x, float x_scale, const struct nib_qconv_weights *wt,
+                       const struct nib_qconv_epi *e, void *scratch, uint32_t oh_begin,
+                       uint32_t oh_end);
+
 /* ---- depthwise int8 convolution ----
  *
  * Weights int8 per channel (q8c): packed as the f32 depthwise layout with
