@@ -1,9 +1,8 @@
 /* Quantized convolution (avx2): the implicit GEMM of kernels/qconv.c over
  * the avx2 q4c / q8c matmul kernels, whose bits every ISA shares, with the
  * epilogue 8 channels at a time: each lane runs nib_qconv_epi_px's
- * operations (kernels/common/conv-epi.h) for its channel, the selects as
- * maxps/minps in the operand order that gives the same result for NaN and
- * signed zeros (maxps(a, b) is a > b ? a : b). */
+ * operations (kernels/common/conv-epi.h) for its channel
+ * (common/conv-epi-avx2.h). */
 #include "kernels/common/isa.h"
 
 #if NIB_HAVE_AVX2
@@ -11,25 +10,8 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "kernels/common/conv-epi.h"
+#include "kernels/common/conv-epi-avx2.h"
 #include "kernels/conv.h"
-
-/* nib_act_f32 per lane. */
-static inline __m256 act8(__m256 v, uint32_t act, __m256 p0, __m256 p1)
-{
-    const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
-    __m256 t;
-    switch (act) {
-    case NIB_ACT_RELU: return _mm256_max_ps(v, zero);                  /* v > 0 ? v : 0 */
-    case NIB_ACT_CLIP: return _mm256_min_ps(p1, _mm256_max_ps(p0, v)); /* v < p0 ? p0 : v, ... */
-    case NIB_ACT_HSIGMOID:
-    case NIB_ACT_HSWISH:
-        t = _mm256_max_ps(_mm256_fmadd_ps(p0, v, p1), zero); /* NaN: 0 */
-        t = _mm256_min_ps(t, one);                           /* t < 1 ? t : 1 */
-        return act == NIB_ACT_HSWISH ? _mm256_mul_ps(v, t) : t;
-    default: return v;
-    }
-}
 
 /* nib_requant_s8 per lane, 8 int8 to y. */
 static inline void requant8(__m256 v, __m256 inv, int8_t *y)
@@ -61,7 +43,7 @@ static NIB_QCONV_EPI_DECL(qconv_epi_avx2)
                     _mm_loadl_epi64((const __m128i *)(const void *)(e->res + base + c))));
             if (e->res && e->res_first)
                 x = _mm256_fmadd_ps(rs, r, x);
-            x = act8(x, e->act, p0v, p1v);
+            x = nib_act8_avx2(x, e->act, p0v, p1v);
             if (e->res && !e->res_first)
                 x = _mm256_fmadd_ps(rs, r, x);
             if (e->y_q)

@@ -12,7 +12,7 @@
  * a few runs, so other processes on a loaded machine inflate it less than
  * wall time would; caches are still shared.
  *
- *   bench_conv [--quick] [--only SUBSTRING]   (--quick: AVX2 only, 1 run) */
+ *   bench_conv [--quick] [--only SUBSTRING]   (--quick: AVX2 only) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -267,7 +267,7 @@ int main(int argc, char **argv)
         if (!quick)
             bench_layer(L, sc, 1, &sq4, &sq8, &sf);
         if (av)
-            bench_layer(L, av, quick ? 1 : 3, &aq4, &aq8, &af);
+            bench_layer(L, av, quick ? 3 : 5, &aq4, &aq8, &af);
         printf("| %s | %.0f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f |\n", L->name,
                macs / 1e6, sq4, sq8, sf, aq4, aq8, af, af > 0 && aq4 > 0 ? aq4 / af : 0);
         if (L->name[0] == 'r' && !L->depthwise && aq4 > 0) {
