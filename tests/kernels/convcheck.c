@@ -36,7 +36,9 @@ static void rand_shape(uint64_t *s, struct nib_conv_shape *sh, int depthwise)
                          ? (rnd_below(s, 3) == 0 ? 22 + rnd_below(s, 51) : 1 + rnd_below(s, 21))
                          : (rnd_below(s, 3) == 0 ? 1 + rnd_below(s, 4) : 1);
         uint32_t icg = depthwise ? 1 : 1 + rnd_below(s, 11),
-                 ocg = depthwise ? 1 : 1 + rnd_below(s, 19);
+                 ocg = depthwise
+                           ? 1
+                           : (rnd_below(s, 4) == 0 ? 20 + rnd_below(s, 21) : 1 + rnd_below(s, 19));
         sh->groups = g, sh->c_in = g * icg, sh->c_out = g * ocg;
         sh->kh = 1 + rnd_below(s, 5), sh->kw = 1 + rnd_below(s, 5);
         sh->stride_h = 1 + rnd_below(s, 3), sh->stride_w = 1 + rnd_below(s, 3);
