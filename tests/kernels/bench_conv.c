@@ -256,10 +256,10 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    double pf = peak_f32() / 1e9, pq = peak_s8() / 1e9;
-    printf("single-core peaks (tight loops, thread CPU time): f32 FMA %.1f GMAC/s, "
-           "int8 vpmaddubsw+vpaddw %.1f GMAC/s\n",
-           pf, pq);
+    if (!only) /* the peaks take a second: skipped when probing one layer */
+        printf("single-core peaks (tight loops, thread CPU time): f32 FMA %.1f GMAC/s, "
+               "int8 vpmaddubsw+vpaddw %.1f GMAC/s\n",
+               peak_f32() / 1e9, peak_s8() / 1e9);
     const struct nib_conv_kernels *sc = nib_conv_kernels_get(NIB_ISA_SCALAR),
                                   *av = nib_conv_kernels_get(NIB_ISA_AVX2);
     printf("\n| layer | MMAC | scalar q4c | scalar q8c | scalar f32 | avx2 q4c | avx2 q8c | avx2 "
