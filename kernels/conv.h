@@ -265,6 +265,13 @@ typedef NIB_RESIZE_F32_DECL((*nib_resize_f32_fn));
     NIB_RESIZE_F32_DECL(nib_resize_f32_##isa);
 NIB_ISA_SUFFIXES(NIB_CONV_KERNELS_DECLARE)
 
+/* x86 builds with AVX2: the quantized convolution over AVX-VNNI matmuls
+ * (vpdpbusd, kernels/conv/conv-s8-qcs8-avx2.c; the same bits), which the
+ * AVX2 table's conv_s8 is: on a CPU without AVX-VNNI it runs
+ * nib_conv_s8_qcs8_avx2. nib_conv_s8_avxvnni_available says which. */
+NIB_QCONV_DECL(nib_conv_s8_qcs8_avx2vnni);
+int nib_conv_s8_avxvnni_available(void);
+
 /* The vision kernels of one ISA (NULL when this build has none). */
 struct nib_conv_kernels {
     const char *name;

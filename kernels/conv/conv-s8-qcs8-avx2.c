@@ -7,6 +7,7 @@
 
 #if NIB_HAVE_AVX2
 #include <assert.h>
+#include <cpuid.h>
 #include <immintrin.h>
 #include <string.h>
 
@@ -54,6 +55,124 @@ static NIB_QCONV_EPI_DECL(qconv_epi_avx2)
         if (c8 < c_out)
             nib_qconv_epi_px(e, vt + c8, p0 + t, c_out, c8, c_out - c8);
     }
+}
+
+/* ---- AVX-VNNI matmuls for the convolution ----
+ *
+ * The q4c and q8c (per channel) matmuls of kernels/gemm with vpdpbusd
+ * (u8 x s8, 4 products summed into each int32 lane without an int16
+ * step) in place of vpmaddubsw + vpmaddwd: the same layouts, the same
+ * exact integer sums (|sum| <= K * 15 * 127 or K * 127 * 127 < 2^31 for
+ * K <= 2^20), then the same per-channel finish, so the same bits. q4c: the
+ * unsigned codes (q + 8) times the activations, minus 8 x the row's sum;
+ * q8c: |w| times a * sign(w), as the AVX2 kernel does. Used only where
+ * the CPU reports AVX-VNNI (CPUID.(7,1):EAX bit 4). */
+#include "kernels/gemm/qgemm-avx2.h"
+
+#define VNNI __attribute__((target("avxvnni")))
+
+/* Two accumulators per token (the low and the high nibbles' inputs):
+ * vpdpbusd's latency is 5 cycles, and one chain per token would leave its
+ * two ports idle. */
+static inline __attribute__((always_inline)) VNNI void
+q4c_vnni_block(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_qact *a,
+               uint32_t t0, const int M, const struct nib_qrows *e, __m256 *out)
+{
+    const size_t kp = a->k_pad;
+    const int8_t *ak = a->q + t0 * kp;
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    __m256i acc[4], acc2[4];
+#pragma GCC unroll 4
+    for (int t = 0; t < M; t++)
+        acc[t] = acc2[t] = _mm256_setzero_si256();
+    const uint8_t *p = blk;
+    for (uint32_t k = 0; k < l->k_pad; k += 32, p += 128, ak += 32) {
+        nib_prefetch(p, 128);
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            __m256i wv = _mm256_loadu_si256((const __m256i *)(const void *)(p + c * 32));
+            __m256i lo = _mm256_and_si256(wv, m4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(wv, 4), m4);
+#pragma GCC unroll 4
+            for (int t = 0; t < M; t++) {
+                const int8_t *at = ak + t * kp + c * 8;
+                acc[t] = _mm256_dpbusd_avx_epi32(acc[t], lo, _mm256_set1_epi32(nib_ld32(at)));
+                acc2[t] = _mm256_dpbusd_avx_epi32(acc2[t], hi, _mm256_set1_epi32(nib_ld32(at + 4)));
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < M; t++)
+        acc[t] = _mm256_sub_epi32(_mm256_add_epi32(acc[t], acc2[t]),
+                                  _mm256_set1_epi32(8 * a->sum[t0 + t]));
+    nib_qc_finish_avx2(blk, l, a, t0, M, e, acc, out);
+}
+
+/* Two accumulators per token too (even and odd chunks). */
+static inline __attribute__((always_inline)) VNNI void
+q8c_vnni_block(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_qact *a,
+               uint32_t t0, const int M, const struct nib_qrows *e, __m256 *out)
+{
+    const size_t kp = a->k_pad;
+    const int8_t *ak = a->q + t0 * kp;
+    __m256i acc[2][4];
+#pragma GCC unroll 4
+    for (int t = 0; t < M; t++)
+        acc[0][t] = acc[1][t] = _mm256_setzero_si256();
+    const uint8_t *p = blk;
+    for (uint32_t k = 0; k < l->k_pad; k += 8, p += 64, ak += 8) {
+        nib_prefetch(p, 64);
+#pragma GCC unroll 2
+        for (int c = 0; c < 2; c++) {
+            __m256i wv = _mm256_loadu_si256((const __m256i *)(const void *)(p + c * 32));
+            __m256i wa = _mm256_abs_epi8(wv);
+#pragma GCC unroll 4
+            for (int t = 0; t < M; t++) {
+                __m256i av = _mm256_set1_epi32(nib_ld32(ak + t * kp + c * 4));
+                acc[c][t] = _mm256_dpbusd_avx_epi32(acc[c][t], wa, _mm256_sign_epi8(av, wv));
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < M; t++)
+        acc[0][t] = _mm256_add_epi32(acc[0][t], acc[1][t]);
+    nib_qc_finish_avx2(blk, l, a, t0, M, e, acc[0], out);
+}
+
+/* clang-format off */
+static VNNI NIB_QGEMM_KERNEL(qconv_gemm_q4c_vnni, NIB_DT_Q4C, q4c_vnni_block)
+static VNNI NIB_QGEMM_KERNEL(qconv_gemm_q8c_vnni, NIB_DT_Q8C, q8c_vnni_block)
+typedef int nib_qconv_vnni_end; /* ends the macros' definitions for clang-format */
+/* clang-format on */
+
+/* 1 when this CPU has AVX-VNNI (the OS's YMM state is AVX2's premise). */
+static int cpu_has_avxvnni(void)
+{
+    /* workers racing on the first call all store the same answer */
+    static int known = -1;
+    int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
+    if (k < 0) {
+        unsigned int a = 0, b = 0, c = 0, d = 0;
+        k = __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4));
+        __atomic_store_n(&known, k, __ATOMIC_RELAXED);
+    }
+    return k;
+}
+
+NIB_QCONV_DECL(nib_conv_s8_qcs8_avx2vnni)
+{
+    assert(nib_conv_shape_ok(s) && wt && (wt->dtype == NIB_DT_Q4C || wt->dtype == NIB_DT_Q8C));
+    if (!cpu_has_avxvnni()) {
+        nib_conv_s8_qcs8_avx2(s, x, x_scale, wt, e, scratch, oh_begin, oh_end);
+        return;
+    }
+    nib_qconv_run_epi(wt->dtype == NIB_DT_Q4C ? qconv_gemm_q4c_vnni : qconv_gemm_q8c_vnni,
+                      qconv_epi_avx2, s, x, x_scale, wt, e, scratch, oh_begin, oh_end);
+}
+
+int nib_conv_s8_avxvnni_available(void)
+{
+    return cpu_has_avxvnni();
 }
 
 NIB_QCONV_DECL(nib_conv_s8_qcs8_avx2)
