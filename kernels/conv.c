@@ -239,22 +239,23 @@ void nib_resize_axis(const struct nib_resize *r, int vertical, uint32_t o, struc
 
 /* ---- the table ---- */
 
-#define CONV_TABLE(sfx, label)                                                                     \
+#define CONV_TABLE(sfx, label, conv_s8_fn)                                                         \
     static const struct nib_conv_kernels k_##sfx = {                                               \
         .name = label,                                                                             \
         .conv_f32 = nib_conv_f32_##sfx,                                                            \
         .dwconv_f32 = nib_dwconv_f32_##sfx,                                                        \
-        .conv_s8 = nib_conv_s8_qcs8_##sfx,                                                         \
+        .conv_s8 = conv_s8_fn,                                                                     \
         .dwconv_s8 = nib_dwconv_s8_q8cs8_##sfx,                                                    \
         .pool_f32 = nib_pool_f32_##sfx,                                                            \
         .resize_f32 = nib_resize_f32_##sfx,                                                        \
     };
-CONV_TABLE(scalar, "scalar")
+CONV_TABLE(scalar, "scalar", nib_conv_s8_qcs8_scalar)
 #if NIB_HAVE_AVX2
-CONV_TABLE(avx2, "avx2")
+/* the VNNI matmuls where the CPU has them (the same bits) */
+CONV_TABLE(avx2, "avx2", nib_conv_s8_qcs8_avx2vnni)
 #endif
 #if NIB_HAVE_NEON
-CONV_TABLE(neon, "neon-dot")
+CONV_TABLE(neon, "neon-dot", nib_conv_s8_qcs8_neon)
 #endif
 
 const struct nib_conv_kernels *nib_conv_kernels_get(uint32_t isa)

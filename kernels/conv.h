@@ -161,6 +161,20 @@ void nib_qconv_run(nib_qgemm_fn gemm, const struct nib_conv_shape *s, const int8
                    float x_scale, const struct nib_qconv_weights *wt, const struct nib_qconv_epi *e,
                    void *scratch, uint32_t oh_begin, uint32_t oh_end);
 
+/* The epilogue of m consecutive output pixels p0.. from their dequantized
+ * sums v (bias added; pixel t's c_out values at v + t * c_out): each
+ * output goes through nib_qconv_epi_px's operations (common/conv-epi.h),
+ * in scalar C or one channel per SIMD lane. */
+#define NIB_QCONV_EPI_DECL(name)                                                                   \
+    void name(const struct nib_qconv_epi *e, const float *v, size_t p0, uint32_t m, uint32_t c_out)
+typedef NIB_QCONV_EPI_DECL((*nib_qconv_epi_fn));
+
+/* nib_qconv_run with an ISA's epilogue (nib_qconv_run: the scalar one). */
+void nib_qconv_run_epi(nib_qgemm_fn gemm, nib_qconv_epi_fn epi, const struct nib_conv_shape *s,
+                       const int8_t *x, float x_scale, const struct nib_qconv_weights *wt,
+                       const struct nib_qconv_epi *e, void *scratch, uint32_t oh_begin,
+                       uint32_t oh_end);
+
 /* ---- depthwise int8 convolution ----
  *
  * Weights int8 per channel (q8c): packed as the f32 depthwise layout with
@@ -250,6 +264,13 @@ typedef NIB_RESIZE_F32_DECL((*nib_resize_f32_fn));
     NIB_POOL_F32_DECL(nib_pool_f32_##isa);                                                         \
     NIB_RESIZE_F32_DECL(nib_resize_f32_##isa);
 NIB_ISA_SUFFIXES(NIB_CONV_KERNELS_DECLARE)
+
+/* x86 builds with AVX2: the quantized convolution over AVX-VNNI matmuls
+ * (vpdpbusd, kernels/conv/conv-s8-qcs8-avx2.c; the same bits), which the
+ * AVX2 table's conv_s8 is: on a CPU without AVX-VNNI it runs
+ * nib_conv_s8_qcs8_avx2. nib_conv_s8_avxvnni_available says which. */
+NIB_QCONV_DECL(nib_conv_s8_qcs8_avx2vnni);
+int nib_conv_s8_avxvnni_available(void);
 
 /* The vision kernels of one ISA (NULL when this build has none). */
 struct nib_conv_kernels {

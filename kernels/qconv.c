@@ -1,7 +1,18 @@
 /* The quantized convolution's implicit GEMM (kernels/conv.h), the same
- * for every ISA: it gathers output pixels' windows into an activation
+ * for every ISA: it lays output pixels' windows out as an activation
  * object and hands them to the ISA's q4c/q8c matmul kernel, whose bits
- * every ISA shares, then runs the shared epilogue. */
+ * every ISA shares, then runs the epilogue (the shared scalar one, or an
+ * ISA's vector one that repeats its operations lane by lane).
+ *
+ * Only the integer part has fast paths, and integer sums are exact, so
+ * every path gives the same bits:
+ *   - 1x1, stride 1, no groups, c_in a multiple of 32 (ResNet's 1x1
+ *     layers): the NHWC input rows already are the matmul's rows, so the
+ *     activation object points into the input and only the sums for the
+ *     +8 correction are computed (no copy);
+ *   - otherwise each window is gathered, with one copy per kernel row
+ *     where the taps of a row are contiguous in the input (no groups, no
+ *     horizontal dilation), and its sum is taken over the gathered row. */
 #include <assert.h>
 #include <string.h>
 
@@ -13,6 +24,20 @@ static size_t align64(size_t n)
     return (n + 63u) & ~(size_t)63u;
 }
 
+/* Sum of n int8 codes, n a multiple of 32 (rows are padded with zeros to
+ * k_pad): 32 independent lanes the compiler can keep in vectors. */
+static int32_t sum_s8_32(const int8_t *p, size_t n)
+{
+    int32_t lane[32] = {0};
+    for (size_t i = 0; i < n; i += 32)
+        for (uint32_t j = 0; j < 32; j++)
+            lane[j] += p[i + j];
+    int32_t s = 0;
+    for (uint32_t j = 0; j < 32; j++)
+        s += lane[j];
+    return s;
+}
+
 /* Gather the window of output pixel p for group g into row t of a
  * (codes in the order (ky, kx, ic), zeros outside the input) with its sum. */
 static void qconv_gather(const struct nib_conv_shape *s, const int8_t *x, float x_scale, uint32_t g,
@@ -20,31 +45,67 @@ static void qconv_gather(const struct nib_conv_shape *s, const int8_t *x, float 
 {
     uint32_t icg = s->c_in / s->groups, oy = (uint32_t)(p / s->ow), ox = (uint32_t)(p % s->ow);
     int8_t *row = a->q + (size_t)t * a->k_pad;
-    int32_t sum = 0;
+    /* the taps of one kernel row are one run of the input when the pixels
+     * are adjacent (dil_w 1) and hold nothing but this group (groups 1) */
+    int runs = s->groups == 1 && s->dil_w == 1;
     size_t k = 0;
     for (uint32_t ky = 0; ky < s->kh; ky++) {
         uint32_t iy;
-        int in_y = nib_tap_in(oy, ky, s->stride_h, s->pad_top, s->dil_h, s->h, &iy);
+        if (!nib_tap_in(oy, ky, s->stride_h, s->pad_top, s->dil_h, s->h, &iy)) {
+            memset(row + k, 0, (size_t)s->kw * icg);
+            k += (size_t)s->kw * icg;
+            continue;
+        }
+        if (runs) {
+            uint32_t kx0 = s->kw, kx1 = 0, ix0 = 0, ix;
+            for (uint32_t kx = 0; kx < s->kw; kx++)
+                if (nib_tap_in(ox, kx, s->stride_w, s->pad_left, 1, s->w, &ix)) {
+                    if (kx0 == s->kw)
+                        kx0 = kx, ix0 = ix;
+                    kx1 = kx + 1;
+                }
+            if (kx0 == s->kw)
+                kx0 = kx1 = 0;
+            memset(row + k, 0, (size_t)kx0 * icg);
+            memcpy(row + k + (size_t)kx0 * icg, x + ((size_t)iy * s->w + ix0) * s->c_in,
+                   (size_t)(kx1 - kx0) * icg);
+            memset(row + k + (size_t)kx1 * icg, 0, (size_t)(s->kw - kx1) * icg);
+            k += (size_t)s->kw * icg;
+            continue;
+        }
         for (uint32_t kx = 0; kx < s->kw; kx++, k += icg) {
             uint32_t ix;
-            if (!in_y || !nib_tap_in(ox, kx, s->stride_w, s->pad_left, s->dil_w, s->w, &ix)) {
+            if (!nib_tap_in(ox, kx, s->stride_w, s->pad_left, s->dil_w, s->w, &ix)) {
                 memset(row + k, 0, icg);
                 continue;
             }
-            const int8_t *src = x + ((size_t)iy * s->w + ix) * s->c_in + (size_t)g * icg;
-            memcpy(row + k, src, icg);
-            for (uint32_t i = 0; i < icg; i++)
-                sum += src[i];
+            memcpy(row + k, x + ((size_t)iy * s->w + ix) * s->c_in + (size_t)g * icg, icg);
         }
     }
     memset(row + k, 0, a->k_pad - k);
     a->scale[t] = x_scale;
-    a->sum[t] = sum;
+    a->sum[t] = sum_s8_32(row, a->k_pad);
 }
 
-void nib_qconv_run(nib_qgemm_fn gemm, const struct nib_conv_shape *s, const int8_t *x,
-                   float x_scale, const struct nib_qconv_weights *wt, const struct nib_qconv_epi *e,
-                   void *scratch, uint32_t oh_begin, uint32_t oh_end)
+/* 1 when the input's rows are the matmul's rows as they stand. */
+static int qconv_direct(const struct nib_conv_shape *s, const int8_t *x,
+                        const struct nib_qlayout *l)
+{
+    return s->kh == 1 && s->kw == 1 && s->stride_h == 1 && s->stride_w == 1 && s->pad_top == 0 &&
+           s->pad_left == 0 && s->groups == 1 && s->oh == s->h && s->ow == s->w &&
+           l->k_pad == s->c_in && ((uintptr_t)x & 31) == 0;
+}
+
+static NIB_QCONV_EPI_DECL(qconv_epi_scalar)
+{
+    for (uint32_t t = 0; t < m; t++)
+        nib_qconv_epi_px(e, v + (size_t)t * c_out, p0 + t, c_out, 0, c_out);
+}
+
+void nib_qconv_run_epi(nib_qgemm_fn gemm, nib_qconv_epi_fn epi, const struct nib_conv_shape *s,
+                       const int8_t *x, float x_scale, const struct nib_qconv_weights *wt,
+                       const struct nib_qconv_epi *e, void *scratch, uint32_t oh_begin,
+                       uint32_t oh_end)
 {
     struct nib_qlayout l;
     int rc = nib_qconv_layout(s, wt->dtype, &l);
@@ -58,15 +119,32 @@ void nib_qconv_run(nib_qgemm_fn gemm, const struct nib_conv_shape *s, const int8
         (float *)((uint8_t *)scratch + align64(nib_qact_footprint(NIB_QCONV_TILE, l.cols, 0)));
     uint32_t ocg = s->c_out / s->groups;
     size_t p_end = (size_t)oh_end * s->ow;
+    int direct = qconv_direct(s, x, &l);
     for (size_t p0 = (size_t)oh_begin * s->ow; p0 < p_end; p0 += NIB_QCONV_TILE) {
         uint32_t m = (uint32_t)(p_end - p0 < NIB_QCONV_TILE ? p_end - p0 : NIB_QCONV_TILE);
-        for (uint32_t g = 0; g < s->groups; g++) {
-            for (uint32_t t = 0; t < m; t++)
-                qconv_gather(s, x, x_scale, g, p0 + t, &a, t);
-            gemm(&l, wt->packed + (size_t)g * l.size, &a, m, v + (size_t)g * ocg, s->c_out,
-                 e->bias ? e->bias + (size_t)g * ocg : NULL, 0, 0, ocg);
+        if (direct) {
+            struct nib_qact d = a;
+            d.q = (int8_t *)(uintptr_t)(x + p0 * s->c_in); /* read only by the matmul */
+            for (uint32_t t = 0; t < m; t++) {
+                d.scale[t] = x_scale;
+                d.sum[t] = sum_s8_32(d.q + (size_t)t * s->c_in, s->c_in);
+            }
+            gemm(&l, wt->packed, &d, m, v, s->c_out, e->bias, 0, 0, ocg);
+        } else {
+            for (uint32_t g = 0; g < s->groups; g++) {
+                for (uint32_t t = 0; t < m; t++)
+                    qconv_gather(s, x, x_scale, g, p0 + t, &a, t);
+                gemm(&l, wt->packed + (size_t)g * l.size, &a, m, v + (size_t)g * ocg, s->c_out,
+                     e->bias ? e->bias + (size_t)g * ocg : NULL, 0, 0, ocg);
+            }
         }
-        for (uint32_t t = 0; t < m; t++)
-            nib_qconv_epi_px(e, v + (size_t)t * s->c_out, p0 + t, s->c_out, 0, s->c_out);
+        epi(e, v, p0, m, s->c_out);
     }
+}
+
+void nib_qconv_run(nib_qgemm_fn gemm, const struct nib_conv_shape *s, const int8_t *x,
+                   float x_scale, const struct nib_qconv_weights *wt, const struct nib_qconv_epi *e,
+                   void *scratch, uint32_t oh_begin, uint32_t oh_end)
+{
+    nib_qconv_run_epi(gemm, qconv_epi_scalar, s, x, x_scale, wt, e, scratch, oh_begin, oh_end);
 }

@@ -1,17 +1,186 @@
 /* Quantized convolution (avx2): the implicit GEMM of kernels/qconv.c over
- * the avx2 q4c / q8c matmul kernels, whose bits every ISA shares. */
+ * the avx2 q4c / q8c matmul kernels, whose bits every ISA shares, with the
+ * epilogue 8 channels at a time: each lane runs nib_qconv_epi_px's
+ * operations (kernels/common/conv-epi.h) for its channel
+ * (common/conv-epi-avx2.h). */
 #include "kernels/common/isa.h"
 
 #if NIB_HAVE_AVX2
 #include <assert.h>
+#include <cpuid.h>
+#include <immintrin.h>
+#include <string.h>
 
+#include "kernels/common/conv-epi-avx2.h"
 #include "kernels/conv.h"
+
+/* nib_requant_s8 per lane, 8 int8 to y. */
+static inline void requant8(__m256 v, __m256 inv, int8_t *y)
+{
+    const __m256 round = _mm256_set1_ps(12582912.0f);
+    __m256 r = _mm256_sub_ps(_mm256_fmadd_ps(v, inv, round), round);
+    r = _mm256_max_ps(_mm256_set1_ps(-127.0f), r);         /* r < -127 ? -127 : r (NaN kept) */
+    r = _mm256_min_ps(_mm256_set1_ps(127.0f), r);          /* r > 127 ? 127 : r (NaN kept) */
+    r = _mm256_and_ps(r, _mm256_cmp_ps(r, r, _CMP_ORD_Q)); /* NaN: 0 */
+    __m256i i = _mm256_cvtps_epi32(r);                     /* whole numbers: exact */
+    __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1));
+    __m128i b = _mm_packs_epi16(w, w);
+    _mm_storel_epi64((__m128i *)(void *)y, b);
+}
+
+static NIB_QCONV_EPI_DECL(qconv_epi_avx2)
+{
+    const __m256 p0v = _mm256_set1_ps(e->p0), p1v = _mm256_set1_ps(e->p1);
+    const __m256 rs = _mm256_set1_ps(e->res_scale);
+    const __m256 inv = _mm256_set1_ps(e->y_q ? 1.0f / e->y_scale : 0.0f);
+    uint32_t c8 = c_out & ~7u;
+    for (uint32_t t = 0; t < m; t++) {
+        const float *vt = v + (size_t)t * c_out;
+        size_t base = (p0 + t) * c_out;
+        for (uint32_t c = 0; c < c8; c += 8) {
+            __m256 x = _mm256_loadu_ps(vt + c), r = _mm256_setzero_ps();
+            if (e->res)
+                r = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+                    _mm_loadl_epi64((const __m128i *)(const void *)(e->res + base + c))));
+            if (e->res && e->res_first)
+                x = _mm256_fmadd_ps(rs, r, x);
+            x = nib_act8_avx2(x, e->act, p0v, p1v);
+            if (e->res && !e->res_first)
+                x = _mm256_fmadd_ps(rs, r, x);
+            if (e->y_q)
+                requant8(x, inv, e->y_q + base + c);
+            else
+                _mm256_storeu_ps(e->y_f32 + base + c, x);
+        }
+        if (c8 < c_out)
+            nib_qconv_epi_px(e, vt + c8, p0 + t, c_out, c8, c_out - c8);
+    }
+}
+
+/* ---- AVX-VNNI matmuls for the convolution ----
+ *
+ * The q4c and q8c (per channel) matmuls of kernels/gemm with vpdpbusd
+ * (u8 x s8, 4 products summed into each int32 lane without an int16
+ * step) in place of vpmaddubsw + vpmaddwd: the same layouts, the same
+ * exact integer sums (|sum| <= K * 15 * 127 or K * 127 * 127 < 2^31 for
+ * K <= 2^20), then the same per-channel finish, so the same bits. q4c: the
+ * unsigned codes (q + 8) times the activations, minus 8 x the row's sum;
+ * q8c: |w| times a * sign(w), as the AVX2 kernel does. Used only where
+ * the CPU reports AVX-VNNI (CPUID.(7,1):EAX bit 4). */
+#include "kernels/gemm/qgemm-avx2.h"
+
+#define VNNI __attribute__((target("avxvnni")))
+
+/* Two accumulators per token (the low and the high nibbles' inputs):
+ * vpdpbusd's latency is 5 cycles, and one chain per token would leave its
+ * two ports idle. */
+static inline __attribute__((always_inline)) VNNI void
+q4c_vnni_block(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_qact *a,
+               uint32_t t0, const int M, const struct nib_qrows *e, __m256 *out)
+{
+    const size_t kp = a->k_pad;
+    const int8_t *ak = a->q + t0 * kp;
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    __m256i acc[4], acc2[4];
+#pragma GCC unroll 4
+    for (int t = 0; t < M; t++)
+        acc[t] = acc2[t] = _mm256_setzero_si256();
+    const uint8_t *p = blk;
+    for (uint32_t k = 0; k < l->k_pad; k += 32, p += 128, ak += 32) {
+        nib_prefetch(p, 128);
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            __m256i wv = _mm256_loadu_si256((const __m256i *)(const void *)(p + c * 32));
+            __m256i lo = _mm256_and_si256(wv, m4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(wv, 4), m4);
+#pragma GCC unroll 4
+            for (int t = 0; t < M; t++) {
+                const int8_t *at = ak + t * kp + c * 8;
+                acc[t] = _mm256_dpbusd_avx_epi32(acc[t], lo, _mm256_set1_epi32(nib_ld32(at)));
+                acc2[t] = _mm256_dpbusd_avx_epi32(acc2[t], hi, _mm256_set1_epi32(nib_ld32(at + 4)));
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < M; t++)
+        acc[t] = _mm256_sub_epi32(_mm256_add_epi32(acc[t], acc2[t]),
+                                  _mm256_set1_epi32(8 * a->sum[t0 + t]));
+    nib_qc_finish_avx2(blk, l, a, t0, M, e, acc, out);
+}
+
+/* Two accumulators per token too (even and odd chunks). */
+static inline __attribute__((always_inline)) VNNI void
+q8c_vnni_block(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_qact *a,
+               uint32_t t0, const int M, const struct nib_qrows *e, __m256 *out)
+{
+    const size_t kp = a->k_pad;
+    const int8_t *ak = a->q + t0 * kp;
+    __m256i acc[2][4];
+#pragma GCC unroll 4
+    for (int t = 0; t < M; t++)
+        acc[0][t] = acc[1][t] = _mm256_setzero_si256();
+    const uint8_t *p = blk;
+    for (uint32_t k = 0; k < l->k_pad; k += 8, p += 64, ak += 8) {
+        nib_prefetch(p, 64);
+#pragma GCC unroll 2
+        for (int c = 0; c < 2; c++) {
+            __m256i wv = _mm256_loadu_si256((const __m256i *)(const void *)(p + c * 32));
+            __m256i wa = _mm256_abs_epi8(wv);
+#pragma GCC unroll 4
+            for (int t = 0; t < M; t++) {
+                __m256i av = _mm256_set1_epi32(nib_ld32(ak + t * kp + c * 4));
+                acc[c][t] = _mm256_dpbusd_avx_epi32(acc[c][t], wa, _mm256_sign_epi8(av, wv));
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < M; t++)
+        acc[0][t] = _mm256_add_epi32(acc[0][t], acc[1][t]);
+    nib_qc_finish_avx2(blk, l, a, t0, M, e, acc[0], out);
+}
+
+/* clang-format off */
+static VNNI NIB_QGEMM_KERNEL(qconv_gemm_q4c_vnni, NIB_DT_Q4C, q4c_vnni_block)
+static VNNI NIB_QGEMM_KERNEL(qconv_gemm_q8c_vnni, NIB_DT_Q8C, q8c_vnni_block)
+typedef int nib_qconv_vnni_end; /* ends the macros' definitions for clang-format */
+/* clang-format on */
+
+/* 1 when this CPU has AVX-VNNI (the OS's YMM state is AVX2's premise). */
+static int cpu_has_avxvnni(void)
+{
+    /* workers racing on the first call all store the same answer */
+    static int known = -1;
+    int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
+    if (k < 0) {
+        unsigned int a = 0, b = 0, c = 0, d = 0;
+        k = __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4));
+        __atomic_store_n(&known, k, __ATOMIC_RELAXED);
+    }
+    return k;
+}
+
+NIB_QCONV_DECL(nib_conv_s8_qcs8_avx2vnni)
+{
+    assert(nib_conv_shape_ok(s) && wt && (wt->dtype == NIB_DT_Q4C || wt->dtype == NIB_DT_Q8C));
+    if (!cpu_has_avxvnni()) {
+        nib_conv_s8_qcs8_avx2(s, x, x_scale, wt, e, scratch, oh_begin, oh_end);
+        return;
+    }
+    nib_qconv_run_epi(wt->dtype == NIB_DT_Q4C ? qconv_gemm_q4c_vnni : qconv_gemm_q8c_vnni,
+                      qconv_epi_avx2, s, x, x_scale, wt, e, scratch, oh_begin, oh_end);
+}
+
+int nib_conv_s8_avxvnni_available(void)
+{
+    return cpu_has_avxvnni();
+}
 
 NIB_QCONV_DECL(nib_conv_s8_qcs8_avx2)
 {
     assert(nib_conv_shape_ok(s) && wt && (wt->dtype == NIB_DT_Q4C || wt->dtype == NIB_DT_Q8C));
-    nib_qconv_run(wt->dtype == NIB_DT_Q4C ? nib_gemm_f32_q4cs8_n8_avx2 : nib_gemm_f32_q8cs8_n8_avx2,
-                  s, x, x_scale, wt, e, scratch, oh_begin, oh_end);
+    nib_qconv_run_epi(wt->dtype == NIB_DT_Q4C ? nib_gemm_f32_q4cs8_n8_avx2
+                                              : nib_gemm_f32_q8cs8_n8_avx2,
+                      qconv_epi_avx2, s, x, x_scale, wt, e, scratch, oh_begin, oh_end);
 }
 #else
 typedef int nib_conv_s8_qcs8_avx2_unused;

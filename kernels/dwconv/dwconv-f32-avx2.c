@@ -1,25 +1,158 @@
 /* AVX2 depthwise f32 convolution: one channel per lane, the reference's
- * taps in its order; a last partial block of channels is read and written
- * with masks. */
+ * taps in its order. The taps inside the input are listed once per output
+ * pixel, then up to 4 blocks of 8 channels run side by side (4 independent
+ * fma chains, each still its lane's sequence) with the epilogue applied in
+ * registers; a last partial block is read and written with masks and gets
+ * the scalar epilogue. Pixels whose window lies inside the input share one
+ * list of tap offsets, made once per call. */
 #include "kernels/common/isa.h"
 
 #if NIB_HAVE_AVX2
-#include "kernels/common/conv-epi.h"
+#include "kernels/common/conv-epi-avx2.h"
 #include "kernels/common/f32-avx2.h"
+
+#define DW_MAX_TAPS 64 /* windows up to 8x8 list their taps; larger ones walk them */
+
+/* NB (1..4, constant) full blocks of channels c0.. of P (1 or 2,
+ * constant) pixels over the n listed taps (input offsets xo from x, the
+ * next pixel's xstep floats further; weight rows wo), epilogue, store (the
+ * next pixel's outputs and residual c_out further). */
+static inline __attribute__((always_inline)) void
+dw_blocks(const float *x, size_t xstep, const float *wp, const struct nib_conv_epi *e, float *yp,
+          const float *res, uint32_t c_out, const size_t *xo, const size_t *wo, uint32_t n,
+          uint32_t c0, const int P, const int NB)
+{
+    __m256 acc[2][4];
+#pragma GCC unroll 2
+    for (int q = 0; q < P; q++)
+#pragma GCC unroll 4
+        for (int b = 0; b < NB; b++)
+            acc[q][b] = _mm256_setzero_ps();
+    for (uint32_t i = 0; i < n; i++) {
+        const float *xp = x + xo[i] + c0, *wt = wp + wo[i] + c0;
+#pragma GCC unroll 4
+        for (int b = 0; b < NB; b++) {
+            __m256 w = _mm256_loadu_ps(wt + 8 * b);
+#pragma GCC unroll 2
+            for (int q = 0; q < P; q++)
+                acc[q][b] = _mm256_fmadd_ps(_mm256_loadu_ps(xp + q * xstep + 8 * b), w, acc[q][b]);
+        }
+    }
+#pragma GCC unroll 2
+    for (int q = 0; q < P; q++)
+#pragma GCC unroll 4
+        for (int b = 0; b < NB; b++) {
+            const float *r = res ? res + (size_t)q * c_out + c0 + 8 * b : NULL;
+            _mm256_storeu_ps(yp + (size_t)q * c_out + c0 + 8 * b,
+                             nib_conv_epi8_f32_avx2(e, acc[q][b], r, c0 + 8 * (uint32_t)b));
+        }
+}
+
+/* The full blocks of channels of P pixels (see dw_blocks). */
+static inline __attribute__((always_inline)) void
+dw_full(const float *x, size_t xstep, const float *wp, const struct nib_conv_epi *e, float *yp,
+        const float *res, uint32_t c_out, const size_t *xo, const size_t *wo, uint32_t n,
+        uint32_t c8, const int P)
+{
+    uint32_t c0 = 0;
+    for (; c0 + 32 <= c8; c0 += 32)
+        dw_blocks(x, xstep, wp, e, yp, res, c_out, xo, wo, n, c0, P, 4);
+    switch ((c8 - c0) / 8) {
+    case 3: dw_blocks(x, xstep, wp, e, yp, res, c_out, xo, wo, n, c0, P, 3); break;
+    case 2: dw_blocks(x, xstep, wp, e, yp, res, c_out, xo, wo, n, c0, P, 2); break;
+    case 1: dw_blocks(x, xstep, wp, e, yp, res, c_out, xo, wo, n, c0, P, 1); break;
+    default: break;
+    }
+}
+
+/* The last partial block of channels of one pixel: masks, scalar epilogue. */
+static void dw_tail(const float *x, const float *wp, const struct nib_conv_epi *e, float *yp,
+                    const float *res, const size_t *xo, const size_t *wo, uint32_t n, uint32_t c0,
+                    uint32_t c)
+{
+    __m256i mask = nib_tail_mask_avx2(c - c0);
+    __m256 acc = _mm256_setzero_ps();
+    for (uint32_t i = 0; i < n; i++)
+        acc = _mm256_fmadd_ps(_mm256_maskload_ps(x + xo[i] + c0, mask),
+                              _mm256_loadu_ps(wp + wo[i] + c0), acc);
+    _mm256_maskstore_ps(yp + c0, mask, acc);
+    nib_conv_epi_f32(e, yp + c0, res ? res + c0 : NULL, c0, c - c0);
+}
+
+/* The pixel's channels when its taps are not listed (very large windows). */
+static void dw_pixel_walk(const struct nib_conv_shape *s, const float *x, const float *wp,
+                          const struct nib_conv_epi *e, float *yp, const float *res, uint32_t oy,
+                          uint32_t ox)
+{
+    uint32_t c = s->c_out, cp = (c + 7) & ~7u;
+    for (uint32_t c0 = 0; c0 < c; c0 += 8) {
+        __m256i mask = nib_tail_mask_avx2(c - c0 < 8 ? c - c0 : 8);
+        int full = c - c0 >= 8;
+        __m256 acc = _mm256_setzero_ps();
+        for (uint32_t ky = 0; ky < s->kh; ky++) {
+            uint32_t iy;
+            if (!nib_tap_in(oy, ky, s->stride_h, s->pad_top, s->dil_h, s->h, &iy))
+                continue;
+            for (uint32_t kx = 0; kx < s->kw; kx++) {
+                uint32_t ix;
+                if (!nib_tap_in(ox, kx, s->stride_w, s->pad_left, s->dil_w, s->w, &ix))
+                    continue;
+                const float *xp = x + ((size_t)iy * s->w + ix) * c + c0;
+                __m256 xv = full ? _mm256_loadu_ps(xp) : _mm256_maskload_ps(xp, mask);
+                acc = _mm256_fmadd_ps(xv, _mm256_loadu_ps(wp + ((size_t)ky * s->kw + kx) * cp + c0),
+                                      acc);
+            }
+        }
+        if (full)
+            _mm256_storeu_ps(yp + c0, acc);
+        else
+            _mm256_maskstore_ps(yp + c0, mask, acc);
+    }
+    nib_conv_epi_f32(e, yp, res, 0, c);
+}
+
+/* 1 when output o's whole window lies inside an input of length in. */
+static inline int dw_inside(uint32_t o, uint32_t k, uint32_t stride, uint32_t pad, uint32_t dil,
+                            uint32_t in)
+{
+    int64_t first = (int64_t)o * stride - pad;
+    return first >= 0 && first + (int64_t)dil * (k - 1) < (int64_t)in;
+}
 
 NIB_DWCONV_F32_DECL(nib_dwconv_f32_avx2)
 {
     assert(nib_conv_shape_ok(s) && s->groups == s->c_in && s->c_in == s->c_out);
     assert(x && wp && e && y && oh_begin <= oh_end && oh_end <= s->oh);
-    uint32_t c = s->c_out, cp = (c + 7) & ~7u;
-    for (uint32_t oy = oh_begin; oy < oh_end; oy++)
+    uint32_t c = s->c_out, cp = (c + 7) & ~7u, c8 = c & ~7u;
+    int listed = (uint64_t)s->kh * s->kw <= DW_MAX_TAPS;
+    /* windows wholly inside the input: every tap, at offsets from the
+     * window's first input that are the same for every such pixel */
+    size_t xo[DW_MAX_TAPS], wo[DW_MAX_TAPS], rel[DW_MAX_TAPS], wall[DW_MAX_TAPS];
+    uint32_t n_all = 0;
+    for (uint32_t ky = 0; listed && ky < s->kh; ky++)
+        for (uint32_t kx = 0; kx < s->kw; kx++, n_all++) {
+            rel[n_all] = ((size_t)ky * s->dil_h * s->w + (size_t)kx * s->dil_w) * c;
+            wall[n_all] = ((size_t)ky * s->kw + kx) * cp;
+        }
+    for (uint32_t oy = oh_begin; oy < oh_end; oy++) {
+        int in_y = dw_inside(oy, s->kh, s->stride_h, s->pad_top, s->dil_h, s->h);
         for (uint32_t ox = 0; ox < s->ow; ox++) {
             size_t p = (size_t)oy * s->ow + ox;
             float *yp = y + p * c;
-            for (uint32_t c0 = 0; c0 < c; c0 += 8) {
-                __m256i mask = nib_tail_mask_avx2(c - c0 < 8 ? c - c0 : 8);
-                int full = c - c0 >= 8;
-                __m256 acc = _mm256_setzero_ps();
+            const float *res = e->res ? e->res + p * c : NULL;
+            if (!listed) {
+                dw_pixel_walk(s, x, wp, e, yp, res, oy, ox);
+                continue;
+            }
+            const float *xw = x; /* the origin the tap offsets are from */
+            const size_t *xt = xo, *wt = wo;
+            uint32_t n = 0;
+            if (in_y && dw_inside(ox, s->kw, s->stride_w, s->pad_left, s->dil_w, s->w)) {
+                xw = x + (((size_t)oy * s->stride_h - s->pad_top) * s->w +
+                          ((size_t)ox * s->stride_w - s->pad_left)) *
+                             c;
+                xt = rel, wt = wall, n = n_all;
+            } else {
                 for (uint32_t ky = 0; ky < s->kh; ky++) {
                     uint32_t iy;
                     if (!nib_tap_in(oy, ky, s->stride_h, s->pad_top, s->dil_h, s->h, &iy))
@@ -28,19 +161,29 @@ NIB_DWCONV_F32_DECL(nib_dwconv_f32_avx2)
                         uint32_t ix;
                         if (!nib_tap_in(ox, kx, s->stride_w, s->pad_left, s->dil_w, s->w, &ix))
                             continue;
-                        const float *xp = x + ((size_t)iy * s->w + ix) * c + c0;
-                        __m256 xv = full ? _mm256_loadu_ps(xp) : _mm256_maskload_ps(xp, mask);
-                        acc = _mm256_fmadd_ps(
-                            xv, _mm256_loadu_ps(wp + ((size_t)ky * s->kw + kx) * cp + c0), acc);
+                        xo[n] = ((size_t)iy * s->w + ix) * c;
+                        wo[n++] = ((size_t)ky * s->kw + kx) * cp;
                     }
                 }
-                if (full)
-                    _mm256_storeu_ps(yp + c0, acc);
-                else
-                    _mm256_maskstore_ps(yp + c0, mask, acc);
             }
-            nib_conv_epi_f32(e, yp, e->res ? e->res + p * c : NULL, 0, c);
+            /* two neighbours inside the input: 2 pixels per step */
+            int pair = n == n_all && xt == rel && ox + 1 < s->ow &&
+                       dw_inside(ox + 1, s->kw, s->stride_w, s->pad_left, s->dil_w, s->w);
+            if (pair) {
+                dw_full(xw, (size_t)s->stride_w * c, wp, e, yp, res, c, xt, wt, n, c8, 2);
+                if (c8 < c) {
+                    dw_tail(xw, wp, e, yp, res, xt, wt, n, c8, c);
+                    dw_tail(xw + (size_t)s->stride_w * c, wp, e, yp + c, res ? res + c : NULL, xt,
+                            wt, n, c8, c);
+                }
+                ox++;
+                continue;
+            }
+            dw_full(xw, 0, wp, e, yp, res, c, xt, wt, n, c8, 1);
+            if (c8 < c)
+                dw_tail(xw, wp, e, yp, res, xt, wt, n, c8, c);
         }
+    }
 }
 #else
 typedef int nib_dwconv_f32_avx2_unused;

@@ -32,10 +32,13 @@ static void rand_shape(uint64_t *s, struct nib_conv_shape *sh, int depthwise)
 {
     for (;;) {
         memset(sh, 0, sizeof *sh);
-        uint32_t g =
-            depthwise ? 1 + rnd_below(s, 21) : (rnd_below(s, 3) == 0 ? 1 + rnd_below(s, 4) : 1);
+        uint32_t g = depthwise
+                         ? (rnd_below(s, 3) == 0 ? 22 + rnd_below(s, 51) : 1 + rnd_below(s, 21))
+                         : (rnd_below(s, 3) == 0 ? 1 + rnd_below(s, 4) : 1);
         uint32_t icg = depthwise ? 1 : 1 + rnd_below(s, 11),
-                 ocg = depthwise ? 1 : 1 + rnd_below(s, 19);
+                 ocg = depthwise
+                           ? 1
+                           : (rnd_below(s, 4) == 0 ? 20 + rnd_below(s, 21) : 1 + rnd_below(s, 19));
         sh->groups = g, sh->c_in = g * icg, sh->c_out = g * ocg;
         sh->kh = 1 + rnd_below(s, 5), sh->kw = 1 + rnd_below(s, 5);
         sh->stride_h = 1 + rnd_below(s, 3), sh->stride_w = 1 + rnd_below(s, 3);
@@ -50,6 +53,38 @@ static void rand_shape(uint64_t *s, struct nib_conv_shape *sh, int depthwise)
         if (nib_conv_shape_ok(sh))
             return;
     }
+}
+
+/* Shapes that reach each path of the quantized convolution's integer part
+ * (kernels/qconv.c), sizes random: 1x1 stride 1 with c_in a multiple of 32
+ * (the input rows used in place), and the gathers beside it: c_in not a
+ * multiple of 32, stride 2, 3x3 and 7x7/2 windows with pads (one copy per
+ * kernel row), groups and horizontal dilation (one copy per tap), and the
+ * in-place shape with an input not 32-byte aligned (gathered instead). */
+#define FAST_SHAPES 10
+#define FAST_MISALIGNED 9 /* 1x1 with c_in 64, the input at an odd address */
+static void fast_shape(uint64_t *s, int which, struct nib_conv_shape *sh)
+{
+    static const struct {
+        uint32_t c_in, k, stride, pad, groups, dil_w;
+    } f[FAST_SHAPES] = {
+        {32, 1, 1, 0, 1, 1}, {64, 1, 1, 0, 1, 1}, {96, 1, 1, 0, 1, 1}, {40, 1, 1, 0, 1, 1},
+        {64, 1, 2, 0, 1, 1}, {32, 3, 1, 1, 1, 1}, {3, 7, 2, 3, 1, 1},  {64, 3, 2, 1, 2, 1},
+        {33, 3, 1, 2, 1, 2}, {64, 1, 1, 0, 1, 1},
+    };
+    memset(sh, 0, sizeof *sh);
+    sh->c_in = f[which].c_in, sh->c_out = 1 + rnd_below(s, 40);
+    sh->groups = f[which].groups;
+    sh->c_out = (sh->c_out + sh->groups - 1) / sh->groups * sh->groups;
+    sh->kh = sh->kw = f[which].k;
+    sh->stride_h = sh->stride_w = f[which].stride;
+    sh->pad_top = sh->pad_left = f[which].pad;
+    sh->dil_h = 1, sh->dil_w = f[which].dil_w;
+    sh->h = 1 + rnd_below(s, 11), sh->w = 1 + rnd_below(s, 11);
+    uint32_t span_w = sh->dil_w * (sh->kw - 1) + 1;
+    sh->oh = nib_conv_out_dim(sh->h, sh->kh, sh->stride_h, sh->pad_top, sh->pad_top, 1);
+    sh->ow = nib_conv_out_dim(sh->w, sh->kw, sh->stride_w, sh->pad_left,
+                              sh->pad_left < span_w ? sh->pad_left : 0, sh->dil_w);
 }
 
 static void shape_str(const struct nib_conv_shape *s, char *b, size_t n)
@@ -234,15 +269,31 @@ static int check_s8(const struct nib_conv_kernels *ref, const struct nib_conv_ke
     uint64_t s = seed * 104729 + (uint64_t)depthwise;
     for (int round = 0; round < ROUNDS && !nfail; round++) {
         struct nib_conv_shape sh;
-        rand_shape(&s, &sh, depthwise);
+        /* after the random shapes, each fast path and its fallbacks once
+         * per weight format (the first extreme round stays random) */
+        int fast = depthwise ? -1 : round - (ROUNDS - 2 * FAST_SHAPES);
+        do
+            if (fast >= 0)
+                fast_shape(&s, fast / 2, &sh);
+            else
+                rand_shape(&s, &sh, depthwise);
+        while (!nib_conv_shape_ok(&sh));
         char what[160];
         shape_str(&sh, what, sizeof what);
-        uint32_t dtype = depthwise || rnd_below(&s, 2) ? NIB_DT_Q8C : NIB_DT_Q4C;
+        uint32_t dtype = fast >= 0                       ? (fast % 2 ? NIB_DT_Q8C : NIB_DT_Q4C)
+                         : depthwise || rnd_below(&s, 2) ? NIB_DT_Q8C
+                                                         : NIB_DT_Q4C;
         int lo = dtype == NIB_DT_Q4C ? -8 : -127, hi = -lo - (dtype == NIB_DT_Q4C);
         uint32_t icg = sh.c_in / sh.groups, ocg = sh.c_out / sh.groups;
         size_t nx = (size_t)sh.h * sh.w * sh.c_in, ny = (size_t)sh.oh * sh.ow * sh.c_out;
         size_t nw = (size_t)sh.c_out * icg * sh.kh * sh.kw;
-        int8_t *x = rand_s8(&s, nx, -127, 127), *wq = rand_s8(&s, nw, lo, hi);
+        int8_t *x = rand_s8(&s, nx, -127, 127), *wq = rand_s8(&s, nw, lo, hi), *x_mem = x;
+        if (fast / 2 == FAST_MISALIGNED) {
+            x_mem = xalloc(nx + 1);
+            memcpy(x_mem + 1, x, nx);
+            free(x);
+            x = x_mem + 1;
+        }
         if (round == 0) /* the extremes everywhere: the int16 steps' headroom */
             for (size_t i = 0; i < nx; i++)
                 x[i] = -127;
@@ -337,7 +388,8 @@ static int check_s8(const struct nib_conv_kernels *ref, const struct nib_conv_ke
         if (!nfail && round > 0 && live >= 64 && inside * 8 < live)
             fail(&nfail, msg, len, "s8 check too weak: %zu of %zu outputs inside (-127, 127): %s",
                  inside, live, what);
-        free(x), free(wq), free(ws), free(bias), free(res), free(q0), free(q1), free(f0), free(f1);
+        free(x_mem), free(wq), free(ws), free(bias), free(res), free(q0), free(q1), free(f0),
+            free(f1);
     }
     return nfail;
 }

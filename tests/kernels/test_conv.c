@@ -2,6 +2,7 @@
  * bitwise against the scalar reference, the reference against float64 and
  * exact integer references (tests/kernels/convcheck.c), and refusals. */
 #include <check.h>
+#include <stdio.h>
 
 #include "kernels/conv.h"
 #include "tests/common/test_util.h"
@@ -46,6 +47,25 @@ START_TEST(test_conv_s8)
 }
 END_TEST
 
+/* The AVX2 table's quantized convolution uses the AVX-VNNI matmuls where
+ * the CPU has them: the plain AVX2 one is checked too, by itself. */
+START_TEST(test_conv_s8_plain_avx2)
+{
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+    const struct nib_conv_kernels *ref = nib_conv_kernels_get(NIB_ISA_SCALAR);
+    struct nib_conv_kernels plain = *nib_conv_kernels_get(NIB_ISA_AVX2);
+    char msg[512] = "";
+    plain.name = "avx2 without vnni";
+    plain.conv_s8 = nib_conv_s8_qcs8_avx2;
+    for (uint64_t s = 21; s < 24; s++)
+        ck_assert_msg(ccheck_conv_s8(ref, &plain, s, msg, sizeof msg) == 0, "%s", msg);
+    if (!nib_conv_s8_avxvnni_available())
+        fprintf(stderr, "conv: this CPU has no AVX-VNNI: the avx2 table's quantized convolution "
+                        "ran the plain AVX2 matmuls, the VNNI ones were not tested\n");
+#endif
+}
+END_TEST
+
 START_TEST(test_dwconv_s8)
 {
     run_all(ccheck_dwconv_s8, 31);
@@ -85,6 +105,7 @@ Suite *nib_test_suite(void)
 {
     Suite *s = suite_create("conv");
     TU_CASE(s, "conv", NULL, NULL, 120, test_conv_f32, test_dwconv_f32, test_conv_s8,
-            test_dwconv_s8, test_pool, test_resize, test_rejects, test_conv_dispatch);
+            test_conv_s8_plain_avx2, test_dwconv_s8, test_pool, test_resize, test_rejects,
+            test_conv_dispatch);
     return s;
 }
