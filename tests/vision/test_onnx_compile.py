@@ -30,6 +30,7 @@ executor on a thread team, in process):
 
 usage: test_onnx_compile.py NIB
 """
+import json
 import os
 import shutil
 import struct
@@ -437,6 +438,23 @@ if os.path.exists(blob):
     ops = vision_ops(blob)
     check(ops.count((44, 1)) == 1 and ops.count((44, 0)) == 3 and ops.count((43, 0)) == 3,
           f"qnet q4: one QCONV writes int8 (qout), three QUANTs for four QCONVs: {ops}")
+    # nib inspect reads the same plan: the vision report, and its JSON
+    r = subprocess.run([NIB, "inspect", blob], capture_output=True, text=True)
+    lines = r.stdout.splitlines()
+    check(r.returncode == 0 and "model: vision" in r.stdout and "checksum: ok" in r.stdout
+          and sum(" qconv " in ln for ln in lines) == 4
+          and sum("int8-out" in ln for ln in lines) == 1
+          and sum(" vquant " in ln for ln in lines) == 3,
+          f"nib inspect on a quantized vision blob: rc {r.returncode} {r.stderr.strip()}")
+    r = subprocess.run([NIB, "inspect", "--json", blob], capture_output=True, text=True)
+    try:
+        js = json.loads(r.stdout)
+    except ValueError:
+        js = {}
+    check(r.returncode == 0 and js.get("model_kind") == "vision"
+          and js.get("n_ops") == len(ops) and js["weights"]["q4c_bytes"] > 0
+          and [io["dir"] for io in js["io"]] == ["input", "output"],
+          f"nib inspect --json on a vision blob: rc {r.returncode} {r.stdout[:200]}")
 
 # The built-in synthetic set on image-like input (values in [0, 1), what an
 # image file gives), against the reference.

@@ -7,6 +7,9 @@
 
 int nib_compile_main(int argc, char **argv);
 int nib_inspect_main(int argc, char **argv);
+/* nib inspect's report on a vision blob (tools/cli/inspect_vision.c). */
+struct nib_blob_view;
+void nib_inspect_vision(const struct nib_blob_view *v, int show_plan, int json);
 int nib_ask_main(int argc, char **argv);
 int nib_run_main(int argc, char **argv);
 int nib_stop_main(int argc, char **argv);

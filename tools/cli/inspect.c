@@ -341,6 +341,8 @@ int nib_inspect_main(int argc, char **argv)
     if (nib_blob_open(&v, data, size, 1, err, sizeof err) || nib_tok_check(&v, err, sizeof err)) {
         fprintf(stderr, "nib inspect: %s: invalid blob: %s\n", path, err);
         rc = 1;
+    } else if (v.h->model_kind == NIB_MODEL_VISION) {
+        nib_inspect_vision(&v, show_plan, json);
     } else {
         struct footprint f;
         if (footprint(&v, &f)) {
