@@ -107,7 +107,7 @@ try {
       const t2 = Date.now();
       const blob = path.join(work, 'model.blob');
       const c = spawnSync(nib, ['compile', file, '--input', `${sess.inputNames[0]}=${m.dims.join('x')}`,
-        '-o', blob], { encoding: 'utf8' });
+        '--quant', 'f32', '-o', blob], { encoding: 'utf8' });
       const b = c.status === 0 && spawnSync(nib, ['onnx-run', '--blob', blob, '--workers', '2',
         '--data', `${sess.inputNames[0]}=${path.join(work, 'in.npy')}`, '-o', path.join(work, 'bout')],
       { encoding: 'utf8' });

@@ -234,8 +234,8 @@ attn = save("attn", attn_nodes, attn_inits, [fvi("x", [1, 3, 4, 6])],
             [fvi("y", None), fvi("pr", None)], 11)
 
 
-def compile_model(path, dims, blob, *extra):
-    r = run("compile", path, "--input", "x=" + dims, "-o", blob, *extra)
+def compile_model(path, dims, blob, *extra, quant="f32"):
+    r = run("compile", path, "--input", "x=" + dims, "-o", blob, "--quant", quant, *extra)
     check(r.returncode == 0, f"compile {os.path.basename(path)} {' '.join(extra)}: {r.stderr.strip()}")
     return r.returncode == 0
 

@@ -196,7 +196,7 @@ def one_model(args, nh, link, sources, spec, tmp, idx):
     app_path = os.path.join(tmp, "appliance%d" % idx)
     t0 = time.monotonic()
     sh([args.nib, "compile", onnx_path, "--input", "%s=%s" % (iname, "x".join(map(str, dims))),
-        "-o", blob])
+        "--quant", "f32", "-o", blob])
     sh(link + [app_path, blob] + sources, timeout=900)
     print("     %s: compiled and linked in %.1f s" % (label, time.monotonic() - t0), flush=True)
 

@@ -1,9 +1,11 @@
 /* nib compile MODEL.onnx --input NAME=DIMS [--input-type u8|f32]
- *     [--input-mean a,b,c --input-std a,b,c] -o OUT.blob
+ *     [--input-mean a,b,c --input-std a,b,c] [--quant q4|q8|f32]
+ *     [--precision NODE=q4|q8|f32]... [--calib DIR] [--calib-count N] -o OUT.blob
  * Import (shapes fixed, constants and BatchNormalization folded, patterns
- * fused), lower to vision ops, place the buffers, pack the f32 weights and
- * write a vision blob (docs/vision.md). Written to OUT.blob.tmp and renamed
- * into place only when complete and valid. */
+ * fused), calibrate and quantize (docs/vision.md, "Quantisation"), lower
+ * to vision ops, place the buffers, pack the weights and write a vision
+ * blob. Written to OUT.blob.tmp and renamed into place only when complete
+ * and valid. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,10 +26,37 @@ static void usage(FILE *f)
             "  --input-type T     the bytes a request carries for each image input: f32\n"
             "                     (default) or u8 pixels, NCHW either way\n"
             "  --input-mean/--input-std  per channel: the run feeds the model\n"
-            "                     (x - mean) / std for f32, (x / 255 - mean) / std for u8\n");
+            "                     (x - mean) / std for f32, (x / 255 - mean) / std for u8\n"
+            "  --quant q4|q8|f32  weights of Conv (groups 1) and Gemm/MatMul nodes: 4 bits\n"
+            "                     (default; the first and the last such node 8 bits), 8 bits\n"
+            "                     or f32; quantized convolutions read int8 activations\n"
+            "  --precision NODE=q4|q8|f32  one weighted node's precision (repeatable)\n"
+            "  --calib DIR        calibration inputs, one file each (.npy, PNG, PPM, raw),\n"
+            "                     in name order; default: a built-in synthetic set\n"
+            "  --calib-count N    use at most N calibration inputs (default %d)\n"
+            "  --calib-absmax     activation scales from the absmax instead of the clip\n"
+            "                     with the least squared error\n",
+            VQ_CALIB_DEFAULT);
 }
 
-enum { O_OUT = NIB_ARGS_OPT, O_INPUT, O_TYPE, O_MEAN, O_STD };
+enum {
+    O_OUT = NIB_ARGS_OPT,
+    O_INPUT,
+    O_TYPE,
+    O_MEAN,
+    O_STD,
+    O_QUANT,
+    O_PREC,
+    O_CALIB,
+    O_CALIB_N,
+    O_CALIB_ABSMAX
+};
+
+/* "q4" -> 4, "q8" -> 8, "f32" -> 0; -1 otherwise. */
+static int parse_bits(const char *s)
+{
+    return !strcmp(s, "q4") ? 4 : !strcmp(s, "q8") ? 8 : !strcmp(s, "f32") ? 0 : -1;
+}
 
 static int write_file(const uint8_t *blob, uint64_t len, const char *out, char *err, size_t errlen)
 {
@@ -57,7 +86,14 @@ int nib_compile_onnx_main(int argc, char **argv)
                                           {"--input-type", O_TYPE, 1},
                                           {"--input-mean", O_MEAN, 1},
                                           {"--input-std", O_STD, 1},
+                                          {"--quant", O_QUANT, 1},
+                                          {"--precision", O_PREC, 1},
+                                          {"--calib", O_CALIB, 1},
+                                          {"--calib-count", O_CALIB_N, 1},
+                                          {"--calib-absmax", O_CALIB_ABSMAX, 0},
                                           {NULL, 0, 0}};
+    static struct vq_override over[VQ_MAX_OVERRIDES];
+    struct vq_opts q = {.bits = 4, .keep_ends = 1, .over = over};
     const char *model = NULL, *out = NULL;
     struct nx_input_fix fix[NX_MAX_INPUT_FIXES];
     uint32_t n_fix = 0;
@@ -76,6 +112,32 @@ int nib_compile_onnx_main(int argc, char **argv)
             if (nx_parse_input_fix(a.value, &fix[n_fix], err, sizeof err))
                 return nib_args_fail(&a, "%s", err);
             n_fix++;
+        } else if (o == O_QUANT) {
+            int b = parse_bits(a.value);
+            if (b < 0)
+                return nib_args_fail(&a, "--quant %s: q4, q8 or f32", a.value);
+            q.bits = (uint32_t)b;
+        } else if (o == O_PREC) {
+            const char *eq = strrchr(a.value, '=');
+            int b = eq ? parse_bits(eq + 1) : -1;
+            if (!eq || eq == a.value || b < 0 || (size_t)(eq - a.value) >= NIB_NAME_MAX)
+                return nib_args_fail(&a, "--precision %s: NODE=q4|q8|f32 (a name under %d bytes)",
+                                     a.value, NIB_NAME_MAX);
+            if (q.n_over == VQ_MAX_OVERRIDES)
+                return nib_args_fail(&a, "more than %d --precision", VQ_MAX_OVERRIDES);
+            memcpy(over[q.n_over].node, a.value, (size_t)(eq - a.value));
+            over[q.n_over].node[eq - a.value] = 0;
+            over[q.n_over++].bits = (uint32_t)b;
+        } else if (o == O_CALIB) {
+            q.calib_dir = a.value;
+        } else if (o == O_CALIB_N) {
+            char *end;
+            unsigned long n = strtoul(a.value, &end, 10);
+            if (*end || end == a.value || n < 1 || n > 100000)
+                return nib_args_fail(&a, "--calib-count %s: a count from 1 to 100000", a.value);
+            q.calib_max = (uint32_t)n;
+        } else if (o == O_CALIB_ABSMAX) {
+            q.calib_absmax = 1;
         } else if (o == O_TYPE) {
             if (strcmp(a.value, "u8") && strcmp(a.value, "f32"))
                 return nib_args_fail(&a, "--input-type %s: u8 or f32", a.value);
@@ -108,15 +170,18 @@ int nib_compile_onnx_main(int argc, char **argv)
     uint8_t *blob = NULL;
     uint64_t len = 0;
     struct vision_compile_info info;
-    rc = vision_compile_mem(&g, &vo, NULL, &blob, &len, &info, err, sizeof err);
+    rc = vision_compile_mem(&g, &vo, &q, &blob, &len, &info, err, sizeof err);
     nx_free(&g);
     if (!rc) {
         rc = write_file(blob, len, out, err, sizeof err);
         if (!rc)
             fprintf(stderr,
                     "nib compile: %s -> %s: vision model, %u ops, %u tensors, %.1f MB of "
-                    "weights, %.1f MB runtime memory, %u inputs and outputs\n",
+                    "weights (f32 %.2f, q4c %.2f, q8c %.2f MB; weighted nodes %u q4, %u q8, "
+                    "%u f32), %.1f MB runtime memory, %u inputs and outputs\n",
                     model, out, info.n_ops, info.n_tensors, (double)info.weight_bytes / 1e6,
+                    (double)info.bytes_f32 / 1e6, (double)info.bytes_q4 / 1e6,
+                    (double)info.bytes_q8 / 1e6, info.n_q4, info.n_q8, info.n_f32,
                     (double)info.arena_bytes / 1e6, info.n_io);
         free(blob);
     }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/qformat.h"
 #include "model_blob/blob_view.h"
 #include "tools/compiler/vision_plan.h"
 #include "tools/util/tool_util.h"
@@ -105,6 +106,8 @@ int vp_build_blob(const struct vision_plan *p, uint8_t **blob, uint64_t *len, ch
     h.n_ops = p->n_ops;
     h.max_batch = 1;
     h.act_size = p->arena;
+    h.wscratch_size = p->wscratch;
+    h.wscratch_off = p->wscratch_buf >= 0 ? p->bufs[p->wscratch_buf].off : 0;
     h.tensors.offset = align_up(sizeof h, NIB_SECTION_ALIGN);
     h.tensors.size = (uint64_t)p->n_w * sizeof(struct nib_tensor_rec);
     h.plan.offset = align_up(h.tensors.offset + h.tensors.size, NIB_SECTION_ALIGN);
@@ -114,7 +117,7 @@ int vp_build_blob(const struct vision_plan *p, uint8_t **blob, uint64_t *len, ch
     h.weights.offset = align_up(h.tokenizer.offset + h.tokenizer.size, NIB_WEIGHT_ALIGN);
     uint64_t wsize = 0;
     for (uint32_t i = 0; i < p->n_w; i++)
-        wsize = align_up(wsize + (uint64_t)p->w[i].rows * 256 * 4, NIB_SECTION_ALIGN);
+        wsize = align_up(wsize + p->w[i].size, NIB_SECTION_ALIGN);
     h.weights.size = wsize;
     h.blob_size = h.weights.offset + wsize;
     uint8_t *b = aligned_alloc(NIB_SECTION_ALIGN, align_up(h.blob_size, NIB_SECTION_ALIGN));
@@ -128,11 +131,15 @@ int vp_build_blob(const struct vision_plan *p, uint8_t **blob, uint64_t *len, ch
         const struct vp_weight *w = &p->w[i];
         memcpy(tr[i].name, w->name, NIB_NAME_MAX);
         tr[i].name[NIB_NAME_MAX - 1] = 0;
-        tr[i].dtype = NIB_DT_F32;
+        tr[i].dtype = w->dtype;
         tr[i].rows = w->rows;
-        tr[i].cols = 256;
+        tr[i].cols = w->cols;
+        if (w->dtype != NIB_DT_F32) { /* f32 records keep 0 x 0, as before */
+            tr[i].tile_n = nib_qformat_tile_n(w->dtype, 0);
+            tr[i].tile_k = nib_qformat_tile_k(w->dtype, 0);
+        }
         tr[i].offset = at;
-        tr[i].size = (uint64_t)w->rows * 256 * 4;
+        tr[i].size = w->size;
         memcpy(b + h.weights.offset + at, w->data, tr[i].size);
         at = align_up(at + tr[i].size, NIB_SECTION_ALIGN);
     }

@@ -9,6 +9,7 @@
 
 #include "kernels/conv.h"
 #include "tools/compiler/vision_plan.h"
+#include "tools/compiler/vision_quant.h"
 #include "tools/util/tool_util.h"
 
 #define W_COLS 256u /* floats per row of a weight tensor record */
@@ -20,6 +21,8 @@ struct lower {
     uint8_t *nhwc; /* per IR tensor: lives as NHWC */
     char *err;
     size_t errlen;
+    const struct vp_quant *q; /* NULL: every weight f32 */
+    int32_t *qbuf;            /* per IR tensor: its int8 codes' buffer (QUANT made), or -1 */
 };
 
 #define NFAIL(nd, fmt, ...)                                                                        \
@@ -98,10 +101,75 @@ static uint32_t add_weight(struct lower *L, const char *name, const char *suffix
     if (d)
         memcpy(data, d, n * 4);
     w[p->n_w].data = data;
+    w[p->n_w].dtype = NIB_DT_F32;
     w[p->n_w].rows = (uint32_t)rows;
+    w[p->n_w].cols = W_COLS;
+    w[p->n_w].size = rows * W_COLS * 4;
     snprintf(w[p->n_w].name, NIB_NAME_MAX, "%.*s%s", (int)(NIB_NAME_MAX - 1 - strlen(suffix)), name,
              suffix);
     return p->n_w++;
+}
+
+/* A q4c/q8c weight matrix of rows x cols: codes (row-major, rows x cols,
+ * the order kernels/conv.h's nib_qconv_pack reads as OIHW of a 1x1
+ * convolution when s is NULL) and per-row scales, packed. */
+static uint32_t add_qweight(struct lower *L, const char *name, const char *suffix, uint32_t dtype,
+                            const struct nib_conv_shape *s, const int8_t *codes, const float *scale)
+{
+    struct vision_plan *p = L->p;
+    struct vp_weight *w = grow(p->w, p->n_w, &p->cap_w, sizeof *w);
+    if (!w)
+        return UINT32_MAX;
+    p->w = w;
+    struct nib_qlayout l;
+    if (nib_qconv_layout(s, dtype, &l) || s->groups != 1)
+        return UINT32_MAX;
+    uint8_t *data = calloc(l.size, 1);
+    if (!data)
+        return UINT32_MAX;
+    if (nib_qconv_pack(s, dtype, codes, scale, data)) {
+        free(data);
+        return UINT32_MAX;
+    }
+    w[p->n_w].data = data;
+    w[p->n_w].dtype = dtype;
+    w[p->n_w].rows = l.rows;
+    w[p->n_w].cols = l.cols;
+    w[p->n_w].size = l.size;
+    snprintf(w[p->n_w].name, NIB_NAME_MAX, "%.*s%s", (int)(NIB_NAME_MAX - 1 - strlen(suffix)), name,
+             suffix);
+    return p->n_w++;
+}
+
+/* Quantize rows x k weights to bits (vq_quantize_rows) and pack them as
+ * the weight of the convolution (or 1x1 matmul) s. */
+static uint32_t quantize_weight(struct lower *L, const char *name, const char *suffix,
+                                uint32_t bits, const struct nib_conv_shape *s, const float *w,
+                                uint32_t rows, uint32_t k)
+{
+    int8_t *codes = malloc((size_t)rows * k + 1);
+    float *scale = malloc((size_t)rows * 4 + 4);
+    uint32_t t = UINT32_MAX;
+    if (codes && scale) {
+        vq_quantize_rows(w, rows, k, bits, codes, scale);
+        t = add_qweight(L, name, suffix, bits == 4 ? NIB_DT_Q4C : NIB_DT_Q8C, s, codes, scale);
+    }
+    free(codes);
+    free(scale);
+    return t;
+}
+
+static void need_scratch(struct lower *L, uint64_t bytes)
+{
+    bytes = (bytes + 63) / 64 * 64;
+    if (bytes > L->p->wscratch)
+        L->p->wscratch = bytes > UINT32_MAX ? UINT32_MAX : (uint32_t)bytes;
+}
+
+/* The bits of node nd's weights (0: f32). */
+static uint32_t node_bits(const struct lower *L, const struct nx_node *nd)
+{
+    return L->q && L->q->bits ? L->q->bits[nd - L->g->n] : 0;
 }
 
 /* Logical strides (elements) of a value in its runtime layout. */
@@ -226,11 +294,17 @@ static void act_params(enum nx_act a, float pa, float pb, uint32_t *act, float *
 }
 
 /* A convolution of NHWC x (buffer xb) into buffer yb. */
+static int emit_qconv(struct lower *L, const struct nx_node *nd, int32_t xt, uint32_t bits,
+                      const struct nib_conv_shape *s, struct nib_vconv_params *c,
+                      const float *w_oihw, int32_t yb);
+
+/* A convolution of NHWC x (buffer xb; IR tensor xt, or -1) into buffer
+ * yb; with bits 4 or 8, quantized (emit_qconv). */
 static int emit_conv(struct lower *L, const struct nx_node *nd, const struct nx_tensor *x,
-                     int32_t xb, const struct nx_tensor *w, const struct nx_tensor *bias,
-                     const struct nx_tensor *y, int32_t yb, const struct nx_attrs *a,
-                     enum nx_act act, float pa, float pb, float post_mul, float post_add,
-                     const char *suffix)
+                     int32_t xt, uint32_t bits, int32_t xb, const struct nx_tensor *w,
+                     const struct nx_tensor *bias, const struct nx_tensor *y, int32_t yb,
+                     const struct nx_attrs *a, enum nx_act act, float pa, float pb, float post_mul,
+                     float post_add, const char *suffix)
 {
     struct nib_vconv_params c = {0};
     c.h = (uint32_t)x->dims[2], c.w = (uint32_t)x->dims[3], c.c_in = (uint32_t)x->dims[1];
@@ -245,6 +319,15 @@ static int emit_conv(struct lower *L, const struct nx_node *nd, const struct nx_
     if (!is_nhwc(x) || !nib_conv_shape_ok(&s) || w->dims[0] != y->dims[1])
         return NFAIL(nd, "a convolution shape the kernels do not take");
     c.depthwise = c.groups == c.c_in && c.c_in == c.c_out && c.groups > 1;
+    if (bits) {
+        c.bias = bias ? add_weight(L, nd->name, ".b", bias->f, c.c_out) : UINT32_MAX;
+        if (bias && c.bias == UINT32_MAX)
+            return NFAIL(nd, "weights too large or out of memory");
+        act_params(act, pa, pb, &c.act, &c.p0, &c.p1);
+        c.post = post_mul != 1.0f || post_add != 0.0f;
+        c.post_mul = post_mul, c.post_add = post_add;
+        return emit_qconv(L, nd, xt, bits, &s, &c, w->f, yb);
+    }
     uint64_t nw = c.depthwise ? nib_dwconv_packed_f32_size(&s) : nib_conv_packed_f32_size(&s);
     float *wp = calloc(nw ? nw : 1, 4);
     if (!wp)
@@ -263,6 +346,56 @@ static int emit_conv(struct lower *L, const struct nx_node *nd, const struct nx_
         return -1;
     op->tensor = wt;
     op->vconv = c;
+    return 0;
+}
+
+/* The int8 codes of value xt at its calibrated scale: one QUANT per
+ * value, made before its first quantized reader and shared by the rest. */
+static int32_t quant_buf(struct lower *L, const struct nx_node *nd, int32_t xt, float *scale)
+{
+    *scale = L->q && L->q->act_scale ? L->q->act_scale[xt] : 0.0f;
+    if (!(*scale > 0.0f) || !isfinite(*scale)) {
+        NFAIL(nd, "no calibrated scale for its input '%s'", L->g->t[xt].name);
+        return -1;
+    }
+    if (L->qbuf[xt] >= 0)
+        return L->qbuf[xt];
+    const uint64_t n = nx_elems(&L->g->t[xt]);
+    int32_t qb = new_buf(L, n);
+    struct nib_op *op = qb < 0 ? NULL : new_op(L, NIB_VOP_QUANT, L->vbuf[xt], 0, -1, 0, qb, 0);
+    if (!op) {
+        nib_fail(L->err, L->errlen, "out of memory");
+        return -1;
+    }
+    op->vquant.n = n;
+    op->vquant.scale = *scale;
+    L->qbuf[xt] = qb;
+    return qb;
+}
+
+/* A quantized convolution (groups 1): QUANT of its input (once per
+ * value), then QCONV with per-output-channel q4c/q8c weights; f32 out. */
+static int emit_qconv(struct lower *L, const struct nx_node *nd, int32_t xt, uint32_t bits,
+                      const struct nib_conv_shape *s, struct nib_vconv_params *c,
+                      const float *w_oihw, int32_t yb)
+{
+    if (xt < 0 || c->groups != 1 || c->depthwise)
+        return NFAIL(nd, "only a convolution of groups 1 of a runtime value is quantized");
+    const uint32_t k = c->c_in * c->kh * c->kw;
+    uint32_t wt = quantize_weight(L, nd->name, ".w", bits, s, w_oihw, c->c_out, k);
+    if (wt == UINT32_MAX)
+        return NFAIL(nd, "weights too large or out of memory");
+    float xs;
+    int32_t qb = quant_buf(L, nd, xt, &xs);
+    if (qb < 0)
+        return -1;
+    need_scratch(L, nib_qconv_scratch_size(s, bits == 4 ? NIB_DT_Q4C : NIB_DT_Q8C));
+    c->x_scale = xs;
+    struct nib_op *op = new_op(L, NIB_VOP_QCONV, qb, 0, -1, 0, yb, 0);
+    if (!op)
+        return -1;
+    op->tensor = wt;
+    op->vconv = *c;
     return 0;
 }
 
@@ -481,10 +614,10 @@ static int emit_se(struct lower *L, const struct nx_node *nd)
     c->mode = NIB_POOL_AVG;
     struct nx_tensor m = {.rank = 4, .dims = {1, C, 1, 1}}, h = {.rank = 4, .dims = {1, R, 1, 1}};
     struct nx_attrs a1 = {.strides = {1, 1}, .dilations = {1, 1}, .group = 1};
-    if (emit_conv(L, nd, &m, mb, w1, b1, &h, hb, &a1, nd->a.act, nd->a.act_a, nd->a.act_b, 1.0f,
-                  0.0f, ".w1") ||
-        emit_conv(L, nd, &h, hb, w2, b2, &m, eb, &a1, nd->a.act2, nd->a.act2_a, nd->a.act2_b, 1.0f,
-                  0.0f, ".w2"))
+    if (emit_conv(L, nd, &m, -1, 0, mb, w1, b1, &h, hb, &a1, nd->a.act, nd->a.act_a, nd->a.act_b,
+                  1.0f, 0.0f, ".w1") ||
+        emit_conv(L, nd, &h, -1, 0, hb, w2, b2, &m, eb, &a1, nd->a.act2, nd->a.act2_a, nd->a.act2_b,
+                  1.0f, 0.0f, ".w2"))
         return -1;
     int32_t yb = out_buf(L, nd->out[0]);
     struct nest n = {0};
@@ -624,7 +757,16 @@ static int emit_matmul(struct lower *L, const struct nx_node *nd)
         for (int64_t n = 0; n < N; n++)
             bias[n] = beta * C->f[nx_elems(C) == 1 ? 0 : n];
     }
-    uint32_t wt = add_weight(L, nd->name, ".w", w, (uint64_t)(N * K));
+    const uint32_t bits = node_bits(L, nd);
+    uint32_t wt;
+    if (bits) { /* n x k codes as a 1x1 convolution of k channels into n */
+        struct nib_conv_shape s1 = {1, 1, (uint32_t)K, 1, 1, (uint32_t)N, 1, 1,
+                                    1, 1, 1,           0, 0, 1,           1};
+        wt = quantize_weight(L, nd->name, ".w", bits, &s1, w, (uint32_t)N, (uint32_t)K);
+        need_scratch(L, nib_qact_footprint((uint32_t)M, (uint32_t)K, 0));
+    } else {
+        wt = add_weight(L, nd->name, ".w", w, (uint64_t)(N * K));
+    }
     uint32_t bt = bias ? add_weight(L, nd->name, ".b", bias, (uint64_t)N) : UINT32_MAX;
     free(w);
     free(bias);
@@ -813,8 +955,8 @@ static int lower_node(struct lower *L, const struct nx_node *nd)
         int32_t xb = value_buf(L, nd->in[0]), yb = out_buf(L, nd->out[0]);
         if (yb < 0)
             return -1;
-        return emit_conv(L, nd, x, xb, w, b, &g->t[nd->out[0]], yb, a, a->act, a->act_a, a->act_b,
-                         a->post_mul, a->post_add, ".w");
+        return emit_conv(L, nd, x, nd->in[0], node_bits(L, nd), xb, w, b, &g->t[nd->out[0]], yb, a,
+                         a->act, a->act_a, a->act_b, a->post_mul, a->post_add, ".w");
     }
     case NX_OP_CONV_T: return emit_convt(L, nd);
     case NX_OP_SE: return emit_se(L, nd);
@@ -950,30 +1092,59 @@ static int lower_outputs(struct lower *L)
     return 0;
 }
 
-int vp_lower(const struct nx_graph *g, const struct vision_opts *o, struct vision_plan *p,
-             char *err, size_t errlen)
+/* Where each IR tensor's f32 value is and when it is complete. */
+static void note_values(struct lower *L, const int32_t *ts, uint32_t n)
+{
+    for (uint32_t k = 0; k < n; k++) {
+        if (ts[k] < 0)
+            continue;
+        L->p->t_buf[ts[k]] = L->vbuf[ts[k]];
+        L->p->t_done[ts[k]] = (int32_t)L->p->n_ops - 1;
+    }
+}
+
+int vp_lower(const struct nx_graph *g, const struct vision_opts *o, const struct vp_quant *q,
+             struct vision_plan *p, char *err, size_t errlen)
 {
     memset(p, 0, sizeof *p);
-    struct lower L = {g,   p,     malloc(g->n_t * sizeof(int32_t) + 1), calloc(g->n_t + 1, 1),
-                      err, errlen};
+    p->wscratch_buf = -1;
+    struct lower L = {g,      p, malloc(g->n_t * sizeof(int32_t) + 1), calloc(g->n_t + 1, 1), err,
+                      errlen, q, malloc(g->n_t * sizeof(int32_t) + 1)};
+    p->t_buf = malloc(g->n_t * sizeof(int32_t) + 1);
+    p->t_done = malloc(g->n_t * sizeof(int32_t) + 1);
+    p->n_t = g->n_t;
     int rc = -1;
-    if (!L.vbuf || !L.nhwc) {
+    if (!L.vbuf || !L.nhwc || !L.qbuf || !p->t_buf || !p->t_done) {
         nib_fail(err, errlen, "out of memory");
         goto out;
     }
     for (uint32_t t = 0; t < g->n_t; t++)
-        L.vbuf[t] = -1;
+        L.vbuf[t] = L.qbuf[t] = p->t_buf[t] = p->t_done[t] = -1;
     if (lower_inputs(&L, o))
         goto out;
-    for (uint32_t k = 0; k < g->n_order; k++)
-        if (lower_node(&L, &g->n[g->order[k]]))
+    note_values(&L, g->inputs, g->n_inputs);
+    for (uint32_t k = 0; k < g->n_order; k++) {
+        const struct nx_node *nd = &g->n[g->order[k]];
+        if (lower_node(&L, nd))
             goto out;
+        note_values(&L, nd->out, nd->n_out);
+    }
     if (lower_outputs(&L))
         goto out;
+    if (p->wscratch) { /* worker 0's private scratch lives in the arena for the whole run */
+        p->wscratch_buf = new_buf(&L, p->wscratch);
+        if (p->wscratch_buf < 0) {
+            nib_fail(err, errlen, "out of memory");
+            goto out;
+        }
+        p->bufs[p->wscratch_buf].first = -1;
+        p->bufs[p->wscratch_buf].last = INT32_MAX;
+    }
     rc = 0;
 out:
     free(L.vbuf);
     free(L.nhwc);
+    free(L.qbuf);
     if (rc)
         vp_free(p);
     return rc;
@@ -986,6 +1157,8 @@ void vp_free(struct vision_plan *p)
     free(p->w);
     free(p->ops);
     free(p->bufs);
+    free(p->t_buf);
+    free(p->t_done);
     memset(p, 0, sizeof *p);
 }
 

@@ -36,10 +36,21 @@ struct vp_op {
     uint64_t add[3];
 };
 
+/* A weight tensor: f32 padded to rows x 256 floats, or a q4c/q8c matrix
+ * of rows x cols packed as kernels/qformat.h lays it out (size bytes). */
 struct vp_weight {
     char name[NIB_NAME_MAX];
-    float *data; /* padded to rows x 256 floats */
-    uint32_t rows;
+    void *data;
+    uint32_t dtype, rows, cols;
+    uint64_t size;
+};
+
+/* How a lowering quantizes (vision_quant.h): per node of the graph the
+ * bits of its weights (4, 8, or 0 = f32; only weighted nodes), per IR
+ * tensor the int8 scale of a value quantized convolutions read. */
+struct vp_quant {
+    const uint8_t *bits;    /* g->n_n entries */
+    const float *act_scale; /* g->n_t entries */
 };
 
 struct vp_io {
@@ -56,13 +67,21 @@ struct vision_plan {
     uint32_t n_w, cap_w;
     struct vp_io io[NIB_IO_MAX];
     uint32_t n_io;
-    uint64_t arena; /* bytes, after vp_place */
+    uint64_t arena;       /* bytes, after vp_place */
+    uint32_t wscratch;    /* private scratch bytes a worker needs (0: none) */
+    int32_t wscratch_buf; /* worker 0's scratch: a buffer alive for the whole run, or -1 */
+    /* Per IR tensor: the buffer holding its f32 value (-1: none) and the
+     * index of the op after which that value is complete (-1: before the
+     * run). Calibration reads values there. */
+    int32_t *t_buf, *t_done;
+    uint32_t n_t;
 };
 
-/* Lower g (imported, fused) into p. 0, or -1 with a message naming the
- * node and the op that cannot be lowered. */
-int vp_lower(const struct nx_graph *g, const struct vision_opts *o, struct vision_plan *p,
-             char *err, size_t errlen);
+/* Lower g (imported, fused) into p, quantized as q says (NULL: f32). 0,
+ * or -1 with a message naming the node and the op that cannot be
+ * lowered. */
+int vp_lower(const struct nx_graph *g, const struct vision_opts *o, const struct vp_quant *q,
+             struct vision_plan *p, char *err, size_t errlen);
 /* Place every buffer in one arena: buffers whose lifetimes overlap never
  * share a byte. */
 void vp_place(struct vision_plan *p);

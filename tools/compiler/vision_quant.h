@@ -20,6 +20,7 @@
 #include "tools/compiler/vision_plan.h"
 
 #define VQ_MAX_OVERRIDES 512
+#define VQ_CALIB_DEFAULT 16 /* calibration inputs used when calib_max is 0 */
 
 /* --precision NODE=q4|q8|f32: bits 4, 8, or 0 (f32). */
 struct vq_override {
@@ -38,6 +39,7 @@ struct vq_opts {
      * tensor), or NULL: compiling calibrates. --auto-precision compiles
      * many times from one calibration. */
     const float *act_scale;
+    int calib_absmax; /* 1: activation scales from the absmax, not the least-error clip */
 };
 
 /* 1 when node i of g is weighted (quantizable). */
@@ -65,7 +67,8 @@ void vq_quantize_rows(const float *w, uint32_t rows, uint32_t k, uint32_t bits, 
 struct vision_compile_info {
     uint32_t n_ops, n_tensors, n_io;
     uint64_t weight_bytes, arena_bytes;
-    uint32_t n_q4, n_q8, n_f32; /* weighted nodes by precision */
+    uint32_t n_q4, n_q8, n_f32;             /* weighted nodes by precision */
+    uint64_t bytes_f32, bytes_q4, bytes_q8; /* weight_bytes by dtype */
 };
 
 /* Lower g (imported) with options o, quantized as q says (NULL or bits 0
