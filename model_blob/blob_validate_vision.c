@@ -7,11 +7,12 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "kernels/conv.h" /* enum nib_pool, enum nib_resize_coord: the kernels' constants */
+#include "kernels/conv.h"     /* enum nib_pool, enum nib_resize_coord: the kernels' constants */
+#include "kernels/qkernels.h" /* nib_qact_footprint (qact.c) and qformat.c: arithmetic only */
 
-static const char *const vop_names[] = {"input",  "conv",      "pool",    "binary",
-                                        "unary",  "copy",      "vmatmul", "softmax",
-                                        "resize", "layernorm", "bmatmul"};
+static const char *const vop_names[] = {"input",   "conv",    "pool",    "binary", "unary",
+                                        "copy",    "vmatmul", "softmax", "resize", "layernorm",
+                                        "bmatmul", "vquant",  "qconv"};
 
 const char *nib_vop_name(uint32_t code)
 {
@@ -77,6 +78,35 @@ static int overlap(uint64_t a, uint64_t al, uint64_t b, uint64_t bl)
     return a < b + bl && b < a + al;
 }
 
+/* An int8 arena operand of len bytes at off (len > 0, any alignment). */
+static int in_mem_s8(const struct nib_blob_view *v, uint64_t off, uint64_t len)
+{
+    return len > 0 && off <= v->mem_size && len <= v->mem_size - off;
+}
+
+/* Worker 0's private scratch is inside runtime memory: an op that works
+ * there must not read or write its own operands there. */
+static int in_scratch(const struct nib_blob_view *v, uint64_t off, uint64_t len)
+{
+    return overlap(off, len, v->h->wscratch_off, v->h->wscratch_size);
+}
+
+/* A q4c/q8c weight tensor of exactly rows x cols, per channel. */
+static int qc_tensor(const struct nib_blob_view *v, uint32_t t, uint32_t rows, uint64_t cols)
+{
+    if (t >= v->h->n_tensors || cols > (1u << 20))
+        return 0;
+    const struct nib_tensor_rec *r = &v->tensors[t];
+    uint64_t want = nib_qformat_size(r->dtype, 0, rows, (uint32_t)cols);
+    return (r->dtype == NIB_DT_Q4C || r->dtype == NIB_DT_Q8C) && r->group == 0 && r->rows == rows &&
+           r->cols == cols && want && r->size == want;
+}
+
+static uint64_t align64(uint64_t n)
+{
+    return (n + 63) & ~63ull;
+}
+
 /* An f32 weight tensor holding at least floats floats. */
 static int f32_tensor(const struct nib_blob_view *v, uint32_t t, uint64_t floats)
 {
@@ -98,6 +128,8 @@ static int check_conv(const struct nib_blob_view *v, const struct nib_op *op, ch
     if (op->code == NIB_VOP_CONV && p->mode > 1)
         return nib_blob_fail(err, errlen, "plan op %u (conv): mode %u (0 direct, 1 transposed)", i,
                              p->mode);
+    if (p->x_scale != 0.0f || p->qout || p->y_scale != 0.0f)
+        return nib_blob_fail(err, errlen, "plan op %u (%s): x_scale, qout or y_scale set", i, name);
     if (convt ? !convt_shape_ok(p) : !conv_shape_ok(p))
         return nib_blob_fail(err, errlen, "plan op %u (%s): shape outside the kernels' limits", i,
                              name);
@@ -127,6 +159,108 @@ static int check_conv(const struct nib_blob_view *v, const struct nib_op *op, ch
         return nib_blob_fail(err, errlen,
                              "plan op %u (%s): operands outside runtime memory or overlapping", i,
                              name);
+    return 0;
+}
+
+/* A quantized convolution: int8 NHWC in, q4c|q8c weights of c_out rows by
+ * kh * kw * c_in, groups 1, f32 out with the convolution's epilogue or
+ * int8 out (qout) with the activation in the kernel and no post; the
+ * kernels/conv.h scratch (nib_qconv_scratch_size, recomputed here) in
+ * every worker's private scratch. */
+static int check_qconv(const struct nib_blob_view *v, const struct nib_op *op, char *err,
+                       size_t errlen, uint32_t i)
+{
+    const struct nib_vconv_params *p = &op->vconv;
+    if (p->mode || p->groups != 1 || p->depthwise || !conv_shape_ok(p))
+        return nib_blob_fail(err, errlen,
+                             "plan op %u (qconv): shape outside the kernels' limits, mode %u, "
+                             "groups %u or depthwise",
+                             i, p->mode, p->groups);
+    const uint64_t k = (uint64_t)p->kh * p->kw * p->c_in;
+    if (!qc_tensor(v, op->tensor, p->c_out, k))
+        return nib_blob_fail(err, errlen,
+                             "plan op %u (qconv): weights are not q4c|q8c %u x %llu per channel", i,
+                             p->c_out, (unsigned long long)k);
+    if (p->bias != UINT32_MAX && !f32_tensor(v, p->bias, p->c_out))
+        return nib_blob_fail(err, errlen, "plan op %u (qconv): bias is not %u f32", i, p->c_out);
+    if (p->act >= NIB_VACT_SQRT || p->post > 1 || !finite3(p->p0, p->p1, p->post_mul) ||
+        !isfinite(p->post_add))
+        return nib_blob_fail(err, errlen,
+                             "plan op %u (qconv): epilogue %u/%u not known or not finite", i,
+                             p->act, p->post);
+    if (!isfinite(p->x_scale) || !(p->x_scale > 0.0f))
+        return nib_blob_fail(err, errlen, "plan op %u (qconv): x_scale %g", i, (double)p->x_scale);
+    if (p->qout > 1 || (p->qout ? p->post || p->act > NIB_VACT_HSWISH || !isfinite(p->y_scale) ||
+                                      !(p->y_scale > 0.0f)
+                                : p->y_scale != 0.0f))
+        return nib_blob_fail(err, errlen,
+                             "plan op %u (qconv): qout %u with y_scale %g, act %u, post %u", i,
+                             p->qout, (double)p->y_scale, p->act, p->post);
+    const uint64_t in = (uint64_t)p->h * p->w * p->c_in;
+    const uint64_t out = (uint64_t)p->oh * p->ow * p->c_out * (p->qout ? 1 : 4);
+    if (!in_mem_s8(v, op->src0, in) ||
+        !(p->qout ? in_mem_s8(v, op->dst, out) : in_mem(v, op->dst, out)) ||
+        overlap(op->src0, in, op->dst, out) || in_scratch(v, op->src0, in) ||
+        in_scratch(v, op->dst, out))
+        return nib_blob_fail(err, errlen,
+                             "plan op %u (qconv): operands outside runtime memory, overlapping "
+                             "or in the worker scratch",
+                             i);
+    const uint64_t need = align64(nib_qact_footprint(NIB_QCONV_TILE, (uint32_t)k, 0)) +
+                          align64((uint64_t)NIB_QCONV_TILE * p->c_out * 4);
+    if (need > v->h->wscratch_size)
+        return nib_blob_fail(
+            err, errlen, "plan op %u (qconv): needs %llu bytes of worker scratch, header has %u", i,
+            (unsigned long long)need, v->h->wscratch_size);
+    return 0;
+}
+
+/* f32 -> int8 with one calibrated scale. */
+static int check_quant(const struct nib_blob_view *v, const struct nib_op *op, char *err,
+                       size_t errlen, uint32_t i)
+{
+    const struct nib_vquant_params *p = &op->vquant;
+    if (!p->n || p->n > (1u << 30) || !isfinite(p->scale) || !(p->scale > 0.0f) ||
+        op->tensor != UINT32_MAX)
+        return nib_blob_fail(err, errlen,
+                             "plan op %u (vquant): %llu elements, scale %g or a tensor", i,
+                             (unsigned long long)p->n, (double)p->scale);
+    if (!in_mem(v, op->src0, p->n * 4) || !in_mem_s8(v, op->dst, p->n) ||
+        overlap(op->src0, p->n * 4, op->dst, p->n))
+        return nib_blob_fail(
+            err, errlen, "plan op %u (vquant): operands outside runtime memory or overlapping", i);
+    return 0;
+}
+
+/* Matmul: f32 weights, or q4c|q8c ones with every worker's m rows of
+ * activations quantized in its private scratch. */
+static int check_matmul(const struct nib_blob_view *v, const struct nib_op *op, char *err,
+                        size_t errlen, uint32_t i)
+{
+    const struct nib_vmatmul_params *p = &op->vmatmul;
+    uint64_t in = (uint64_t)p->m * p->k * 4, out = (uint64_t)p->m * p->n * 4;
+    const int quant = op->tensor < v->h->n_tensors && v->tensors[op->tensor].dtype != NIB_DT_F32;
+    if (!p->m || !p->n || !p->k || p->m > (1u << 20) || p->n > (1u << 20) || p->k > (1u << 20) ||
+        !(quant ? qc_tensor(v, op->tensor, p->n, p->k)
+                : f32_tensor(v, op->tensor, (uint64_t)p->n * p->k)) ||
+        (p->bias != UINT32_MAX && !f32_tensor(v, p->bias, p->n)))
+        return nib_blob_fail(err, errlen, "plan op %u (vmatmul): %ux%ux%u and its weights", i, p->m,
+                             p->n, p->k);
+    if (!in_mem(v, op->src0, in) || !in_mem(v, op->dst, out) ||
+        overlap(op->src0, in, op->dst, out) ||
+        (quant && (in_scratch(v, op->src0, in) || in_scratch(v, op->dst, out))))
+        return nib_blob_fail(err, errlen,
+                             "plan op %u (vmatmul): operands outside memory, overlapping or in the "
+                             "worker scratch",
+                             i);
+    if (quant) {
+        const uint64_t need = nib_qact_footprint(p->m, p->k, 0);
+        if (!need || need > v->h->wscratch_size)
+            return nib_blob_fail(err, errlen,
+                                 "plan op %u (vmatmul): needs %llu bytes of worker scratch (%u "
+                                 "rows), header has %u",
+                                 i, (unsigned long long)need, p->m, v->h->wscratch_size);
+    }
     return 0;
 }
 
@@ -269,20 +403,9 @@ int nib_check_vision_op(const struct nib_blob_view *v, uint32_t i, char *err, si
     case NIB_VOP_COPY: return check_ew(v, op, err, errlen, i);
     case NIB_VOP_INPUT:
     case NIB_VOP_SOFTMAX: return check_rows(v, op, err, errlen, i);
-    case NIB_VOP_MATMUL: {
-        const struct nib_vmatmul_params *p = &op->vmatmul;
-        uint64_t in = (uint64_t)p->m * p->k * 4, out = (uint64_t)p->m * p->n * 4;
-        if (!p->m || !p->n || !p->k || p->m > (1u << 20) || p->n > (1u << 20) ||
-            p->k > (1u << 20) || !f32_tensor(v, op->tensor, (uint64_t)p->n * p->k) ||
-            (p->bias != UINT32_MAX && !f32_tensor(v, p->bias, p->n)))
-            return nib_blob_fail(err, errlen, "plan op %u (vmatmul): %ux%ux%u and its weights", i,
-                                 p->m, p->n, p->k);
-        if (!in_mem(v, op->src0, in) || !in_mem(v, op->dst, out) ||
-            overlap(op->src0, in, op->dst, out))
-            return nib_blob_fail(err, errlen,
-                                 "plan op %u (vmatmul): operands outside memory or overlapping", i);
-        return 0;
-    }
+    case NIB_VOP_MATMUL: return check_matmul(v, op, err, errlen, i);
+    case NIB_VOP_QCONV: return check_qconv(v, op, err, errlen, i);
+    case NIB_VOP_QUANT: return check_quant(v, op, err, errlen, i);
     case NIB_VOP_LAYERNORM: return check_layernorm(v, op, err, errlen, i);
     case NIB_VOP_BMATMUL: return check_bmatmul(v, op, err, errlen, i);
     case NIB_VOP_RESIZE: {

@@ -320,7 +320,7 @@ void nib_exec_op(const struct nib_qkernels *qk, const struct nib_blob_view *v, u
     if (b >= e)
         return;
     if (op->code >= NIB_VOP_FIRST) {
-        nib_vision_op(qk, v, mem, op, b, e);
+        nib_vision_op(qk, v, mem, wscratch, op, b, e);
         return;
     }
     switch (op->code) {

@@ -11,6 +11,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/common/conv-epi.h"
 #include "kernels/common/f32-math.h"
 #include "kernels/conv.h"
 #include "kernels/qkernels.h"
@@ -42,7 +43,9 @@ uint32_t nib_vision_units(const struct nib_op *op, uint32_t *block)
     switch (op->code) {
     case NIB_VOP_INPUT: return op->vrows.h;
     case NIB_VOP_CONV:
+    case NIB_VOP_QCONV:
     case NIB_VOP_POOL: return op->vconv.oh;
+    case NIB_VOP_QUANT: *block = 64; return (uint32_t)op->vquant.n; /* <= 2^30: checked */
     case NIB_VOP_RESIZE: return op->vresize.oh;
     case NIB_VOP_SOFTMAX: return op->vrows.rows;
     case NIB_VOP_LAYERNORM: return op->vnorm.rows;
@@ -217,6 +220,62 @@ static void exec_conv(const struct nib_conv_kernels *ck, const struct nib_blob_v
         conv_epilogue(p, y, in_kernel, b, e);
 }
 
+/* Quantized convolution over output rows [b, e), in the worker's private
+ * scratch. f32 out: the epilogue rules of a plain convolution; int8 out:
+ * the activation in the kernel (the validator allows no other), no post. */
+static void exec_qconv(const struct nib_conv_kernels *ck, const struct nib_blob_view *v,
+                       uint8_t *mem, uint8_t *wscratch, const struct nib_op *op, uint32_t b,
+                       uint32_t e)
+{
+    const struct nib_vconv_params *p = &op->vconv;
+    const struct nib_tensor_rec *tr = &v->tensors[op->tensor];
+    struct nib_conv_shape s;
+    conv_shape(p, &s);
+    const int in_kernel = p->qout || p->act <= NIB_VACT_HSWISH;
+    const struct nib_qconv_weights wt = {.dtype = tr->dtype, .packed = v->weights + tr->offset};
+    const struct nib_qconv_epi epi = {.bias =
+                                          p->bias == UINT32_MAX ? NULL : nib_tensor_f32(v, p->bias),
+                                      .act = in_kernel ? p->act : NIB_ACT_NONE,
+                                      .p0 = p->p0,
+                                      .p1 = p->p1,
+                                      .y_scale = p->y_scale,
+                                      .y_q = p->qout ? (int8_t *)(mem + op->dst) : NULL,
+                                      .y_f32 = p->qout ? NULL : f32_at(mem, op->dst)};
+    ck->conv_s8(&s, (const int8_t *)(mem + op->src0), p->x_scale, &wt, &epi, wscratch, b, e);
+    if (!p->qout && (!in_kernel || p->post))
+        conv_epilogue(p, f32_at(mem, op->dst), in_kernel, b, e);
+}
+
+/* f32 elements [b, e) to int8 codes, as the convolution's epilogue
+ * requantizes. */
+static void exec_quant(uint8_t *mem, const struct nib_op *op, uint32_t b, uint32_t e)
+{
+    const float *x = f32_at(mem, op->src0);
+    int8_t *q = (int8_t *)(mem + op->dst);
+    const float inv = 1.0f / op->vquant.scale;
+    for (uint64_t i = b; i < e; i++)
+        q[i] = nib_requant_s8(x[i], inv);
+}
+
+/* Matmul by q4c/q8c weights, output columns [b, e): every worker
+ * quantizes all m rows into its own scratch (the same bits on each), then
+ * its columns, the bias as the kernel's add. */
+static void exec_qmatmul(const struct nib_qkernels *qk, const struct nib_blob_view *v, uint8_t *mem,
+                         uint8_t *wscratch, const struct nib_op *op, uint32_t b, uint32_t e)
+{
+    const struct nib_vmatmul_params *p = &op->vmatmul;
+    const struct nib_tensor_rec *tr = &v->tensors[op->tensor];
+    struct nib_qlayout l;
+    struct nib_qact a;
+    nib_qlayout_get(&l, tr->dtype, tr->group, tr->rows, tr->cols);
+    nib_qact_init(&a, wscratch, p->m, p->k, 0);
+    const float *x = f32_at(mem, op->src0);
+    for (uint32_t t = 0; t < p->m; t++)
+        qk->qact(&a, t, x + (uint64_t)t * p->k);
+    qk->gemm[tr->dtype](&l, v->weights + tr->offset, &a, p->m, f32_at(mem, op->dst), p->n,
+                        p->bias == UINT32_MAX ? NULL : nib_tensor_f32(v, p->bias), 0, b, e);
+}
+
 static void exec_input(uint8_t *mem, const struct nib_blob_view *v, const struct nib_op *op,
                        uint32_t b, uint32_t e)
 {
@@ -317,12 +376,14 @@ static void exec_bmatmul(uint8_t *mem, const struct nib_op *op, uint32_t b, uint
 }
 
 void nib_vision_op(const struct nib_qkernels *qk, const struct nib_blob_view *v, uint8_t *mem,
-                   const struct nib_op *op, uint32_t b, uint32_t e)
+                   uint8_t *wscratch, const struct nib_op *op, uint32_t b, uint32_t e)
 {
     const struct nib_conv_kernels *ck = conv_kernels(qk);
     switch (op->code) {
     case NIB_VOP_INPUT: exec_input(mem, v, op, b, e); break;
     case NIB_VOP_CONV: exec_conv(ck, v, mem, op, b, e); break;
+    case NIB_VOP_QCONV: exec_qconv(ck, v, mem, wscratch, op, b, e); break;
+    case NIB_VOP_QUANT: exec_quant(mem, op, b, e); break;
     case NIB_VOP_POOL: {
         struct nib_conv_shape s;
         conv_shape(&op->vconv, &s);
@@ -339,7 +400,12 @@ void nib_vision_op(const struct nib_qkernels *qk, const struct nib_blob_view *v,
     case NIB_VOP_BINARY:
     case NIB_VOP_UNARY:
     case NIB_VOP_COPY: exec_ew(v, mem, op, b, e); break;
-    case NIB_VOP_MATMUL: exec_matmul(v, mem, op, b, e); break;
+    case NIB_VOP_MATMUL:
+        if (v->tensors[op->tensor].dtype == NIB_DT_F32)
+            exec_matmul(v, mem, op, b, e);
+        else
+            exec_qmatmul(qk, v, mem, wscratch, op, b, e);
+        break;
     case NIB_VOP_SOFTMAX: exec_softmax(mem, op, b, e); break;
     case NIB_VOP_LAYERNORM: exec_layernorm(v, mem, op, b, e); break;
     case NIB_VOP_BMATMUL: exec_bmatmul(mem, op, b, e); break;
@@ -370,13 +436,19 @@ int nib_vision_access(const struct nib_op *op, uint32_t b, uint32_t e, struct ni
         break;
     }
     case NIB_VOP_CONV:
+    case NIB_VOP_QCONV:
     case NIB_VOP_POOL: {
         const struct nib_vconv_params *p = &op->vconv;
-        const uint64_t row = (uint64_t)p->ow * p->c_out * 4;
-        acc(out, &c, op->src0, op->src0 + (uint64_t)p->h * p->w * p->c_in * 4, 0);
+        const int q = op->code == NIB_VOP_QCONV; /* int8 src0; int8 dst with qout */
+        const uint64_t row = (uint64_t)p->ow * p->c_out * (q && p->qout ? 1 : 4);
+        acc(out, &c, op->src0, op->src0 + (uint64_t)p->h * p->w * p->c_in * (q ? 1 : 4), 0);
         acc(out, &c, op->dst + b * row, op->dst + e * row, 1);
         break;
     }
+    case NIB_VOP_QUANT:
+        acc(out, &c, op->src0 + b * 4ull, op->src0 + e * 4ull, 0);
+        acc(out, &c, op->dst + b, op->dst + e, 1);
+        break;
     case NIB_VOP_RESIZE: {
         const struct nib_vresize_params *p = &op->vresize;
         const uint64_t row = (uint64_t)p->ow * p->c * 4;

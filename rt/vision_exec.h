@@ -19,9 +19,11 @@ struct nib_vrange {
 
 /* Units op is split in (worker shares are whole blocks of them). */
 uint32_t nib_vision_units(const struct nib_op *op, uint32_t *block);
-/* Units [b, e) of op. */
+/* Units [b, e) of op; wscratch is the worker's private scratch
+ * (header wscratch_size bytes, 64-byte aligned: the quantized convolution
+ * and matmul work there). */
 void nib_vision_op(const struct nib_qkernels *qk, const struct nib_blob_view *v, uint8_t *mem,
-                   const struct nib_op *op, uint32_t b, uint32_t e);
+                   uint8_t *wscratch, const struct nib_op *op, uint32_t b, uint32_t e);
 /* What units [b, e) read and write; returns the count (<= 3). */
 int nib_vision_access(const struct nib_op *op, uint32_t b, uint32_t e, struct nib_vrange *out);
 
