@@ -2,7 +2,7 @@
  * MODEL.onnx, parsed one way (docs/vision.md, "Quantisation"):
  *   --quant q4|q8|f32        the weighted nodes' default (q4)
  *   --precision NODE=q4|q8|f32  one node (repeatable; applied last)
- *   --calib DIR, --calib-count N   calibration inputs
+ *   --calib DIR, --calib-count N, --calib-absmax   calibration
  *   --auto-precision, --auto-budget F   measured per-node precision
  * A front end splices VQ_CLI_OPTS into its option table and hands each id
  * >= VQ_O_FIRST to vq_cli_take. */
@@ -23,11 +23,13 @@ enum {
     VQ_O_CALIB_COUNT,
     VQ_O_AUTO,
     VQ_O_AUTO_BUDGET,
+    VQ_O_CALIB_ABSMAX,
 };
 
 #define VQ_CLI_OPTS                                                                                \
     {"--quant", VQ_O_QUANT, 1}, {"--precision", VQ_O_PRECISION, 1}, {"--calib", VQ_O_CALIB, 1},    \
-        {"--calib-count", VQ_O_CALIB_COUNT, 1}, {"--auto-precision", VQ_O_AUTO, 0},                \
+        {"--calib-count", VQ_O_CALIB_COUNT, 1}, {"--calib-absmax", VQ_O_CALIB_ABSMAX, 0},          \
+        {"--auto-precision", VQ_O_AUTO, 0},                                                        \
     {                                                                                              \
         "--auto-budget", VQ_O_AUTO_BUDGET, 1                                                       \
     }
@@ -39,6 +41,7 @@ enum {
     "  --calib DIR        calibration inputs (.npy, PNG, PPM, raw), in name order;\n"              \
     "                     default: a built-in synthetic set\n"                                     \
     "  --calib-count N    use at most N calibration inputs\n"                                      \
+    "  --calib-absmax     activation scales from the absmax instead of the least-error clip\n"     \
     "  --auto-precision   measure each weighted node's sensitivity to 4 bits and keep\n"           \
     "                     the most sensitive at 8 bits (prints the table)\n"                       \
     "  --auto-budget F    the fraction of weights --auto-precision may keep at 8 bits\n"           \
