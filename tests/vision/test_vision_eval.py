@@ -5,7 +5,7 @@ here with Debian's python3-onnx (three Conv, a Gemm, Softmax-free logits):
 - its figures recomputed independently: the same model compiled by nib
   compile with the same options, each input of --data run by nib onnx-run
   --blob, and max / mean |quantised - f32| and top-1 agreement computed in
-  numpy must equal what nib eval --json reports (f32 against f32 is exactly
+  numpy (and the rms) must equal what nib eval --json reports (f32 against f32 is exactly
   0; each quantised format that nib compile builds, too);
 - the built-in synthetic set is named as such, --count limits it, and the
   same command gives the same JSON twice;
@@ -116,7 +116,7 @@ def recompute(m, data, files, quant):
     a, b = blob_outputs(ref, files), blob_outputs(cand, files)
     diff = np.concatenate([np.abs(x - y).ravel() for x, y in zip(a, b)])
     top1 = np.mean([np.argmax(x) == np.argmax(y) for x, y in zip(a, b)])
-    return diff.max(), diff.mean(), max(np.abs(x).max() for x in a), top1
+    return diff.max(), diff.mean(), max(np.abs(x).max() for x in a), top1, np.sqrt((diff ** 2).mean())
 
 
 try:
@@ -158,12 +158,12 @@ try:
               ("" if j else ": " + r.stderr))
         if j and want:
             o = j["outputs"][0]
-            mx, mean, mref, top1 = want
+            mx, mean, mref, top1, rms = want
             close = lambda a, b: abs(a - b) <= 1e-6 * max(1.0, abs(b))
             check(close(o["max_abs"], mx) and close(o["mean_abs"], mean) and close(o["max_ref"], mref)
-                  and close(o["top1"], top1),
+                  and close(o["top1"], top1) and close(o["rms"], rms),
                   f"--quant {quant}: nib eval max {o['max_abs']:.6g} mean {o['mean_abs']:.6g} "
-                  f"top-1 {o['top1']}; recomputed {mx:.6g} {mean:.6g} {top1}")
+                  f"rms {o['rms']:.6g} top-1 {o['top1']}; recomputed {mx:.6g} {mean:.6g} {rms:.6g} {top1}")
             check(0 < o["max_abs"] < mref, f"--quant {quant}: an error, smaller than max|f32| ({o['max_abs']:.4g} < {mref:.4g})")
     if True:
         r = run("eval", m, "--auto-precision", "--auto-budget", "0", "--json")

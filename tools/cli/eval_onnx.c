@@ -159,9 +159,10 @@ static void report(const struct eval_args *ea, const struct vision_runner *q,
         printf(",\"dims\":[");
         for (uint32_t k = 0; k < r->rank; k++)
             printf(k ? ",%u" : "%u", r->dims[k]);
-        printf("],\"max_abs\":%.9g,\"mean_abs\":%.9g,\"max_ref\":%.9g,\"max_rel\":%.9g,"
-               "\"mean_rel\":%.9g",
-               d[j].max_abs, d[j].mean_abs, d[j].max_ref, d[j].max_abs / m, d[j].mean_abs / m);
+        printf("],\"max_abs\":%.9g,\"mean_abs\":%.9g,\"rms\":%.9g,\"max_ref\":%.9g,"
+               "\"max_rel\":%.9g,\"mean_rel\":%.9g",
+               d[j].max_abs, d[j].mean_abs, d[j].rms, d[j].max_ref, d[j].max_abs / m,
+               d[j].mean_abs / m);
         if (d[j].classifier)
             printf(",\"top1\":%.9g", (double)d[j].top1_same / s->n);
         printf("}");

@@ -150,7 +150,7 @@ int vq_auto_precision(const struct nx_graph *g, const struct vision_opts *o,
         if (ao->report) {
             fprintf(ao->report,
                     "auto-precision: %u weighted nodes measured on %u %s inputs; every node at 8 "
-                    "bits scores %.4g (mean |error| / max |f32|)\n"
+                    "bits scores %.4g (rms error / max |f32|)\n"
                     "%-40s %10s %12s %12s %5s\n",
                     n_c, s.n, s.synthetic ? "synthetic tuning" : "--calib", base, "node", "weights",
                     "alone at q4", "sensitivity", "bits");

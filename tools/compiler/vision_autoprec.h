@@ -23,8 +23,8 @@ struct vq_auto_opts {
  * on q->calib_dir's inputs (at most q->calib_max, default
  * VQ_AUTO_SAMPLES_DEFAULT) or the built-in tuning set, each weighted node
  * that q->over does not name: every weighted node at 8 bits, that one at
- * 4. A node's sensitivity is how much that raises the mean |error| against
- * f32 (relative to max |f32|, averaged over outputs). Most sensitive first,
+ * 4. A node's sensitivity is how much that raises the rms error against
+ * f32 (relative to max |f32|, averaged over outputs: vision_diff_score). Most sensitive first,
  * a node stays at 8 bits while its sensitivity is > 0 and the 8-bit
  * weights (the nodes named in q->over at q8 included) stay within budget x
  * all weighted nodes' weights; the rest get 4 bits.

@@ -84,7 +84,7 @@ int vision_compare(const struct vision_ref *rf, struct vision_runner *cand,
     if (cand->v.n_io - cand->v.n_inputs != rf->n_out || cand->v.n_inputs != s->n_in)
         return nib_fail(err, errlen,
                         "the candidate blob's inputs and outputs are not the f32 blob's");
-    double *sum = calloc(rf->n_out + 1, sizeof *sum);
+    double *sum = calloc(2 * (size_t)rf->n_out + 1, sizeof *sum), *sq = sum + rf->n_out;
     if (!sum)
         return nib_fail(err, errlen, "out of memory");
     for (uint32_t j = 0; j < rf->n_out; j++) {
@@ -111,13 +111,17 @@ int vision_compare(const struct vision_ref *rf, struct vision_runner *cand,
                 if (!(a <= d[j].max_abs)) /* a NaN counts as infinitely far */
                     d[j].max_abs = isnan(a) ? INFINITY : a;
                 sum[j] += isnan(a) ? INFINITY : a;
+                sq[j] += isnan(a) ? INFINITY : a * a;
             }
             if (d[j].classifier)
                 d[j].top1_same += argmax(q, n) == argmax(r, n);
         }
     }
-    for (uint32_t j = 0; j < rf->n_out; j++)
-        d[j].mean_abs = s->n && rf->len[j] ? sum[j] / ((double)s->n * (double)rf->len[j]) : 0;
+    for (uint32_t j = 0; j < rf->n_out; j++) {
+        const double cnt = (double)s->n * (double)rf->len[j];
+        d[j].mean_abs = cnt > 0 ? sum[j] / cnt : 0;
+        d[j].rms = cnt > 0 ? sqrt(sq[j] / cnt) : 0;
+    }
     free(sum);
     return 0;
 }
@@ -126,6 +130,6 @@ double vision_diff_score(const struct vision_out_diff *d, uint32_t n_out)
 {
     double t = 0;
     for (uint32_t j = 0; j < n_out; j++)
-        t += d[j].mean_abs / (d[j].max_ref > 0 ? d[j].max_ref : 1.0);
+        t += d[j].rms / (d[j].max_ref > 0 ? d[j].max_ref : 1.0);
     return n_out ? t / n_out : 0;
 }

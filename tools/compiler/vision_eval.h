@@ -24,6 +24,7 @@ void vision_ref_free(struct vision_ref *rf);
 
 struct vision_out_diff {
     double max_abs, mean_abs; /* |candidate - f32| over every element of every sample */
+    double rms;               /* the root of the mean squared difference */
     double max_ref;           /* max |f32| */
     int classifier;           /* one row of scores: top-1 is compared */
     uint32_t top1_same;       /* samples whose argmax agrees */
@@ -40,7 +41,9 @@ int vision_compare(const struct vision_ref *rf, struct vision_runner *cand,
                    size_t errlen);
 
 /* One number for a comparison, the score --auto-precision ranks nodes by:
- * the mean over outputs of mean_abs / max_ref. */
+ * the mean over outputs of rms / max_ref. Squares, so that a few large
+ * differences (a class or a pixel that flips) outweigh diffuse noise over
+ * the many near-zero scores of a softmax. */
 double vision_diff_score(const struct vision_out_diff *d, uint32_t n_out);
 
 #endif
