@@ -119,7 +119,8 @@ int vq_auto_precision(const struct nx_graph *g, const struct vision_opts *o,
     /* every candidate at 8 bits, then each alone at 4 */
     struct vq_opts tq = *q;
     tq.bits = 8, tq.keep_ends = 0, tq.act_scale = scale, tq.over = over;
-    memcpy(over, q->over, q->n_over * sizeof *over);
+    if (q->n_over)
+        memcpy(over, q->over, q->n_over * sizeof *over);
     double base = 0;
     tq.n_over = q->n_over;
     if (!rc)
