@@ -20,7 +20,13 @@ executor on a thread team, in process):
 - u8 pixel input with --input-mean/--input-std against the reference fed
   the normalized floats;
 - refusals: an op the blob cannot hold yet names the node and exits 1,
-  bad options exit 2, a truncated blob exits 1.
+  bad options exit 2, a truncated blob exits 1;
+- quantised blobs (--quant q8, the default q4, and every node q4) of
+  those models and of a small CNN whose middle convolutions get 4 bits,
+  calibrated on a --calib directory: within measured tolerances of the
+  reference, the same bits for 1/2/3 workers and scalar/AVX2, the same
+  bytes from two compiles; the built-in synthetic set on image-like
+  input; --precision, --quant, --calib and --calib-count refusals.
 
 usage: test_onnx_compile.py NIB
 """
@@ -306,6 +312,149 @@ if compile_model(mobile, "1x3x20x18", blob, "--input-type", "u8", "--input-mean"
             check(err <= 1e-4 * mx, f"u8 input output {k}: max|blob - ref| {err:.3g} <= 1e-4 x {mx:.3g}")
     r = run("onnx-run", "--blob", blob, "--data", "x=" + os.path.join(work, "norm.npy"))
     check(r.returncode == 1 and "pixel" in r.stderr, f"u8 input refuses non-pixel values: {r.stderr.strip()}")
+
+# --- quantised blobs ----------------------------------------------------------
+# A small CNN whose middle convolutions get 4 bits under the default (the
+# first and the last weighted node keep 8): 3x3 stride 2, 3x3, 1x1 with a
+# residual, 3x3 stride 2 with a fused clip, then Gemm.
+qnet_nodes = [
+    helper.make_node("Conv", ["x", "q1", "q1b"], ["c1"], name="qconv1", kernel_shape=[3, 3],
+                     pads=[1, 1, 1, 1], strides=[2, 2]),
+    helper.make_node("Relu", ["c1"], ["r1"], name="qrelu1"),
+    helper.make_node("Conv", ["r1", "q2", "q2b"], ["c2"], name="qconv2", kernel_shape=[3, 3],
+                     pads=[1, 1, 1, 1]),
+    helper.make_node("Relu", ["c2"], ["r2"], name="qrelu2"),
+    helper.make_node("Conv", ["r2", "q3"], ["c3"], name="qconv3", kernel_shape=[1, 1]),
+    helper.make_node("Add", ["c3", "r1"], ["a3"], name="qres"),
+    helper.make_node("Conv", ["a3", "q4", "q4b"], ["c4"], name="qconv4", kernel_shape=[3, 3],
+                     pads=[1, 1, 1, 1], strides=[2, 2]),
+    helper.make_node("Clip", ["c4", "zero", "six"], ["k4"], name="qclip"),
+    helper.make_node("GlobalAveragePool", ["k4"], ["gq"], name="qgap"),
+    helper.make_node("Flatten", ["gq"], ["fq"], name="qflat"),
+    helper.make_node("Gemm", ["fq", "qg", "qgb"], ["y"], name="qgemm", transB=1),
+]
+QC = 24
+qnet_inits = [
+    const("q1", f32(QC, 3, 3, 3, scale=0.3)), const("q1b", f32(QC, scale=0.1)),
+    const("q2", f32(QC, QC, 3, 3, scale=0.08)), const("q2b", f32(QC, scale=0.1)),
+    const("q3", f32(QC, QC, 1, 1, scale=0.2)),
+    const("q4", f32(2 * QC, QC, 3, 3, scale=0.08)), const("q4b", f32(2 * QC, scale=0.1)),
+    const("zero", np.float32(0)), const("six", np.float32(6)),
+    const("qg", f32(10, 2 * QC, scale=0.3)), const("qgb", f32(10, scale=0.1)),
+]
+qnet = save("qnet", qnet_nodes, qnet_inits, [fvi("x", [1, 3, 32, 32])], [fvi("y", None)], 13)
+
+
+def rel_err(got, want):
+    """max|got - want| / max|want| and mean|got - want| / mean|want|"""
+    d = np.abs(got.astype(np.float64) - want)
+    return float(d.max() / np.abs(want).max()), float(d.mean() / np.abs(want).mean())
+
+
+# Calibration sets: 8 normal samples for the models fed normal values, and
+# image-like values in [0, 1) for the built-in synthetic set's test.
+calib = os.path.join(work, "calib")
+os.makedirs(calib)
+# Tolerances: max|blob - ref| / max|ref| and mean|blob - ref| / mean|ref|
+# over each output, about twice the largest error measured on these models
+# with either calibration rule (docs/vision.md, "Quantisation": q8 at most
+# 0.029 / 0.032, the 5-way softmax of mobile the worst mean; q4 0.125 /
+# 0.08; every node q4 0.138 / 0.112).
+TOL = {"q8": (0.06, 0.06), "q4": (0.25, 0.16), "q4-all": (0.3, 0.22)}
+for name, path, dims, n_out in (("qnet", qnet, "1x3x32x32", 1), ("mobile", mobile, "1x3x20x18", 2),
+                                ("other", other, "1x3x16x12", 4), ("attn", attn, "1x3x4x6", 2)):
+    shape = tuple(int(d) for d in dims.split("x"))
+    cdir = os.path.join(calib, name)
+    os.makedirs(cdir)
+    for i in range(8):
+        np.save(os.path.join(cdir, "s%02d.npy" % i), f32(*shape))
+    xfile = os.path.join(work, name + "-qx.npy")
+    np.save(xfile, f32(*shape))
+    ref = os.path.join(work, name + "-qref")
+    ref_run(path, dims, xfile, ref)
+    want = outputs(ref, n_out)
+    variants = [("q8", ()), ("q4", ())]
+    if name == "qnet":  # every weighted node at 4 bits, the ends too
+        variants.append(("q4", ("--precision", "qconv1=q4", "--precision", "qgemm=q4")))
+    for quant, extra in variants:
+        tag = quant + ("-all" if extra else "")
+        blob = os.path.join(work, f"{name}-{tag}.blob")
+        if not compile_model(path, dims, blob, "--calib", cdir, *extra, quant=quant):
+            continue
+        runs = {}
+        for w in (1, 2, 3):
+            d = os.path.join(work, f"{name}-{tag}-w{w}")
+            if blob_run(blob, xfile, d, "--workers", str(w), "--isa", "scalar"):
+                runs[f"scalar w{w}"] = outputs(d, n_out)
+        if avx2:
+            d = os.path.join(work, f"{name}-{tag}-avx2")
+            if blob_run(blob, xfile, d, "--workers", "2", "--isa", "avx2"):
+                runs["avx2 w2"] = outputs(d, n_out)
+        if "scalar w1" not in runs:
+            continue
+        base = runs["scalar w1"]
+        for what, outs in runs.items():
+            check(all(o.tobytes() == b.tobytes() for o, b in zip(outs, base)),
+                  f"{name} {tag}: {what} gives the same bits as scalar w1")
+        for k in range(n_out):
+            emax, emean = rel_err(base[k], want[k])
+            tmax, tmean = TOL[tag]
+            check(base[k].shape == want[k].shape and emax <= tmax and emean <= tmean,
+                  f"{name} {tag} output {k}: max err {emax:.3g} <= {tmax} x max|ref|, "
+                  f"mean err {emean:.3g} <= {tmean} x mean|ref|")
+    # the same options give the same bytes; the calibration set matters
+    b1, b2, b3 = (os.path.join(work, f"{name}-det{i}.blob") for i in range(3))
+    if (compile_model(path, dims, b1, "--calib", cdir, quant="q4")
+            and compile_model(path, dims, b2, "--calib", cdir, quant="q4")
+            and compile_model(path, dims, b3, "--calib-count", "3", quant="q4")):
+        check(open(b1, "rb").read() == open(b2, "rb").read(), f"{name}: two compiles, the same bytes")
+        check(open(b1, "rb").read() != open(b3, "rb").read(),
+              f"{name}: another calibration set, other bytes")
+
+# The built-in synthetic set on image-like input (values in [0, 1), what an
+# image file gives), against the reference.
+xfile = os.path.join(work, "qnet-img.npy")
+np.save(xfile, rng.uniform(0, 1, (1, 3, 32, 32)).astype(np.float32))
+ref_run(qnet, "1x3x32x32", xfile, os.path.join(work, "qnet-img-ref"))
+for quant in ("q8", "q4"):
+    blob = os.path.join(work, f"qnet-synth-{quant}.blob")
+    if compile_model(qnet, "1x3x32x32", blob, quant=quant) and \
+            blob_run(blob, xfile, os.path.join(work, f"qnet-synth-{quant}"), "--workers", "2"):
+        emax, emean = rel_err(outputs(os.path.join(work, f"qnet-synth-{quant}"), 1)[0],
+                              outputs(os.path.join(work, "qnet-img-ref"), 1)[0])
+        tmax, tmean = TOL[quant]
+        check(emax <= tmax and emean <= tmean,
+              f"qnet {quant}, synthetic calibration, image-like input: max err {emax:.3g} <= {tmax}, "
+              f"mean err {emean:.3g} <= {tmean}")
+
+# --precision, --quant and --calib refusals
+qb = os.path.join(work, "qr.blob")
+for args, code, words, what in (
+        (("--precision", "nosuch=q8"), 1, ("nosuch",), "a --precision name that is no node"),
+        (("--precision", "qgap=q8"), 1, ("qgap", "GlobalAveragePool", "no weights"),
+         "a --precision node without weights"),
+        (("--precision", "qrelu1=q8"), 1, ("qrelu1", "fused"), "a --precision node fused away"),
+        (("--precision", "qconv1=q3"), 2, ("qconv1=q3",), "a --precision of no known precision"),
+        (("--precision", "=q8"), 2, ("=q8",), "a --precision without a node"),
+        (("--quant", "q2"), 2, ("q2",), "--quant q2"),
+        (("--calib-count", "0"), 2, ("calib-count",), "--calib-count 0"),
+        (("--calib", os.path.join(work, "nodir")), 1, ("nodir",), "a --calib directory that is missing")):
+    r = run("compile", qnet, "--input", "x=1x3x32x32", "-o", qb, *args)
+    check(r.returncode == code and all(w in r.stderr for w in words) and not os.path.exists(qb),
+          f"{what}: exit {code}, named: {r.stderr.strip()}")
+bad = os.path.join(calib, "bad")
+os.makedirs(bad)
+np.save(os.path.join(bad, "a.npy"), f32(1, 3, 32, 32))
+np.save(os.path.join(bad, "b.npy"), f32(1, 3, 16, 16))
+r = run("compile", qnet, "--input", "x=1x3x32x32", "-o", qb, "--calib", bad)
+check(r.returncode == 1 and "b.npy" in r.stderr and not os.path.exists(qb),
+      f"a calibration file of the wrong shape is refused naming it: {r.stderr.strip()}")
+empty = os.path.join(calib, "empty")
+os.makedirs(empty)
+r = run("compile", qnet, "--input", "x=1x3x32x32", "-o", qb, "--calib", empty)
+check(r.returncode == 1 and "no input files" in r.stderr, f"an empty --calib directory: {r.stderr.strip()}")
+r = run("compile", qnet, "--input", "x=1x3x32x32", "-o", qb, "--calib", bad, "--quant", "f32")
+check(r.returncode == 0, f"--quant f32 does not calibrate: {r.stderr.strip()}")
 
 # --- refusals -------------------------------------------------------------------
 rmean = save("rmean", [helper.make_node("ReduceMean", ["x"], ["y"], name="mean_c", axes=[1])],

@@ -35,8 +35,9 @@ static void usage(FILE *f)
             "  --calib DIR        calibration inputs, one file each (.npy, PNG, PPM, raw),\n"
             "                     in name order; default: a built-in synthetic set\n"
             "  --calib-count N    use at most N calibration inputs (default %d)\n"
-            "  --calib-absmax     activation scales from the absmax instead of the clip\n"
-            "                     with the least squared error\n"
+            "  --calib-absmax     activation scales from the absmax (the default)\n"
+            "  --calib-clip       activation scales from the clip with the least squared\n"
+            "                     error instead of the absmax\n"
             "  --auto-precision   measure each weighted node's sensitivity to 4 bits and keep\n"
             "                     the most sensitive at 8 bits (prints the table)\n"
             "  --auto-budget F    the fraction of weights --auto-precision may keep at 8 bits\n"
@@ -55,6 +56,7 @@ enum {
     O_CALIB,
     O_CALIB_N,
     O_CALIB_ABSMAX,
+    O_CALIB_CLIP,
     O_AUTO,
     O_AUTO_BUDGET
 };
@@ -98,6 +100,7 @@ int nib_compile_onnx_main(int argc, char **argv)
                                           {"--calib", O_CALIB, 1},
                                           {"--calib-count", O_CALIB_N, 1},
                                           {"--calib-absmax", O_CALIB_ABSMAX, 0},
+                                          {"--calib-clip", O_CALIB_CLIP, 0},
                                           {"--auto-precision", O_AUTO, 0},
                                           {"--auto-budget", O_AUTO_BUDGET, 1},
                                           {NULL, 0, 0}};
@@ -149,7 +152,9 @@ int nib_compile_onnx_main(int argc, char **argv)
                 return nib_args_fail(&a, "--calib-count %s: a count from 1 to 100000", a.value);
             q.calib_max = (uint32_t)n;
         } else if (o == O_CALIB_ABSMAX) {
-            q.calib_absmax = 1;
+            q.calib_absmax = 1, q.calib_clip = 0;
+        } else if (o == O_CALIB_CLIP) {
+            q.calib_clip = 1, q.calib_absmax = 0;
         } else if (o == O_AUTO) {
             auto_prec = 1;
         } else if (o == O_AUTO_BUDGET) {

@@ -2,7 +2,7 @@
  * MODEL.onnx, parsed one way (docs/vision.md, "Quantisation"):
  *   --quant q4|q8|f32        the weighted nodes' default (q4)
  *   --precision NODE=q4|q8|f32  one node (repeatable; applied last)
- *   --calib DIR, --calib-count N, --calib-absmax   calibration
+ *   --calib DIR, --calib-count N, --calib-absmax, --calib-clip
  *   --auto-precision, --auto-budget F   measured per-node precision
  * A front end splices VQ_CLI_OPTS into its option table and hands each id
  * >= VQ_O_FIRST to vq_cli_take. */
@@ -24,6 +24,7 @@ enum {
     VQ_O_AUTO,
     VQ_O_AUTO_BUDGET,
     VQ_O_CALIB_ABSMAX,
+    VQ_O_CALIB_CLIP,
 };
 
 #define VQ_CLI_OPTS                                                                                \
@@ -41,7 +42,8 @@ enum {
     "  --calib DIR        calibration inputs (.npy, PNG, PPM, raw), in name order;\n"              \
     "                     default: a built-in synthetic set\n"                                     \
     "  --calib-count N    use at most N calibration inputs\n"                                      \
-    "  --calib-absmax     activation scales from the absmax instead of the least-error clip\n"     \
+    "  --calib-absmax     activation scales from the absmax (the default)\n"                       \
+    "  --calib-clip       activation scales from the least-error clip instead\n"                   \
     "  --auto-precision   measure each weighted node's sensitivity to 4 bits and keep\n"           \
     "                     the most sensitive at 8 bits (prints the table)\n"                       \
     "  --auto-budget F    the fraction of weights --auto-precision may keep at 8 bits\n"           \

@@ -57,12 +57,12 @@ static void hist_add(struct hist *h, const float *x, uint64_t n)
 /* The scale of the clip c = (j + 1) / HIST_BINS * range with the least
  * expected squared error: values above c are clipped ((v - c)^2 at the bin
  * centre v), values below are rounded (step^2 / 12, step = c / 127);
- * exact zeros stay exact. With absmax set, or no histogram: absmax / 127. */
-static float hist_scale(const struct hist *h, int absmax)
+ * exact zeros stay exact. Without clip (the default): absmax / 127. */
+static float hist_scale(const struct hist *h, int clip)
 {
     if (!(h->amax > 0.0f))
         return 1.0f / 127.0f; /* never non-zero in calibration: any scale holds 0 */
-    if (absmax)
+    if (!clip)
         return h->amax / 127.0f;
     const double w = (double)h->range / HIST_BINS;
     double best = -1.0;
@@ -376,7 +376,7 @@ int vq_calibrate(const struct nx_graph *g, const struct vision_opts *o, const st
     }
     for (uint32_t k = 0; k < c.n_tracked; k++) {
         uint32_t t = c.by_op[k];
-        (*scale)[t] = hist_scale(c.h[t], q && q->calib_absmax);
+        (*scale)[t] = hist_scale(c.h[t], q && q->calib_clip && !q->calib_absmax);
     }
     rc = 0;
 out:

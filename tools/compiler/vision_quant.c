@@ -58,6 +58,12 @@ int vq_node_bits(const struct nx_graph *g, const struct vq_opts *q, uint8_t *bit
                 found = 1;
             }
         }
+        for (uint32_t i = 0; i < g->n_n && !found; i++)
+            if (g->n[i].name && !strcmp(g->n[i].name, v->node))
+                return nib_fail(err, errlen,
+                                "--precision %s: node '%s' (%s) was folded or fused into "
+                                "another node on import (nib onnx-run --graph shows the graph)",
+                                v->node, v->node, g->n[i].op_type);
         if (!found)
             return nib_fail(err, errlen, "--precision %s: the model has no node named '%s'",
                             v->node, v->node);

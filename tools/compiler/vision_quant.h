@@ -39,7 +39,8 @@ struct vq_opts {
      * tensor), or NULL: compiling calibrates. --auto-precision compiles
      * many times from one calibration. */
     const float *act_scale;
-    int calib_absmax; /* 1: activation scales from the absmax, not the least-error clip */
+    int calib_absmax; /* activation scales from the absmax (the default; kept for callers) */
+    int calib_clip;   /* 1: activation scales from the least-error clip instead */
 };
 
 /* 1 when node i of g is weighted (quantizable). */
