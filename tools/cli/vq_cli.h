@@ -30,7 +30,7 @@ enum {
 #define VQ_CLI_OPTS                                                                                \
     {"--quant", VQ_O_QUANT, 1}, {"--precision", VQ_O_PRECISION, 1}, {"--calib", VQ_O_CALIB, 1},    \
         {"--calib-count", VQ_O_CALIB_COUNT, 1}, {"--calib-absmax", VQ_O_CALIB_ABSMAX, 0},          \
-        {"--auto-precision", VQ_O_AUTO, 0},                                                        \
+        {"--calib-clip", VQ_O_CALIB_CLIP, 0}, {"--auto-precision", VQ_O_AUTO, 0},                  \
     {                                                                                              \
         "--auto-budget", VQ_O_AUTO_BUDGET, 1                                                       \
     }
