@@ -139,6 +139,10 @@ try:
               f"f32 against f32: max {o['max_abs']}, mean {o['mean_abs']}, top-1 {o['top1']}")
         check(j["nodes"] == {"q4": 0, "q8": 0, "f32": 4}, f"4 weighted nodes, all f32 ({j['nodes']})")
 
+    j, r = eval_json(m, "--quant", "f32", "--data", data, "--count", "2")
+    check(j is not None and j["samples"] == 2, "--data DIR --count 2: the first 2 files" +
+          ("" if j else ": " + r.stderr))
+
     # the synthetic set: named, counted, deterministic
     j1, r = eval_json(m, "--quant", "f32", "--count", "3")
     j2, _ = eval_json(m, "--quant", "f32", "--count", "3")

@@ -88,12 +88,11 @@ int vision_samples_dir(struct vision_samples *s, const struct nib_blob_view *v, 
                         "%s: a folder of input files needs a model of one input (this one has %u)",
                         dir, v->n_inputs);
     char **names = NULL;
-    uint32_t n = 0;
-    int rc = list_dir(dir, &names, &n, err, errlen);
-    if (!rc && n == 0)
+    uint32_t n_names = 0;
+    int rc = list_dir(dir, &names, &n_names, err, errlen);
+    if (!rc && n_names == 0)
         rc = nib_fail(err, errlen, "%s: no input files in the folder", dir);
-    if (!rc && max && n > max)
-        n = max;
+    const uint32_t n = max && n_names > max ? max : n_names;
     if (!rc)
         rc = alloc_set(s, v, n, err, errlen);
     for (uint32_t i = 0; !rc && i < n; i++) {
@@ -101,7 +100,7 @@ int vision_samples_dir(struct vision_samples *s, const struct nib_blob_view *v, 
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
         rc = nib_tensor_load(path, 0, &v->io[0], s->data[i], err, errlen);
     }
-    for (uint32_t i = 0; names && i < n; i++)
+    for (uint32_t i = 0; names && i < n_names; i++)
         free(names[i]);
     free(names);
     if (rc)
