@@ -32,6 +32,7 @@ usage: test_onnx_compile.py NIB
 """
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -410,6 +411,32 @@ for name, path, dims, n_out in (("qnet", qnet, "1x3x32x32", 1), ("mobile", mobil
         check(open(b1, "rb").read() == open(b2, "rb").read(), f"{name}: two compiles, the same bytes")
         check(open(b1, "rb").read() != open(b3, "rb").read(),
               f"{name}: another calibration set, other bytes")
+
+
+
+def vision_ops(path):
+    """(opcode, qout) of each op of a vision blob: the header's plan section
+    (struct nib_section at byte 120 of struct nib_blob_header), ops of 192
+    bytes, the parameters at byte 72 and qout at byte 100 of them
+    (model_blob/blob_format.h)."""
+    b = open(path, "rb").read()
+    off, size = struct.unpack_from("<QQ", b, 120)
+    ops = []
+    for i in range(size // 192):
+        code = struct.unpack_from("<I", b, off + 192 * i)[0]
+        qout = struct.unpack_from("<I", b, off + 192 * i + 72 + 4 * 25)[0] if code == 44 else 0
+        ops.append((code, qout))
+    return ops
+
+
+# qnet's qconv2 feeds only qconv3: it writes int8 itself (qout), so its
+# output needs no QUANT; qconv1's output also feeds the residual Add and
+# stays f32 (QUANT 43, QCONV 44).
+blob = os.path.join(work, "qnet-q4.blob")
+if os.path.exists(blob):
+    ops = vision_ops(blob)
+    check(ops.count((44, 1)) == 1 and ops.count((44, 0)) == 3 and ops.count((43, 0)) == 3,
+          f"qnet q4: one QCONV writes int8 (qout), three QUANTs for four QCONVs: {ops}")
 
 # The built-in synthetic set on image-like input (values in [0, 1), what an
 # image file gives), against the reference.

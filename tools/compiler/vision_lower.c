@@ -23,6 +23,7 @@ struct lower {
     size_t errlen;
     const struct vp_quant *q; /* NULL: every weight f32 */
     int32_t *qbuf;            /* per IR tensor: its int8 codes' buffer (QUANT made), or -1 */
+    float qout_scale;         /* > 0: the QCONV being emitted writes int8 of this scale */
 };
 
 #define NFAIL(nd, fmt, ...)                                                                        \
@@ -391,6 +392,8 @@ static int emit_qconv(struct lower *L, const struct nx_node *nd, int32_t xt, uin
         return -1;
     need_scratch(L, nib_qconv_scratch_size(s, bits == 4 ? NIB_DT_Q4C : NIB_DT_Q8C));
     c->x_scale = xs;
+    if (L->qout_scale > 0.0f)
+        c->qout = 1, c->y_scale = L->qout_scale;
     struct nib_op *op = new_op(L, NIB_VOP_QCONV, qb, 0, -1, 0, yb, 0);
     if (!op)
         return -1;
@@ -933,6 +936,33 @@ static int emit_bn(struct lower *L, const struct nx_node *nd)
     return 0;
 }
 
+/* The scale of a quantized convolution's int8 output when every reader
+ * of it is a quantized convolution (its input, not a weight) and nothing
+ * else reads it (not a graph output): then that convolution writes int8
+ * itself and no QUANT is needed. 0 otherwise, or when its epilogue cannot
+ * end in int8 (an affine after the activation, a sigmoid). */
+static float qout_scale(const struct lower *L, const struct nx_node *nd)
+{
+    const struct nx_graph *g = L->g;
+    const int32_t y = nd->out[0];
+    if (nd->n_out != 1 || y < 0 || g->t[y].is_output || !is_nhwc(&g->t[y]) ||
+        nd->a.post_mul != 1.0f || nd->a.post_add != 0.0f || nd->a.act == NX_ACT_SIGMOID ||
+        !L->q->act_scale || !(L->q->act_scale[y] > 0.0f) || !isfinite(L->q->act_scale[y]))
+        return 0.0f;
+    uint32_t readers = 0;
+    for (uint32_t k = 0; k < g->n_order; k++) {
+        const struct nx_node *m = &g->n[g->order[k]];
+        for (uint32_t i = 0; i < m->n_in; i++) {
+            if (m->in[i] != y)
+                continue;
+            if (i != 0 || m->op != NX_OP_CONV || !node_bits(L, m) || !vq_weighted(g, g->order[k]))
+                return 0.0f;
+            readers++;
+        }
+    }
+    return readers ? L->q->act_scale[y] : 0.0f;
+}
+
 static int lower_node(struct lower *L, const struct nx_node *nd)
 {
     const struct nx_graph *g = L->g;
@@ -950,13 +980,26 @@ static int lower_node(struct lower *L, const struct nx_node *nd)
     case NX_OP_CONV: {
         const struct nx_tensor *x = &g->t[nd->in[0]], *w = &g->t[nd->in[1]];
         const struct nx_tensor *b = nd->n_in > 2 && nd->in[2] >= 0 ? &g->t[nd->in[2]] : NULL;
-        if (need_f32_value(L, nd, nd->in[0]) || !w->is_const || (b && !b->is_const))
+        const uint32_t bits = node_bits(L, nd);
+        const int int8_in = bits && L->vbuf[nd->in[0]] < 0 && L->qbuf[nd->in[0]] >= 0;
+        if ((!int8_in && need_f32_value(L, nd, nd->in[0])) || !w->is_const || (b && !b->is_const))
             return NFAIL(nd, "weights that are not constants");
-        int32_t xb = value_buf(L, nd->in[0]), yb = out_buf(L, nd->out[0]);
+        const float qs = bits ? qout_scale(L, nd) : 0.0f;
+        int32_t xb = value_buf(L, nd->in[0]), yb;
+        if (qs > 0.0f) { /* int8 out, read as is by every consumer (no QUANT) */
+            yb = new_buf(L, nx_elems(&g->t[nd->out[0]]));
+            L->qbuf[nd->out[0]] = yb;
+            L->nhwc[nd->out[0]] = 1;
+        } else {
+            yb = out_buf(L, nd->out[0]);
+        }
         if (yb < 0)
             return -1;
-        return emit_conv(L, nd, x, nd->in[0], node_bits(L, nd), xb, w, b, &g->t[nd->out[0]], yb, a,
-                         a->act, a->act_a, a->act_b, a->post_mul, a->post_add, ".w");
+        L->qout_scale = qs;
+        int rc = emit_conv(L, nd, x, nd->in[0], bits, xb, w, b, &g->t[nd->out[0]], yb, a, a->act,
+                           a->act_a, a->act_b, a->post_mul, a->post_add, ".w");
+        L->qout_scale = 0.0f;
+        return rc;
     }
     case NX_OP_CONV_T: return emit_convt(L, nd);
     case NX_OP_SE: return emit_se(L, nd);
@@ -1108,8 +1151,15 @@ int vp_lower(const struct nx_graph *g, const struct vision_opts *o, const struct
 {
     memset(p, 0, sizeof *p);
     p->wscratch_buf = -1;
-    struct lower L = {g,      p, malloc(g->n_t * sizeof(int32_t) + 1), calloc(g->n_t + 1, 1), err,
-                      errlen, q, malloc(g->n_t * sizeof(int32_t) + 1)};
+    struct lower L = {g,
+                      p,
+                      malloc(g->n_t * sizeof(int32_t) + 1),
+                      calloc(g->n_t + 1, 1),
+                      err,
+                      errlen,
+                      q,
+                      malloc(g->n_t * sizeof(int32_t) + 1),
+                      0.0f};
     p->t_buf = malloc(g->n_t * sizeof(int32_t) + 1);
     p->t_done = malloc(g->n_t * sizeof(int32_t) + 1);
     p->n_t = g->n_t;
