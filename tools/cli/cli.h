@@ -22,5 +22,7 @@ int nib_chat_render_main(int argc, char **argv);
 int nib_onnx_run_main(int argc, char **argv);
 /* nib compile MODEL.onnx (compile_onnx.c; nib compile dispatches to it). */
 int nib_compile_onnx_main(int argc, char **argv);
+/* nib eval MODEL.onnx (eval_onnx.c; nib eval dispatches to it). */
+int nib_eval_onnx_main(int argc, char **argv);
 
 #endif

