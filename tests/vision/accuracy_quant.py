@@ -11,7 +11,13 @@ accuracy.mjs's, unchanged. Extra arguments go to accuracy.mjs (--only
 cls, --cls N, --keep DIR), except --compile ARG (repeatable), which goes to
 nib compile (to try --quant q8, --precision, --auto-precision by hand).
 
-usage: accuracy_quant.py NIB NODE [--compile ARG]... [ACCURACY.MJS ARGS...]
+--expect-miss TEXT (repeatable) names a bar the configuration is known to
+miss (a substring of accuracy.mjs's line): it is printed as a known miss,
+never hidden, and the run fails when it stops missing, so the list and
+docs/vision.md's table stay true.
+
+usage: accuracy_quant.py NIB NODE [--compile ARG]... [--expect-miss TEXT]...
+                         [ACCURACY.MJS ARGS...]
 Exit 77 (skip, saying why) where accuracy.mjs skips or the npm models,
 numpy or ImageMagick are missing.
 """
@@ -50,11 +56,13 @@ def main():
         print(__doc__)
         return 2
     nib, node, rest = sys.argv[1], sys.argv[2], sys.argv[3:]
-    extra, compile_args = [], []
+    extra, compile_args, misses = [], [], []
     while rest:
         a = rest.pop(0)
         if a == "--compile" and rest:
             compile_args.append(rest.pop(0))
+        elif a == "--expect-miss" and rest:
+            misses.append(rest.pop(0))
         else:
             extra.append(a)
     assets = assets_dir()
@@ -90,10 +98,37 @@ def main():
         cand = ("{nib} onnx-run --blob " + os.path.join(work, "{kind}.blob") +
                 " --data {name}={input} -o {out}")
         r = subprocess.run([node, os.path.join(HERE, "accuracy.mjs"), nib, sys.executable,
-                            "--candidate", cand] + extra)
-        return r.returncode
+                            "--candidate", cand] + extra, capture_output=True, text=True)
+        sys.stderr.write(r.stderr)
+        if r.returncode not in (0, 1):
+            sys.stdout.write(r.stdout)
+            return r.returncode
+        return known_misses(r.stdout, misses)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def known_misses(out, misses):
+    """accuracy.mjs's report with each FAIL line that matches an --expect-miss
+    pattern shown as a known miss (still a miss: printed, never hidden).
+    Exit 1 on any other FAIL, and on a pattern that no longer fails: a bar
+    that now holds must leave the list (and docs/vision.md's table)."""
+    failed, seen = 0, set()
+    for line in out.splitlines():
+        hit = [m for m in misses if line.startswith("FAIL") and m in line]
+        if hit:
+            seen.update(hit)
+            line = "MISS (known, issue 15 open) " + line[4:].lstrip()
+        elif line.startswith("FAIL"):
+            failed += 1
+        print(line)
+    for m in misses:
+        if m not in seen:
+            print(f"FAIL the known miss '{m}' no longer fails: take it off --expect-miss and "
+                  "update docs/vision.md")
+            failed += 1
+    print(f"{failed} failed, {len(seen)} known misses")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
