@@ -121,12 +121,78 @@ static const float *operand(const struct nib_blob_view *v, uint8_t *mem, uint64_
 }
 
 /* Element-wise ops and copies over flat output elements [b, e). */
+/* 1 when strides s address dims densely in row-major order: element i
+ * of the loops is element i of the operand (dims of 1 take any stride). */
+static int dense(const uint32_t *dims, const uint32_t *s)
+{
+    uint64_t want = 1;
+    for (int d = 3; d >= 0; d--) {
+        if (dims[d] > 1 && s[d] != want)
+            return 0;
+        want *= dims[d];
+    }
+    return 1;
+}
+
+/* Element-wise ops whose operands are dense (or, for b, one value per
+ * element of the last dim: a per-channel constant of an NHWC image), in
+ * flat loops the compiler vectorises: each element gets the same single
+ * IEEE operation as in the strided loops below, so the bits are the same.
+ * 0 when the op is not of that form. */
+static int exec_ew_dense(const struct nib_vew_params *p, uint32_t code, const float *a,
+                         const float *bb, float *y, uint32_t b, uint32_t e)
+{
+    if (!dense(p->dims, p->sa))
+        return 0;
+    if (code == NIB_VOP_UNARY) {
+        for (uint32_t i = b; i < e; i++)
+            y[i] = nib_vact_apply(p->fn, p->p0, p->p1, a[i]);
+        return 1;
+    }
+    const uint32_t n = p->dims[3];
+    const int row = p->sb[0] == 0 && p->sb[1] == 0 && p->sb[2] == 0 && (p->sb[3] == 1 || n == 1);
+    if (code != NIB_VOP_BINARY || p->fn > NIB_VBIN_DIV || (!dense(p->dims, p->sb) && !row))
+        return 0;
+    if (!row || dense(p->dims, p->sb)) {
+        switch (p->fn) {
+        case NIB_VBIN_ADD:
+            for (uint32_t i = b; i < e; i++)
+                y[i] = a[i] + bb[i];
+            break;
+        case NIB_VBIN_SUB:
+            for (uint32_t i = b; i < e; i++)
+                y[i] = a[i] - bb[i];
+            break;
+        case NIB_VBIN_MUL:
+            for (uint32_t i = b; i < e; i++)
+                y[i] = a[i] * bb[i];
+            break;
+        default:
+            for (uint32_t i = b; i < e; i++)
+                y[i] = a[i] / bb[i];
+        }
+        return 1;
+    }
+    for (uint32_t i = b; i < e; i++)
+        y[i] = binary(p->fn, a[i], bb[n == 1 ? 0 : i % n]);
+    return 1;
+}
+
 static void exec_ew(const struct nib_blob_view *v, uint8_t *mem, const struct nib_op *op,
                     uint32_t b, uint32_t e)
 {
     const struct nib_vew_params *p = &op->vew;
     const float *a = operand(v, mem, op->src0, p->a_tensor);
     float *y = f32_at(mem, op->dst);
+    if (op->code != NIB_VOP_COPY &&
+        exec_ew_dense(p, op->code, a,
+                      op->code == NIB_VOP_BINARY ? operand(v, mem, op->src1, p->b_tensor) : NULL, y,
+                      b, e))
+        return;
+    if (op->code == NIB_VOP_COPY && dense(p->dims, p->sa) && dense(p->dims, p->sd)) {
+        memcpy(y + b, a + b, (size_t)(e - b) * 4);
+        return;
+    }
     uint32_t ix[4];
     unflatten(p->dims, b, ix);
     if (op->code == NIB_VOP_BINARY) {
