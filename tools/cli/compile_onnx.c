@@ -38,6 +38,9 @@ static void usage(FILE *f)
             "  --calib-absmax     activation scales from the absmax (the default)\n"
             "  --calib-clip       activation scales from the clip with the least squared\n"
             "                     error instead of the absmax\n"
+            "  --method rtn|gptq  4-bit weights: nearest code after a per-channel scale\n"
+            "                     search (rtn), or those scales with error feedback against\n"
+            "                     the calibration inputs (gptq, the default)\n"
             "  --auto-precision   measure each weighted node's sensitivity to 4 bits and keep\n"
             "                     the most sensitive at 8 bits (prints the table)\n"
             "  --auto-budget F    the fraction of weights --auto-precision may keep at 8 bits\n"
@@ -58,7 +61,8 @@ enum {
     O_CALIB_ABSMAX,
     O_CALIB_CLIP,
     O_AUTO,
-    O_AUTO_BUDGET
+    O_AUTO_BUDGET,
+    O_METHOD
 };
 
 /* "q4" -> 4, "q8" -> 8, "f32" -> 0; -1 otherwise. */
@@ -103,6 +107,7 @@ int nib_compile_onnx_main(int argc, char **argv)
                                           {"--calib-clip", O_CALIB_CLIP, 0},
                                           {"--auto-precision", O_AUTO, 0},
                                           {"--auto-budget", O_AUTO_BUDGET, 1},
+                                          {"--method", O_METHOD, 1},
                                           {NULL, 0, 0}};
     static struct vq_override auto_over[VQ_MAX_OVERRIDES];
     struct vq_auto_opts ao = {.budget = VQ_AUTO_BUDGET_DEFAULT, .report = stderr};
@@ -155,6 +160,9 @@ int nib_compile_onnx_main(int argc, char **argv)
             q.calib_absmax = 1, q.calib_clip = 0;
         } else if (o == O_CALIB_CLIP) {
             q.calib_clip = 1, q.calib_absmax = 0;
+        } else if (o == O_METHOD) {
+            if (vq_method_parse(a.value, &q.method))
+                return nib_args_fail(&a, "--method %s: rtn or gptq", a.value);
         } else if (o == O_AUTO) {
             auto_prec = 1;
         } else if (o == O_AUTO_BUDGET) {
