@@ -133,8 +133,7 @@ START_TEST(test_feedback_lowers_output_error)
         ck_assert(qg[i] >= -8 && qg[i] <= 7);
     diff(w, qg, sg, d);
     const double e_gptq = out_err(x, d);
-    printf("layer output error: rtn %.6g, gptq %.6g (ratio %.3f)\n", e_rtn, e_gptq,
-           e_gptq / e_rtn);
+    printf("layer output error: rtn %.6g, gptq %.6g (ratio %.3f)\n", e_rtn, e_gptq, e_gptq / e_rtn);
     ck_assert_msg(e_gptq < 0.9 * e_rtn, "gptq %g against rtn %g", e_gptq, e_rtn);
     free(x), free(w), free(h), free(h2), free(d), free(qr), free(qg), free(qg3);
 }

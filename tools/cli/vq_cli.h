@@ -47,8 +47,8 @@ enum {
     "  --calib-count N    use at most N calibration inputs\n"                                      \
     "  --calib-absmax     activation scales from the absmax (the default)\n"                       \
     "  --calib-clip       activation scales from the least-error clip instead\n"                   \
-    "  --method rtn|gptq  4-bit weights: nearest code (rtn) or error feedback against\n"          \
-    "                     the calibration inputs (gptq, the default)\n"                           \
+    "  --method rtn|gptq  4-bit weights: nearest code (rtn) or error feedback against\n"           \
+    "                     the calibration inputs (gptq, the default)\n"                            \
     "  --auto-precision   measure each weighted node's sensitivity to 4 bits and keep\n"           \
     "                     the most sensitive at 8 bits (prints the table)\n"                       \
     "  --auto-budget F    the fraction of weights --auto-precision may keep at 8 bits\n"           \

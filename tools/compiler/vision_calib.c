@@ -394,6 +394,8 @@ int vq_calibrate_capture(const struct nx_graph *g, const struct vision_opts *o,
             nib_fail(err, errlen, "out of memory keeping calibration values for gptq");
             goto out;
         }
+        if (scale == &own) /* scales not wanted: only the inputs kept */
+            want = cap->n_img;
     }
     if (q && q->calib_dir) {
         if (n_in != 1) {

@@ -9,8 +9,8 @@
 #include "tools/compiler/gptq.h"
 #include "tools/util/tool_util.h"
 
-int vq_gptq_rows(const float *w, uint32_t rows, uint32_t k, double *h, uint32_t threads,
-                 int8_t *q, float *scale, char *err, size_t errlen)
+int vq_gptq_rows(const float *w, uint32_t rows, uint32_t k, double *h, uint32_t threads, int8_t *q,
+                 float *scale, char *err, size_t errlen)
 {
     struct nib_qlayout l;
     if (nib_qlayout_get(&l, NIB_DT_Q4C, 0, rows, k) || l.code_bits != 4 || l.scale_bytes != 4)

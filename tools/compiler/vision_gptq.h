@@ -14,7 +14,7 @@
  * the input Hessian h (k x k doubles, sum of x x^T over calibration
  * inputs; overwritten). Deterministic for any thread count. 0, or -1 with
  * a message. */
-int vq_gptq_rows(const float *w, uint32_t rows, uint32_t k, double *h, uint32_t threads,
-                 int8_t *q, float *scale, char *err, size_t errlen);
+int vq_gptq_rows(const float *w, uint32_t rows, uint32_t k, double *h, uint32_t threads, int8_t *q,
+                 float *scale, char *err, size_t errlen);
 
 #endif

@@ -147,8 +147,8 @@ static uint32_t add_qweight(struct lower *L, const char *name, const char *suffi
 /* GPTQ codes of 4-bit weights against the Hessian of the kept values of
  * xt read as hs says; 1 when there are none kept (plain rounding), -1
  * on failure (the message in L->err). */
-static int gptq_weight(struct lower *L, int32_t xt, const struct nib_conv_shape *hs,
-                       const float *w, uint32_t rows, uint32_t k, int8_t *codes, float *scale)
+static int gptq_weight(struct lower *L, int32_t xt, const struct nib_conv_shape *hs, const float *w,
+                       uint32_t rows, uint32_t k, int8_t *codes, float *scale)
 {
     const struct vq_capture *c = L->q->cap;
     if (!c || xt < 0 || (uint32_t)xt >= c->n_t || !c->x[xt] || !c->n_img ||
@@ -182,8 +182,7 @@ static uint32_t quantize_weight(struct lower *L, const char *name, const char *s
         if (rc == 1)
             vq_quantize_rows(w, rows, k, bits, codes, scale);
         if (rc >= 0)
-            t = add_qweight(L, name, suffix, bits == 4 ? NIB_DT_Q4C : NIB_DT_Q8C, s, codes,
-                            scale);
+            t = add_qweight(L, name, suffix, bits == 4 ? NIB_DT_Q4C : NIB_DT_Q8C, s, codes, scale);
     }
     free(codes);
     free(scale);

@@ -50,8 +50,8 @@ struct vp_weight {
  * tensor the int8 scale of a value quantized convolutions read. */
 struct vq_capture;
 struct vp_quant {
-    const uint8_t *bits;    /* g->n_n entries */
-    const float *act_scale; /* g->n_t entries */
+    const uint8_t *bits;          /* g->n_n entries */
+    const float *act_scale;       /* g->n_t entries */
     const struct vq_capture *cap; /* kept values: 4-bit weights by gptq; NULL: by rtn */
 };
 

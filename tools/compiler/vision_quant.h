@@ -48,8 +48,8 @@ struct vq_opts {
      * tensor), or NULL: compiling calibrates. --auto-precision compiles
      * many times from one calibration. */
     const float *act_scale;
-    int calib_absmax; /* activation scales from the absmax (the default; kept for callers) */
-    int calib_clip;   /* 1: activation scales from the least-error clip instead */
+    int calib_absmax;      /* activation scales from the absmax (the default; kept for callers) */
+    int calib_clip;        /* 1: activation scales from the least-error clip instead */
     enum vq_method method; /* 4-bit weights (VQ_METHOD_DEFAULT: vq_method_default) */
 };
 
