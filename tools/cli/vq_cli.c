@@ -54,6 +54,10 @@ int vq_cli_take(struct vq_cli *c, struct nib_args *a, int id)
     case VQ_O_CALIB_COUNT: return nib_args_u32(a, 1, 100000, &c->q.calib_max);
     case VQ_O_CALIB_ABSMAX: c->q.calib_absmax = 1, c->q.calib_clip = 0; return 0;
     case VQ_O_CALIB_CLIP: c->q.calib_clip = 1, c->q.calib_absmax = 0; return 0;
+    case VQ_O_METHOD:
+        if (vq_method_parse(a->value, &c->q.method))
+            return nib_args_fail(a, "--method %s: rtn or gptq", a->value);
+        return 0;
     case VQ_O_AUTO: c->auto_prec = 1; return 0;
     case VQ_O_AUTO_BUDGET:
         if (nib_args_f32(a, 0.0f, 1.0f, &f))

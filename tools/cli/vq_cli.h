@@ -3,6 +3,7 @@
  *   --quant q4|q8|f32        the weighted nodes' default (q4)
  *   --precision NODE=q4|q8|f32  one node (repeatable; applied last)
  *   --calib DIR, --calib-count N, --calib-absmax, --calib-clip
+ *   --method rtn|gptq        how 4-bit weights are rounded
  *   --auto-precision, --auto-budget F   measured per-node precision
  * A front end splices VQ_CLI_OPTS into its option table and hands each id
  * >= VQ_O_FIRST to vq_cli_take. */
@@ -25,12 +26,14 @@ enum {
     VQ_O_AUTO_BUDGET,
     VQ_O_CALIB_ABSMAX,
     VQ_O_CALIB_CLIP,
+    VQ_O_METHOD,
 };
 
 #define VQ_CLI_OPTS                                                                                \
     {"--quant", VQ_O_QUANT, 1}, {"--precision", VQ_O_PRECISION, 1}, {"--calib", VQ_O_CALIB, 1},    \
         {"--calib-count", VQ_O_CALIB_COUNT, 1}, {"--calib-absmax", VQ_O_CALIB_ABSMAX, 0},          \
         {"--calib-clip", VQ_O_CALIB_CLIP, 0}, {"--auto-precision", VQ_O_AUTO, 0},                  \
+        {"--method", VQ_O_METHOD, 1},                                                              \
     {                                                                                              \
         "--auto-budget", VQ_O_AUTO_BUDGET, 1                                                       \
     }
@@ -44,6 +47,8 @@ enum {
     "  --calib-count N    use at most N calibration inputs\n"                                      \
     "  --calib-absmax     activation scales from the absmax (the default)\n"                       \
     "  --calib-clip       activation scales from the least-error clip instead\n"                   \
+    "  --method rtn|gptq  4-bit weights: nearest code (rtn) or error feedback against\n"           \
+    "                     the calibration inputs (gptq, the default)\n"                            \
     "  --auto-precision   measure each weighted node's sensitivity to 4 bits and keep\n"           \
     "                     the most sensitive at 8 bits (prints the table)\n"                       \
     "  --auto-budget F    the fraction of weights --auto-precision may keep at 8 bits\n"           \

@@ -245,6 +245,9 @@ struct calib_run {
     struct hist **h; /* per IR tensor: its histogram, or NULL */
     uint32_t *by_op; /* tracked tensors sorted by t_done */
     uint32_t n_tracked;
+    struct vq_capture *cap; /* or NULL */
+    const uint8_t *cap_t;   /* per IR tensor: 1 when captured */
+    uint32_t img;           /* the calibration input being run */
 };
 
 static const struct vision_plan *sort_p;
@@ -260,7 +263,12 @@ static void measure(struct calib_run *c, int32_t op, uint32_t *next)
     while (*next < c->n_tracked && c->p.t_done[c->by_op[*next]] == op) {
         uint32_t t = c->by_op[(*next)++];
         const struct vp_buf *b = &c->p.bufs[c->p.t_buf[t]];
-        hist_add(c->h[t], (const float *)(const void *)(c->mem + b->off), b->bytes / 4);
+        const float *x = (const float *)(const void *)(c->mem + b->off);
+        if (c->h[t])
+            hist_add(c->h[t], x, b->bytes / 4);
+        if (c->cap && c->cap_t[t] && c->img < c->cap->n_img && c->cap->x[t])
+            memcpy(c->cap->x[t] + (size_t)c->img * c->cap->elems[t], x,
+                   c->cap->elems[t] * sizeof *x);
     }
 }
 
@@ -281,17 +289,67 @@ static void calib_free(struct calib_run *c, uint32_t n_t)
         free(c->h[t]);
     free(c->h);
     free(c->by_op);
+    free((void *)c->cap_t);
     free(c->mem);
     free(c->blob);
     vp_free(&c->p);
 }
 
+void vq_capture_free(struct vq_capture *cap)
+{
+    for (uint32_t t = 0; cap->x && t < cap->n_t; t++)
+        free(cap->x[t]);
+    free(cap->x);
+    free(cap->elems);
+    memset(cap, 0, sizeof *cap);
+}
+
+/* Room for the values read by the nodes of 4 bits, for as many inputs
+ * (at most VQ_HESS_INPUTS) as VQ_HESS_BYTES holds, at least one. */
+static int capture_init(const struct nx_graph *g, const struct calib_run *c, const uint8_t *bits,
+                        uint32_t want, struct vq_capture *cap, uint8_t *cap_t)
+{
+    uint64_t per = 0;
+    cap->n_t = g->n_t;
+    cap->x = calloc(g->n_t + 1, sizeof *cap->x);
+    cap->elems = calloc(g->n_t + 1, sizeof *cap->elems);
+    if (!cap->x || !cap->elems)
+        return -1;
+    for (uint32_t i = 0; i < g->n_n; i++) {
+        const int32_t t = g->n[i].in[0];
+        if (bits[i] != 4 || !vq_weighted(g, i) || t < 0 || c->p.t_buf[t] < 0 || cap_t[t])
+            continue;
+        cap_t[t] = 1;
+        cap->elems[t] = c->p.bufs[c->p.t_buf[t]].bytes / 4;
+        per += cap->elems[t] * 4;
+    }
+    uint64_t n = per ? VQ_HESS_BYTES / per : want;
+    n = n < 1 ? 1 : n > VQ_HESS_INPUTS ? VQ_HESS_INPUTS : n;
+    cap->n_img = (uint32_t)(n < want ? n : want);
+    for (uint32_t t = 0; t < g->n_t; t++)
+        if (cap_t[t] && !(cap->x[t] = malloc(cap->elems[t] * cap->n_img * 4 + 4)))
+            return -1;
+    return 0;
+}
+
 int vq_calibrate(const struct nx_graph *g, const struct vision_opts *o, const struct vq_opts *q,
                  float **scale, char *err, size_t errlen)
 {
+    return vq_calibrate_capture(g, o, q, NULL, scale, NULL, err, errlen);
+}
+
+int vq_calibrate_capture(const struct nx_graph *g, const struct vision_opts *o,
+                         const struct vq_opts *q, const uint8_t *bits, float **scale,
+                         struct vq_capture *cap, char *err, size_t errlen)
+{
     struct calib_run c;
     memset(&c, 0, sizeof c);
+    float *own = NULL;
+    if (!scale)
+        scale = &own;
     *scale = NULL;
+    if (cap)
+        memset(cap, 0, sizeof *cap);
     uint64_t len;
     if (vp_lower(g, o, NULL, &c.p, err, errlen))
         return -1;
@@ -329,6 +387,16 @@ int vq_calibrate(const struct nx_graph *g, const struct vision_opts *o, const st
     qsort(c.by_op, c.n_tracked, sizeof *c.by_op, by_done);
     const uint32_t n_in = c.v.n_io && c.v.io ? g->n_inputs : 0;
     uint32_t want = q && q->calib_max ? q->calib_max : VQ_CALIB_DEFAULT;
+    if (cap && bits) {
+        uint8_t *ct = calloc(g->n_t + 1, 1);
+        c.cap_t = ct, c.cap = cap;
+        if (!ct || capture_init(g, &c, bits, want, cap, ct)) {
+            nib_fail(err, errlen, "out of memory keeping calibration values for gptq");
+            goto out;
+        }
+        if (scale == &own) /* scales not wanted: only the inputs kept */
+            want = cap->n_img;
+    }
     if (q && q->calib_dir) {
         if (n_in != 1) {
             nib_fail(err, errlen,
@@ -362,6 +430,7 @@ int vq_calibrate(const struct nx_graph *g, const struct vision_opts *o, const st
             }
             free(path);
             run_one(&c);
+            c.img++;
         }
         free_names(names, n);
     } else {
@@ -372,18 +441,24 @@ int vq_calibrate(const struct nx_graph *g, const struct vision_opts *o, const st
                     goto out;
                 }
             run_one(&c);
+            c.img++;
         }
     }
     for (uint32_t k = 0; k < c.n_tracked; k++) {
         uint32_t t = c.by_op[k];
         (*scale)[t] = hist_scale(c.h[t], q && q->calib_clip && !q->calib_absmax);
     }
+    if (cap && cap->n_img > c.img)
+        cap->n_img = c.img; /* fewer inputs in the directory */
     rc = 0;
 out:
     calib_free(&c, g->n_t);
     if (rc) {
         free(*scale);
         *scale = NULL;
+        if (cap)
+            vq_capture_free(cap);
     }
+    free(own);
     return rc;
 }

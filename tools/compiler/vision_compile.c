@@ -20,14 +20,23 @@ int vision_compile_mem(const struct nx_graph *g, const struct vision_opts *o,
     for (uint32_t i = 0; i < g->n_n; i++)
         any |= bits[i] != 0;
     const float *scale = q ? q->act_scale : NULL;
-    if (!rc && any && !scale) {
-        rc = vq_calibrate(g, o, q, &own_scale, err, errlen);
-        scale = own_scale;
+    int any4 = 0;
+    for (uint32_t i = 0; i < g->n_n; i++)
+        any4 |= bits[i] == 4;
+    enum vq_method m = q && q->method ? q->method : vq_method_default();
+    struct vq_capture cap = {0};
+    const int keep = !rc && any4 && m == VQ_METHOD_GPTQ;
+    if (!rc && ((any && !scale) || keep)) {
+        rc = vq_calibrate_capture(g, o, q, keep ? bits : NULL, scale ? NULL : &own_scale,
+                                  keep ? &cap : NULL, err, errlen);
+        if (!scale)
+            scale = own_scale;
     }
     struct vision_plan p;
-    struct vp_quant vq = {bits, scale};
+    struct vp_quant vq = {bits, scale, keep ? &cap : NULL};
     if (!rc)
         rc = vp_lower(g, o, any ? &vq : NULL, &p, err, errlen);
+    vq_capture_free(&cap);
     if (rc) {
         free(bits);
         free(own_scale);

@@ -6,9 +6,11 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kernels/conv.h"
 #include "tools/compiler/vision_plan.h"
+#include "tools/compiler/vision_gptq.h"
 #include "tools/compiler/vision_quant.h"
 #include "tools/util/tool_util.h"
 
@@ -142,18 +144,45 @@ static uint32_t add_qweight(struct lower *L, const char *name, const char *suffi
     return p->n_w++;
 }
 
-/* Quantize rows x k weights to bits (vq_quantize_rows) and pack them as
- * the weight of the convolution (or 1x1 matmul) s. */
+/* GPTQ codes of 4-bit weights against the Hessian of the kept values of
+ * xt read as hs says; 1 when there are none kept (plain rounding), -1
+ * on failure (the message in L->err). */
+static int gptq_weight(struct lower *L, int32_t xt, const struct nib_conv_shape *hs, const float *w,
+                       uint32_t rows, uint32_t k, int8_t *codes, float *scale)
+{
+    const struct vq_capture *c = L->q->cap;
+    if (!c || xt < 0 || (uint32_t)xt >= c->n_t || !c->x[xt] || !c->n_img ||
+        c->elems[xt] != (uint64_t)hs->h * hs->w * hs->c_in || hs->c_in * hs->kh * hs->kw != k)
+        return 1;
+    double *h = malloc((size_t)k * k * sizeof *h);
+    if (!h)
+        return nib_fail(L->err, L->errlen, "out of memory for a %ux%u Hessian", k, k);
+    vq_hessian(c->x[xt], c->n_img, hs, h);
+    long nc = sysconf(_SC_NPROCESSORS_ONLN);
+    const uint32_t nt = nc < 1 ? 1 : nc > 16 ? 16 : (uint32_t)nc;
+    int rc = vq_gptq_rows(w, rows, k, h, nt, codes, scale, L->err, L->errlen);
+    free(h);
+    return rc;
+}
+
+/* Quantize rows x k weights to bits and pack them as the weight of the
+ * convolution (or 1x1 matmul) s: 4 bits by gptq against the values of xt
+ * (read as the convolution hs) when they were kept, else
+ * vq_quantize_rows. */
 static uint32_t quantize_weight(struct lower *L, const char *name, const char *suffix,
                                 uint32_t bits, const struct nib_conv_shape *s, const float *w,
-                                uint32_t rows, uint32_t k)
+                                uint32_t rows, uint32_t k, int32_t xt,
+                                const struct nib_conv_shape *hs)
 {
     int8_t *codes = malloc((size_t)rows * k + 1);
     float *scale = malloc((size_t)rows * 4 + 4);
     uint32_t t = UINT32_MAX;
     if (codes && scale) {
-        vq_quantize_rows(w, rows, k, bits, codes, scale);
-        t = add_qweight(L, name, suffix, bits == 4 ? NIB_DT_Q4C : NIB_DT_Q8C, s, codes, scale);
+        int rc = bits == 4 ? gptq_weight(L, xt, hs, w, rows, k, codes, scale) : 1;
+        if (rc == 1)
+            vq_quantize_rows(w, rows, k, bits, codes, scale);
+        if (rc >= 0)
+            t = add_qweight(L, name, suffix, bits == 4 ? NIB_DT_Q4C : NIB_DT_Q8C, s, codes, scale);
     }
     free(codes);
     free(scale);
@@ -383,7 +412,7 @@ static int emit_qconv(struct lower *L, const struct nx_node *nd, int32_t xt, uin
     if (xt < 0 || c->groups != 1 || c->depthwise)
         return NFAIL(nd, "only a convolution of groups 1 of a runtime value is quantized");
     const uint32_t k = c->c_in * c->kh * c->kw;
-    uint32_t wt = quantize_weight(L, nd->name, ".w", bits, s, w_oihw, c->c_out, k);
+    uint32_t wt = quantize_weight(L, nd->name, ".w", bits, s, w_oihw, c->c_out, k, xt, s);
     if (wt == UINT32_MAX)
         return NFAIL(nd, "weights too large or out of memory");
     float xs;
@@ -765,7 +794,10 @@ static int emit_matmul(struct lower *L, const struct nx_node *nd)
     if (bits) { /* n x k codes as a 1x1 convolution of k channels into n */
         struct nib_conv_shape s1 = {1, 1, (uint32_t)K, 1, 1, (uint32_t)N, 1, 1,
                                     1, 1, 1,           0, 0, 1,           1};
-        wt = quantize_weight(L, nd->name, ".w", bits, &s1, w, (uint32_t)N, (uint32_t)K);
+        struct nib_conv_shape hs = {(uint32_t)M, 1, (uint32_t)K, (uint32_t)M, 1, (uint32_t)N, 1, 1,
+                                    1,           1, 1,           0,           0, 1,           1};
+        wt = quantize_weight(L, nd->name, ".w", bits, &s1, w, (uint32_t)N, (uint32_t)K, nd->in[0],
+                             &hs);
         need_scratch(L, nib_qact_footprint((uint32_t)M, (uint32_t)K, 0));
     } else {
         wt = add_weight(L, nd->name, ".w", w, (uint64_t)(N * K));

@@ -48,9 +48,11 @@ struct vp_weight {
 /* How a lowering quantizes (vision_quant.h): per node of the graph the
  * bits of its weights (4, 8, or 0 = f32; only weighted nodes), per IR
  * tensor the int8 scale of a value quantized convolutions read. */
+struct vq_capture;
 struct vp_quant {
-    const uint8_t *bits;    /* g->n_n entries */
-    const float *act_scale; /* g->n_t entries */
+    const uint8_t *bits;          /* g->n_n entries */
+    const float *act_scale;       /* g->n_t entries */
+    const struct vq_capture *cap; /* kept values: 4-bit weights by gptq; NULL: by rtn */
 };
 
 struct vp_io {

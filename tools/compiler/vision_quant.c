@@ -7,6 +7,22 @@
 #include "tools/compiler/vision_quant.h"
 #include "tools/util/tool_util.h"
 
+enum vq_method vq_method_default(void)
+{
+    return VQ_METHOD_GPTQ;
+}
+
+int vq_method_parse(const char *s, enum vq_method *m)
+{
+    if (!strcmp(s, "rtn"))
+        *m = VQ_METHOD_RTN;
+    else if (!strcmp(s, "gptq"))
+        *m = VQ_METHOD_GPTQ;
+    else
+        return -1;
+    return 0;
+}
+
 int vq_weighted(const struct nx_graph *g, uint32_t i)
 {
     const struct nx_node *nd = &g->n[i];

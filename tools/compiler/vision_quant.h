@@ -16,11 +16,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/conv.h"
 #include "tools/compiler/onnx/onnx_ir.h"
 #include "tools/compiler/vision_plan.h"
 
 #define VQ_MAX_OVERRIDES 512
 #define VQ_CALIB_DEFAULT 16 /* calibration inputs used when calib_max is 0 */
+/* gptq's Hessians come from the first calibration inputs: at most this
+ * many, and only as many as VQ_HESS_BYTES of kept values hold (>= 1). */
+#define VQ_HESS_INPUTS 4
+#define VQ_HESS_BYTES (512ull << 20)
+
+/* How 4-bit weights are rounded: per-channel scale search then nearest
+ * (rtn), or the same scales with GPTQ's error feedback (gptq). */
+enum vq_method { VQ_METHOD_DEFAULT = 0, VQ_METHOD_RTN, VQ_METHOD_GPTQ };
 
 /* --precision NODE=q4|q8|f32: bits 4, 8, or 0 (f32). */
 struct vq_override {
@@ -39,9 +48,25 @@ struct vq_opts {
      * tensor), or NULL: compiling calibrates. --auto-precision compiles
      * many times from one calibration. */
     const float *act_scale;
-    int calib_absmax; /* activation scales from the absmax (the default; kept for callers) */
-    int calib_clip;   /* 1: activation scales from the least-error clip instead */
+    int calib_absmax;      /* activation scales from the absmax (the default; kept for callers) */
+    int calib_clip;        /* 1: activation scales from the least-error clip instead */
+    enum vq_method method; /* 4-bit weights (VQ_METHOD_DEFAULT: vq_method_default) */
 };
+
+/* The method VQ_METHOD_DEFAULT stands for. */
+enum vq_method vq_method_default(void);
+/* "rtn" or "gptq": 0, else -1. */
+int vq_method_parse(const char *s, enum vq_method *m);
+
+/* The f32 values the 4-bit nodes read, kept from the first calibration
+ * inputs (per IR tensor, in the f32 plan's layout: NHWC for a
+ * convolution's input, rows for a matmul's). */
+struct vq_capture {
+    uint32_t n_img, n_t;
+    float **x;       /* per IR tensor: n_img values one after the other, or NULL */
+    uint64_t *elems; /* per IR tensor: floats of one value */
+};
+void vq_capture_free(struct vq_capture *cap);
 
 /* 1 when node i of g is weighted (quantizable). */
 int vq_weighted(const struct nx_graph *g, uint32_t i);
@@ -58,7 +83,20 @@ int vq_node_bits(const struct nx_graph *g, const struct vq_opts *q, uint8_t *bit
  * malloc'd, g->n_t floats. 0, or -1 with a message. */
 int vq_calibrate(const struct nx_graph *g, const struct vision_opts *o, const struct vq_opts *q,
                  float **scale, char *err, size_t errlen);
+/* vq_calibrate that also keeps, in *cap, the values read by the nodes
+ * whose bits[] is 4. scale may be NULL (not wanted). */
+int vq_calibrate_capture(const struct nx_graph *g, const struct vision_opts *o,
+                         const struct vq_opts *q, const uint8_t *bits, float **scale,
+                         struct vq_capture *cap, char *err, size_t errlen);
 
+/* H = sum of x x^T (k x k doubles, k = c_in * kh * kw) over the input
+ * columns x of a convolution of shape s (columns in its weights' OIHW
+ * order (ic, ky, kx); zeros where the window leaves the image) reading
+ * the n_img NHWC values at x (a matmul: h rows of c_in, 1x1). At most
+ * vq_hess_cols(k) output pixels, spread evenly over every input's
+ * pixels, are summed, in a fixed order. */
+void vq_hessian(const float *x, uint32_t n_img, const struct nib_conv_shape *s, double *h);
+uint64_t vq_hess_cols(uint32_t k);
 /* Per-output-channel codes of rows x k weights (row-major): q in [-8, 7]
  * (bits 4) or [-127, 127] (bits 8) and scale[r], w ~ scale[r] * q. */
 void vq_quantize_rows(const float *w, uint32_t rows, uint32_t k, uint32_t bits, int8_t *q,
