@@ -2,7 +2,6 @@
  * one op at a time, and each value a weighted node reads measured right
  * after the op that completes it: its absmax and a histogram of |x|, from
  * which its int8 scale is chosen (docs/vision.md, "Quantisation"). */
-#include <dirent.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +10,7 @@
 #include "rt/cpu_isa.h"
 #include "rt/exec.h"
 #include "tools/compiler/vision_quant.h"
+#include "tools/compiler/vision_samples.h"
 #include "tools/util/tensor_file.h"
 #include "tools/util/tool_util.h"
 
@@ -86,50 +86,6 @@ static float hist_scale(const struct hist *h, int clip)
 }
 
 /* ---- calibration inputs ---- */
-
-static int by_name(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* The regular files of dir (names not starting with '.'), in name order. */
-static int list_dir(const char *dir, char ***names, uint32_t *n, char *err, size_t errlen)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return nib_fail(err, errlen, "--calib %s: cannot open the directory", dir);
-    uint32_t cap = 0;
-    *names = NULL, *n = 0;
-    for (struct dirent *e; (e = readdir(d));) {
-        if (e->d_name[0] == '.')
-            continue;
-        if (*n == cap) {
-            cap = cap ? cap * 2 : 64;
-            char **nn = realloc(*names, cap * sizeof *nn);
-            if (!nn)
-                break;
-            *names = nn;
-        }
-        if (!((*names)[*n] = strdup(e->d_name)))
-            break;
-        (*n)++;
-    }
-    closedir(d);
-    if (*n == 0) {
-        free(*names);
-        *names = NULL;
-        return nib_fail(err, errlen, "--calib %s: no input files in the directory", dir);
-    }
-    qsort(*names, *n, sizeof **names, by_name);
-    return 0;
-}
-
-static void free_names(char **names, uint32_t n)
-{
-    for (uint32_t i = 0; i < n; i++)
-        free(names[i]);
-    free(names);
-}
 
 static uint32_t rng_next(uint64_t *s)
 {
@@ -407,14 +363,20 @@ int vq_calibrate_capture(const struct nx_graph *g, const struct vision_opts *o,
         }
         char **names = NULL;
         uint32_t n = 0;
-        if (list_dir(q->calib_dir, &names, &n, err, errlen))
+        if (vision_dir_files(q->calib_dir, &names, &n, why, sizeof why)) {
+            nib_fail(err, errlen, "--calib %s", why);
             goto out;
+        }
+        if (n == 0) {
+            nib_fail(err, errlen, "--calib %s: no input files in the directory", q->calib_dir);
+            goto out;
+        }
         const struct nib_io_rec *r = &c.v.io[0];
         for (uint32_t i = 0; i < n && i < want; i++) {
             size_t pl = strlen(q->calib_dir) + strlen(names[i]) + 2;
             char *path = malloc(pl);
             if (!path) {
-                free_names(names, n);
+                vision_dir_files_free(names, n);
                 nib_fail(err, errlen, "out of memory");
                 goto out;
             }
@@ -425,14 +387,14 @@ int vq_calibrate_capture(const struct nx_graph *g, const struct vision_opts *o,
                          r->name, r->dims[0], r->rank > 1 ? r->dims[1] : 1,
                          r->rank > 2 ? r->dims[2] : 1, r->rank > 3 ? r->dims[3] : 1);
                 free(path);
-                free_names(names, n);
+                vision_dir_files_free(names, n);
                 goto out;
             }
             free(path);
             run_one(&c);
             c.img++;
         }
-        free_names(names, n);
+        vision_dir_files_free(names, n);
     } else {
         for (uint32_t i = 0; i < want; i++) {
             for (uint32_t k = 0; k < n_in; k++)

@@ -41,8 +41,7 @@ static int by_name(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The names of dir's regular files, sorted; *out malloc'd. */
-static int list_dir(const char *dir, char ***out, uint32_t *n, char *err, size_t errlen)
+int vision_dir_files(const char *dir, char ***out, uint32_t *n, char *err, size_t errlen)
 {
     DIR *d = opendir(dir);
     if (!d)
@@ -79,6 +78,13 @@ static int list_dir(const char *dir, char ***out, uint32_t *n, char *err, size_t
     return rc;
 }
 
+void vision_dir_files_free(char **names, uint32_t n)
+{
+    for (uint32_t i = 0; names && i < n; i++)
+        free(names[i]);
+    free(names);
+}
+
 int vision_samples_dir(struct vision_samples *s, const struct nib_blob_view *v, const char *dir,
                        uint32_t max, char *err, size_t errlen)
 {
@@ -89,7 +95,7 @@ int vision_samples_dir(struct vision_samples *s, const struct nib_blob_view *v, 
                         dir, v->n_inputs);
     char **names = NULL;
     uint32_t n_names = 0;
-    int rc = list_dir(dir, &names, &n_names, err, errlen);
+    int rc = vision_dir_files(dir, &names, &n_names, err, errlen);
     if (!rc && n_names == 0)
         rc = nib_fail(err, errlen, "%s: no input files in the folder", dir);
     const uint32_t n = max && n_names > max ? max : n_names;
@@ -100,9 +106,7 @@ int vision_samples_dir(struct vision_samples *s, const struct nib_blob_view *v, 
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
         rc = nib_tensor_load(path, 0, &v->io[0], s->data[i], err, errlen);
     }
-    for (uint32_t i = 0; names && i < n_names; i++)
-        free(names[i]);
-    free(names);
+    vision_dir_files_free(names, n_names);
     if (rc)
         vision_samples_free(s);
     return rc;

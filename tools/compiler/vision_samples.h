@@ -21,6 +21,13 @@ struct vision_samples {
     int synthetic;  /* 1: the built-in set */
 };
 
+/* The names of dir's regular files not starting with '.', in name order
+ * (strcmp): *names malloc'd (NULL when none), free with
+ * vision_dir_files_free. Calibration and the sets below read folders so.
+ * 0, or -1 with a message. */
+int vision_dir_files(const char *dir, char ***names, uint32_t *n, char *err, size_t errlen);
+void vision_dir_files_free(char **names, uint32_t n);
+
 /* Every regular file of dir not starting with '.', in name order, at most
  * max (0: no limit); the blob must have one input. 0, or -1 with a message
  * naming the file. */
