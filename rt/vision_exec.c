@@ -150,10 +150,11 @@ static int exec_ew_dense(const struct nib_vew_params *p, uint32_t code, const fl
         return 1;
     }
     const uint32_t n = p->dims[3];
+    const int b_dense = dense(p->dims, p->sb);
     const int row = p->sb[0] == 0 && p->sb[1] == 0 && p->sb[2] == 0 && (p->sb[3] == 1 || n == 1);
-    if (code != NIB_VOP_BINARY || p->fn > NIB_VBIN_DIV || (!dense(p->dims, p->sb) && !row))
+    if (code != NIB_VOP_BINARY || p->fn > NIB_VBIN_DIV || (!b_dense && !row))
         return 0;
-    if (!row || dense(p->dims, p->sb)) {
+    if (b_dense) {
         switch (p->fn) {
         case NIB_VBIN_ADD:
             for (uint32_t i = b; i < e; i++)
