@@ -11,13 +11,21 @@ accuracy.mjs's, unchanged. Extra arguments go to accuracy.mjs (--only
 cls, --cls N, --keep DIR), except --compile ARG (repeatable), which goes to
 nib compile (to try --quant q8, --precision, --auto-precision by hand).
 
+--perturb f16|w8|w4 compiles a perturbed copy of each model instead
+(pass --compile --quant --compile f32 with it, so that nothing else is
+rounded): f16 rounds every weight (every float tensor of rank >= 2) to
+the nearest float16; w8 and w4 round the weights of every convolution
+with group 1 to 8 or 4 bits per output channel (symmetric: absmax / 127
+or / 7, round to nearest), the rest untouched. These runs measure how much of a bar any weight
+format can keep (docs/vision.md, "How sensitive the two models are").
+
 --expect-miss TEXT (repeatable) names a bar the configuration is known to
 miss (a substring of accuracy.mjs's line): it is printed as a known miss,
 never hidden, and the run fails when it stops missing, so the list and
 docs/vision.md's table stay true.
 
 usage: accuracy_quant.py NIB NODE [--compile ARG]... [--expect-miss TEXT]...
-                         [ACCURACY.MJS ARGS...]
+                         [--perturb f16|w8|w4] [ACCURACY.MJS ARGS...]
 Exit 77 (skip, saying why) where accuracy.mjs skips or the npm models,
 numpy or ImageMagick are missing.
 """
@@ -51,18 +59,58 @@ def assets_dir():
          "run .ci/install-deps.sh")
 
 
+def perturb_model(src, dst, how):
+    """Write src with its weights rounded as --perturb says (see above).
+    The models keep their weights in Constant nodes; initializers are
+    handled too."""
+    try:
+        import numpy as np
+        import onnx
+        from onnx import numpy_helper
+    except ImportError as e:
+        skip("--perturb needs python3-onnx and numpy: " + str(e))
+    m = onnx.load(src)
+    tensors = {i.name: i for i in m.graph.initializer}
+    for nd in m.graph.node:
+        if nd.op_type == "Constant":
+            for at in nd.attribute:
+                if at.name == "value":
+                    tensors[nd.output[0]] = at.t
+    if how == "f16":
+        targets = [t for t in tensors.values() if t.data_type == 1 and len(t.dims) >= 2]
+    else:
+        targets = [tensors[nd.input[1]] for nd in m.graph.node
+                   if nd.op_type == "Conv" and nd.input[1] in tensors and
+                   all(a.i == 1 for a in nd.attribute if a.name == "group")]
+    for t in targets:
+        a = numpy_helper.to_array(t).astype(np.float32)
+        if how == "f16":
+            r = a.astype(np.float16).astype(np.float32)
+        else:
+            rows = a.reshape(a.shape[0], -1).astype(np.float64)
+            qmax = 127.0 if how == "w8" else 7.0
+            scale = np.abs(rows).max(axis=1, keepdims=True) / qmax
+            scale[scale == 0] = 1.0
+            r = (np.clip(np.round(rows / scale), -qmax, qmax) * scale).reshape(a.shape)
+        t.CopyFrom(numpy_helper.from_array(r.astype(np.float32), t.name or None))
+    onnx.save(m, dst)
+    return len(targets)
+
+
 def main():
     if len(sys.argv) < 3:
         print(__doc__)
         return 2
     nib, node, rest = sys.argv[1], sys.argv[2], sys.argv[3:]
-    extra, compile_args, misses = [], [], []
+    extra, compile_args, misses, perturb = [], [], [], None
     while rest:
         a = rest.pop(0)
         if a == "--compile" and rest:
             compile_args.append(rest.pop(0))
         elif a == "--expect-miss" and rest:
             misses.append(rest.pop(0))
+        elif a == "--perturb" and rest and rest[0] in ("f16", "w8", "w4"):
+            perturb = rest.pop(0)
         else:
             extra.append(a)
     assets = assets_dir()
@@ -87,8 +135,13 @@ def main():
                 if it["model"] == kind:
                     os.symlink(os.path.join(cal, it["input"]), os.path.join(d, it["input"]))
             model, dims = MODELS[kind]
+            path = os.path.join(assets, model)
+            if perturb:
+                path = os.path.join(work, kind + "-" + perturb + ".onnx")
+                n = perturb_model(os.path.join(assets, model), path, perturb)
+                print(f"{kind}: {n} weight tensors rounded ({perturb})")
             blob = os.path.join(work, kind + ".blob")
-            r = subprocess.run([nib, "compile", os.path.join(assets, model), "--input",
+            r = subprocess.run([nib, "compile", path, "--input",
                                 "x=" + dims, "--calib", d, "-o", blob] + compile_args,
                                capture_output=True, text=True)
             print(r.stderr.strip())
@@ -118,7 +171,7 @@ def known_misses(out, misses):
         hit = [m for m in misses if line.startswith("FAIL") and m in line]
         if hit:
             seen.update(hit)
-            line = "MISS (known, issue 15 open) " + line[4:].lstrip()
+            line = "MISS (known: docs/vision.md) " + line[4:].lstrip()
         elif line.startswith("FAIL"):
             failed += 1
         print(line)
