@@ -189,11 +189,8 @@ static void softmax_head(float *a, size_t n, float softcap)
         vsum = _mm256_add_ps(vsum, e);
     }
     _mm256_storeu_ps(lanes, vsum);
-    for (; t < n; t++) { /* nib_softmax_finish, with the divisions 8 at a time */
-        a[t] = nib_expf(a[t] - max);
-        lanes[t % 8] += a[t];
-    }
-    const float sum = nib_tree8(lanes);
+    /* nib_softmax_finish, with the divisions 8 at a time */
+    const float sum = nib_softmax_tail_sum(a, t, n, max, lanes);
     const __m256 vs = _mm256_set1_ps(sum);
     for (t = 0; t + 8 <= n; t += 8)
         _mm256_storeu_ps(a + t, _mm256_div_ps(_mm256_loadu_ps(a + t), vs));

@@ -182,15 +182,21 @@ static inline size_t nib_rope_run(size_t *r, size_t r_end, size_t head_dim, size
 }
 
 /* Attention, after a SIMD variant has exponentiated terms [0, t) of a and
- * summed them into lanes: the remaining terms, the sum, and the weights
- * term / sum (stored back into a). */
-static inline void nib_softmax_finish(float *a, size_t t, size_t n, float max, float lanes[8])
+ * summed them into lanes: the remaining terms (stored back into a) and
+ * the sum. */
+static inline float nib_softmax_tail_sum(float *a, size_t t, size_t n, float max, float lanes[8])
 {
     for (; t < n; t++) {
         a[t] = nib_expf(a[t] - max);
         lanes[t % 8] += a[t];
     }
-    const float sum = nib_tree8(lanes);
+    return nib_tree8(lanes);
+}
+
+/* nib_softmax_tail_sum, then the weights term / sum (stored back into a). */
+static inline void nib_softmax_finish(float *a, size_t t, size_t n, float max, float lanes[8])
+{
+    const float sum = nib_softmax_tail_sum(a, t, n, max, lanes);
     for (t = 0; t < n; t++)
         a[t] = a[t] / sum;
 }
