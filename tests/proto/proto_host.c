@@ -112,7 +112,10 @@ static void load_refs(const char *path)
                 *p++ = 0;
         }
         struct ref *r = &refs[n_refs++];
-        snprintf(r->prompt, sizeof r->prompt, "%s", col[0]);
+        size_t len = strlen(col[0]);
+        if (len >= sizeof r->prompt)
+            die("prompt longer than %zu bytes in %s", sizeof r->prompt - 1, path);
+        memcpy(r->prompt, col[0], len + 1);
         r->n_prompt = parse_ids(col[1], r->prompt_ids);
         r->n_gen = parse_ids(col[2], r->gen);
         r->eos = !strcmp(col[3], "eos");

@@ -467,7 +467,7 @@ static int build_header(struct gguf_writer *w, struct buf *h)
 /* Stream one tensor: whole blocks per fill call, at most CHUNK_BYTES. */
 static int write_tensor(struct out *o, const struct wtensor *t, uint8_t *chunk, uint64_t chunk_cap)
 {
-    uint32_t be, bb;
+    uint32_t be = 1, bb = 1; /* set by type_block; -O3 cannot prove it */
     type_block(t->type, &be, &bb);
     uint64_t step = chunk_cap / bb * bb;
     for (uint64_t at = 0; at < t->nbytes; at += step) {

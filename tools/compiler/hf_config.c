@@ -148,7 +148,7 @@ static int refuse_unsupported(struct cfg *c)
         if (v && json_is(v, JSON_NUMBER) && v->num > 0)
             return cfail(c, "%s: mixture-of-experts models are not supported", experts[i]);
     }
-    int b;
+    int b = 0;
     if (cfg_bool(c, "mlp_bias", &b, 0))
         return -1;
     if (b)

@@ -464,7 +464,7 @@ static int model_flags(struct hf *h, const struct json_value *m)
 static int vocab_ids(struct hf *h, const struct json_value *vocab, const struct json_value *added)
 {
     struct tok_spec *s = h->s;
-    uint32_t max = 0, id;
+    uint32_t max = 0, id = 0;
     char p[PATH_MAX_LEN], b[64];
     for (uint32_t i = 0; i < vocab->n; i++) {
         const struct json_member *m = &vocab->members[i];
@@ -743,7 +743,7 @@ static int template_single(struct hf *h, const struct json_value *c, const char 
         json_get(json_get(json_get(c, "special_tokens"), name->str), "ids");
     int64_t id = -1;
     if (json_is(ids, JSON_ARRAY) && ids->n == 1) {
-        uint32_t u;
+        uint32_t u = 0;
         char q[PATH_MAX_LEN];
         snprintf(q, sizeof q, "%s.special_tokens[\"%s\"].ids[0]", path,
                  show(name->str, name->n, b));
@@ -858,7 +858,7 @@ static int generation_config(struct hf *h, const struct json_value *gen)
     for (uint32_t i = 0; i < n; i++) {
         const struct json_value *v = json_is(e, JSON_ARRAY) ? &e->items[i] : e;
         char p[PATH_MAX_LEN];
-        uint32_t id;
+        uint32_t id = 0;
         if (json_is(e, JSON_ARRAY))
             idx(p, "eos_token_id", i);
         else
