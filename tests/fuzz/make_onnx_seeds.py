@@ -63,3 +63,13 @@ save("pool-gemm", [
     H("AveragePool", ["m"], ["a"], kernel_shape=[2, 2], pads=[1, 1, 1, 1], count_include_pad=0),
     H("Flatten", ["a"], ["f"], axis=1), H("Gemm", ["f", "gw", "gb"], ["y"], transB=1)],
     [c("gw", f32(3, 50)), c("gb", f32(3))], [1, 2, 8, 8], 11)
+# Enough weighted nodes that the quantised compile (fuzz_onnx_lower) keeps
+# the ends at 8 bits and gives the middle ones 4-bit weights and int8 inputs.
+save("conv-chain", [
+    H("Conv", ["x", "k0", "c0"], ["a"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]), H("Relu", ["a"], ["ar"]),
+    H("Conv", ["ar", "k1", "c1"], ["b"], kernel_shape=[1, 1]), H("Relu", ["b"], ["br"]),
+    H("Conv", ["br", "k2", "c2"], ["d"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+    H("Add", ["d", "d"], ["e"]), H("Conv", ["e", "k3", "c3"], ["y"], kernel_shape=[1, 1])],
+    [c("k0", f32(8, 3, 3, 3)), c("c0", f32(8)), c("k1", f32(32, 8, 1, 1)), c("c1", f32(32)),
+     c("k2", f32(32, 32, 3, 3)), c("c2", f32(32)), c("k3", f32(4, 32, 1, 1)), c("c3", f32(4))],
+    [1, 3, 6, 6], 11)
