@@ -501,6 +501,43 @@ check(r.returncode == 1 and "no input files" in r.stderr, f"an empty --calib dir
 r = run("compile", qnet, "--input", "x=1x3x32x32", "-o", qb, "--calib", bad, "--quant", "f32")
 check(r.returncode == 0, f"--quant f32 does not calibrate: {r.stderr.strip()}")
 
+# Numbers no quantised weight can hold: a NaN weight is refused naming its
+# node (f32 keeps it); activations that overflow make gptq's feedback
+# non-finite, refused naming the node and the way round it (--method rtn).
+def chain(name, scales):
+    nodes, inits, x = [], [], "x"
+    for i, (cin, cout, ks, sc) in enumerate(scales):
+        w = f32(cout, cin, ks, ks, scale=0.3)
+        if isinstance(sc, float) and np.isnan(sc):
+            w[0, 0, 0, 0] = np.nan
+        else:
+            w *= sc
+        nodes.append(helper.make_node("Conv", [x, f"w{i}"], [f"c{i}"], name=f"{name}{i}",
+                                      kernel_shape=[ks, ks], pads=[ks // 2] * 4))
+        inits.append(const(f"w{i}", w))
+        x = f"c{i}"
+    nodes[-1].output[0] = "y"
+    return save(name, nodes, inits, [fvi("x", [1, 3, 8, 8])], [fvi("y", None)], 13)
+
+
+nanw = chain("nanw", [(3, 8, 3, 1.0), (8, 8, 1, float("nan")), (8, 8, 1, 1.0), (8, 4, 1, 1.0)])
+if os.path.exists(qb):
+    os.remove(qb)
+r = run("compile", nanw, "-o", qb)
+check(r.returncode == 1 and "nanw1" in r.stderr and "not a finite number" in r.stderr
+      and not os.path.exists(qb), f"a NaN weight of a quantised node is refused naming it: {r.stderr.strip()}")
+r = run("compile", nanw, "-o", qb, "--quant", "f32")
+check(r.returncode == 0, f"... and compiles in f32: {r.stderr.strip()}")
+os.remove(qb) if os.path.exists(qb) else None
+huge = chain("huge", [(3, 8, 3, 1.0), (8, 8, 1, 1e37), (8, 8, 1, 1e37), (8, 4, 1, 1.0)])
+r = run("compile", huge, "-o", qb)
+check(r.returncode == 1 and "huge2" in r.stderr and "gptq" in r.stderr and "--method rtn" in r.stderr
+      and not os.path.exists(qb), f"gptq on overflowing activations is refused naming the node: {r.stderr.strip()}")
+r = run("compile", huge, "-o", qb, "--method", "rtn")
+check(r.returncode == 0, f"... and --method rtn compiles it: {r.stderr.strip()}")
+if os.path.exists(qb):
+    os.remove(qb)
+
 # --- refusals -------------------------------------------------------------------
 rmean = save("rmean", [helper.make_node("ReduceMean", ["x"], ["y"], name="mean_c", axes=[1])],
              [], [fvi("x", [1, 3, 4, 4])], [fvi("y", None)], 11)

@@ -334,6 +334,14 @@ static int qtask(struct qjob *j, struct qbuf *b, uint32_t r0, struct qfail *f)
                 }
                 float deq;
                 const float x = wr[i] + ar[i] / vd[i];
+                if (!isfinite(x)) { /* feedback through a near-singular Hessian overflowed */
+                    f->row = r0 + r;
+                    snprintf(f->msg, sizeof f->msg,
+                             "row %u, column %u: the error feedback reached a non-finite value "
+                             "(the calibration Hessian is too ill-conditioned)",
+                             r0 + r, i);
+                    return -1;
+                }
                 b->codes[(size_t)r * n + i] =
                     nib_qgroup_code(l, &b->g[(size_t)r * l->n_sgroups + i / gs], x, &deq);
                 const float d = wr[i] - deq;

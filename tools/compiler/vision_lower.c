@@ -165,27 +165,49 @@ static int gptq_weight(struct lower *L, int32_t xt, const struct nib_conv_shape 
     return rc;
 }
 
-/* Quantize rows x k weights to bits and pack them as the weight of the
- * convolution (or 1x1 matmul) s: 4 bits by gptq against the values of xt
- * (read as the convolution hs) when they were kept, else
- * vq_quantize_rows. */
-static uint32_t quantize_weight(struct lower *L, const char *name, const char *suffix,
-                                uint32_t bits, const struct nib_conv_shape *s, const float *w,
-                                uint32_t rows, uint32_t k, int32_t xt,
-                                const struct nib_conv_shape *hs)
+/* Refuse weights that hold a NaN or an infinity: no scale quantizes them
+ * (and the conversion of such a quotient to an integer is undefined). */
+static int weights_finite(struct lower *L, const struct nx_node *nd, const float *w, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++)
+        if (!isfinite(w[i]))
+            return NFAIL(nd,
+                         "weight %llu is not a finite number, so it cannot be quantized "
+                         "(--precision %s=f32 keeps it)",
+                         (unsigned long long)i, nd->name);
+    return 0;
+}
+
+/* Quantize rows x k weights of node nd to bits and pack them as the
+ * weight of the convolution (or 1x1 matmul) s: 4 bits by gptq against
+ * the values of xt (read as the convolution hs) when they were kept,
+ * else vq_quantize_rows. UINT32_MAX on failure, with the message naming
+ * nd. */
+static uint32_t quantize_weight(struct lower *L, const struct nx_node *nd, uint32_t bits,
+                                const struct nib_conv_shape *s, const float *w, uint32_t rows,
+                                uint32_t k, int32_t xt, const struct nib_conv_shape *hs)
 {
     int8_t *codes = malloc((size_t)rows * k + 1);
     float *scale = malloc((size_t)rows * 4 + 4);
     uint32_t t = UINT32_MAX;
+    int rc = -2;
     if (codes && scale) {
-        int rc = bits == 4 ? gptq_weight(L, xt, hs, w, rows, k, codes, scale) : 1;
+        rc = bits == 4 ? gptq_weight(L, xt, hs, w, rows, k, codes, scale) : 1;
         if (rc == 1)
             vq_quantize_rows(w, rows, k, bits, codes, scale);
         if (rc >= 0)
-            t = add_qweight(L, name, suffix, bits == 4 ? NIB_DT_Q4C : NIB_DT_Q8C, s, codes, scale);
+            t = add_qweight(L, nd->name, ".w", bits == 4 ? NIB_DT_Q4C : NIB_DT_Q8C, s, codes,
+                            scale);
     }
     free(codes);
     free(scale);
+    if (rc == -1) { /* gptq's message: say whose weights, and the way round it */
+        char why[256];
+        snprintf(why, sizeof why, "%s", L->err);
+        NFAIL(nd, "%s (--method rtn rounds these weights without it)", why);
+    } else if (t == UINT32_MAX) {
+        NFAIL(nd, "weights too large or out of memory");
+    }
     return t;
 }
 
@@ -412,9 +434,11 @@ static int emit_qconv(struct lower *L, const struct nx_node *nd, int32_t xt, uin
     if (xt < 0 || c->groups != 1 || c->depthwise)
         return NFAIL(nd, "only a convolution of groups 1 of a runtime value is quantized");
     const uint32_t k = c->c_in * c->kh * c->kw;
-    uint32_t wt = quantize_weight(L, nd->name, ".w", bits, s, w_oihw, c->c_out, k, xt, s);
+    if (weights_finite(L, nd, w_oihw, (uint64_t)c->c_out * k))
+        return -1;
+    uint32_t wt = quantize_weight(L, nd, bits, s, w_oihw, c->c_out, k, xt, s);
     if (wt == UINT32_MAX)
-        return NFAIL(nd, "weights too large or out of memory");
+        return -1;
     float xs;
     int32_t qb = quant_buf(L, nd, xt, &xs);
     if (qb < 0)
@@ -791,13 +815,22 @@ static int emit_matmul(struct lower *L, const struct nx_node *nd)
     }
     const uint32_t bits = node_bits(L, nd);
     uint32_t wt;
+    if (bits && weights_finite(L, nd, w, (uint64_t)(N * K))) {
+        free(w);
+        free(bias);
+        return -1;
+    }
     if (bits) { /* n x k codes as a 1x1 convolution of k channels into n */
         struct nib_conv_shape s1 = {1, 1, (uint32_t)K, 1, 1, (uint32_t)N, 1, 1,
                                     1, 1, 1,           0, 0, 1,           1};
         struct nib_conv_shape hs = {(uint32_t)M, 1, (uint32_t)K, (uint32_t)M, 1, (uint32_t)N, 1, 1,
                                     1,           1, 1,           0,           0, 1,           1};
-        wt = quantize_weight(L, nd->name, ".w", bits, &s1, w, (uint32_t)N, (uint32_t)K, nd->in[0],
-                             &hs);
+        wt = quantize_weight(L, nd, bits, &s1, w, (uint32_t)N, (uint32_t)K, nd->in[0], &hs);
+        if (wt == UINT32_MAX) {
+            free(w);
+            free(bias);
+            return -1;
+        }
         need_scratch(L, nib_qact_footprint((uint32_t)M, (uint32_t)K, 0));
     } else {
         wt = add_weight(L, nd->name, ".w", w, (uint64_t)(N * K));
