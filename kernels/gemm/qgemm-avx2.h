@@ -37,7 +37,9 @@ static inline nib_f32x8 nib_f32x8_add(nib_f32x8 a, nib_f32x8 b)
 /* Software prefetch distance for the weight stream. The hardware
  * prefetcher alone left q4/32 GEMV from DRAM at 0.63-0.77 of the stream
  * read; prefetching 1.5-4 KiB ahead gave 0.87-0.99 (docs/kernels.md). */
+#ifndef NIB_PF_DIST /* -DNIB_PF_DIST=N to measure another (docs/benchmarks.md) */
 #define NIB_PF_DIST 2048
+#endif
 
 /* Prefetch the lines NIB_PF_DIST past [p, p + bytes): one instruction per
  * 64-byte line, no fault past the end of the tensor. */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "tests/fuzz/fuzz.h"
+#include "tests/fuzz/fuzz_onnx_import.h"
 #include "tools/compiler/onnx/onnx_ir.h"
 
 static void check_and_run(struct nx_graph *g)
@@ -54,29 +55,10 @@ static void check_and_run(struct nx_graph *g)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    uint8_t *buf = malloc(size ? size : 1); /* exactly size bytes: over-reads are caught */
-    FUZZ_ASSERT(buf != NULL);
-    if (size)
-        memcpy(buf, data, size);
+    uint8_t *buf;
     struct nx_graph g;
     char err[512];
-    err[0] = 0;
-    int rc = nx_load(&g, buf, size, err, sizeof err);
-    if (!rc) {
-        for (uint32_t k = 0; k < g.n_inputs; k++) {
-            struct nx_tensor *t = &g.t[g.inputs[k]];
-            for (uint32_t d = 0; d < t->rank; d++)
-                if (!t->dims[d])
-                    t->dims[d] = 2;
-            if (t->rank) /* a declared rank: its dynamic dims are now fixed */
-                t->shape_known = 1;
-        }
-        rc = nx_topo_sort(&g, err, sizeof err) || nx_resolve(&g, NULL, 0, err, sizeof err) ||
-             nx_fuse(&g, err, sizeof err);
-    }
-    if (rc)
-        FUZZ_ASSERT(err[0] != 0);
-    else
+    if (fuzz_onnx_import(&g, data, size, &buf, err, sizeof err) == 0)
         check_and_run(&g);
     nx_free(&g);
     free(buf);

@@ -15,6 +15,7 @@
 
 #include "rt/cpu_isa.h"
 #include "tests/fuzz/fuzz.h"
+#include "tests/fuzz/fuzz_onnx_import.h"
 #include "tools/compiler/onnx/onnx_ir.h"
 #include "tools/compiler/vision_quant.h"
 #include "tools/compiler/vision_run.h"
@@ -112,29 +113,10 @@ static void compile_and_run(const struct nx_graph *g, const struct vq_opts *q)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    uint8_t *buf = malloc(size ? size : 1); /* exactly size bytes: over-reads are caught */
-    FUZZ_ASSERT(buf != NULL);
-    if (size)
-        memcpy(buf, data, size);
+    uint8_t *buf;
     struct nx_graph g;
     char err[512];
-    err[0] = 0;
-    int rc = nx_load(&g, buf, size, err, sizeof err);
-    if (!rc) {
-        for (uint32_t k = 0; k < g.n_inputs; k++) {
-            struct nx_tensor *t = &g.t[g.inputs[k]];
-            for (uint32_t d = 0; d < t->rank; d++)
-                if (!t->dims[d])
-                    t->dims[d] = 2;
-            if (t->rank)
-                t->shape_known = 1;
-        }
-        rc = nx_topo_sort(&g, err, sizeof err) || nx_resolve(&g, NULL, 0, err, sizeof err) ||
-             nx_fuse(&g, err, sizeof err);
-    }
-    if (rc) {
-        FUZZ_ASSERT(err[0] != 0);
-    } else {
+    if (fuzz_onnx_import(&g, data, size, &buf, err, sizeof err) == 0) {
         /* Small graphs only: calibration runs the model 2 times per compile. */
         uint64_t total = 0;
         for (uint32_t t = 0; t < g.n_t; t++)
