@@ -181,12 +181,14 @@ static int weights_finite(struct lower *L, const struct nx_node *nd, const float
 /* Quantize rows x k weights of node nd to bits and pack them as the
  * weight of the convolution (or 1x1 matmul) s: 4 bits by gptq against
  * the values of xt (read as the convolution hs) when they were kept,
- * else vq_quantize_rows. UINT32_MAX on failure, with the message naming
- * nd. */
+ * else vq_quantize_rows. UINT32_MAX on failure (a weight no code holds,
+ * gptq, memory), with the message naming nd. */
 static uint32_t quantize_weight(struct lower *L, const struct nx_node *nd, uint32_t bits,
                                 const struct nib_conv_shape *s, const float *w, uint32_t rows,
                                 uint32_t k, int32_t xt, const struct nib_conv_shape *hs)
 {
+    if (weights_finite(L, nd, w, (uint64_t)rows * k))
+        return UINT32_MAX;
     int8_t *codes = malloc((size_t)rows * k + 1);
     float *scale = malloc((size_t)rows * 4 + 4);
     uint32_t t = UINT32_MAX;
@@ -434,8 +436,6 @@ static int emit_qconv(struct lower *L, const struct nx_node *nd, int32_t xt, uin
     if (xt < 0 || c->groups != 1 || c->depthwise)
         return NFAIL(nd, "only a convolution of groups 1 of a runtime value is quantized");
     const uint32_t k = c->c_in * c->kh * c->kw;
-    if (weights_finite(L, nd, w_oihw, (uint64_t)c->c_out * k))
-        return -1;
     uint32_t wt = quantize_weight(L, nd, bits, s, w_oihw, c->c_out, k, xt, s);
     if (wt == UINT32_MAX)
         return -1;
@@ -815,11 +815,6 @@ static int emit_matmul(struct lower *L, const struct nx_node *nd)
     }
     const uint32_t bits = node_bits(L, nd);
     uint32_t wt;
-    if (bits && weights_finite(L, nd, w, (uint64_t)(N * K))) {
-        free(w);
-        free(bias);
-        return -1;
-    }
     if (bits) { /* n x k codes as a 1x1 convolution of k channels into n */
         struct nib_conv_shape s1 = {1, 1, (uint32_t)K, 1, 1, (uint32_t)N, 1, 1,
                                     1, 1, 1,           0, 0, 1,           1};
