@@ -14,8 +14,8 @@ while [ "$n" -gt 0 ]; do
   shift
   n=$((n - 1))
 done
-first=$(echo $targets | cut -d' ' -f1)
-obj="$out/fuzz-objs-$(basename "$first" .c)" # one folder per invocation
+first_target=$(echo $targets | cut -d' ' -f1)
+obj="$out/fuzz-objs-$(basename "$first_target" .c)" # one folder per invocation
 mkdir -p "$obj"
 flags="-g -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
        -D_GNU_SOURCE -fno-strict-aliasing -ffp-contract=off -std=gnu11 -I$root -w $xflags"
