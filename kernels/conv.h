@@ -109,7 +109,8 @@ void nib_dwconv_pack_f32(const struct nib_conv_shape *s, const float *w_oihw, fl
  * and zeros outside the input, sums for the +8 correction) and multiplied
  * by the ISA's matmul kernel with the bias as its add:
  *   v = fma((float)isum, ws * x_scale, bias)   (dequant + bias, exact sums)
- * then the epilogue as f32 (residual int8: v += res_scale * r as one fma),
+ * then the epilogue as f32 (residual int8: v += res_scale * r as one fma;
+ * residual f32: v += r, one addition),
  * and either requantized, q = clamp(rne(v * (1 / y_scale)), -127, 127)
  * (the rounding of the activation quantizer: fma with 1.5 * 2^23), or
  * stored as f32 (the last layer). */
@@ -121,6 +122,7 @@ struct nib_qconv_epi {
     float p0, p1;
     const int8_t *res; /* output-shaped int8 residual, or NULL */
     float res_scale;
+    const float *res_f32; /* output-shaped f32 residual, or NULL (not both) */
     uint32_t res_first;
     float y_scale; /* int8 output's scale (y_q != NULL) */
     int8_t *y_q;   /* int8 output, or NULL */

@@ -26,7 +26,7 @@
 #include "kernels/dtype.h" /* enum nib_isa, enum nib_dtype: what the kernels consume */
 
 #define NIB_BLOB_MAGIC "NIBBLOB1"
-#define NIB_BLOB_VERSION 6u                   /* 6: vision models (model_kind, the io table) */
+#define NIB_BLOB_VERSION 7u /* 6: vision models (model_kind, the io table); 7: conv residual */
 #define NIB_WEIGHT_ALIGN (2u * 1024u * 1024u) /* huge page */
 #define NIB_SECTION_ALIGN 64u
 #define NIB_CRC_START 12u /* magic[8] + crc32c[4] */
@@ -374,7 +374,11 @@ enum nib_vbin {
  * workers' private scratch (header wscratch_size) holds at least
  * nib_qconv_scratch_size. With qout = 1 dst is int8 codes of scale
  * y_scale (the quantized epilogue's rounding; post must be 0), else f32.
- * x_scale, qout and y_scale are 0 in every other op. */
+ * x_scale, qout and y_scale are 0 in every other op. With res (CONV of
+ * mode 0, QCONV) the epilogue adds src1's f32 value at the same place, one
+ * f32 addition before (1) or after (2) the activation, in the kernel: the
+ * activation must be one the kernels run (at most hard-swish) and post 0.
+ * src1 is 0 when res is. */
 struct nib_vconv_params {
     uint32_t h, w, c_in, oh, ow, c_out, groups, kh, kw;
     uint32_t stride_h, stride_w, pad_top, pad_left, dil_h, dil_w;
@@ -389,6 +393,8 @@ struct nib_vconv_params {
     float x_scale; /* QCONV: the scale of src0's codes (> 0, finite) */
     uint32_t qout; /* QCONV: 1 = int8 dst of scale y_scale */
     float y_scale; /* QCONV with qout: > 0, finite */
+    uint32_t res;  /* CONV (mode 0), QCONV: 0 none; an f32 residual of dst's shape at src1,
+                    * added before (1) or after (2) the activation (since format 7) */
 };
 
 /* NIB_VOP_QUANT: n f32 values at src0 -> n int8 codes at dst,

@@ -119,6 +119,35 @@ static int finite3(float a, float b, float c)
     return isfinite(a) && isfinite(b) && isfinite(c);
 }
 
+/* A convolution's residual (vconv.res): none, with src1 0; or an f32
+ * value of the output's shape (out_f32 bytes) at src1, inside runtime
+ * memory, apart from dst (dst_len bytes) and the worker scratch, added in
+ * the kernel's epilogue (a direct convolution, an activation at most
+ * hard-swish, no post). */
+static int check_res(const struct nib_blob_view *v, const struct nib_op *op, uint64_t out_f32,
+                     uint64_t dst_len, char *err, size_t errlen, uint32_t i)
+{
+    const struct nib_vconv_params *p = &op->vconv;
+    const char *name = nib_vop_name(op->code);
+    if (!p->res) {
+        if (op->src1)
+            return nib_blob_fail(err, errlen, "plan op %u (%s): src1 set without a residual", i,
+                                 name);
+        return 0;
+    }
+    if (p->res > 2 || op->code == NIB_VOP_POOL || p->mode || p->post || p->act > NIB_VACT_HSWISH)
+        return nib_blob_fail(err, errlen,
+                             "plan op %u (%s): residual %u with mode %u, act %u, post %u", i, name,
+                             p->res, p->mode, p->act, p->post);
+    if (!in_mem(v, op->src1, out_f32) || overlap(op->src1, out_f32, op->dst, dst_len) ||
+        in_scratch(v, op->src1, out_f32))
+        return nib_blob_fail(err, errlen,
+                             "plan op %u (%s): residual outside runtime memory, overlapping dst "
+                             "or in the worker scratch",
+                             i, name);
+    return 0;
+}
+
 static int check_conv(const struct nib_blob_view *v, const struct nib_op *op, char *err,
                       size_t errlen, uint32_t i)
 {
@@ -159,7 +188,7 @@ static int check_conv(const struct nib_blob_view *v, const struct nib_op *op, ch
         return nib_blob_fail(err, errlen,
                              "plan op %u (%s): operands outside runtime memory or overlapping", i,
                              name);
-    return 0;
+    return check_res(v, op, out, out, err, errlen, i);
 }
 
 /* A quantized convolution: int8 NHWC in, q4c|q8c weights of c_out rows by
@@ -206,6 +235,8 @@ static int check_qconv(const struct nib_blob_view *v, const struct nib_op *op, c
                              "plan op %u (qconv): operands outside runtime memory, overlapping "
                              "or in the worker scratch",
                              i);
+    if (check_res(v, op, (uint64_t)p->oh * p->ow * p->c_out * 4, out, err, errlen, i))
+        return -1;
     const uint64_t need = align64(nib_qact_footprint(NIB_QCONV_TILE, (uint32_t)k, 0)) +
                           align64((uint64_t)NIB_QCONV_TILE * p->c_out * 4);
     if (need > v->h->wscratch_size)

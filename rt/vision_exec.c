@@ -279,8 +279,8 @@ static void exec_conv(const struct nib_conv_kernels *ck, const struct nib_blob_v
                                in_kernel ? p->act : NIB_ACT_NONE,
                                p->p0,
                                p->p1,
-                               NULL,
-                               0};
+                               p->res ? f32_at(mem, op->src1) : NULL,
+                               p->res == 1};
     (p->depthwise ? ck->dwconv_f32 : ck->conv_f32)(&s, f32_at(mem, op->src0),
                                                    nib_tensor_f32(v, op->tensor), &epi, y, b, e);
     if (!in_kernel || p->post)
@@ -305,6 +305,8 @@ static void exec_qconv(const struct nib_conv_kernels *ck, const struct nib_blob_
                                       .act = in_kernel ? p->act : NIB_ACT_NONE,
                                       .p0 = p->p0,
                                       .p1 = p->p1,
+                                      .res_f32 = p->res ? f32_at(mem, op->src1) : NULL,
+                                      .res_first = p->res == 1,
                                       .y_scale = p->y_scale,
                                       .y_q = p->qout ? (int8_t *)(mem + op->dst) : NULL,
                                       .y_f32 = p->qout ? NULL : f32_at(mem, op->dst)};

@@ -59,8 +59,8 @@ static inline int8_t nib_requant_s8(float v, float inv_scale)
 }
 
 /* Quantized epilogue of outputs [c0, c0 + n) of output pixel p, from the
- * dequantized sums v[0..n) (bias already added): residual, activation,
- * then int8 or f32 out. */
+ * dequantized sums v[0..n) (bias already added): residual (int8 or f32),
+ * activation, then int8 or f32 out. */
 static inline void nib_qconv_epi_px(const struct nib_qconv_epi *e, const float *v, size_t p,
                                     uint32_t c_out, uint32_t c0, uint32_t n)
 {
@@ -70,9 +70,13 @@ static inline void nib_qconv_epi_px(const struct nib_qconv_epi *e, const float *
         float t = v[j];
         if (e->res && e->res_first)
             t = __builtin_fmaf(e->res_scale, (float)e->res[base + j], t);
+        if (e->res_f32 && e->res_first)
+            t += e->res_f32[base + j];
         t = nib_act_f32(t, e->act, e->p0, e->p1);
         if (e->res && !e->res_first)
             t = __builtin_fmaf(e->res_scale, (float)e->res[base + j], t);
+        if (e->res_f32 && !e->res_first)
+            t += e->res_f32[base + j];
         if (e->y_q)
             e->y_q[base + j] = nib_requant_s8(t, inv);
         else

@@ -42,11 +42,17 @@ static NIB_QCONV_EPI_DECL(qconv_epi_avx2)
             if (e->res)
                 r = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
                     _mm_loadl_epi64((const __m128i *)(const void *)(e->res + base + c))));
+            if (e->res_f32)
+                r = _mm256_loadu_ps(e->res_f32 + base + c);
             if (e->res && e->res_first)
                 x = _mm256_fmadd_ps(rs, r, x);
+            if (e->res_f32 && e->res_first)
+                x = _mm256_add_ps(x, r);
             x = nib_act8_avx2(x, e->act, p0v, p1v);
             if (e->res && !e->res_first)
                 x = _mm256_fmadd_ps(rs, r, x);
+            if (e->res_f32 && !e->res_first)
+                x = _mm256_add_ps(x, r);
             if (e->y_q)
                 requant8(x, inv, e->y_q + base + c);
             else

@@ -73,3 +73,19 @@ save("conv-chain", [
     [c("k0", f32(8, 3, 3, 3)), c("c0", f32(8)), c("k1", f32(32, 8, 1, 1)), c("c1", f32(32)),
      c("k2", f32(32, 32, 3, 3)), c("c2", f32(32)), c("k3", f32(4, 32, 1, 1)), c("c3", f32(4))],
     [1, 3, 6, 6], 11)
+# Residual Adds the import fuses into a Conv's epilogue: ResNet's (Add, then
+# Relu), MobileNet's (the activation, then Add), and one from a row-major
+# value (a MatMul of two images), which the lowering copies to NHWC first.
+save("conv-residual", [
+    H("Conv", ["x", "k0", "c0"], ["a"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]), H("Relu", ["a"], ["ar"]),
+    H("Conv", ["ar", "k1", "c1"], ["b"], kernel_shape=[1, 1]),
+    H("Add", ["b", "ar"], ["s"]), H("Relu", ["s"], ["sr"]),
+    H("Conv", ["sr", "k2", "c2"], ["d"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+    H("HardSwish", ["d"], ["dh"]), H("Add", ["sr", "dh"], ["e"]),
+    H("MatMul", ["e", "e"], ["er"]),
+    H("Conv", ["e", "k3", "c3"], ["f"], kernel_shape=[1, 1]), H("Add", ["f", "er"], ["g"]),
+    H("Conv", ["g", "k4", "c4"], ["y"], kernel_shape=[1, 1])],
+    [c("k0", f32(16, 3, 3, 3)), c("c0", f32(16)), c("k1", f32(16, 16, 1, 1)), c("c1", f32(16)),
+     c("k2", f32(16, 16, 3, 3)), c("c2", f32(16)), c("k3", f32(16, 16, 1, 1)), c("c3", f32(16)),
+     c("k4", f32(4, 16, 1, 1)), c("c4", f32(4))],
+    [1, 3, 6, 6], 14)

@@ -233,7 +233,7 @@ static void bench_layer(const struct layer *L, const struct nib_conv_kernels *k,
                 exit(1);
             }
             struct nib_qconv_weights wt = {dt, pk};
-            struct nib_qconv_epi eq = {bias, NIB_ACT_RELU, 0, 0, NULL, 0, 0, 0.05f, yq, NULL};
+            struct nib_qconv_epi eq = {bias, NIB_ACT_RELU, 0, 0, NULL, 0, NULL, 0, 0.05f, yq, NULL};
             double t = BEST(runs, k->conv_s8(&s, xq, 0.01f, &wt, &eq, scratch, 0, s.oh));
             *(q ? gm_q8 : gm_q4) = macs / t / 1e9;
             free(pk), free(scratch);

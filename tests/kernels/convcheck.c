@@ -254,9 +254,13 @@ static void q_expect(const struct nib_qconv_epi *e, int64_t isum, float ws, floa
     float v = fmaf((float)isum, ws * xs, e->bias ? e->bias[o] : 0.0f);
     if (e->res && e->res_first)
         v = fmaf(e->res_scale, (float)e->res[i], v);
+    if (e->res_f32 && e->res_first)
+        v = v + e->res_f32[i];
     v = act_f(v, e->act, e->p0, e->p1);
     if (e->res && !e->res_first)
         v = fmaf(e->res_scale, (float)e->res[i], v);
+    if (e->res_f32 && !e->res_first)
+        v = v + e->res_f32[i];
     *f = v;
     double r = nearbyint((double)v * (double)(1.0f / e->y_scale));
     *q = (int8_t)(r < -127 ? -127 : r > 127 ? 127 : r);
@@ -302,6 +306,7 @@ static int check_s8(const struct nib_conv_kernels *ref, const struct nib_conv_ke
                 wq[i] = (int8_t)lo;
         float *ws = rand_f32(&s, sh.c_out, 1.0f), *bias = rand_f32(&s, sh.c_out, 1.0f);
         int8_t *res = rand_s8(&s, ny, -127, 127);
+        float *res_f = rand_f32(&s, ny, 2.5f);
         float xs = 0.01f + 0.02f * (1.0f + rnd_unit(&s));
         /* weight scales that put a typical sum near +-2, so most int8
          * outputs land inside the range rather than on its ends */
@@ -310,7 +315,9 @@ static int check_s8(const struct nib_conv_kernels *ref, const struct nib_conv_ke
             ws[o] = (float)((0.5 + 0.5 * fabs(ws[o])) * 2.0 / (xs * typical));
         struct nib_qconv_epi e = {0};
         e.bias = rnd_below(&s, 2) ? bias : NULL;
-        e.res = rnd_below(&s, 2) ? res : NULL;
+        uint32_t res_kind = rnd_below(&s, 3); /* none, int8, f32 (the plan's residual) */
+        e.res = res_kind == 1 ? res : NULL;
+        e.res_f32 = res_kind == 2 ? res_f : NULL;
         e.res_scale = (1.5f + rnd_unit(&s)) / 127.0f; /* residuals up to +-2.5 */
         e.res_first = rnd_below(&s, 2);
         rand_act(&s, &e.act, &e.p0, &e.p1);
@@ -388,8 +395,8 @@ static int check_s8(const struct nib_conv_kernels *ref, const struct nib_conv_ke
         if (!nfail && round > 0 && live >= 64 && inside * 8 < live)
             fail(&nfail, msg, len, "s8 check too weak: %zu of %zu outputs inside (-127, 127): %s",
                  inside, live, what);
-        free(x_mem), free(wq), free(ws), free(bias), free(res), free(q0), free(q1), free(f0),
-            free(f1);
+        free(x_mem), free(wq), free(ws), free(bias), free(res), free(res_f), free(q0), free(q1),
+            free(f0), free(f1);
     }
     return nfail;
 }

@@ -139,33 +139,103 @@ static int open_work(void)
 
 #define EXPECT_REFUSED(what) BLOB_LIE_REFUSED(blob, work, size, err, what)
 
-START_TEST(valid_blob_runs)
+/* The convolution's output m at (oy, ox) before its activation, in
+ * float64. */
+static double conv_ref(int m, int oy, int ox)
+{
+    double acc = bias[m];
+    for (int c = 0; c < C; c++)
+        for (int ky = 0; ky < 3; ky++)
+            for (int kx = 0; kx < 3; kx++) {
+                int iy = oy + ky - 1, ix = ox + kx - 1;
+                if (iy >= 0 && iy < H && ix >= 0 && ix < W)
+                    acc += wts[m][c][ky][kx] * (2.0 * x[c][iy][ix] - 1.0);
+            }
+    return acc;
+}
+
+/* Open b (resealed) and run it on x, with the NHWC residual r at arena
+ * offset 1536 when given; y (NCHW, M x H x W) out. */
+static void run_blob(uint8_t *b, const float *r, float *y)
 {
     struct nib_blob_view v;
-    ck_assert_int_eq(nib_blob_open(&v, blob, size, 1, err, sizeof err), 0);
+    ((struct nib_blob_header *)(void *)b)->crc32c = nib_blob_crc(b, size);
+    ck_assert_int_eq(nib_blob_open(&v, b, size, 1, err, sizeof err), 0);
     uint8_t *mem = aligned_alloc(64, ACT);
     memset(mem, 0, ACT);
     memcpy(mem, x, sizeof x);
+    if (r)
+        memcpy(mem + 1536, r, M * H * W * sizeof *r);
     struct nib_exec e = {.v = &v, .mem = mem};
     ck_assert_int_eq(nib_exec_run(&e), 0);
-    const float *y = (const float *)(const void *)(mem + 1024);
+    memcpy(y, mem + 1024, M * H * W * sizeof *y);
+    free(mem);
+}
+
+START_TEST(valid_blob_runs)
+{
+    float y[M * H * W];
+    run_blob(blob, NULL, y);
     for (int m = 0; m < M; m++)
         for (int oy = 0; oy < H; oy++)
             for (int ox = 0; ox < W; ox++) {
-                double acc = bias[m];
-                for (int c = 0; c < C; c++)
-                    for (int ky = 0; ky < 3; ky++)
-                        for (int kx = 0; kx < 3; kx++) {
-                            int iy = oy + ky - 1, ix = ox + kx - 1;
-                            if (iy >= 0 && iy < H && ix >= 0 && ix < W)
-                                acc += wts[m][c][ky][kx] * (2.0 * x[c][iy][ix] - 1.0);
-                        }
-                double want = acc > 0 ? acc : 0;
+                double acc = conv_ref(m, oy, ox), want = acc > 0 ? acc : 0;
                 float got = y[(m * H + oy) * W + ox];
                 ck_assert_msg(fabs(got - want) < 1e-5, "y[%d][%d][%d] = %g, want %g", m, oy, ox,
                               (double)got, want);
             }
-    free(mem);
+}
+END_TEST
+
+/* A residual at src1 (format 7): added before the ReLU (res 1) or after
+ * it (res 2), then every lie about it refused. */
+START_TEST(residual_runs)
+{
+    float r[M * H * W], y[M * H * W]; /* r NHWC, as the kernels read it */
+    for (int i = 0; i < M * H * W; i++)
+        r[i] = (float)(i % 7) * 0.25f - 0.75f;
+    for (uint32_t res = 1; res <= 2; res++) {
+        OP(1)->vconv.res = res;
+        OP(1)->src1 = 1536;
+        run_blob(work, r, y);
+        memcpy(work, blob, size);
+        for (int m = 0; m < M; m++)
+            for (int oy = 0; oy < H; oy++)
+                for (int ox = 0; ox < W; ox++) {
+                    double acc = conv_ref(m, oy, ox), rv = r[(oy * W + ox) * M + m];
+                    double want =
+                        res == 1 ? (acc + rv > 0 ? acc + rv : 0) : (acc > 0 ? acc : 0) + rv;
+                    float got = y[(m * H + oy) * W + ox];
+                    ck_assert_msg(fabs(got - want) < 1e-5, "res %u: y[%d][%d][%d] = %g, want %g",
+                                  res, m, oy, ox, (double)got, want);
+                }
+    }
+    OP(1)->src1 = 1536;
+    EXPECT_REFUSED("src1 set without a residual");
+    OP(1)->vconv.res = 3;
+    OP(1)->src1 = 1536;
+    EXPECT_REFUSED("residual 3");
+    OP(1)->vconv.res = 1;
+    OP(1)->src1 = 1536;
+    OP(1)->vconv.post = 1;
+    EXPECT_REFUSED("residual 1 with mode 0, act 1, post 1");
+    OP(1)->vconv.res = 2;
+    OP(1)->src1 = 1536;
+    OP(1)->vconv.act = NIB_VACT_SIGMOID;
+    EXPECT_REFUSED("residual 2 with mode 0, act 5");
+    OP(1)->vconv.res = 1;
+    OP(1)->src1 = 1536;
+    OP(1)->vconv.mode = 1;
+    EXPECT_REFUSED("residual 1 with mode 1");
+    OP(1)->vconv.res = 1;
+    OP(1)->src1 = 512 + 64; /* inside dst */
+    EXPECT_REFUSED("residual outside runtime memory, overlapping dst");
+    OP(1)->vconv.res = 1;
+    OP(1)->src1 = ACT - 128; /* 256 bytes from there: past the arena */
+    EXPECT_REFUSED("residual outside runtime memory");
+    OP(1)->vconv.res = 1;
+    OP(1)->src1 = 1538; /* not 4-aligned */
+    EXPECT_REFUSED("residual outside runtime memory");
 }
 END_TEST
 
@@ -313,6 +383,7 @@ int main(void)
     TCase *tc = tcase_create("vision");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, valid_blob_runs);
+    tcase_add_test(tc, residual_runs);
     tcase_add_test(tc, lies_refused);
     tcase_add_test(tc, other_ops_refused);
     tcase_add_test(tc, norm_and_bmatmul_refused);

@@ -416,35 +416,45 @@ for name, path, dims, n_out in (("qnet", qnet, "1x3x32x32", 1), ("mobile", mobil
 
 
 def vision_ops(path):
-    """(opcode, qout) of each op of a vision blob: the header's plan section
-    (struct nib_section at byte 120 of struct nib_blob_header), ops of 192
-    bytes, the parameters at byte 72 and qout at byte 100 of them
+    """(opcode, qout, res) of each op of a vision blob: the header's plan
+    section (struct nib_section at byte 120 of struct nib_blob_header), ops
+    of 192 bytes, the parameters at byte 72, and of a conv's (33) or
+    qconv's (44) parameters qout at byte 100 and res at byte 108
     (model_blob/blob_format.h)."""
     b = open(path, "rb").read()
     off, size = struct.unpack_from("<QQ", b, 120)
     ops = []
     for i in range(size // 192):
         code = struct.unpack_from("<I", b, off + 192 * i)[0]
-        qout = struct.unpack_from("<I", b, off + 192 * i + 72 + 4 * 25)[0] if code == 44 else 0
-        ops.append((code, qout))
+        qout, res = (struct.unpack_from("<III", b, off + 192 * i + 72 + 4 * 25)[0::2]
+                     if code == 44 else (0, 0))
+        if code == 33:
+            res = struct.unpack_from("<I", b, off + 192 * i + 72 + 4 * 27)[0]
+        ops.append((code, qout, res))
     return ops
 
 
 # qnet's qconv2 feeds only qconv3: it writes int8 itself (qout), so its
-# output needs no QUANT; qconv1's output also feeds the residual Add and
-# stays f32 (QUANT 43, QCONV 44).
+# output needs no QUANT. The residual Add joins qconv3's epilogue (res 1:
+# before its activation, which it has none of), and its sum feeds only
+# qconv4, so qconv3 writes int8 too; qconv1's output is that residual and
+# stays f32 (QUANT 43, QCONV 44). No Add (binary 35) is left.
 blob = os.path.join(work, "qnet-q4.blob")
 if os.path.exists(blob):
     ops = vision_ops(blob)
-    check(ops.count((44, 1)) == 1 and ops.count((44, 0)) == 3 and ops.count((43, 0)) == 3,
-          f"qnet q4: one QCONV writes int8 (qout), three QUANTs for four QCONVs: {ops}")
+    check(ops.count((44, 1, 0)) == 1 and ops.count((44, 1, 1)) == 1
+          and ops.count((44, 0, 0)) == 2 and ops.count((43, 0, 0)) == 2
+          and not any(o[0] == 35 for o in ops),
+          f"qnet q4: two QCONVs write int8 (qout), one of them adding the residual, "
+          f"two QUANTs for four QCONVs, no Add: {ops}")
     # nib inspect reads the same plan: the vision report, and its JSON
     r = subprocess.run([NIB, "inspect", blob], capture_output=True, text=True)
     lines = r.stdout.splitlines()
     check(r.returncode == 0 and "model: vision" in r.stdout and "checksum: ok" in r.stdout
           and sum(" qconv " in ln for ln in lines) == 4
-          and sum("int8-out" in ln for ln in lines) == 1
-          and sum(" vquant " in ln for ln in lines) == 3,
+          and sum("int8-out" in ln for ln in lines) == 2
+          and sum("residual=before-act" in ln for ln in lines) == 1
+          and sum(" vquant " in ln for ln in lines) == 2,
           f"nib inspect on a quantized vision blob: rc {r.returncode} {r.stderr.strip()}")
     r = subprocess.run([NIB, "inspect", "--json", blob], capture_output=True, text=True)
     try:

@@ -39,6 +39,8 @@ static void print_vparams(const struct nib_op *op)
         }
         printf("%s%s act=%u", c->depthwise ? " depthwise" : "", c->mode ? " transposed" : "",
                c->act);
+        if (c->res)
+            printf(" residual=%s", c->res == 1 ? "before-act" : "after-act");
         if (op->code == NIB_VOP_QCONV)
             printf(" x_scale=%g%s", (double)c->x_scale, c->qout ? " int8-out" : "");
         if (c->qout)

@@ -87,11 +87,12 @@ static void print_graph(const struct nx_graph *g)
 {
     for (uint32_t k = 0; k < g->n_order; k++) {
         const struct nx_node *nd = &g->n[g->order[k]];
-        printf("node %s %s%s%s", nd->name, op_names[nd->op],
-               nd->op == NX_OP_CONV || nd->op == NX_OP_CONV_T || nd->op == NX_OP_SE
-                   ? act_names[nd->a.act]
-                   : "",
-               nd->op == NX_OP_SE ? act_names[nd->a.act2] : "");
+        /* a fused residual shows where it is added: Conv+Add+Relu, Conv+HardSwish+Add */
+        const int conv = nd->op == NX_OP_CONV;
+        printf(
+            "node %s %s%s%s%s%s", nd->name, op_names[nd->op], conv && nd->a.res == 1 ? "+Add" : "",
+            conv || nd->op == NX_OP_CONV_T || nd->op == NX_OP_SE ? act_names[nd->a.act] : "",
+            conv && nd->a.res == 2 ? "+Add" : "", nd->op == NX_OP_SE ? act_names[nd->a.act2] : "");
         if ((nd->op == NX_OP_CONV || nd->op == NX_OP_CONV_T) &&
             (nd->a.post_mul != 1.0f || nd->a.post_add != 0.0f))
             printf("+Affine");

@@ -26,6 +26,8 @@ struct lower {
     const struct vp_quant *q; /* NULL: every weight f32 */
     int32_t *qbuf;            /* per IR tensor: its int8 codes' buffer (QUANT made), or -1 */
     float qout_scale;         /* > 0: the QCONV being emitted writes int8 of this scale */
+    int32_t res_buf;          /* >= 0: the conv being emitted adds this f32 NHWC buffer */
+    uint32_t res_mode;        /* its vconv.res: 1 before the activation, 2 after */
 };
 
 #define NFAIL(nd, fmt, ...)                                                                        \
@@ -395,7 +397,8 @@ static int emit_conv(struct lower *L, const struct nx_node *nd, const struct nx_
     act_params(act, pa, pb, &c.act, &c.p0, &c.p1);
     c.post = post_mul != 1.0f || post_add != 0.0f;
     c.post_mul = post_mul, c.post_add = post_add;
-    struct nib_op *op = new_op(L, NIB_VOP_CONV, xb, 0, -1, 0, yb, 0);
+    c.res = L->res_mode;
+    struct nib_op *op = new_op(L, NIB_VOP_CONV, xb, 0, L->res_buf, 0, yb, 0);
     if (!op)
         return -1;
     op->tensor = wt;
@@ -447,7 +450,8 @@ static int emit_qconv(struct lower *L, const struct nx_node *nd, int32_t xt, uin
     c->x_scale = xs;
     if (L->qout_scale > 0.0f)
         c->qout = 1, c->y_scale = L->qout_scale;
-    struct nib_op *op = new_op(L, NIB_VOP_QCONV, qb, 0, -1, 0, yb, 0);
+    c->res = L->res_mode;
+    struct nib_op *op = new_op(L, NIB_VOP_QCONV, qb, 0, L->res_buf, 0, yb, 0);
     if (!op)
         return -1;
     op->tensor = wt;
@@ -1023,6 +1027,24 @@ static float qout_scale(const struct lower *L, const struct nx_node *nd)
     return readers ? L->q->act_scale[y] : 0.0f;
 }
 
+/* The fused residual of Conv nd (input 3) as an f32 NHWC buffer for the
+ * conv about to be emitted (L->res_buf, L->res_mode): the value's own
+ * buffer, or an NHWC copy of a row-major one. The buffer, or -1. */
+static int32_t res_value(struct lower *L, const struct nx_node *nd)
+{
+    const int32_t rt = nd->in[3];
+    if (need_f32_value(L, nd, rt))
+        return -1;
+    int32_t rb = value_buf(L, rt);
+    if (!L->nhwc[rt]) {
+        rb = new_buf(L, nx_elems(&L->g->t[rt]) * 4);
+        if (rb < 0 || emit_reshape(L, nd, rt, &L->g->t[rt], 1, rb))
+            return -1;
+    }
+    L->res_buf = rb, L->res_mode = (uint32_t)nd->a.res;
+    return rb;
+}
+
 static int lower_node(struct lower *L, const struct nx_node *nd)
 {
     const struct nx_graph *g = L->g;
@@ -1053,12 +1075,13 @@ static int lower_node(struct lower *L, const struct nx_node *nd)
         } else {
             yb = out_buf(L, nd->out[0]);
         }
-        if (yb < 0)
+        if (yb < 0 || (a->res && res_value(L, nd) < 0))
             return -1;
         L->qout_scale = qs;
         int rc = emit_conv(L, nd, x, nd->in[0], bits, xb, w, b, &g->t[nd->out[0]], yb, a, a->act,
                            a->act_a, a->act_b, a->post_mul, a->post_add, ".w");
         L->qout_scale = 0.0f;
+        L->res_buf = -1, L->res_mode = 0;
         return rc;
     }
     case NX_OP_CONV_T: return emit_convt(L, nd);
@@ -1219,7 +1242,9 @@ int vp_lower(const struct nx_graph *g, const struct vision_opts *o, const struct
                       errlen,
                       q,
                       malloc(g->n_t * sizeof(int32_t) + 1),
-                      0.0f};
+                      0.0f,
+                      -1,
+                      0};
     p->t_buf = malloc(g->n_t * sizeof(int32_t) + 1);
     p->t_done = malloc(g->n_t * sizeof(int32_t) + 1);
     p->n_t = g->n_t;

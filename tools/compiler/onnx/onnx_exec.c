@@ -105,6 +105,7 @@ static int binary(struct nx_graph *g, const struct nx_node *nd, struct nx_tensor
 static void conv(struct nx_graph *g, const struct nx_node *nd, struct nx_tensor *y, double *acc)
 {
     const struct nx_tensor *x = IN(g, nd, 0), *w = IN(g, nd, 1), *b = IN(g, nd, 2);
+    const struct nx_tensor *r = nd->a.res ? IN(g, nd, 3) : NULL;
     const struct nx_attrs *a = &nd->a;
     int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3];
     int64_t M = y->dims[1], OH = y->dims[2], OW = y->dims[3];
@@ -138,9 +139,20 @@ static void conv(struct nx_graph *g, const struct nx_node *nd, struct nx_tensor 
                     }
             }
             float *yp = y->f + (n * M + m) * OH * OW;
-            for (int64_t k = 0; k < OH * OW; k++)
-                yp[k] =
-                    (float)(act(acc[k], a->act, a->act_a, a->act_b) * a->post_mul + a->post_add);
+            const float *rp = r ? r->f + (n * M + m) * OH * OW : NULL;
+            for (int64_t k = 0; k < OH * OW; k++) {
+                if (!rp) {
+                    yp[k] = (float)(act(acc[k], a->act, a->act_a, a->act_b) * a->post_mul +
+                                    a->post_add);
+                    continue;
+                }
+                /* a fused Add: f32 values on both sides, as the nodes it
+                 * replaced stored them */
+                float v = a->res == 1 ? (float)((double)(float)acc[k] + rp[k])
+                                      : (float)act(acc[k], a->act, a->act_a, a->act_b);
+                yp[k] = a->res == 1 ? (float)act(v, a->act, a->act_a, a->act_b)
+                                    : (float)((double)v + rp[k]);
+            }
         }
 }
 

@@ -6,7 +6,9 @@
  * (and a scalar Mul or Add after that activation too),
  * and GlobalAveragePool -> Conv -> act -> Conv -> act -> Mul recognised
  * as one squeeze-excite node, and the ReduceMean/Sub/Pow/Sqrt/Div layer
- * norm (with its Mul and Add) as one LayerNorm node. Each rewrite requires the intermediate
+ * norm (with its Mul and Add) as one LayerNorm node, and last an Add of
+ * a Conv's output and another value of its shape as the Conv's residual
+ * (with the activation after it). Each rewrite requires the intermediate
  * values to have no other consumer. */
 #include <math.h>
 #include <stdio.h>
@@ -284,6 +286,8 @@ static enum nx_act as_act(const struct nx_node *nd, float *p, float *q)
     }
 }
 
+/* An activation after a Conv (or, once a residual is fused, after its
+ * Add: then only one the convolution kernels run in their epilogue). */
 static void fuse_act(struct nx_graph *g)
 {
     for (uint32_t k = 0; k < g->n_order; k++) {
@@ -292,7 +296,7 @@ static void fuse_act(struct nx_graph *g)
         enum nx_act a = as_act(ac, &p, &q);
         struct nx_node *cv = a != NX_ACT_NONE ? producer(g, ac->in[0]) : NULL;
         if (!cv || (cv->op != NX_OP_CONV && cv->op != NX_OP_CONV_T) || cv->a.act != NX_ACT_NONE ||
-            !single_use(g, ac->in[0]))
+            !single_use(g, ac->in[0]) || (cv->a.res && a == NX_ACT_SIGMOID))
             continue;
         cv->a.act = a;
         cv->a.act_a = p;
@@ -333,6 +337,72 @@ static void fuse_post_affine(struct nx_graph *g)
         }
     }
     nx_compact(g);
+}
+
+/* The position of node index i in g->order. */
+static uint32_t order_pos(const struct nx_graph *g, uint32_t i)
+{
+    uint32_t k = 0;
+    while (k < g->n_order && g->order[k] != i)
+        k++;
+    return k;
+}
+
+/* A Conv whose output only an Add reads, whose epilogue can take a
+ * residual (no affine after the activation, an activation the kernels run
+ * in their epilogue, none fused yet), and r: a runtime value of the
+ * Conv's output shape. */
+static int residual_ok(const struct nx_graph *g, const struct nx_node *cv, int32_t y, int32_t r)
+{
+    const struct nx_tensor *yt = &g->t[y], *rt = &g->t[r];
+    return cv->op == NX_OP_CONV && !cv->a.res && cv->a.act != NX_ACT_SIGMOID &&
+           cv->a.post_mul == 1.0f && cv->a.post_add == 0.0f && single_use(g, y) && r != y &&
+           !rt->is_const && rt->dtype == NX_F32 && yt->rank == 4 && rt->rank == 4 &&
+           yt->dims[0] == 1 && !memcmp(yt->dims, rt->dims, sizeof yt->dims);
+}
+
+/* Conv (+act) -> Add(other value of its shape): the Add joins the Conv's
+ * epilogue as a residual (ResNet's add before the ReLU, which fuse_act
+ * then takes in; MobileNet's add after the activation). The Conv takes
+ * the Add's place in the order, where the residual exists; of two Convs
+ * the later one is chosen, so the least moves. The sum is the same f32
+ * addition either way: the fused graph gives the same bits. */
+static int fuse_residual(struct nx_graph *g, char *err, size_t errlen)
+{
+    for (uint32_t k = 0; k < g->n_order; k++) {
+        struct nx_node *add = &g->n[g->order[k]];
+        if (add->op != NX_OP_ADD || add->n_in != 2)
+            continue;
+        struct nx_node *cv = NULL;
+        uint32_t best = 0;
+        int side = 0;
+        for (int s = 0; s < 2; s++) {
+            struct nx_node *c = producer(g, add->in[s]);
+            if (!c || !residual_ok(g, c, add->in[s], add->in[!s]))
+                continue;
+            uint32_t pos = order_pos(g, (uint32_t)(c - g->n));
+            if (!cv || pos > best)
+                cv = c, best = pos, side = s;
+        }
+        if (!cv)
+            continue;
+        int32_t *in = realloc(cv->in, 4 * sizeof *in);
+        if (!in)
+            FAIL("out of memory");
+        cv->in = in;
+        for (uint32_t i = cv->n_in; i < 3; i++)
+            in[i] = -1;
+        in[3] = add->in[!side];
+        cv->n_in = 4;
+        cv->a.res = cv->a.act == NX_ACT_NONE ? 1 : 2;
+        cv->out[0] = add->out[0];
+        g->t[add->out[0]].producer = (int32_t)(cv - g->n);
+        g->order[best] = g->order[k]; /* the Add, dead, where the Conv was */
+        g->order[k] = (uint32_t)(cv - g->n);
+        add->op = NX_OP_DEAD;
+    }
+    nx_compact(g);
+    return 0;
 }
 
 static int pointwise(const struct nx_graph *g, const struct nx_node *cv)
@@ -503,5 +573,9 @@ int nx_fuse(struct nx_graph *g, char *err, size_t errlen)
     hard_swish(g);
     fuse_act(g);
     fuse_post_affine(g);
-    return squeeze_excite(g, err, errlen) || layer_norm(g, err, errlen);
+    if (squeeze_excite(g, err, errlen) || layer_norm(g, err, errlen) ||
+        fuse_residual(g, err, errlen))
+        return -1;
+    fuse_act(g); /* an activation after a fused Add */
+    return 0;
 }

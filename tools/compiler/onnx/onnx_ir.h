@@ -110,6 +110,9 @@ struct nx_attrs {
     float act_a, act_b, act2_a, act2_b;
     /* Conv and ConvTranspose: y = act(conv) * post_mul + post_add */
     float post_mul, post_add;
+    /* Conv: a fused residual Add, input 3 (same shape as the output):
+     * 0 none, 1 y = act(conv + r), 2 y = act(conv) + r (post is then 1, 0) */
+    int res;
 };
 
 enum {
