@@ -383,8 +383,10 @@ struct nib_vconv_params {
     uint32_t h, w, c_in, oh, ow, c_out, groups, kh, kw;
     uint32_t stride_h, stride_w, pad_top, pad_left, dil_h, dil_w;
     uint32_t depthwise; /* conv: weights in the depthwise packing */
-    uint32_t mode;      /* pool: enum nib_pool; conv: 0 direct, 1 transposed (ConvTranspose:
-                         * ONNX's c_in x c_out/groups x kh x kw weights, gathered) */
+    uint32_t mode;      /* pool: enum nib_pool; conv: 0 direct, 1 transposed (ConvTranspose,
+                         * gathered; weights w[(ic * kh * kw + ky * kw + kx) * ocg8 + oc],
+                         * oc < ocg = c_out / groups, ocg8 = ocg rounded up to 8, zeros
+                         * past ocg: ONNX's W[ic][oc][ky][kx]; since format 7) */
     uint32_t bias;      /* conv: f32 tensor of c_out, or UINT32_MAX */
     uint32_t act;       /* enum nib_vact (SQRT excluded) */
     float p0, p1;

@@ -171,7 +171,8 @@ static int check_conv(const struct nib_blob_view *v, const struct nib_op *op, ch
             return nib_blob_fail(err, errlen, "plan op %u (conv): depthwise with groups %u", i,
                                  p->groups);
         uint64_t need =
-            convt ? (uint64_t)p->c_in * (p->c_out / p->groups) * p->kh * p->kw : packed_floats(p);
+            convt ? (uint64_t)p->c_in * p->kh * p->kw * ((p->c_out / p->groups + 7) / 8 * 8)
+                  : packed_floats(p);
         if (!f32_tensor(v, op->tensor, need))
             return nib_blob_fail(err, errlen, "plan op %u (conv): weights are not %llu packed f32",
                                  i, (unsigned long long)need);

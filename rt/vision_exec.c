@@ -230,7 +230,61 @@ static void conv_epilogue(const struct nib_vconv_params *p, float *y, int in_ker
 /* Transposed convolution (mode 1), as a gather: output (oy, ox, m) sums
  * x[iy][ix][ic] * W[ic][m % ocg][ky][kx] over the taps with oy = iy *
  * stride - pad + ky * dil (and the same for x), in the order ic, ky, kx,
- * one fma each, then the bias. W is ONNX's (c_in, c_out / groups, kh, kw). */
+ * one fma each from 0, then the bias. The weights are packed with the
+ * output channels of a group fastest, wp[(ic * taps + ky * kw + kx) *
+ * ocg8 + m % ocg] (ocg8 = ocg rounded up to 8, zeros past ocg), so eight
+ * output channels run side by side, each its own chain in that order. */
+#define CONVT_MAX_TAPS 256 /* taps reaching one output, gathered once */
+
+/* One output pixel's taps, or -1 when more than CONVT_MAX_TAPS reach it:
+ * per tap the input pixel's offset and the weight row's. */
+static int convt_taps(const struct nib_vconv_params *p, int64_t oy, int64_t ox, int64_t *xo,
+                      int64_t *wo)
+{
+    const int64_t ocg8 = (p->c_out / p->groups + 7) / 8 * 8;
+    int n = 0;
+    for (int64_t ky = 0; ky < p->kh; ky++) {
+        int64_t ny = oy + p->pad_top - ky * p->dil_h;
+        if (ny < 0 || ny % p->stride_h || ny / p->stride_h >= p->h)
+            continue;
+        for (int64_t kx = 0; kx < p->kw; kx++) {
+            int64_t nx = ox + p->pad_left - kx * p->dil_w;
+            if (nx < 0 || nx % p->stride_w || nx / p->stride_w >= p->w)
+                continue;
+            if (n == CONVT_MAX_TAPS)
+                return -1;
+            xo[n] = ((ny / p->stride_h) * p->w + nx / p->stride_w) * p->c_in;
+            wo[n++] = (ky * p->kw + kx) * ocg8;
+        }
+    }
+    return n;
+}
+
+/* Output channel m of pixel (oy, ox) one tap at a time: the pixels with
+ * more taps than CONVT_MAX_TAPS. */
+static float convt_one(const struct nib_vconv_params *p, const float *x, const float *w, int64_t oy,
+                       int64_t ox, int64_t m)
+{
+    const int64_t icg = p->c_in / p->groups, ocg = p->c_out / p->groups, g = m / ocg;
+    const int64_t ocg8 = (ocg + 7) / 8 * 8, taps = (int64_t)p->kh * p->kw;
+    float acc = 0.0f;
+    for (int64_t ic = g * icg; ic < (g + 1) * icg; ic++)
+        for (int64_t ky = 0; ky < p->kh; ky++) {
+            int64_t ny = oy + p->pad_top - ky * p->dil_h;
+            if (ny < 0 || ny % p->stride_h || ny / p->stride_h >= p->h)
+                continue;
+            for (int64_t kx = 0; kx < p->kw; kx++) {
+                int64_t nx = ox + p->pad_left - kx * p->dil_w;
+                if (nx < 0 || nx % p->stride_w || nx / p->stride_w >= p->w)
+                    continue;
+                acc =
+                    __builtin_fmaf(x[((ny / p->stride_h) * p->w + nx / p->stride_w) * p->c_in + ic],
+                                   w[(ic * taps + ky * p->kw + kx) * ocg8 + m % ocg], acc);
+            }
+        }
+    return acc;
+}
+
 static void exec_convt(const struct nib_blob_view *v, uint8_t *mem, const struct nib_op *op,
                        uint32_t b, uint32_t e)
 {
@@ -238,28 +292,36 @@ static void exec_convt(const struct nib_blob_view *v, uint8_t *mem, const struct
     const float *x = f32_at(mem, op->src0), *w = nib_tensor_f32(v, op->tensor);
     const float *bias = p->bias == UINT32_MAX ? NULL : nib_tensor_f32(v, p->bias);
     float *y = f32_at(mem, op->dst);
-    const int64_t icg = p->c_in / p->groups, ocg = p->c_out / p->groups, taps = p->kh * p->kw;
+    const int64_t icg = p->c_in / p->groups, ocg = p->c_out / p->groups;
+    const int64_t ocg8 = (ocg + 7) / 8 * 8, taps = (int64_t)p->kh * p->kw;
+    int64_t xo[CONVT_MAX_TAPS], wo[CONVT_MAX_TAPS];
     for (int64_t oy = b; oy < e; oy++)
-        for (int64_t ox = 0; ox < p->ow; ox++)
-            for (int64_t m = 0; m < p->c_out; m++) {
-                const int64_t g = m / ocg, mm = m % ocg;
-                float acc = 0.0f;
-                for (int64_t ic = g * icg; ic < (g + 1) * icg; ic++)
-                    for (int64_t ky = 0; ky < p->kh; ky++) {
-                        int64_t ny = oy + p->pad_top - ky * p->dil_h;
-                        if (ny < 0 || ny % p->stride_h || ny / p->stride_h >= p->h)
-                            continue;
-                        for (int64_t kx = 0; kx < p->kw; kx++) {
-                            int64_t nx = ox + p->pad_left - kx * p->dil_w;
-                            if (nx < 0 || nx % p->stride_w || nx / p->stride_w >= p->w)
-                                continue;
-                            acc = __builtin_fmaf(
-                                x[((ny / p->stride_h) * p->w + nx / p->stride_w) * p->c_in + ic],
-                                w[(ic * ocg + mm) * taps + ky * p->kw + kx], acc);
+        for (int64_t ox = 0; ox < p->ow; ox++) {
+            float *yp = y + (oy * p->ow + ox) * p->c_out;
+            const int n = convt_taps(p, oy, ox, xo, wo);
+            for (int64_t g = 0; g < p->groups; g++)
+                for (int64_t mb = 0; mb < ocg; mb += 8) {
+                    float acc[8] = {0};
+                    const int64_t nm = ocg - mb < 8 ? ocg - mb : 8;
+                    if (n < 0) {
+                        for (int64_t j = 0; j < nm; j++)
+                            acc[j] = convt_one(p, x, w, oy, ox, g * ocg + mb + j);
+                    } else {
+                        for (int64_t ic = g * icg; ic < (g + 1) * icg; ic++) {
+                            const float *wi = w + ic * taps * ocg8 + mb;
+                            for (int t = 0; t < n; t++) {
+                                const float xv = x[xo[t] + ic], *wt = wi + wo[t];
+                                for (int j = 0; j < 8; j++)
+                                    acc[j] = __builtin_fmaf(xv, wt[j], acc[j]);
+                            }
                         }
                     }
-                y[(oy * p->ow + ox) * p->c_out + m] = bias ? acc + bias[m] : acc;
-            }
+                    for (int64_t j = 0; j < nm; j++) {
+                        const int64_t m = g * ocg + mb + j;
+                        yp[m] = bias ? acc[j] + bias[m] : acc[j];
+                    }
+                }
+        }
     conv_epilogue(p, y, 0, b, e);
 }
 

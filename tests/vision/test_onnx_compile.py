@@ -241,6 +241,22 @@ attn_inits = [
 attn = save("attn", attn_nodes, attn_inits, [fvi("x", [1, 3, 4, 6])],
             [fvi("y", None), fvi("pr", None)], 11)
 
+# Transposed convolutions the runtime takes two ways: a 17x17 kernel over
+# a 17x17 input, whose middle outputs gather more taps (289) than the
+# packed loop holds (256) and go one channel at a time, and a grouped,
+# strided, dilated one with 9 output channels per group (a block of 8
+# and one padded block).
+convt_nodes = [
+    helper.make_node("ConvTranspose", ["x", "wt1"], ["y1"], name="convt_wide", kernel_shape=[17, 17]),
+    helper.make_node("ConvTranspose", ["x", "wt2", "bt2"], ["y2"], name="convt_groups",
+                     kernel_shape=[3, 2], strides=[2, 3], dilations=[2, 1], pads=[1, 0, 2, 1],
+                     group=2),
+]
+convt_inits = [const("wt1", f32(2, 3, 17, 17, scale=0.2)), const("wt2", f32(2, 9, 3, 2, scale=0.5)),
+               const("bt2", f32(18, scale=0.1))]
+convt = save("convt", convt_nodes, convt_inits, [fvi("x", [1, 2, 17, 17])],
+             [fvi("y1", None), fvi("y2", None)], 11)
+
 
 def compile_model(path, dims, blob, *extra, quant="f32"):
     r = run("compile", path, "--input", "x=" + dims, "-o", blob, "--quant", quant, *extra)
@@ -261,7 +277,7 @@ def blob_run(blob, xfile, outdir, *extra):
 
 avx2 = "avx2" in open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else False
 for name, path, dims, n_out in (("mobile", mobile, "1x3x20x18", 2), ("other", other, "1x3x16x12", 4),
-                                ("attn", attn, "1x3x4x6", 2)):
+                                ("attn", attn, "1x3x4x6", 2), ("convt", convt, "1x2x17x17", 2)):
     shape = tuple(int(d) for d in dims.split("x"))
     xfile = os.path.join(work, name + "-x.npy")
     np.save(xfile, f32(*shape))

@@ -459,7 +459,9 @@ static int emit_qconv(struct lower *L, const struct nx_node *nd, int32_t xt, uin
     return 0;
 }
 
-/* ConvTranspose: conv mode 1 over ONNX's own weight layout. */
+/* ConvTranspose: conv mode 1, ONNX's weights W[ic][oc][ky][kx] packed
+ * with the output channels of a group fastest, padded to 8
+ * (blob_format.h, vconv.mode). */
 static int emit_convt(struct lower *L, const struct nx_node *nd)
 {
     const struct nx_graph *g = L->g;
@@ -479,7 +481,16 @@ static int emit_convt(struct lower *L, const struct nx_node *nd)
     if (a->pads[0] < 0 || a->pads[1] < 0 || a->pads[0] > 65536 || a->pads[1] > 65536)
         return NFAIL(nd, "pads out of range");
     c.bias = b ? add_weight(L, nd->name, ".b", b->f, c.c_out) : UINT32_MAX;
-    uint32_t wt = add_weight(L, nd->name, ".w", w->f, nx_elems(w));
+    const uint64_t ocg = c.c_out / c.groups, ocg8 = (ocg + 7) / 8 * 8, taps = (uint64_t)c.kh * c.kw;
+    float *wp = calloc(c.c_in * taps * ocg8, sizeof *wp);
+    if (!wp)
+        return nib_fail(L->err, L->errlen, "out of memory");
+    for (uint64_t ic = 0; ic < c.c_in; ic++)
+        for (uint64_t oc = 0; oc < ocg; oc++)
+            for (uint64_t t = 0; t < taps; t++)
+                wp[(ic * taps + t) * ocg8 + oc] = w->f[(ic * ocg + oc) * taps + t];
+    uint32_t wt = add_weight(L, nd->name, ".w", wp, c.c_in * taps * ocg8);
+    free(wp);
     if (wt == UINT32_MAX || (b && c.bias == UINT32_MAX))
         return NFAIL(nd, "weights too large or out of memory");
     act_params(a->act, a->act_a, a->act_b, &c.act, &c.p0, &c.p1);
