@@ -174,8 +174,27 @@ static int exec_ew_dense(const struct nib_vew_params *p, uint32_t code, const fl
         }
         return 1;
     }
-    for (uint32_t i = b; i < e; i++)
-        y[i] = binary(p->fn, a[i], bb[n == 1 ? 0 : i % n]);
+    /* b one value per channel (or one value): runs of up to n elements
+     * against bb[c..], each a loop the compiler vectorises */
+#define EW_ROWS(OP)                                                                                \
+    for (uint32_t i = b, c = n == 1 ? 0 : b % n; i < e; c = 0) {                                   \
+        const uint32_t m = n == 1 ? e - i : (e - i < n - c ? e - i : n - c);                       \
+        const float *bc = bb + c;                                                                  \
+        if (n == 1)                                                                                \
+            for (uint32_t k = 0; k < m; k++)                                                       \
+                y[i + k] = a[i + k] OP bc[0];                                                      \
+        else                                                                                       \
+            for (uint32_t k = 0; k < m; k++)                                                       \
+                y[i + k] = a[i + k] OP bc[k];                                                      \
+        i += m;                                                                                    \
+    }
+    switch (p->fn) {
+    case NIB_VBIN_ADD: EW_ROWS(+) break;
+    case NIB_VBIN_SUB: EW_ROWS(-) break;
+    case NIB_VBIN_MUL: EW_ROWS(*) break;
+    default: EW_ROWS(/)
+    }
+#undef EW_ROWS
     return 1;
 }
 
@@ -221,8 +240,14 @@ static void conv_epilogue(const struct nib_vconv_params *p, float *y, int in_ker
                           uint32_t e)
 {
     const uint64_t row = (uint64_t)p->ow * p->c_out;
+    if (in_kernel) { /* the affine alone: a loop the compiler vectorises */
+        const float mul = p->post_mul, add = p->post_add;
+        for (uint64_t i = b * row; i < e * row; i++)
+            y[i] = y[i] * mul + add; /* two roundings: -ffp-contract=off */
+        return;
+    }
     for (uint64_t i = b * row; i < e * row; i++) {
-        float t = in_kernel ? y[i] : nib_vact_apply(p->act, p->p0, p->p1, y[i]);
+        float t = nib_vact_apply(p->act, p->p0, p->p1, y[i]);
         y[i] = p->post ? t * p->post_mul + p->post_add : t;
     }
 }
