@@ -51,10 +51,11 @@ static inline int8_t nib_requant_s8(float v, float inv_scale)
 {
     const float round = 12582912.0f; /* 1.5 * 2^23 */
     float r = __builtin_fmaf(v, inv_scale, round) - round;
-    if (!(r == r))
-        return 0;
+    /* selects only (a NaN passes both clamps, then becomes 0), so loops
+     * over it vectorise */
     r = r < -127.0f ? -127.0f : r;
     r = r > 127.0f ? 127.0f : r;
+    r = r == r ? r : 0.0f;
     return (int8_t)r;
 }
 
