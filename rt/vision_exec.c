@@ -270,6 +270,18 @@ static void conv_epilogue(const struct nib_vconv_params *p, float *y, int in_ker
  * output channels run side by side, each its own chain in that order. */
 #define CONVT_MAX_TAPS 256 /* taps reaching one output, gathered once */
 
+/* The input index tap k of output o reads along one axis (o = i * stride
+ * - pad + k * dil), in *i, or 0 when no input sits there. */
+static int convt_in(int64_t o, int64_t k, uint32_t pad, uint32_t dil, uint32_t stride, uint32_t in,
+                    int64_t *i)
+{
+    const int64_t n = o + pad - k * dil;
+    if (n < 0 || n % stride)
+        return 0;
+    *i = n / stride;
+    return *i < in;
+}
+
 /* One output pixel's taps, or -1 when more than CONVT_MAX_TAPS reach it:
  * per tap the input pixel's offset and the weight row's. */
 static int convt_taps(const struct nib_vconv_params *p, int64_t oy, int64_t ox, int64_t *xo,
@@ -277,17 +289,16 @@ static int convt_taps(const struct nib_vconv_params *p, int64_t oy, int64_t ox, 
 {
     const int64_t ocg8 = (p->c_out / p->groups + 7) / 8 * 8;
     int n = 0;
+    int64_t iy, ix;
     for (int64_t ky = 0; ky < p->kh; ky++) {
-        int64_t ny = oy + p->pad_top - ky * p->dil_h;
-        if (ny < 0 || ny % p->stride_h || ny / p->stride_h >= p->h)
+        if (!convt_in(oy, ky, p->pad_top, p->dil_h, p->stride_h, p->h, &iy))
             continue;
         for (int64_t kx = 0; kx < p->kw; kx++) {
-            int64_t nx = ox + p->pad_left - kx * p->dil_w;
-            if (nx < 0 || nx % p->stride_w || nx / p->stride_w >= p->w)
+            if (!convt_in(ox, kx, p->pad_left, p->dil_w, p->stride_w, p->w, &ix))
                 continue;
             if (n == CONVT_MAX_TAPS)
                 return -1;
-            xo[n] = ((ny / p->stride_h) * p->w + nx / p->stride_w) * p->c_in;
+            xo[n] = (iy * p->w + ix) * p->c_in;
             wo[n++] = (ky * p->kw + kx) * ocg8;
         }
     }
@@ -302,19 +313,15 @@ static float convt_one(const struct nib_vconv_params *p, const float *x, const f
     const int64_t icg = p->c_in / p->groups, ocg = p->c_out / p->groups, g = m / ocg;
     const int64_t ocg8 = (ocg + 7) / 8 * 8, taps = (int64_t)p->kh * p->kw;
     float acc = 0.0f;
+    int64_t iy, ix;
     for (int64_t ic = g * icg; ic < (g + 1) * icg; ic++)
         for (int64_t ky = 0; ky < p->kh; ky++) {
-            int64_t ny = oy + p->pad_top - ky * p->dil_h;
-            if (ny < 0 || ny % p->stride_h || ny / p->stride_h >= p->h)
+            if (!convt_in(oy, ky, p->pad_top, p->dil_h, p->stride_h, p->h, &iy))
                 continue;
-            for (int64_t kx = 0; kx < p->kw; kx++) {
-                int64_t nx = ox + p->pad_left - kx * p->dil_w;
-                if (nx < 0 || nx % p->stride_w || nx / p->stride_w >= p->w)
-                    continue;
-                acc =
-                    __builtin_fmaf(x[((ny / p->stride_h) * p->w + nx / p->stride_w) * p->c_in + ic],
-                                   w[(ic * taps + ky * p->kw + kx) * ocg8 + m % ocg], acc);
-            }
+            for (int64_t kx = 0; kx < p->kw; kx++)
+                if (convt_in(ox, kx, p->pad_left, p->dil_w, p->stride_w, p->w, &ix))
+                    acc = __builtin_fmaf(x[(iy * p->w + ix) * p->c_in + ic],
+                                         w[(ic * taps + ky * p->kw + kx) * ocg8 + m % ocg], acc);
         }
     return acc;
 }

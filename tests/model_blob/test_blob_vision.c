@@ -187,6 +187,13 @@ START_TEST(valid_blob_runs)
 }
 END_TEST
 
+/* The convolution's residual: res and src1 as given. */
+static void lie_res(uint32_t res, uint64_t src1)
+{
+    OP(1)->vconv.res = res;
+    OP(1)->src1 = src1;
+}
+
 /* A residual at src1 (format 7): added before the ReLU (res 1) or after
  * it (res 2), then every lie about it refused. */
 START_TEST(residual_runs)
@@ -195,8 +202,7 @@ START_TEST(residual_runs)
     for (int i = 0; i < M * H * W; i++)
         r[i] = (float)(i % 7) * 0.25f - 0.75f;
     for (uint32_t res = 1; res <= 2; res++) {
-        OP(1)->vconv.res = res;
-        OP(1)->src1 = 1536;
+        lie_res(res, 1536);
         run_blob(work, r, y);
         memcpy(work, blob, size);
         for (int m = 0; m < M; m++)
@@ -210,31 +216,24 @@ START_TEST(residual_runs)
                                   res, m, oy, ox, (double)got, want);
                 }
     }
-    OP(1)->src1 = 1536;
+    lie_res(0, 1536);
     EXPECT_REFUSED("src1 set without a residual");
-    OP(1)->vconv.res = 3;
-    OP(1)->src1 = 1536;
+    lie_res(3, 1536);
     EXPECT_REFUSED("residual 3");
-    OP(1)->vconv.res = 1;
-    OP(1)->src1 = 1536;
+    lie_res(1, 1536);
     OP(1)->vconv.post = 1;
     EXPECT_REFUSED("residual 1 with mode 0, act 1, post 1");
-    OP(1)->vconv.res = 2;
-    OP(1)->src1 = 1536;
+    lie_res(2, 1536);
     OP(1)->vconv.act = NIB_VACT_SIGMOID;
     EXPECT_REFUSED("residual 2 with mode 0, act 5");
-    OP(1)->vconv.res = 1;
-    OP(1)->src1 = 1536;
+    lie_res(1, 1536);
     OP(1)->vconv.mode = 1;
     EXPECT_REFUSED("residual 1 with mode 1");
-    OP(1)->vconv.res = 1;
-    OP(1)->src1 = 512 + 64; /* inside dst */
+    lie_res(1, 512 + 64); /* inside dst */
     EXPECT_REFUSED("residual outside runtime memory, overlapping dst");
-    OP(1)->vconv.res = 1;
-    OP(1)->src1 = ACT - 128; /* 256 bytes from there: past the arena */
+    lie_res(1, ACT - 128); /* 256 bytes from there: past the arena */
     EXPECT_REFUSED("residual outside runtime memory");
-    OP(1)->vconv.res = 1;
-    OP(1)->src1 = 1538; /* not 4-aligned */
+    lie_res(1, 1538); /* not 4-aligned */
     EXPECT_REFUSED("residual outside runtime memory");
 }
 END_TEST
