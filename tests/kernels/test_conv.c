@@ -59,9 +59,32 @@ START_TEST(test_conv_s8_plain_avx2)
     plain.conv_s8 = nib_conv_s8_qcs8_avx2;
     for (uint64_t s = 21; s < 24; s++)
         ck_assert_msg(ccheck_conv_s8(ref, &plain, s, msg, sizeof msg) == 0, "%s", msg);
+    if (!nib_conv_s8_avxvnni_available() && !nib_avx512vnni_available())
+        fprintf(stderr, "conv: this CPU has no AVX-VNNI and no AVX-512 VNNI: the avx2 table's "
+                        "quantized convolution ran the plain AVX2 matmuls, the VNNI ones were "
+                        "not tested\n");
+#endif
+}
+END_TEST
+
+/* Where the CPU has AVX-512 VNNI the table's q4c convolution runs the
+ * 512-bit matmuls: the 256-bit AVX-VNNI choice is checked by itself too. */
+START_TEST(test_conv_s8_avxvnni_256)
+{
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+    const struct nib_conv_kernels *ref = nib_conv_kernels_get(NIB_ISA_SCALAR);
+    struct nib_conv_kernels v256 = *nib_conv_kernels_get(NIB_ISA_AVX2);
+    char msg[512] = "";
+    v256.name = "avx2 with 256-bit vnni";
+    v256.conv_s8 = nib_conv_s8_qcs8_avxvnni;
+    for (uint64_t s = 21; s < 24; s++)
+        ck_assert_msg(ccheck_conv_s8(ref, &v256, s, msg, sizeof msg) == 0, "%s", msg);
     if (!nib_conv_s8_avxvnni_available())
-        fprintf(stderr, "conv: this CPU has no AVX-VNNI: the avx2 table's quantized convolution "
-                        "ran the plain AVX2 matmuls, the VNNI ones were not tested\n");
+        fprintf(stderr, "conv: this CPU has no AVX-VNNI: the 256-bit VNNI matmuls were not "
+                        "tested (the plain AVX2 ones ran in their place)\n");
+    if (!nib_avx512vnni_available())
+        fprintf(stderr, "conv: this CPU has no AVX-512 VNNI: the 512-bit q4c matmuls were not "
+                        "tested\n");
 #endif
 }
 END_TEST
@@ -105,7 +128,7 @@ Suite *nib_test_suite(void)
 {
     Suite *s = suite_create("conv");
     TU_CASE(s, "conv", NULL, NULL, 120, test_conv_f32, test_dwconv_f32, test_conv_s8,
-            test_conv_s8_plain_avx2, test_dwconv_s8, test_pool, test_resize, test_rejects,
+            test_conv_s8_plain_avx2, test_conv_s8_avxvnni_256, test_dwconv_s8, test_pool, test_resize, test_rejects,
             test_conv_dispatch);
     return s;
 }
