@@ -269,16 +269,17 @@ NIB_ISA_SUFFIXES(NIB_CONV_KERNELS_DECLARE)
 
 /* x86 builds with AVX2: the quantized convolution over VNNI matmuls
  * (vpdpbusd, kernels/conv/conv-s8-qcs8-avx2.c; the same bits), which the
- * AVX2 table's conv_s8 is. It takes the best the CPU has: q4c weights on
- * 512-bit AVX-512 VNNI matmuls (two N-blocks per register,
- * kernels/gemm/gemm-f32-q4cs8-n16-avx512vnni.c) where
- * nib_avx512vnni_available, else (and q8c weights) the 256-bit AVX-VNNI
- * ones where nib_conv_s8_avxvnni_available, else nib_conv_s8_qcs8_avx2.
+ * AVX2 table's conv_s8 is. It takes the best the CPU has: 512-bit AVX-512
+ * VNNI matmuls (two N-blocks per register,
+ * kernels/gemm/gemm-f32-qcs8-n16-avx512vnni.c, q4c and q8c) where
+ * nib_avx512vnni_available, else the 256-bit AVX-VNNI ones where
+ * nib_conv_s8_avxvnni_available, else nib_conv_s8_qcs8_avx2.
  * nib_conv_s8_qcs8_avxvnni is the 256-bit choice alone (tests). */
 NIB_QCONV_DECL(nib_conv_s8_qcs8_avx2vnni);
 NIB_QCONV_DECL(nib_conv_s8_qcs8_avxvnni);
 int nib_conv_s8_avxvnni_available(void);
 NIB_QGEMM_DECL(nib_gemm_f32_q4cs8_n16_avx512vnni);
+NIB_QGEMM_DECL(nib_gemm_f32_q8cs8_n16_avx512vnni);
 int nib_avx512vnni_available(void);
 
 /* The vision kernels of one ISA (NULL when this build has none). */

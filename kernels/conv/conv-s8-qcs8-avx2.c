@@ -195,9 +195,10 @@ static int cpu_has_avxvnni(void)
 NIB_QCONV_DECL(nib_conv_s8_qcs8_avx2vnni)
 {
     assert(nib_conv_shape_ok(s) && wt && (wt->dtype == NIB_DT_Q4C || wt->dtype == NIB_DT_Q8C));
-    if (wt->dtype == NIB_DT_Q4C && nib_avx512vnni_available()) {
-        nib_qconv_run_epi(nib_gemm_f32_q4cs8_n16_avx512vnni, qconv_epi_avx2, s, x, x_scale, wt, e,
-                          scratch, oh_begin, oh_end);
+    if (nib_avx512vnni_available()) {
+        nib_qconv_run_epi(wt->dtype == NIB_DT_Q4C ? nib_gemm_f32_q4cs8_n16_avx512vnni
+                                                  : nib_gemm_f32_q8cs8_n16_avx512vnni,
+                          qconv_epi_avx2, s, x, x_scale, wt, e, scratch, oh_begin, oh_end);
         return;
     }
     nib_conv_s8_qcs8_avxvnni(s, x, x_scale, wt, e, scratch, oh_begin, oh_end);

@@ -1,0 +1,208 @@
+/* AVX-512 VNNI GEMMs for the per-channel formats q4c and q8c, two
+ * N-blocks at a time: the packed layouts are unchanged (8-row blocks);
+ * a chunk of block nb and the same chunk of block nb + 1 fill the two
+ * halves of one zmm register, so each 512-bit vpdpbusd does 16 rows for
+ * one token, twice the work of the 256-bit AVX-VNNI kernels per
+ * instruction (on CPUs that run 512-bit ops at full width, twice the
+ * multiply-adds per cycle).
+ *
+ * The integer sums are exact (|sum| <= K * 15 * 127 or K * 127 * 127
+ * < 2^31 for K <= 2^20), the same sums every other variant forms; each
+ * half then goes through the same per-channel finish as the AVX2 kernels
+ * (nib_qc_finish_avx2), so the bits are those of every ISA. An odd last
+ * block is run as a pair with itself and its copy dropped.
+ *
+ * Used by the quantized convolution where CPUID and the OS report AVX-512
+ * F, BW and VNNI with the zmm state enabled (kernels/conv/conv-s8-qcs8-avx2.c
+ * asks); the functions carry their target attribute, the build flags stay
+ * AVX2. */
+#include "kernels/gemm/qgemm-avx2.h"
+
+#if NIB_HAVE_AVX2
+#include <assert.h>
+#include <cpuid.h>
+
+#include "kernels/conv.h"
+
+#define AVX512VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
+
+/* 32 bytes at p0 in the low half, 32 at p1 in the high half. */
+static inline __attribute__((always_inline)) AVX512VNNI __m512i pair_load(const uint8_t *p0,
+                                                                         const uint8_t *p1)
+{
+    return _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)p0)),
+        _mm256_loadu_si256((const __m256i *)(const void *)p1), 1);
+}
+
+/* Integer sums of tokens t0..t0+M-1 against the N-blocks at b0 and b1
+ * (b1 may be b0): isum[t] low half for b0's 8 rows, high half for b1's.
+ * Four accumulators per token (low/high nibbles, even/odd chunks): up to
+ * 16 independent vpdpbusd chains cover its latency at two per cycle. */
+static inline __attribute__((always_inline)) AVX512VNNI void
+q4c_pair_sums(const uint8_t *b0, const uint8_t *b1, const struct nib_qlayout *l,
+              const struct nib_qact *a, uint32_t t0, const int M, __m512i *isum)
+{
+    const size_t kp = a->k_pad;
+    const int8_t *ak = a->q + t0 * kp;
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    __m512i acc[4][4];
+#pragma GCC unroll 4
+    for (int t = 0; t < M; t++)
+        acc[0][t] = acc[1][t] = acc[2][t] = acc[3][t] = _mm512_setzero_si512();
+    const uint8_t *p0 = b0, *p1 = b1;
+    for (uint32_t k = 0; k < l->k_pad; k += 32, p0 += 128, p1 += 128, ak += 32) {
+        nib_prefetch(p0, 128);
+        nib_prefetch(p1, 128);
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            __m512i wv = pair_load(p0 + c * 32, p1 + c * 32);
+            __m512i lo = _mm512_and_si512(wv, m4);
+            __m512i hi = _mm512_and_si512(_mm512_srli_epi16(wv, 4), m4);
+            const int j = (c & 1) * 2;
+#pragma GCC unroll 4
+            for (int t = 0; t < M; t++) {
+                const int8_t *at = ak + t * kp + c * 8;
+                acc[j][t] = _mm512_dpbusd_epi32(acc[j][t], lo, _mm512_set1_epi32(nib_ld32(at)));
+                acc[j + 1][t] =
+                    _mm512_dpbusd_epi32(acc[j + 1][t], hi, _mm512_set1_epi32(nib_ld32(at + 4)));
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < M; t++) {
+        __m512i s = _mm512_add_epi32(_mm512_add_epi32(acc[0][t], acc[1][t]),
+                                     _mm512_add_epi32(acc[2][t], acc[3][t]));
+        isum[t] = _mm512_sub_epi32(s, _mm512_set1_epi32(8 * a->sum[t0 + t]));
+    }
+}
+
+/* The same for q8c per channel (chunks of 8 rows x 4 inputs): vpdpbusd
+ * multiplies |w| (u8) by a with w's sign (s8: AVX-512 has no vpsignb, so
+ * a is negated under the mask of w's sign bits; where w is 0, |w| is 0
+ * and the product 0 either way; a is never -128), the products the
+ * 256-bit kernel sums. Two accumulators per token (even and odd chunks). */
+static inline __attribute__((always_inline)) AVX512VNNI void
+q8c_pair_sums(const uint8_t *b0, const uint8_t *b1, const struct nib_qlayout *l,
+              const struct nib_qact *a, uint32_t t0, const int M, __m512i *isum)
+{
+    const size_t kp = a->k_pad;
+    const int8_t *ak = a->q + t0 * kp;
+    const __m512i zero = _mm512_setzero_si512();
+    __m512i acc[2][4];
+#pragma GCC unroll 4
+    for (int t = 0; t < M; t++)
+        acc[0][t] = acc[1][t] = _mm512_setzero_si512();
+    const uint8_t *p0 = b0, *p1 = b1;
+    for (uint32_t k = 0; k < l->k_pad; k += 8, p0 += 64, p1 += 64, ak += 8) {
+        nib_prefetch(p0, 64);
+        nib_prefetch(p1, 64);
+#pragma GCC unroll 2
+        for (int c = 0; c < 2; c++) {
+            __m512i wv = pair_load(p0 + c * 32, p1 + c * 32);
+            __m512i wa = _mm512_abs_epi8(wv);
+            __mmask64 neg = _mm512_movepi8_mask(wv);
+#pragma GCC unroll 4
+            for (int t = 0; t < M; t++) {
+                __m512i av = _mm512_set1_epi32(nib_ld32(ak + t * kp + c * 4));
+                av = _mm512_mask_sub_epi8(av, neg, zero, av);
+                acc[c][t] = _mm512_dpbusd_epi32(acc[c][t], wa, av);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < M; t++)
+        isum[t] = _mm512_add_epi32(acc[0][t], acc[1][t]);
+}
+
+/* Final values of tokens t0..t0+M-1 for the blocks at b0 (rows e0) and
+ * b1 (rows e1), written to y. */
+static inline __attribute__((always_inline)) AVX512VNNI void
+q_pair(const uint8_t *b0, const uint8_t *b1, const struct nib_qlayout *l, const struct nib_qact *a,
+       uint32_t t0, const int M, const struct nib_qrows *e0, const struct nib_qrows *e1, float *y,
+       size_t y_stride, const int Q8)
+{
+    __m512i isum[4];
+    __m256i lo[4], hi[4];
+    __m256 out[4];
+    if (Q8)
+        q8c_pair_sums(b0, b1, l, a, t0, M, isum);
+    else
+        q4c_pair_sums(b0, b1, l, a, t0, M, isum);
+#pragma GCC unroll 4
+    for (int t = 0; t < M; t++) {
+        lo[t] = _mm512_castsi512_si256(isum[t]);
+        hi[t] = _mm512_extracti64x4_epi64(isum[t], 1);
+    }
+    nib_qc_finish_avx2(b0, l, a, t0, M, e0, lo, out);
+    for (int t = 0; t < M; t++)
+        nib_qrows_store(e0, out[t], y + (t0 + t) * y_stride);
+    if (!e1)
+        return;
+    nib_qc_finish_avx2(b1, l, a, t0, M, e1, hi, out);
+    for (int t = 0; t < M; t++)
+        nib_qrows_store(e1, out[t], y + (t0 + t) * y_stride);
+}
+
+/* The walk over pairs of N-blocks and groups of up to 4 tokens. */
+static inline __attribute__((always_inline)) AVX512VNNI void
+q_pairs(const struct nib_qlayout *l, const uint8_t *w, const struct nib_qact *a, uint32_t m,
+        float *y, size_t y_stride, const float *add, size_t add_stride, uint32_t n_begin,
+        uint32_t n_end, const int Q8)
+{
+    for (uint32_t nb = n_begin / NIB_Q_TILE_N; nb * NIB_Q_TILE_N < n_end; nb += 2) {
+        const uint8_t *b0 = w + (size_t)nb * l->nblock_bytes;
+        const struct nib_qrows e0 = {add, add_stride, nb * NIB_Q_TILE_N, n_begin, n_end};
+        const struct nib_qrows e1 = {add, add_stride, (nb + 1) * NIB_Q_TILE_N, n_begin, n_end};
+        int pair = (nb + 1) * NIB_Q_TILE_N < n_end; /* block nb + 1 has rows in range */
+        const uint8_t *b1 = pair ? b0 + l->nblock_bytes : b0;
+        const struct nib_qrows *r1 = pair ? &e1 : NULL;
+        for (uint32_t t0 = 0; t0 < m; t0 += 4) {
+            switch (m - t0 < 4 ? m - t0 : 4) {
+            case 1: q_pair(b0, b1, l, a, t0, 1, &e0, r1, y, y_stride, Q8); break;
+            case 2: q_pair(b0, b1, l, a, t0, 2, &e0, r1, y, y_stride, Q8); break;
+            case 3: q_pair(b0, b1, l, a, t0, 3, &e0, r1, y, y_stride, Q8); break;
+            default: q_pair(b0, b1, l, a, t0, 4, &e0, r1, y, y_stride, Q8); break;
+            }
+        }
+    }
+}
+
+AVX512VNNI NIB_QGEMM_DECL(nib_gemm_f32_q4cs8_n16_avx512vnni)
+{
+    nib_pre_qgemm(NIB_DT_Q4C, l, w, a, m, y, y_stride, n_begin, n_end);
+    q_pairs(l, w, a, m, y, y_stride, add, add_stride, n_begin, n_end, 0);
+}
+
+/* q8c per channel only (l->group 0): the convolution's format. */
+AVX512VNNI NIB_QGEMM_DECL(nib_gemm_f32_q8cs8_n16_avx512vnni)
+{
+    nib_pre_qgemm(NIB_DT_Q8C, l, w, a, m, y, y_stride, n_begin, n_end);
+    assert(l->group == 0);
+    q_pairs(l, w, a, m, y, y_stride, add, add_stride, n_begin, n_end, 1);
+}
+
+/* 1 when this CPU and OS run AVX-512 F, BW and VNNI (zmm state enabled). */
+int nib_avx512vnni_available(void)
+{
+    /* workers racing on the first call all store the same answer */
+    static int known = -1;
+    int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
+    if (k < 0) {
+        unsigned int a = 0, b = 0, c = 0, d = 0;
+        k = 0;
+        if (__get_cpuid(1, &a, &b, &c, &d) && ((c >> 27) & 1)) { /* OSXSAVE */
+            uint32_t lo, hi;
+            __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+            (void)hi;
+            int zmm_ok = (lo & 0xE6) == 0xE6; /* SSE, AVX, opmask, zmm state */
+            k = zmm_ok && __get_cpuid_count(7, 0, &a, &b, &c, &d) && ((b >> 16) & 1) &&
+                ((b >> 30) & 1) && ((c >> 11) & 1);
+        }
+        __atomic_store_n(&known, k, __ATOMIC_RELAXED);
+    }
+    return k;
+}
+#else
+typedef int nib_gemm_f32_qcs8_n16_avx512vnni_unused;
+#endif
