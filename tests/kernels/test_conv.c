@@ -47,18 +47,26 @@ START_TEST(test_conv_s8)
 }
 END_TEST
 
-/* The AVX2 table's quantized convolution uses the AVX-VNNI matmuls where
- * the CPU has them: the plain AVX2 one is checked too, by itself. */
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+/* The AVX2 table with conv_s8 replaced by fn, against the scalar one. */
+static void check_conv_s8_choice(const char *name, nib_qconv_fn fn)
+{
+    const struct nib_conv_kernels *ref = nib_conv_kernels_get(NIB_ISA_SCALAR);
+    struct nib_conv_kernels var = *nib_conv_kernels_get(NIB_ISA_AVX2);
+    char msg[512] = "";
+    var.name = name;
+    var.conv_s8 = fn;
+    for (uint64_t s = 21; s < 24; s++)
+        ck_assert_msg(ccheck_conv_s8(ref, &var, s, msg, sizeof msg) == 0, "%s", msg);
+}
+#endif
+
+/* The AVX2 table's quantized convolution uses the VNNI matmuls where the
+ * CPU has them: the plain AVX2 one is checked too, by itself. */
 START_TEST(test_conv_s8_plain_avx2)
 {
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-    const struct nib_conv_kernels *ref = nib_conv_kernels_get(NIB_ISA_SCALAR);
-    struct nib_conv_kernels plain = *nib_conv_kernels_get(NIB_ISA_AVX2);
-    char msg[512] = "";
-    plain.name = "avx2 without vnni";
-    plain.conv_s8 = nib_conv_s8_qcs8_avx2;
-    for (uint64_t s = 21; s < 24; s++)
-        ck_assert_msg(ccheck_conv_s8(ref, &plain, s, msg, sizeof msg) == 0, "%s", msg);
+    check_conv_s8_choice("avx2 without vnni", nib_conv_s8_qcs8_avx2);
     if (!nib_conv_s8_avxvnni_available() && !nib_avx512vnni_available())
         fprintf(stderr, "conv: this CPU has no AVX-VNNI and no AVX-512 VNNI: the avx2 table's "
                         "quantized convolution ran the plain AVX2 matmuls, the VNNI ones were "
@@ -67,23 +75,17 @@ START_TEST(test_conv_s8_plain_avx2)
 }
 END_TEST
 
-/* Where the CPU has AVX-512 VNNI the table's q4c convolution runs the
- * 512-bit matmuls: the 256-bit AVX-VNNI choice is checked by itself too. */
+/* Where the CPU has AVX-512 VNNI the table's convolution runs the 512-bit
+ * matmuls: the 256-bit AVX-VNNI choice is checked by itself too. */
 START_TEST(test_conv_s8_avxvnni_256)
 {
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-    const struct nib_conv_kernels *ref = nib_conv_kernels_get(NIB_ISA_SCALAR);
-    struct nib_conv_kernels v256 = *nib_conv_kernels_get(NIB_ISA_AVX2);
-    char msg[512] = "";
-    v256.name = "avx2 with 256-bit vnni";
-    v256.conv_s8 = nib_conv_s8_qcs8_avxvnni;
-    for (uint64_t s = 21; s < 24; s++)
-        ck_assert_msg(ccheck_conv_s8(ref, &v256, s, msg, sizeof msg) == 0, "%s", msg);
+    check_conv_s8_choice("avx2 with 256-bit vnni", nib_conv_s8_qcs8_avxvnni);
     if (!nib_conv_s8_avxvnni_available())
         fprintf(stderr, "conv: this CPU has no AVX-VNNI: the 256-bit VNNI matmuls were not "
                         "tested (the plain AVX2 ones ran in their place)\n");
     if (!nib_avx512vnni_available())
-        fprintf(stderr, "conv: this CPU has no AVX-512 VNNI: the 512-bit q4c matmuls were not "
+        fprintf(stderr, "conv: this CPU has no AVX-512 VNNI: the 512-bit matmuls were not "
                         "tested\n");
 #endif
 }
