@@ -28,7 +28,7 @@
 
 /* 32 bytes at p0 in the low half, 32 at p1 in the high half. */
 static inline __attribute__((always_inline)) AVX512VNNI __m512i pair_load(const uint8_t *p0,
-                                                                         const uint8_t *p1)
+                                                                          const uint8_t *p1)
 {
     return _mm512_inserti64x4(
         _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)p0)),

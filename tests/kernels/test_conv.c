@@ -130,7 +130,7 @@ Suite *nib_test_suite(void)
 {
     Suite *s = suite_create("conv");
     TU_CASE(s, "conv", NULL, NULL, 120, test_conv_f32, test_dwconv_f32, test_conv_s8,
-            test_conv_s8_plain_avx2, test_conv_s8_avxvnni_256, test_dwconv_s8, test_pool, test_resize, test_rejects,
-            test_conv_dispatch);
+            test_conv_s8_plain_avx2, test_conv_s8_avxvnni_256, test_dwconv_s8, test_pool,
+            test_resize, test_rejects, test_conv_dispatch);
     return s;
 }
