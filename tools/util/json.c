@@ -20,6 +20,7 @@ struct chunk {
 
 struct json_doc {
     struct chunk *chunks;
+    size_t next_cap; /* the next chunk's size: 0 (4 KiB), doubling to 1 MiB */
     struct json_value root;
 };
 
@@ -28,7 +29,12 @@ static void *arena_alloc(struct json_doc *d, size_t n)
     n = (n + 15) & ~(size_t)15;
     struct chunk *c = d->chunks;
     if (!c || c->cap - c->used < n) {
-        size_t cap = n > (1u << 20) ? n : (1u << 20);
+        /* chunks grow from 4 KiB: a small document (a chat message, a
+         * request) no longer takes 1 MiB, whose mapping and sanitizer
+         * shadow cost more than the parse itself */
+        size_t want = d->next_cap ? d->next_cap : 4096;
+        d->next_cap = want < (1u << 20) ? want * 2 : want;
+        size_t cap = n > want ? n : want;
         c = malloc(sizeof *c + cap);
         if (!c)
             return NULL;
