@@ -2,12 +2,22 @@
 # Build a static musl appliance around one blob.
 #
 #   link-appliance.sh [OPTIONS] OUTPUT BLOB SRC...
+#   link-appliance.sh [OPTIONS] --archive OUTPUT.a SRC...
 #
 # OUTPUT  the executable to write (written to OUTPUT.tmp first, renamed only
 #         once it has passed the layout check)
 # BLOB    the blob made by `nib compile`; a relative path is taken relative to
 #         the current directory (meson passes the path it resolved itself)
-# SRC...  .c (or .S) files: the appliance's runtime, kernels and boot code
+# SRC...  .c (or .S) files: the appliance's runtime, kernels and boot code;
+#         and .a archives made by --archive, linked whole
+#
+# --archive compiles SRC... once into OUTPUT.a (and OUTPUT.a.d, its depfile)
+# and links nothing: a build folder compiles the runtime once and every
+# appliance it links then compiles only what differs (its topology table,
+# the allocation counter), instead of the ~100 runtime sources each time.
+# An archive carries the flags it was compiled with (the same flags as
+# below, --numa-dir and NIB_APPLIANCE_CFLAGS included): link it with the
+# same --numa-dir.
 #
 # Options (before OUTPUT):
 #   --cc CC          C compiler driver for musl (default: musl-gcc)
@@ -58,6 +68,7 @@ numa_dir=
 check=
 srcroot=$(cd "$(dirname "$(realpath "${BASH_SOURCE[0]}")")/.." && pwd)
 version=unknown
+archive=0
 while [ $# -gt 0 ]; do
     case $1 in
         --cc=*) cc=${1#*=} ;;
@@ -65,6 +76,7 @@ while [ $# -gt 0 ]; do
         --check=*) check=${1#*=} ;;
         --srcroot=*) srcroot=${1#*=} ;;
         --version=*) version=${1#*=} ;;
+        --archive) archive=1 ;;
         --cc|--numa-dir|--check|--srcroot|--version)
             [ $# -ge 2 ] || die "$1 needs a value"
             case $1 in
@@ -78,9 +90,16 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
-[ $# -ge 3 ] || die "usage: $0 [--cc CC] [--numa-dir DIR] [--check PROG] [--srcroot DIR] [--version V] OUTPUT BLOB SRC..."
-output=$1 blob_arg=$2
-shift 2
+usage="usage: $0 [--cc CC] [--numa-dir DIR] [--check PROG] [--srcroot DIR] [--version V] OUTPUT BLOB SRC... | --archive OUTPUT.a SRC..."
+if [ "$archive" = 1 ]; then
+    [ $# -ge 2 ] || die "$usage"
+    output=$1 blob_arg=
+    shift 1
+else
+    [ $# -ge 3 ] || die "$usage"
+    output=$1 blob_arg=$2
+    shift 2
+fi
 
 command -v "$cc" >/dev/null 2>&1 ||
     die "C compiler '$cc' not found; the appliance needs musl: apt-get install musl-tools (or run .ci/install-deps.sh)"
@@ -91,11 +110,14 @@ stub=$srcroot/model_blob/blob_incbin.S
 [ -f "$stub" ] || die "$stub missing"
 
 # --- the blob -----------------------------------------------------------------
+blob=
+if [ "$archive" = 0 ]; then
 blob=$(realpath -e -- "$blob_arg" 2>/dev/null) ||
     die "blob '$blob_arg' does not exist (relative to $(pwd)); make one with: nib compile MODEL -o FILE.blob"
 [ -f "$blob" ] || die "blob '$blob_arg' is not a regular file"
 [ -r "$blob" ] || die "blob '$blob_arg' is not readable"
 [ -s "$blob" ] || die "blob '$blob_arg' is empty"
+fi
 
 # --- work folder ----------------------------------------------------------------
 work=$output.work
@@ -104,7 +126,7 @@ mkdir -p -- "$work"
 work=$(realpath -e -- "$work")
 # The assembled blob is as large as the blob: never left behind, linked or not.
 trap 'rm -f -- "$work/nib_blob.o"' EXIT
-ln -s -- "$blob" "$work/nib.blob"
+[ -z "$blob" ] || ln -s -- "$blob" "$work/nib.blob"
 
 # --- kernel headers ------------------------------------------------------------
 # musl ships no kernel UAPI headers (<linux/futex.h>, <asm/...>); the system's
@@ -148,7 +170,7 @@ ldflags=(-static -no-pie -Wl,-T,"$ld_script" -Wl,-z,noexecstack)
 
 # --- compile ------------------------------------------------------------------
 jobs=$(nproc 2>/dev/null || echo 2)
-objs=() deps=() srcs_seen=" "
+objs=() deps=() archives=() srcs_seen=" "
 i=0
 for src in "$@"; do
     s=$(realpath -e -- "$src" 2>/dev/null) || die "source $src does not exist"
@@ -156,7 +178,9 @@ for src in "$@"; do
     srcs_seen+="$s "
     case $s in
         *.c|*.S) ;;
-        *) die "source $src: only .c and .S files are compiled" ;;
+        *.a) [ "$archive" = 0 ] || die "source $src: an archive does not go into another"
+             archives+=("$s"); continue ;;
+        *) die "source $src: only .c and .S files are compiled (and .a archives linked)" ;;
     esac
     base=$(basename -- "$s")
     o=$work/$i-${base%.*}.o
@@ -171,6 +195,37 @@ for o in "${objs[@]}"; do
     if [ -e "$o.failed" ] || [ ! -f "$o" ]; then die "compilation failed (see above)"; fi
 done
 
+# Make-style depfile: TARGET, the fixed inputs given, then every header the
+# compiler saw (meson's custom_target(depfile: ...)).
+esc() { local s=${1//\\/\\\\}; s=${s// /\\ }; s=${s//#/\\#}; printf '%s' "${s//\$/\$\$}"; }
+write_depfile() {
+    local target=$1 f d line
+    shift
+    {
+        printf '%s:' "$(esc "$target")"
+        for f in "$@"; do
+            printf ' \\\n %s' "$(esc "$f")"
+        done
+        for d in "${deps[@]}"; do
+            # gcc wrote "dep: a.c b.h \<newline> c.h ..."; keep what follows "dep:".
+            sed -e '1s/^dep:[[:space:]]*//' -e 's/[[:space:]]*\\$//' "$d" |
+                while IFS= read -r line; do
+                    [ -n "$line" ] && printf ' \\\n %s' "$line"
+                done
+        done
+        printf '\n'
+    } > "$target.d"
+}
+
+if [ "$archive" = 1 ]; then
+    rm -f -- "$output.tmp"
+    ar rcs "$output.tmp" "${objs[@]}" || die "ar failed"
+    mv -f -- "$output.tmp" "$output"
+    write_depfile "$output" "$srcroot/linker/link-appliance.sh" "${numa_libs[@]}"
+    printf '%s: %s: %d sources archived, libnuma: %s\n' "$me" "$output" "${#objs[@]}" "$numa_note"
+    exit 0
+fi
+
 # The blob: assembled from the work folder so that "nib.blob" resolves there.
 (cd "$work" && "$cc" -c -Wa,-I"$work" -o "$work/nib_blob.o" "$stub") ||
     die "assembling $stub against $blob failed"
@@ -183,9 +238,12 @@ if [ -z "$check" ]; then
 fi
 
 # --- link + verify ------------------------------------------------------------------------
+whole=()
+# shellcheck disable=SC2054 # the commas belong to -Wl, arguments
+[ ${#archives[@]} -eq 0 ] || whole=(-Wl,--whole-archive "${archives[@]}" -Wl,--no-whole-archive)
 link() {
     "$cc" "${cflags[@]}" "${ldflags[@]}" "$@" -o "$output.tmp" \
-        "${objs[@]}" "$work/nib_blob.o" "${numa_libs[@]}" || die "link failed"
+        "${objs[@]}" "${whole[@]}" "$work/nib_blob.o" "${numa_libs[@]}" || die "link failed"
 }
 link
 if ! "$check" "$output.tmp" "$blob" > "$work/check.log" 2>&1; then
@@ -202,23 +260,9 @@ fi
 mv -f -- "$output.tmp" "$output"
 
 # --- depfile ----------------------------------------------------------------------------------
-esc() { local s=${1//\\/\\\\}; s=${s// /\\ }; s=${s//#/\\#}; printf '%s' "${s//\$/\$\$}"; }
-{
-    printf '%s:' "$(esc "$output")"
-    for f in "$ld_script" "$stub" "$blob" "$srcroot/linker/link-appliance.sh" \
-             "$srcroot/linker/nib_elf_check.c" "${numa_libs[@]}"; do
-        printf ' \\\n %s' "$(esc "$f")"
-    done
-    for d in "${deps[@]}"; do
-        # gcc wrote "dep: a.c b.h \<newline> c.h ..."; keep what follows "dep:".
-        sed -e '1s/^dep:[[:space:]]*//' -e 's/[[:space:]]*\\$//' "$d" |
-            while IFS= read -r line; do
-                [ -n "$line" ] && printf ' \\\n %s' "$line"
-            done
-    done
-    printf '\n'
-} > "$output.d"
+write_depfile "$output" "$ld_script" "$stub" "$blob" "$srcroot/linker/link-appliance.sh" \
+    "$srcroot/linker/nib_elf_check.c" "${numa_libs[@]}" "${archives[@]}"
 
 addr=$(sed -n 's/^  section .nib_blob: addr \(0x[0-9a-f]*\) offset \(0x[0-9a-f]*\) .*/\1 (file offset \2)/p' "$work/check.log")
-printf '%s: %s: %d sources, blob %s bytes at %s, libnuma: %s\n' "$me" "$output" "${#objs[@]}" \
+printf '%s: %s: %d sources + %d archives, blob %s bytes at %s, libnuma: %s\n' "$me" "$output" "${#objs[@]}" "${#archives[@]}" \
     "$(stat -c %s "$blob")" "$addr" "$numa_note"

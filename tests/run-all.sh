@@ -2,21 +2,24 @@
 # Run every test suite nibble has, the way CI does:
 #   1. install what is missing (.ci/install-deps.sh, idempotent);
 #   2. a normal build: all suites, including `crosscheck` (the npm peers:
-#      @huggingface/tokenizers and /jinja against nibble, once);
+#      @huggingface/tokenizers and /jinja against nibble, once), but not
+#      `perf` (benchmarks) nor `soak` (whole-model checks too long for CI's
+#      90 minutes on 2 cores; NIB_SOAK=1 adds them);
 #   3. an ASan+UBSan build: the native suites again under the sanitizers
 #      (not `long` and `huge`: the big-appliance tests of tests/linker, which
 #      run once, in step 2, and skip there saying why without the disk and
 #      memory they need, or with NIB_SKIP_BIG=1);
 #      (not `image` either: the boot image tests of tests/image boot QEMU
 #      guests running the static appliance, once, in step 2);
-#   4. the appliance without the musl libnuma (-Dnuma_musl_dir=none, as
-#      meson_options.txt documents): it builds under -Werror and passes the
-#      integration suite (its npm cross-checks ran in step 2);
+#      (nor `lint`: the tree's own rules, which no build type changes);
+#   (the appliance without the musl libnuma is linked and booted in step 2:
+#   tests/boot's *-nonuma tests, so no third build folder is needed);
 # then print the totals as one line: "N passed, N failed, N skipped".
 #
 #   bash tests/run-all.sh            # from anywhere inside the repository
 #
-# Environment: NIB_SKIP_DEPS=1 skips step 1 (when you know it is done).
+# Environment: NIB_SKIP_DEPS=1 skips step 1 (when you know it is done);
+# NIB_SOAK=1 adds suite soak to step 2.
 set -uo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -66,12 +69,12 @@ build_and_test() {
     rm -f "$log"
 }
 
-build_and_test build-test -- --no-suite perf
+soak=(--no-suite soak)
+[ "${NIB_SOAK:-0}" = 1 ] && soak=()
+build_and_test build-test -- --no-suite perf "${soak[@]}"
 build_and_test build-test-asan -Db_sanitize=address,undefined -Db_lundef=false -- \
     --no-suite perf --no-suite fuzz --no-suite neon --no-suite crosscheck --no-suite long --no-suite huge \
-    --no-suite image
-build_and_test build-test-nonuma -Dnuma_musl_dir=none -- --suite integration --no-suite crosscheck \
-    --no-suite image
+    --no-suite image --no-suite lint --no-suite soak
 
 echo
 if [ -s "$failures" ]; then

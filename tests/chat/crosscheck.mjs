@@ -8,7 +8,12 @@
 // must reject with the template's own message. strftime_now's clock is
 // pinned (UTC, en-US month names) on both sides.
 //
-// usage: node crosscheck.mjs --nib PATH [--family NAME] [--verbose]
+// usage: node crosscheck.mjs --nib PATH [--family NAME] [--conversations N]
+//                            [--enough-rendered R] [--verbose]
+// Each family gets up to N conversations (200), and stops early once R of
+// them have rendered (no early stop without --enough-rendered): CI's
+// bounded run, where templates that reject most conversations still get
+// their 50 rendered.
 // Exit 77 (skip) without the npm package (NIB_NPM_DIR, else
 // tests/npm/node_modules; .ci/install-deps.sh installs it).
 import { spawnSync } from "node:child_process";
@@ -36,9 +41,12 @@ const opt = (name) => {
 };
 const nib = opt("--nib");
 const only = opt("--family");
+// conversations per template, each rendered with and without the generation prompt
+const conversations = Number(opt("--conversations") || "200");
+const enoughRendered = Number(opt("--enough-rendered") || "0");
 const verbose = args.includes("--verbose");
 if (!nib) {
-    console.error("usage: node crosscheck.mjs --nib PATH [--family NAME]");
+    console.error("usage: node crosscheck.mjs --nib PATH [--family NAME] [--conversations N]");
     process.exit(2);
 }
 
@@ -182,7 +190,7 @@ for (const fam of families) {
     }
     const r = rng(0x5eed + fam.name.length * 7919 + fam.name.charCodeAt(0));
     let convs = 0, rendered = 0, rejected = 0, famFail = 0;
-    for (let i = 0; i < 200; i++) {
+    for (let i = 0; i < conversations && !(enoughRendered && rendered >= enoughRendered); i++) {
         const msgs = conversation(r, i);
         convs++;
         for (const gen of [true, false]) {
