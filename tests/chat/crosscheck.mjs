@@ -46,7 +46,7 @@ const conversations = Number(opt("--conversations") || "200");
 const enoughRendered = Number(opt("--enough-rendered") || "0");
 const verbose = args.includes("--verbose");
 if (!nib) {
-    console.error("usage: node crosscheck.mjs --nib PATH [--family NAME] [--conversations N]");
+    console.error("usage: node crosscheck.mjs --nib PATH [--family NAME] [--conversations N] [--enough-rendered R]");
     process.exit(2);
 }
 
