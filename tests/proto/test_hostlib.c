@@ -1234,6 +1234,13 @@ START_TEST(vision_header_and_tensor_table_checked)
         nib_host_check_header(&good, 1, 77, NIB_SHM_HEADER_MEMFD_SIZE, rs, "app", err, sizeof err),
         -1);
     ck_assert_ptr_nonnull(strstr(err, "header_memfd_size"));
+    /* a decoder's header (valid limits) in a vision model's two pages */
+    s = good;
+    s.features = 0;
+    s.vocab_size = 32;
+    s.ctx_len = 16;
+    ck_assert_int_eq(nib_host_check_header(&s, 1, 77, big, rs, "app", err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "decoder model's header memfd") != NULL, "%s", err);
     struct {
         uint32_t *field;
         uint32_t value;

@@ -347,6 +347,11 @@ int nib_host_check_header(const struct nib_shm_header *s, uint32_t host_index, u
             "outputs (%u bytes)",
             sock, s->features, s->tensors_offset, s->n_inputs, s->inputs_len, s->n_outputs,
             s->outputs_len);
+    /* and a decoder's header memfd is the one page, so a decoder header in
+     * a two-page memfd is refused here, not taken for a vision model's */
+    if (!tensor && s->header_memfd_size != NIB_SHM_HEADER_MEMFD_SIZE)
+        BAD("%s: a decoder model's header memfd is %llu bytes, not %u", sock,
+            (unsigned long long)s->header_memfd_size, NIB_SHM_HEADER_MEMFD_SIZE);
     if (!tensor &&
         (s->vocab_size == 0 || s->ctx_len == 0 || s->bos_id >= s->vocab_size ||
          s->eos_id >= s->vocab_size || s->add_bos > 1 || s->errmsg_max != NIB_ERRMSG_MAX))
