@@ -337,21 +337,21 @@ int nib_host_check_header(const struct nib_shm_header *s, uint32_t host_index, u
      * context, a second header page for its tensor table, fewer and larger
      * slots and no token area. */
     const int tensor = (s->features & NIB_FEAT_TENSOR) != 0;
-    if (tensor &&
-        (s->features != NIB_FEAT_TENSOR ||
-         s->header_memfd_size != NIB_SHM_HEADER_MEMFD_SIZE_TENSOR ||
-         s->tensors_offset != NIB_SHM_TENSORS_OFFSET || s->n_inputs == 0 || s->n_outputs == 0 ||
-         s->n_inputs + s->n_outputs > NIB_TENSOR_MAX || s->inputs_len > s->prompt_max ||
-         s->outputs_len > s->slot_text || s->errmsg_max != NIB_ERRMSG_MAX))
+    /* Its header memfd is two pages, a decoder's one: a decoder header in
+     * a vision model's memfd (or the reverse) is refused here. */
+    const uint32_t memfd_size =
+        tensor ? NIB_SHM_HEADER_MEMFD_SIZE_TENSOR : NIB_SHM_HEADER_MEMFD_SIZE;
+    if (s->header_memfd_size != memfd_size)
+        BAD("%s: a %s model's header memfd is %llu bytes, not %u", sock,
+            tensor ? "vision" : "decoder", (unsigned long long)s->header_memfd_size, memfd_size);
+    if (tensor && (s->features != NIB_FEAT_TENSOR || s->tensors_offset != NIB_SHM_TENSORS_OFFSET ||
+                   s->n_inputs == 0 || s->n_outputs == 0 ||
+                   s->n_inputs + s->n_outputs > NIB_TENSOR_MAX || s->inputs_len > s->prompt_max ||
+                   s->outputs_len > s->slot_text || s->errmsg_max != NIB_ERRMSG_MAX))
         BAD("%s: a vision model's features 0x%x, tensor table at %u, %u inputs (%u bytes), %u "
             "outputs (%u bytes)",
             sock, s->features, s->tensors_offset, s->n_inputs, s->inputs_len, s->n_outputs,
             s->outputs_len);
-    /* and a decoder's header memfd is the one page, so a decoder header in
-     * a two-page memfd is refused here, not taken for a vision model's */
-    if (!tensor && s->header_memfd_size != NIB_SHM_HEADER_MEMFD_SIZE)
-        BAD("%s: a decoder model's header memfd is %llu bytes, not %u", sock,
-            (unsigned long long)s->header_memfd_size, NIB_SHM_HEADER_MEMFD_SIZE);
     if (!tensor &&
         (s->vocab_size == 0 || s->ctx_len == 0 || s->bos_id >= s->vocab_size ||
          s->eos_id >= s->vocab_size || s->add_bos > 1 || s->errmsg_max != NIB_ERRMSG_MAX))
