@@ -101,7 +101,7 @@ void *boot_ivshmem_map(const char *path, uint64_t size, char *err, size_t errlen
 }
 
 struct nib_vmr_header *boot_vm_region(const char *spec, const struct nib_shm_header *geo,
-                                      uint32_t *max_hosts, uint64_t epoch,
+                                      uint32_t app_header_size, uint32_t *max_hosts, uint64_t epoch,
                                       uint64_t ring_offset[NIB_VMR_RINGS_MAX], char *err,
                                       size_t errlen)
 {
@@ -140,7 +140,8 @@ struct nib_vmr_header *boot_vm_region(const char *spec, const struct nib_shm_hea
     memset((uint8_t *)h + NIB_VMR_PAGE, 0, size - NIB_VMR_PAGE);
     /* The layout is computed from our own copy of line 0, never from what
      * the multiplexer might rewrite meanwhile. */
-    if (nib_vmr_layout(&copy, geo->ring_size, *max_hosts, epoch, why, sizeof why)) {
+    if (nib_vmr_layout(&copy, geo->ring_size, app_header_size, *max_hosts, epoch, why,
+                       sizeof why)) {
         snprintf(err, errlen, "%s: %s", path, why);
         return NULL;
     }
@@ -148,6 +149,7 @@ struct nib_vmr_header *boot_vm_region(const char *spec, const struct nib_shm_hea
     h->app_header_offset = copy.app_header_offset;
     h->ring_size = copy.ring_size;
     h->n_rings = copy.n_rings;
+    h->app_header_size = copy.app_header_size;
     memcpy(h->ring_offset, copy.ring_offset, sizeof h->ring_offset);
     memcpy(ring_offset, copy.ring_offset, sizeof copy.ring_offset);
     *max_hosts = copy.n_rings;

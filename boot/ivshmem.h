@@ -30,12 +30,14 @@ void *boot_ivshmem_map(const char *path, uint64_t size, char *err, size_t errlen
  * else a file of the region's size, for tests outside a VM) mapped, its
  * multiplexer line checked (nib_vmr_check_mux), guest_state set ABSENT,
  * everything after the region header page zeroed (prefaulting it), and the
- * rings laid out for geo's ring_size, at most *max_hosts, which becomes the
+ * rings laid out for geo's ring_size after an appliance header of
+ * app_header_size bytes (one page, two for a vision model), at most
+ * *max_hosts, which becomes the
  * number laid out, their offsets in ring_offset (the appliance's own copy:
  * never read back from the region). Returns the mapping (guest_state still ABSENT: the caller
  * stores READY), or NULL with err. */
 struct nib_vmr_header *boot_vm_region(const char *spec, const struct nib_shm_header *geo,
-                                      uint32_t *max_hosts, uint64_t epoch,
+                                      uint32_t app_header_size, uint32_t *max_hosts, uint64_t epoch,
                                       uint64_t ring_offset[NIB_VMR_RINGS_MAX], char *err,
                                       size_t errlen);
 

@@ -22,12 +22,19 @@ static int all_zero(const uint8_t *p, size_t n)
     return 1;
 }
 
-uint64_t nib_vmr_region_size(uint64_t ring_size, uint32_t n_rings)
+/* The appliance header is one page, or two for a vision model. */
+static int app_header_size_ok(uint32_t app_header_size)
+{
+    return app_header_size == NIB_SHM_HEADER_MEMFD_SIZE ||
+           app_header_size == NIB_SHM_HEADER_MEMFD_SIZE_TENSOR;
+}
+
+uint64_t nib_vmr_region_size(uint64_t ring_size, uint32_t app_header_size, uint32_t n_rings)
 {
     if (!ring_size || ring_size % NIB_VMR_PAGE || !n_rings || n_rings > NIB_VMR_RINGS_MAX ||
-        ring_size > REGION_SIZE_LIMIT)
+        ring_size > REGION_SIZE_LIMIT || !app_header_size_ok(app_header_size))
         return 0;
-    uint64_t need = NIB_VMR_APP_HEADER_OFFSET + NIB_VMR_PAGE + ring_size * n_rings;
+    uint64_t need = NIB_VMR_APP_HEADER_OFFSET + app_header_size + ring_size * n_rings;
     uint64_t size = NIB_VMR_PAGE;
     while (size < need && size < REGION_SIZE_LIMIT)
         size *= 2;
@@ -45,17 +52,20 @@ void nib_vmr_init(struct nib_vmr_header *h, uint64_t region_size, uint64_t mux_e
     h->max_rings = max_rings;
 }
 
-int nib_vmr_layout(struct nib_vmr_header *h, uint64_t ring_size, uint32_t max_hosts,
-                   uint64_t guest_epoch, char *err, size_t errlen)
+int nib_vmr_layout(struct nib_vmr_header *h, uint64_t ring_size, uint32_t app_header_size,
+                   uint32_t max_hosts, uint64_t guest_epoch, char *err, size_t errlen)
 {
-    uint64_t first = NIB_VMR_APP_HEADER_OFFSET + NIB_VMR_PAGE;
+    if (!app_header_size_ok(app_header_size))
+        return fail(err, errlen, "the appliance header is neither one page nor two");
+    uint64_t first = NIB_VMR_APP_HEADER_OFFSET + app_header_size;
     if (!ring_size || ring_size % NIB_VMR_PAGE)
         return fail(err, errlen, "ring size is not a whole number of pages");
     if (h->region_size < first || h->region_size - first < ring_size) {
         snprintf(err, errlen,
                  "the shared region (%llu bytes) cannot hold one ring of %llu bytes "
-                 "after its two header pages",
-                 (unsigned long long)h->region_size, (unsigned long long)ring_size);
+                 "after its %llu header bytes",
+                 (unsigned long long)h->region_size, (unsigned long long)ring_size,
+                 (unsigned long long)first);
         return -1;
     }
     uint64_t fit = (h->region_size - first) / ring_size;
@@ -72,6 +82,7 @@ int nib_vmr_layout(struct nib_vmr_header *h, uint64_t ring_size, uint32_t max_ho
     h->app_header_offset = NIB_VMR_APP_HEADER_OFFSET;
     h->ring_size = ring_size;
     h->n_rings = n;
+    h->app_header_size = app_header_size;
     for (uint32_t i = 0; i < NIB_VMR_RINGS_MAX; i++)
         h->ring_offset[i] = i < n ? first + (uint64_t)i * ring_size : 0;
     return 0;
@@ -120,6 +131,15 @@ int nib_vmr_check_layout(const struct nib_vmr_header *c, const struct nib_shm_he
         return fail(err, errlen, "guest_epoch differs from the appliance header's epoch");
     if (c->app_header_offset != NIB_VMR_APP_HEADER_OFFSET)
         return fail(err, errlen, "app_header_offset is not 4096");
+    if (!app_header_size_ok(c->app_header_size) || c->app_header_size != app->header_memfd_size) {
+        snprintf(err, errlen,
+                 "app_header_size %u, want 4096 or 8192 and the appliance header's "
+                 "header_memfd_size (%llu)",
+                 c->app_header_size, (unsigned long long)app->header_memfd_size);
+        return -1;
+    }
+    if (region_size < NIB_VMR_APP_HEADER_OFFSET + (uint64_t)c->app_header_size)
+        return fail(err, errlen, "the appliance header does not fit in the region");
     if (!c->n_rings || c->n_rings > c->max_rings || c->n_rings > NIB_VMR_RINGS_MAX) {
         snprintf(err, errlen, "n_rings %u, want 1..%u", c->n_rings, c->max_rings);
         return -1;
@@ -130,7 +150,7 @@ int nib_vmr_check_layout(const struct nib_vmr_header *c, const struct nib_shm_he
         return fail(err, errlen, "ring_size differs from the appliance header's");
     if (!c->ring_size || c->ring_size % NIB_VMR_PAGE || c->ring_size > region_size)
         return fail(err, errlen, "ring_size is not a whole number of pages within the region");
-    uint64_t first = NIB_VMR_APP_HEADER_OFFSET + NIB_VMR_PAGE;
+    uint64_t first = NIB_VMR_APP_HEADER_OFFSET + c->app_header_size;
     for (uint32_t i = 0; i < c->n_rings; i++) {
         uint64_t off = c->ring_offset[i];
         if (off % NIB_VMR_PAGE || off < first || off > region_size - c->ring_size) {
@@ -151,7 +171,7 @@ int nib_vmr_check_layout(const struct nib_vmr_header *c, const struct nib_shm_he
     for (uint32_t i = c->n_rings; i < NIB_VMR_RINGS_MAX; i++)
         if (c->ring_offset[i])
             return fail(err, errlen, "ring_offset past n_rings is not 0");
-    if (c->reserved2 || c->reserved3 || !all_zero(c->reserved6, sizeof c->reserved6))
+    if (c->reserved3 || !all_zero(c->reserved6, sizeof c->reserved6))
         return fail(err, errlen, "a reserved field of the region is not 0");
     return 0;
 }

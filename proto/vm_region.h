@@ -6,8 +6,9 @@
  *
  *   0                  region header page (struct nib_vmr_header): identity,
  *                      epochs, heartbeats, the ring table, the control mailbox
- *   4096               the appliance header page, exactly the header memfd
- *                      of docs/ring.md §3 (struct nib_shm_header + nib_stats)
+ *   4096               the appliance header pages, exactly the header memfd
+ *                      of docs/ring.md §3 (struct nib_shm_header + nib_stats;
+ *                      a vision model's tensor table on a second page)
  *   ring_offset[i]     ring i, exactly a ring memfd of §4 (ring_size bytes)
  *
  * Who writes what: the multiplexer writes line 0 once before QEMU starts,
@@ -27,9 +28,11 @@
 #include "proto/shm_layout.h"
 
 #define NIB_VMR_MAGIC 0x31524D564C42494Eull /* "NIBLVMR1" */
-#define NIB_VMR_VERSION 1u
+/* 2: the appliance header may be two pages (app_header_size); version 1
+ * had one page and no such field. */
+#define NIB_VMR_VERSION 2u
 #define NIB_VMR_PAGE 4096u
-#define NIB_VMR_APP_HEADER_OFFSET 4096u /* the appliance header page */
+#define NIB_VMR_APP_HEADER_OFFSET 4096u /* the appliance header pages */
 #define NIB_VMR_RINGS_MAX NIB_HOSTS_MAX
 /* Each side advances its heartbeat counter at least this often while it
  * runs; the other calls it dead when the counter has not moved for
@@ -91,7 +94,8 @@ struct nib_vmr_header {
     uint64_t app_header_offset;                  /* NIB_VMR_APP_HEADER_OFFSET */
     uint64_t ring_size;                          /* = the appliance header's ring_size */
     uint32_t n_rings;                            /* 1..max_rings */
-    uint32_t reserved2;
+    uint32_t app_header_size; /* = the appliance header's header_memfd_size: 4096, or 8192
+                               * for a vision model (its tensor table page) */
     /* line 3: the appliance, while it runs */
     alignas(NIB_CACHELINE) uint32_t guest_state; /* enum nib_vmr_guest_state */
     uint32_t reserved3;
@@ -112,6 +116,7 @@ _Static_assert(offsetof(struct nib_vmr_header, mux_epoch) == 24, "region mux epo
 _Static_assert(offsetof(struct nib_vmr_header, mux_beat) == 64, "region line 1");
 _Static_assert(offsetof(struct nib_vmr_header, guest_epoch) == 128, "region line 2");
 _Static_assert(offsetof(struct nib_vmr_header, n_rings) == 152, "region n_rings");
+_Static_assert(offsetof(struct nib_vmr_header, app_header_size) == 156, "region app header size");
 _Static_assert(offsetof(struct nib_vmr_header, guest_state) == 192, "region line 3");
 _Static_assert(offsetof(struct nib_vmr_header, guest_beat) == 200, "region guest beat");
 _Static_assert(offsetof(struct nib_vmr_header, cmd) == 256, "region command");
@@ -120,11 +125,14 @@ _Static_assert(offsetof(struct nib_vmr_header, ring_offset) == 512, "region ring
 _Static_assert(sizeof(struct nib_vmr_header) == 1024, "region header");
 _Static_assert(sizeof(struct nib_vmr_header) <= NIB_VMR_PAGE, "region header page");
 _Static_assert(NIB_SHM_HEADER_MEMFD_SIZE == NIB_VMR_PAGE, "appliance header page");
+_Static_assert(NIB_SHM_HEADER_MEMFD_SIZE_TENSOR == 2 * NIB_VMR_PAGE, "vision header pages");
 
-/* The region's size for n_rings rings of ring_size bytes: the two header
- * pages and the rings, rounded up to a power of two (a PCI BAR's size).
- * 0 when it would not fit in 2^40 bytes or the arguments are out of range. */
-uint64_t nib_vmr_region_size(uint64_t ring_size, uint32_t n_rings);
+/* The region's size for n_rings rings of ring_size bytes after an
+ * appliance header of app_header_size bytes (NIB_SHM_HEADER_MEMFD_SIZE or
+ * ..._TENSOR): the header pages and the rings, rounded up to a power of two
+ * (a PCI BAR's size). 0 when it would not fit in 2^40 bytes or the
+ * arguments are out of range. */
+uint64_t nib_vmr_region_size(uint64_t ring_size, uint32_t app_header_size, uint32_t n_rings);
 
 /* The multiplexer's line 0 into a zeroed region header. */
 void nib_vmr_init(struct nib_vmr_header *h, uint64_t region_size, uint64_t mux_epoch,
@@ -132,10 +140,11 @@ void nib_vmr_init(struct nib_vmr_header *h, uint64_t region_size, uint64_t mux_e
 
 /* The appliance's layout: as many rings of ring_size as fit (at most
  * max_hosts and the header's max_rings), packed after the appliance header
- * page; fills line 2 and the ring table (guest_state is left to the
- * caller, who stores READY with release). 0, or -1 with the reason. */
-int nib_vmr_layout(struct nib_vmr_header *h, uint64_t ring_size, uint32_t max_hosts,
-                   uint64_t guest_epoch, char *err, size_t errlen);
+ * of app_header_size bytes (one page, or two for a vision model); fills
+ * line 2 and the ring table (guest_state is left to the caller, who stores
+ * READY with release). 0, or -1 with the reason. */
+int nib_vmr_layout(struct nib_vmr_header *h, uint64_t ring_size, uint32_t app_header_size,
+                   uint32_t max_hosts, uint64_t guest_epoch, char *err, size_t errlen);
 
 /* The appliance's check of line 0 (a copy), against the size of the BAR it
  * mapped. 0, or -1 with the reason. Pure. */
@@ -145,9 +154,11 @@ int nib_vmr_check_mux(const struct nib_vmr_header *copy, uint64_t bar_size, char
 /* The multiplexer's check of the appliance's layout (a copy of the region
  * header and of the appliance header page), against the region it made:
  * its own line 0 unchanged, guest_epoch equal to the appliance header's and
- * not 0, n_rings 1..max_rings, ring_size equal to the appliance header's and
- * a multiple of the page, every ring page-aligned, inside the region, clear
- * of both header pages and of every other ring. 0, or -1. Pure. */
+ * not 0, app_header_size one or two pages and equal to the appliance
+ * header's header_memfd_size, n_rings 1..max_rings, ring_size equal to the
+ * appliance header's and a multiple of the page, every ring page-aligned,
+ * inside the region, clear of every header page and of every other ring.
+ * 0, or -1. Pure. */
 int nib_vmr_check_layout(const struct nib_vmr_header *copy, const struct nib_shm_header *app,
                          uint64_t region_size, uint64_t mux_epoch, char *err, size_t errlen);
 

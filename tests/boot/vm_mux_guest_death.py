@@ -29,6 +29,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from vm_region_mux import fake_image  # noqa: E402
+
 STALE_S = 5.0  # NIB_VMR_STALE_NS
 PROMPT = b"Once upon a time"
 
@@ -153,14 +156,7 @@ def main():
     work = tempfile.mkdtemp(prefix="nib-vmdeath-work-")
     sys.path.insert(0, os.path.dirname(os.path.abspath(a.nibhost)))
     import nibhost as nh
-    # An image directory as nib image writes it; the stand-in ignores the kernel.
-    img = os.path.join(work, "img")
-    os.mkdir(img)
-    for f in ("vmlinuz", "initramfs.cpio"):
-        open(os.path.join(img, f), "w").close()
-    with open(os.path.join(img, "manifest"), "w") as f:
-        f.write("nibble-image 1\ncpus 2\nnuma 1\nmemory-mib 512\nkernel vmlinuz\n"
-                "initramfs initramfs.cpio\ncmdline console=ttyS0\n")
+    img = fake_image(work)
     for case in ("exit", "reboot", "hang"):
         run_case(a, nh, case, img, work)
 

@@ -1,9 +1,10 @@
 """The multiplexer's side of the VM region (docs/ring.md section 19) in
 Python, for tests: line 0 over a sealed memfd, a heartbeat thread, the
 mailbox, the layout check and one request through a ring of the region.
-Used by tests/boot/vm_region_serve.py (the appliance on this machine) and
-tests/image/image_boot.py (the appliance in a QEMU guest, the memfd being
-its ivshmem device's memory)."""
+Used by tests/boot/vm_region_serve.py and vm_region_vision.py (the
+appliance on this machine) and tests/image/image_boot.py (the appliance in
+a QEMU guest, the memfd being its ivshmem device's memory); fake_image
+is the image directory the stand-in guest of `nib vm run --qemu` needs."""
 import fcntl
 import mmap
 import os
@@ -24,19 +25,11 @@ def ok(msg):
 
 PAGE = 4096
 MAGIC = 0x31524D564C42494E
+VERSION = 2  # NIB_VMR_VERSION
 RING_MAGIC = 0x33474E524C42494E
 READY, STOPPING, STOPPED = 1, 2, 3
 ATTACH, DETACH, STOP = 1, 2, 3
 NO_RING, MALFORMED = 1, 3
-
-
-def fail(msg):
-    print("FAIL: " + msg)
-    sys.exit(1)
-
-
-def ok(msg):
-    print("ok: " + msg)
 
 
 class Region:
@@ -50,7 +43,7 @@ class Region:
                     fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
         self.m = mmap.mmap(self.fd, size)
         self.epoch = time.time_ns()
-        struct.pack_into("<QIIQQI", self.m, 0, magic, 1, 1024,
+        struct.pack_into("<QIIQQI", self.m, 0, magic, VERSION, 1024,
                          size if region_size is None else region_size, self.epoch, max_rings)
         self.seq = 0
         self.beating = True
@@ -94,6 +87,19 @@ class Region:
         self.t.join()
 
 
+def fake_image(work):
+    """An image directory as `nib image` writes it, for `nib vm run --qemu`
+    with tests/boot/vm_standin_guest.py, which ignores the kernel."""
+    img = os.path.join(work, "img")
+    os.mkdir(img)
+    for f in ("vmlinuz", "initramfs.cpio"):
+        open(os.path.join(img, f), "w").close()
+    with open(os.path.join(img, "manifest"), "w") as f:
+        f.write("nibble-image 1\ncpus 2\nnuma 1\nmemory-mib 512\nkernel vmlinuz\n"
+                "initramfs initramfs.cpio\ncmdline console=ttyS0\n")
+    return img
+
+
 def wait_ready(r, alive, timeout, what):
     """Until guest_state is READY; alive() False means the other side ended."""
     deadline = time.time() + timeout
@@ -106,16 +112,19 @@ def wait_ready(r, alive, timeout, what):
 
 
 def check_layout(r):
-    g_epoch, hdr_off, ring_size, n_rings = struct.unpack_from("<QQQI", r.m, 128)
+    g_epoch, hdr_off, ring_size, n_rings, hdr_size = struct.unpack_from("<QQQII", r.m, 128)
     app = PAGE
     a_magic, a_version = struct.unpack_from("<QI", r.m, app)
     a_epoch = r.u64(app + 24)
     a_max_hosts = r.u32(app + 48)
+    a_hdr_size = r.u64(app + 16)
     a_ring_size = r.u64(app + 128)
     if (a_magic, a_version) != (0x334D48534C42494E, 4):
         fail("the appliance header page is not a version 4 header")
     if hdr_off != PAGE or not g_epoch or g_epoch != a_epoch:
         fail("layout identity: offset %d, epochs %d / %d" % (hdr_off, g_epoch, a_epoch))
+    if hdr_size not in (PAGE, 2 * PAGE) or hdr_size != a_hdr_size:
+        fail("app_header_size %d, the appliance header's memfd size %d" % (hdr_size, a_hdr_size))
     if ring_size != a_ring_size or ring_size % PAGE or n_rings != a_max_hosts:
         fail("layout geometry: ring %d / %d, rings %d / %d" % (ring_size, a_ring_size, n_rings,
                                                               a_max_hosts))
@@ -123,7 +132,7 @@ def check_layout(r):
     spans = []
     for i in range(n_rings):
         o = offs[i]
-        if o % PAGE or o < 2 * PAGE or o + ring_size > r.size:
+        if o % PAGE or o < PAGE + hdr_size or o + ring_size > r.size:
             fail("ring %d at %d is not inside the region" % (i, o))
         for a, b in spans:
             if o < b and a < o + ring_size:
@@ -131,8 +140,8 @@ def check_layout(r):
         spans.append((o, o + ring_size))
     if any(offs[n_rings:]):
         fail("ring table entries past n_rings are not 0")
-    ok("layout: %d rings of %d bytes, disjoint, inside %d bytes; epoch %d" %
-       (n_rings, ring_size, r.size, g_epoch))
+    ok("layout: %d rings of %d bytes after a %d-byte appliance header, disjoint, inside %d "
+       "bytes; epoch %d" % (n_rings, ring_size, hdr_size, r.size, g_epoch))
     return offs[:n_rings], ring_size
 
 

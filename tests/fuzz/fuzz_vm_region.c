@@ -7,15 +7,17 @@
  *     with a message or writes a layout nib_vmr_check_layout accepts;
  *   - nib_vmr_check_layout: an accepted layout keeps every ring inside the
  *     region (each is written whole in a buffer of the region's size, so
- *     ASan sees any escape), clear of both header pages and of every other
- *     ring (each page is claimed once);
+ *     ASan sees any escape), clear of the region header page, of the
+ *     appliance header's one or two pages and of every other ring (each
+ *     page is claimed once);
  *   - the mailbox parsers: an accepted command names a ring below n_rings
  *     (STOP: none) and has zero reserved bytes; an accepted answer matches
  *     the command it answers.
  *
  * Input: 1024 bytes of region header, 256 of appliance header, 64 of
- * command, 64 of answer, then u64 ring_size and u32 max_hosts for the
- * layout (missing bytes are zero). A first byte 'N' makes line 0 valid, so
+ * command, 64 of answer, then u64 ring_size, u32 max_hosts and u32
+ * app_header_size (0 stands for 4096) for the layout (missing bytes are
+ * zero). A first byte 'N' makes line 0 valid, so
  * the paths behind it are reached often. */
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +35,7 @@ struct input {
     struct nib_vmr_ans ans;
     uint64_t ring_size;
     uint32_t max_hosts;
+    uint32_t app_header_size;
 };
 
 static void check_layout_accepted(const struct nib_vmr_header *h)
@@ -43,7 +46,11 @@ static void check_layout_accepted(const struct nib_vmr_header *h)
         region = malloc(REGION);
     FUZZ_ASSERT(region);
     memset(owner, 0, sizeof owner);
-    owner[0] = owner[1] = 0xff; /* the two header pages */
+    FUZZ_ASSERT(h->app_header_size == NIB_SHM_HEADER_MEMFD_SIZE ||
+                h->app_header_size == NIB_SHM_HEADER_MEMFD_SIZE_TENSOR);
+    /* the region header page and the appliance header's pages */
+    for (uint64_t p = 0; p < (NIB_VMR_APP_HEADER_OFFSET + h->app_header_size) / NIB_VMR_PAGE; p++)
+        owner[p] = 0xff;
     FUZZ_ASSERT(h->n_rings >= 1 && h->n_rings <= NIB_VMR_RINGS_MAX);
     FUZZ_ASSERT(h->ring_size && h->ring_size % NIB_VMR_PAGE == 0);
     for (uint32_t i = 0; i < h->n_rings; i++) {
@@ -79,9 +86,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         struct nib_vmr_header g = h;
         memset(&g.guest_epoch, 0, sizeof g - offsetof(struct nib_vmr_header, guest_epoch));
         err[0] = 0;
-        if (nib_vmr_layout(&g, in.ring_size, in.max_hosts, 5, err, sizeof err) == 0) {
-            struct nib_shm_header app = {
-                .epoch = 5, .ring_size = in.ring_size, .max_hosts = g.n_rings};
+        uint32_t hs = in.app_header_size ? in.app_header_size : NIB_SHM_HEADER_MEMFD_SIZE;
+        if (nib_vmr_layout(&g, in.ring_size, hs, in.max_hosts, 5, err, sizeof err) == 0) {
+            FUZZ_ASSERT(g.app_header_size == hs);
+            struct nib_shm_header app = {.epoch = 5,
+                                         .ring_size = in.ring_size,
+                                         .max_hosts = g.n_rings,
+                                         .header_memfd_size = hs};
             FUZZ_ASSERT(nib_vmr_check_layout(&g, &app, REGION, h.mux_epoch, err, sizeof err) == 0);
             check_layout_accepted(&g);
         } else {
@@ -95,6 +106,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (nib_vmr_check_layout(&in.h, &in.app, REGION, in.h.mux_epoch, err, sizeof err) == 0) {
         FUZZ_ASSERT(in.h.guest_epoch != 0 && in.h.guest_epoch == in.app.epoch);
         FUZZ_ASSERT(in.h.ring_size == in.app.ring_size && in.app.max_hosts == in.h.n_rings);
+        FUZZ_ASSERT(in.h.app_header_size == in.app.header_memfd_size);
         check_layout_accepted(&in.h);
     } else {
         FUZZ_ASSERT(err[0] != 0);

@@ -23,7 +23,7 @@ static void setup(void)
 {
     memset(&geo, 0, sizeof geo);
     nib_ring_geometry(&geo, 512, 16);
-    size = nib_vmr_region_size(geo.ring_size, 4);
+    size = nib_vmr_region_size(geo.ring_size, NIB_SHM_HEADER_MEMFD_SIZE, 4);
     ck_assert_uint_ne(size, 0);
     fd = memfd_create("test-region", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     ck_assert_int_ge(fd, 0);
@@ -50,9 +50,9 @@ static struct nib_vmr_header *guest_h(void)
     return (struct nib_vmr_header *)(void *)guest;
 }
 
-/* What the guest does at boot: check line 0, write its header page and
- * layout. */
-static void guest_boot(uint32_t max_hosts)
+/* What the guest does at boot: check line 0, write its header (hdr_size
+ * bytes: one page, two for a vision model) and layout. */
+static void guest_boot_header(uint32_t max_hosts, uint32_t hdr_size)
 {
     char err[160];
     struct nib_vmr_header copy = *guest_h();
@@ -60,9 +60,16 @@ static void guest_boot(uint32_t max_hosts)
     struct nib_shm_header *app = (void *)(guest + NIB_VMR_APP_HEADER_OFFSET);
     *app = geo;
     app->epoch = 1234;
-    ck_assert_msg(nib_vmr_layout(guest_h(), geo.ring_size, max_hosts, 1234, err, sizeof err) == 0,
+    app->header_memfd_size = hdr_size;
+    ck_assert_msg(nib_vmr_layout(guest_h(), geo.ring_size, hdr_size, max_hosts, 1234, err,
+                                 sizeof err) == 0,
                   "%s", err);
     app->max_hosts = guest_h()->n_rings;
+}
+
+static void guest_boot(uint32_t max_hosts)
+{
+    guest_boot_header(max_hosts, NIB_SHM_HEADER_MEMFD_SIZE);
 }
 
 static int mux_check(char *err, size_t errlen)
@@ -74,17 +81,23 @@ static int mux_check(char *err, size_t errlen)
 
 START_TEST(region_size_is_a_power_of_two_that_holds_the_rings)
 {
-    for (uint32_t n = 1; n <= NIB_VMR_RINGS_MAX; n++) {
-        uint64_t s = nib_vmr_region_size(geo.ring_size, n);
-        ck_assert_uint_ne(s, 0);
-        ck_assert_uint_eq(s & (s - 1), 0);
-        ck_assert_uint_ge(s, 2 * NIB_VMR_PAGE + n * geo.ring_size);
-        ck_assert_uint_lt(s / 2, 2 * NIB_VMR_PAGE + n * geo.ring_size);
-    }
-    ck_assert_uint_eq(nib_vmr_region_size(geo.ring_size, 0), 0);
-    ck_assert_uint_eq(nib_vmr_region_size(geo.ring_size, NIB_VMR_RINGS_MAX + 1), 0);
-    ck_assert_uint_eq(nib_vmr_region_size(geo.ring_size + 1, 1), 0);
-    ck_assert_uint_eq(nib_vmr_region_size(1ull << 40, 2), 0);
+    const uint32_t hdr[2] = {NIB_SHM_HEADER_MEMFD_SIZE, NIB_SHM_HEADER_MEMFD_SIZE_TENSOR};
+    for (int k = 0; k < 2; k++)
+        for (uint32_t n = 1; n <= NIB_VMR_RINGS_MAX; n++) {
+            uint64_t s = nib_vmr_region_size(geo.ring_size, hdr[k], n);
+            uint64_t need = NIB_VMR_PAGE + hdr[k] + n * geo.ring_size;
+            ck_assert_uint_ne(s, 0);
+            ck_assert_uint_eq(s & (s - 1), 0);
+            ck_assert_uint_ge(s, need);
+            ck_assert_uint_lt(s / 2, need);
+        }
+    const uint32_t h1 = NIB_SHM_HEADER_MEMFD_SIZE;
+    ck_assert_uint_eq(nib_vmr_region_size(geo.ring_size, h1, 0), 0);
+    ck_assert_uint_eq(nib_vmr_region_size(geo.ring_size, h1, NIB_VMR_RINGS_MAX + 1), 0);
+    ck_assert_uint_eq(nib_vmr_region_size(geo.ring_size + 1, h1, 1), 0);
+    ck_assert_uint_eq(nib_vmr_region_size(1ull << 40, h1, 2), 0);
+    ck_assert_uint_eq(nib_vmr_region_size(geo.ring_size, 3 * NIB_VMR_PAGE, 1), 0);
+    ck_assert_uint_eq(nib_vmr_region_size(geo.ring_size, 0, 1), 0);
 }
 END_TEST
 
@@ -93,7 +106,7 @@ static const char *mux_fault(struct nib_vmr_header *h, int k)
 {
     switch (k) {
     case 0: h->magic ^= 1; return "magic";
-    case 1: h->version = 2; return "version 2";
+    case 1: h->version = 1; return "region version 1, this appliance speaks 2";
     case 2: h->header_size = 512; return "header_size";
     case 3: h->region_size = size / 2; return "differs from the device";
     case 4: h->mux_epoch = 0; return "mux_epoch";
@@ -157,6 +170,15 @@ static const char *layout_fault(struct nib_vmr_header *h, struct nib_shm_header 
     case 17: h->ring_offset[h->n_rings] = h->ring_offset[0]; return "past n_rings";
     case 18: h->reserved6[5] = 1; return "reserved";
     case 19: h->ring_offset[0] = ~0ull - NIB_VMR_PAGE + 1; return "ring_offset[0]";
+    case 20: h->app_header_size = 3 * NIB_VMR_PAGE; return "app_header_size 12288";
+    case 21: app->header_memfd_size = NIB_SHM_HEADER_MEMFD_SIZE_TENSOR; return "app_header_size";
+    case 22: h->app_header_size = 0; return "app_header_size 0";
+    case 23:
+        /* A vision header's second page over a decoder layout: ring 0
+         * would cover the tensor table. */
+        h->app_header_size = NIB_SHM_HEADER_MEMFD_SIZE_TENSOR;
+        app->header_memfd_size = NIB_SHM_HEADER_MEMFD_SIZE_TENSOR;
+        return "ring_offset[0]";
     default: return NULL;
     }
 }
@@ -190,7 +212,7 @@ START_TEST(multiplexer_accepts_the_guest_layout_and_refuses_each_fault)
         ck_assert_int_eq(nib_vmr_check_layout(&bad, &bad_app, size, 77, err, sizeof err), -1);
         ck_assert_msg(strstr(err, want), "fault %d: \"%s\" does not say %s", k, err, want);
     }
-    ck_assert_int_eq(k, 20);
+    ck_assert_int_eq(k, 24);
 }
 END_TEST
 
@@ -207,13 +229,42 @@ START_TEST(layout_fits_what_the_region_and_multiplexer_allow)
     ck_assert_uint_eq(mux_h()->n_rings, 3); /* the appliance's --max-hosts */
     ck_assert_msg(mux_check(err, sizeof err) == 0, "%s", err);
     /* Too small for one ring after the two header pages. */
+    const uint32_t h1 = NIB_SHM_HEADER_MEMFD_SIZE;
     struct nib_vmr_header h;
     memset(&h, 0, sizeof h);
     nib_vmr_init(&h, 4 * NIB_VMR_PAGE, 77, 8);
-    ck_assert_int_eq(nib_vmr_layout(&h, geo.ring_size, 8, 9, err, sizeof err), -1);
+    ck_assert_int_eq(nib_vmr_layout(&h, geo.ring_size, h1, 8, 9, err, sizeof err), -1);
     ck_assert(strstr(err, "cannot hold one ring"));
-    ck_assert_int_eq(nib_vmr_layout(&h, 100, 8, 9, err, sizeof err), -1);
+    ck_assert_int_eq(nib_vmr_layout(&h, 100, h1, 8, 9, err, sizeof err), -1);
     ck_assert(strstr(err, "pages"));
+    /* One ring page fits after a decoder's header page, not after a vision
+     * model's two. */
+    ck_assert_int_eq(nib_vmr_layout(&h, 2 * NIB_VMR_PAGE, h1, 8, 9, err, sizeof err), 0);
+    ck_assert_int_eq(nib_vmr_layout(&h, 2 * NIB_VMR_PAGE, NIB_SHM_HEADER_MEMFD_SIZE_TENSOR, 8, 9,
+                                    err, sizeof err),
+                     -1);
+    ck_assert(strstr(err, "after its 12288 header bytes"));
+    ck_assert_int_eq(nib_vmr_layout(&h, NIB_VMR_PAGE, 3 * NIB_VMR_PAGE, 8, 9, err, sizeof err), -1);
+    ck_assert(strstr(err, "neither one page nor two"));
+}
+END_TEST
+
+/* A vision model's header is two pages (its tensor table on the second):
+ * the rings start after both, and the multiplexer accepts that layout. */
+START_TEST(vision_header_takes_two_pages_before_the_rings)
+{
+    char err[200];
+    nib_vmr_init(mux_h(), size, 77, 8);
+    guest_boot_header(2, NIB_SHM_HEADER_MEMFD_SIZE_TENSOR);
+    ck_assert_uint_eq(mux_h()->app_header_size, NIB_SHM_HEADER_MEMFD_SIZE_TENSOR);
+    ck_assert_uint_eq(mux_h()->ring_offset[0],
+                      NIB_VMR_APP_HEADER_OFFSET + NIB_SHM_HEADER_MEMFD_SIZE_TENSOR);
+    ck_assert_msg(mux_check(err, sizeof err) == 0, "%s", err);
+    /* The same layout claimed as a decoder's one-page header is refused:
+     * the appliance header says two pages. */
+    mux_h()->app_header_size = NIB_SHM_HEADER_MEMFD_SIZE;
+    ck_assert_int_eq(mux_check(err, sizeof err), -1);
+    ck_assert(strstr(err, "app_header_size 4096"));
 }
 END_TEST
 
@@ -331,5 +382,6 @@ TU_SUITE("vm-region", "vm-region", setup, teardown, 0,
          region_size_is_a_power_of_two_that_holds_the_rings,
          guest_accepts_the_multiplexer_line_and_refuses_each_fault,
          multiplexer_accepts_the_guest_layout_and_refuses_each_fault,
-         layout_fits_what_the_region_and_multiplexer_allow, mailbox_crosses_the_two_mappings,
+         layout_fits_what_the_region_and_multiplexer_allow,
+         vision_header_takes_two_pages_before_the_rings, mailbox_crosses_the_two_mappings,
          commands_are_checked, heartbeat_watch_and_backoff)

@@ -576,10 +576,19 @@ static int run(int argc, char **argv)
     struct nib_vmr_header lay;
     struct nib_shm_header app;
     memcpy(&lay, x.h, sizeof lay);
+    static struct nib_shm_tensor tensors[NIB_TENSOR_MAX];
     memcpy(&app, (uint8_t *)x.h + NIB_VMR_APP_HEADER_OFFSET, sizeof app);
-    if (nib_vmr_check_layout(&lay, &app, size, x.epoch, err, sizeof err) ||
-        nib_host_check_header(&app, 0, app.epoch, NIB_SHM_HEADER_MEMFD_SIZE, app.ring_size,
-                              "the guest", err, sizeof err)) {
+    /* A vision model's tensor table (its second header page): checked as a
+     * host checks it, once the header says the page is there. */
+    int bad = nib_vmr_check_layout(&lay, &app, size, x.epoch, err, sizeof err) ||
+              nib_host_check_header(&app, 0, app.epoch, lay.app_header_size, app.ring_size,
+                                    "the guest", err, sizeof err);
+    if (!bad && (app.features & NIB_FEAT_TENSOR)) {
+        memcpy(tensors, (uint8_t *)x.h + NIB_VMR_APP_HEADER_OFFSET + NIB_SHM_TENSORS_OFFSET,
+               sizeof tensors);
+        bad = nib_host_check_tensors(&app, tensors, "the guest", err, sizeof err);
+    }
+    if (bad) {
         fprintf(stderr, "nib vm run: the guest's region: %s\n", err);
         wait_bounded(x.qemu, 0);
         return 1;
@@ -587,14 +596,18 @@ static int run(int argc, char **argv)
     nib_vmr_watch_start(&x.guest, nib_vmr_beat_read(&x.h->guest_beat), nib_now_ns());
 
     /* The local side, as a local appliance makes it. */
-    if (boot_memfds(&ch, NIB_SHM_HEADER_MEMFD_SIZE, lay.n_rings, app.ring_size, err, sizeof err)) {
+    if (boot_memfds(&ch, lay.app_header_size, lay.n_rings, app.ring_size, err, sizeof err)) {
         fprintf(stderr, "nib vm run: %s\n", err);
         wait_bounded(x.qemu, 0);
         return 1;
     }
     struct nib_shm_header *hdr = ch.header;
-    memcpy(hdr, (uint8_t *)x.h + NIB_VMR_APP_HEADER_OFFSET, NIB_SHM_HEADER_MEMFD_SIZE);
-    memcpy(hdr, &app, sizeof app); /* the checked copy, not a second read */
+    /* Both pages for a vision model: its tensor table is the second. Its
+     * hosts check that table at attach, as they check a local appliance's. */
+    memcpy(hdr, (uint8_t *)x.h + NIB_VMR_APP_HEADER_OFFSET, lay.app_header_size);
+    memcpy(hdr, &app, sizeof app); /* the checked copies, not a second read */
+    if (app.features & NIB_FEAT_TENSOR)
+        memcpy((uint8_t *)hdr + NIB_SHM_TENSORS_OFFSET, tensors, sizeof tensors);
     hdr->state = NIB_APP_BOOTING;  /* READY once the socket listens */
     hdr->sleeping = 0;             /* the relay never sleeps long: no KICK needed */
     hdr->appliance_pid = (uint32_t)getpid();
