@@ -334,8 +334,8 @@ int main(int argc, char **argv)
     struct nib_vmr_header *region = NULL;
     static uint64_t ring_offset[NIB_VMR_RINGS_MAX];
     if (o.vm_region) {
-        region = boot_vm_region(o.vm_region, &geo, nib_server_header_size(&v), &o.max_hosts,
-                                epoch, ring_offset, err, sizeof err);
+        region = boot_vm_region(o.vm_region, &geo, nib_server_header_size(&v), &o.max_hosts, epoch,
+                                ring_offset, err, sizeof err);
         if (!region)
             return refuse("vm-region", err);
     } else if (boot_memfds(&ch, nib_server_header_size(&v), o.max_hosts, geo.ring_size, err,
@@ -487,8 +487,8 @@ int main(int argc, char **argv)
                 "nibble: ready on %s: vision model, %u inputs (%u bytes), %u outputs (%u bytes), "
                 "%u ops; blob %llu bytes, crc32c %08x ok; runtime memory %llu bytes\n",
                 region ? "the VM region" : ch.paths.sock, h->n_inputs, h->inputs_len, h->n_outputs,
-                h->outputs_len, v.h->n_ops,
-                (unsigned long long)blob_size, blob_crc, (unsigned long long)v.mem_size);
+                h->outputs_len, v.h->n_ops, (unsigned long long)blob_size, blob_crc,
+                (unsigned long long)v.mem_size);
     else
         fprintf(stderr,
                 "nibble: ready on %s: dim %u, %u layers, %u heads (%u kv), vocab %u, ctx %u; "

@@ -61,9 +61,9 @@ static void guest_boot_header(uint32_t max_hosts, uint32_t hdr_size)
     *app = geo;
     app->epoch = 1234;
     app->header_memfd_size = hdr_size;
-    ck_assert_msg(nib_vmr_layout(guest_h(), geo.ring_size, hdr_size, max_hosts, 1234, err,
-                                 sizeof err) == 0,
-                  "%s", err);
+    ck_assert_msg(
+        nib_vmr_layout(guest_h(), geo.ring_size, hdr_size, max_hosts, 1234, err, sizeof err) == 0,
+        "%s", err);
     app->max_hosts = guest_h()->n_rings;
 }
 

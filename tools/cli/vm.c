@@ -608,8 +608,8 @@ static int run(int argc, char **argv)
     memcpy(hdr, &app, sizeof app); /* the checked copies, not a second read */
     if (app.features & NIB_FEAT_TENSOR)
         memcpy((uint8_t *)hdr + NIB_SHM_TENSORS_OFFSET, tensors, sizeof tensors);
-    hdr->state = NIB_APP_BOOTING;  /* READY once the socket listens */
-    hdr->sleeping = 0;             /* the relay never sleeps long: no KICK needed */
+    hdr->state = NIB_APP_BOOTING; /* READY once the socket listens */
+    hdr->sleeping = 0;            /* the relay never sleeps long: no KICK needed */
     hdr->appliance_pid = (uint32_t)getpid();
     hdr->hosts_attached = 0;
     hdr->heartbeat_ns = nib_now_ns();
