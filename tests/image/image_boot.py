@@ -23,6 +23,9 @@ server in the background; `nib stop --name` must end the appliance cleanly,
 power the guest off through isa-debug-exit with the "stopped" status (QEMU
 exits 2*1+1 = 3, written to the server's log) and end the server.
 disk: "stop" typed on the console does the same.
+serve-vision: as serve, around the identity vision blob
+(tests/common/vision_blob.h): its two-page header (the tensor table) on the
+region, tensors from nibhost.py back byte-exact through ivshmem.
 corrupt: under `nib vm run`, the appliance must refuse to boot naming the
 blob, init must power off with the "refused" status (QEMU exits 2*2+1 = 5),
 and `nib vm run` must exit non-zero with that reason from the console.
@@ -36,6 +39,7 @@ import argparse
 import glob
 import json
 import os
+import random
 import re
 import select
 import shutil
@@ -273,8 +277,80 @@ def check_pinning(err, server):
     print(f"ok: each vCPU thread runs only on its planned host CPU: {seen}")
 
 
-def serve_vm(a, m, img):
-    """`nib vm run` serves the guest's appliance; this script is a local host."""
+def import_nibhost():
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                    "tools", "host"))
+    import nibhost
+    return nibhost
+
+
+def ask_reference(a, name):
+    """The decoder: every reference case through nib ask and the first
+    through nibhost.py, exactly."""
+    ref = json.load(open(a.reference))
+    got = []
+    for case in ref["cases"]:
+        want = case["generated_token_ids"]
+        r = nib_json(a.nib, "ask", "--name", name, "--max-tokens", str(len(want)), "--json",
+                     "--timeout", "600", case["prompt"])
+        if r["prompt_token_ids"] != case["prompt_token_ids"] or r["generated_token_ids"] != want:
+            fail(f"{case['prompt']!r}: prompt {r['prompt_token_ids']}, generated "
+                 f"{r['generated_token_ids']}; the reference: {case['prompt_token_ids']}, {want}")
+        got.append(r["generated_token_ids"])
+    print(f"ok: {len(got)} reference cases answered exactly by nib ask through ivshmem "
+          f"({a.numa} node(s))")
+    # The Python host, unchanged, through the multiplexer: the first case again.
+    nibhost = import_nibhost()
+    case = ref["cases"][0]
+    with nibhost.Host(name, timeout=60) as h:
+        p = h.ask(case["prompt"].encode(), max_tokens=len(case["generated_token_ids"]),
+                  timeout=600)
+    if p.prompt_ids != case["prompt_token_ids"] or \
+            p.generated_ids != case["generated_token_ids"]:
+        fail(f"nibhost.py through nib vm run: {p.status_name}, prompt {p.prompt_ids}, "
+             f"generated {p.generated_ids}; the reference: {case['prompt_token_ids']}, "
+             f"{case['generated_token_ids']}")
+    print(f"ok: nibhost.py asked through nib vm run: the reference's "
+          f"{len(p.generated_ids)} ids exactly")
+    got_requests = len(got) + 1
+    if a.tokens_out:
+        with open(a.tokens_out, "w") as f:
+            json.dump(got, f)
+    if a.tokens_in:
+        if not os.path.exists(a.tokens_in):
+            print(f"note: {a.tokens_in} absent (the 1-node test did not run first): both "
+                  "runs equal the reference, so they equal each other")
+        elif json.load(open(a.tokens_in)) != got:
+            fail("the 2-node tokens differ from the 1-node run's")
+        else:
+            print("ok: the tokens equal the 1-node run's")
+    total = sum(len(g) for g in got) + len(ref["cases"][0]["generated_token_ids"])
+    return got_requests, total
+
+
+def run_tensors(a, name):
+    """The identity vision model (tests/common/vision_blob.h: outputs alias
+    inputs): tensors through the guest's two-page header and the relay come
+    back byte-exact."""
+    nibhost = import_nibhost()
+    rng = random.Random(23)
+    n = 10
+    with nibhost.Host(name, timeout=60) as h:
+        names = [t["name"] for t in h.inputs + h.outputs]
+        if not h.is_vision or names != ["a", "b", "b_out", "a_out"]:
+            fail(f"the guest's tensor table through nib vm run: {names}")
+        for k in range(n):
+            x = bytes(rng.getrandbits(8) for _ in range(768))
+            y = bytes(rng.getrandbits(8) for _ in range(10))
+            if h.run([x, y], timeout=600) != [y, x]:
+                fail(f"run {k} through ivshmem: the outputs differ from the inputs they alias")
+    print(f"ok: the guest's tensor table, {n} tensor runs byte-exact through ivshmem")
+    return n, 0
+
+
+def serve_vm(a, m, img, requests):
+    """`nib vm run` serves the guest's appliance; this script is a local host,
+    requests(a, name) its requests: (requests made, tokens generated)."""
     name = f"vm{a.numa}"
     console = os.path.join(a.work, f"console-serve-{a.numa}node.txt")
     os.environ["NIB_RUNTIME_DIR"] = rt = os.path.join(a.work, f"rt-serve-{a.numa}node")
@@ -301,59 +377,23 @@ def serve_vm(a, m, img):
             def text(self):
                 return open(console, errors="replace").read()
         check_guest(Console(), a.numa)
-        ref = json.load(open(a.reference))
-        got = []
-        for case in ref["cases"]:
-            want = case["generated_token_ids"]
-            r = nib_json(a.nib, "ask", "--name", name, "--max-tokens", str(len(want)), "--json",
-                         "--timeout", "600", case["prompt"])
-            if r["prompt_token_ids"] != case["prompt_token_ids"] or r["generated_token_ids"] != want:
-                fail(f"{case['prompt']!r}: prompt {r['prompt_token_ids']}, generated "
-                     f"{r['generated_token_ids']}; the reference: {case['prompt_token_ids']}, {want}")
-            got.append(r["generated_token_ids"])
-        print(f"ok: {len(got)} reference cases answered exactly by nib ask through ivshmem "
-              f"({a.numa} node(s))")
-        # The Python host, unchanged, through the multiplexer: the first case again.
-        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                                        "tools", "host"))
-        import nibhost
-        case = ref["cases"][0]
-        with nibhost.Host(name, timeout=60) as h:
-            p = h.ask(case["prompt"].encode(), max_tokens=len(case["generated_token_ids"]),
-                      timeout=600)
-        if p.prompt_ids != case["prompt_token_ids"] or \
-                p.generated_ids != case["generated_token_ids"]:
-            fail(f"nibhost.py through nib vm run: {p.status_name}, prompt {p.prompt_ids}, "
-                 f"generated {p.generated_ids}; the reference: {case['prompt_token_ids']}, "
-                 f"{case['generated_token_ids']}")
-        print(f"ok: nibhost.py asked through nib vm run: the reference's "
-              f"{len(p.generated_ids)} ids exactly")
-        got_requests = len(got) + 1
-        if a.tokens_out:
-            with open(a.tokens_out, "w") as f:
-                json.dump(got, f)
-        if a.tokens_in:
-            if not os.path.exists(a.tokens_in):
-                print(f"note: {a.tokens_in} absent (the 1-node test did not run first): both "
-                      "runs equal the reference, so they equal each other")
-            elif json.load(open(a.tokens_in)) != got:
-                fail("the 2-node tokens differ from the 1-node run's")
-            else:
-                print("ok: the tokens equal the 1-node run's")
+        n_requests, n_tokens = requests(a, name)
         # The multiplexer mirrors the guest's page every 25 ms: the last
         # request's counters may take that long to show.
-        total = sum(len(g) for g in got) + len(ref["cases"][0]["generated_token_ids"])
         deadline = time.monotonic() + 5
         while True:
             st = nib_json(a.nib, "stats", "--name", name, "--json")
-            if st["requests_done"] >= got_requests and st["tokens_generated"] >= total:
+            if st["requests_done"] >= n_requests and st["tokens_generated"] >= n_tokens:
                 break
             if time.monotonic() > deadline:
                 fail(f"nib stats through the multiplexer: {st}")
             time.sleep(0.1)
         print(f"ok: nib stats reads the guest's statistics page ({st['requests_done']} requests, "
               f"{st['tokens_generated']} tokens)")
-        check_placement(st, a.numa, a.expect_numa)
+        if a.mode == "serve":
+            check_placement(st, a.numa, a.expect_numa)
+        else:
+            print("note: the identity vision blob has no weights: no shard placement to check")
         r = subprocess.run([a.nib, "stop", "--name", name], capture_output=True, text=True,
                            timeout=180)
         if r.returncode != 0:
@@ -371,7 +411,7 @@ def serve_vm(a, m, img):
         for line in ("nibble: stopped (", "nib-init: the appliance stopped cleanly; powering off"):
             if line not in text:
                 fail(f"no '{line}' on the console", text)
-        print(f"ok: serve, {a.numa} node(s): nib vm run returned 0 once ready after "
+        print(f"ok: {a.mode}, {a.numa} node(s): nib vm run returned 0 once ready after "
               f"{ready_s:.1f} s; nib stop powered the guest off (QEMU 3), its server exited")
     finally:
         if os.path.exists(f"/proc/{server}") and not zombie(server):
@@ -380,7 +420,7 @@ def serve_vm(a, m, img):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["serve", "corrupt", "disk", "seccomp"])
+    ap.add_argument("mode", choices=["serve", "serve-vision", "corrupt", "disk", "seccomp"])
     ap.add_argument("--numa", type=int, required=True)
     ap.add_argument("--expect-numa", action="store_true",
                     help="the appliance links libnuma: check the shard placement")
@@ -416,7 +456,7 @@ def main():
            "--arg", "vm"]
     if a.mode == "seccomp":
         cmd += ["--arg", "--debug-forbidden-syscall", "--arg", "serve"]
-    if a.mode in ("serve", "corrupt"):
+    if a.mode in ("serve", "serve-vision", "corrupt"):
         cmd += ["--arg", "--vm-region", "--arg", "auto"]
     disk = vars_copy = None
     if a.mode == "disk":
@@ -436,7 +476,10 @@ def main():
         fail(f"manifest geometry {m['cpus']} CPUs / {m['numa']} nodes, asked 2 / {a.numa}")
 
     if a.mode == "serve":
-        serve_vm(a, m, img)
+        serve_vm(a, m, img, ask_reference)
+        return
+    if a.mode == "serve-vision":
+        serve_vm(a, m, img, run_tensors)
         return
     if a.mode == "corrupt":
         refused_vm(a, img)
