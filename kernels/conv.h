@@ -126,7 +126,8 @@ struct nib_qconv_epi {
     uint32_t res_first;
     float y_scale; /* int8 output's scale (y_q != NULL) */
     int8_t *y_q;   /* int8 output, or NULL */
-    float *y_f32;  /* f32 output when y_q is NULL */
+    float *y_f32;  /* f32 output, or NULL; with y_q too, both are written: the int8
+                    * codes of exactly the f32 values stored */
 };
 
 /* Per-channel weights of a quantized convolution: codes q (int8, in

@@ -26,7 +26,9 @@
 #include "kernels/dtype.h" /* enum nib_isa, enum nib_dtype: what the kernels consume */
 
 #define NIB_BLOB_MAGIC "NIBBLOB1"
-#define NIB_BLOB_VERSION 7u /* 6: vision models (model_kind, the io table); 7: conv residual */
+/* 6: vision models (model_kind, the io table); 7: conv residual; 8: a quantized
+ * convolution's f32 and int8 outputs at once (qout 2) */
+#define NIB_BLOB_VERSION 8u
 #define NIB_WEIGHT_ALIGN (2u * 1024u * 1024u) /* huge page */
 #define NIB_SECTION_ALIGN 64u
 #define NIB_CRC_START 12u /* magic[8] + crc32c[4] */
@@ -373,7 +375,10 @@ enum nib_vbin {
  * ic) (kernels/conv.h nib_qconv_pack), groups 1 and not depthwise; the
  * workers' private scratch (header wscratch_size) holds at least
  * nib_qconv_scratch_size. With qout = 1 dst is int8 codes of scale
- * y_scale (the quantized epilogue's rounding; post must be 0), else f32.
+ * y_scale (the quantized epilogue's rounding; post must be 0), else f32;
+ * with qout = 2 (since format 8) dst is f32 and aux receives the int8
+ * codes of those same values (as a NIB_VOP_QUANT of dst would), under
+ * qout 1's restrictions. aux is 0 unless qout is 2.
  * x_scale, qout and y_scale are 0 in every other op. With res (CONV of
  * mode 0, QCONV) the epilogue adds src1's f32 value at the same place, one
  * f32 addition before (1) or after (2) the activation, in the kernel: the
@@ -393,7 +398,7 @@ struct nib_vconv_params {
     uint32_t post;
     float post_mul, post_add;
     float x_scale; /* QCONV: the scale of src0's codes (> 0, finite) */
-    uint32_t qout; /* QCONV: 1 = int8 dst of scale y_scale */
+    uint32_t qout; /* QCONV: 1 = int8 dst of scale y_scale; 2 = f32 dst and int8 aux */
     float y_scale; /* QCONV with qout: > 0, finite */
     uint32_t res;  /* CONV (mode 0), QCONV: 0 none; an f32 residual of dst's shape at src1,
                     * added before (1) or after (2) the activation (since format 7) */

@@ -194,7 +194,8 @@ static int check_conv(const struct nib_blob_view *v, const struct nib_op *op, ch
 
 /* A quantized convolution: int8 NHWC in, q4c|q8c weights of c_out rows by
  * kh * kw * c_in, groups 1, f32 out with the convolution's epilogue or
- * int8 out (qout) with the activation in the kernel and no post; the
+ * int8 out (qout 1) with the activation in the kernel and no post, or
+ * both (qout 2: f32 at dst, int8 at aux, the same restrictions); the
  * kernels/conv.h scratch (nib_qconv_scratch_size, recomputed here) in
  * every worker's private scratch. */
 static int check_qconv(const struct nib_blob_view *v, const struct nib_op *op, char *err,
@@ -220,16 +221,26 @@ static int check_qconv(const struct nib_blob_view *v, const struct nib_op *op, c
                              p->act, p->post);
     if (!isfinite(p->x_scale) || !(p->x_scale > 0.0f))
         return nib_blob_fail(err, errlen, "plan op %u (qconv): x_scale %g", i, (double)p->x_scale);
-    if (p->qout > 1 || (p->qout ? p->post || p->act > NIB_VACT_HSWISH || !isfinite(p->y_scale) ||
+    if (p->qout > 2 || (p->qout ? p->post || p->act > NIB_VACT_HSWISH || !isfinite(p->y_scale) ||
                                       !(p->y_scale > 0.0f)
                                 : p->y_scale != 0.0f))
         return nib_blob_fail(err, errlen,
                              "plan op %u (qconv): qout %u with y_scale %g, act %u, post %u", i,
                              p->qout, (double)p->y_scale, p->act, p->post);
     const uint64_t in = (uint64_t)p->h * p->w * p->c_in;
-    const uint64_t out = (uint64_t)p->oh * p->ow * p->c_out * (p->qout ? 1 : 4);
+    const uint64_t out = (uint64_t)p->oh * p->ow * p->c_out * (p->qout == 1 ? 1 : 4);
+    const uint64_t n_out = (uint64_t)p->oh * p->ow * p->c_out; /* the int8 copy's bytes */
+    if (p->qout == 2 ? !in_mem_s8(v, op->aux, n_out) || overlap(op->aux, n_out, op->src0, in) ||
+                           overlap(op->aux, n_out, op->dst, out) ||
+                           (p->res && overlap(op->aux, n_out, op->src1, n_out * 4)) ||
+                           in_scratch(v, op->aux, n_out)
+                     : op->aux != 0)
+        return nib_blob_fail(err, errlen,
+                             "plan op %u (qconv): qout %u with its int8 copy (aux) outside runtime "
+                             "memory, overlapping an operand or in the worker scratch",
+                             i, p->qout);
     if (!in_mem_s8(v, op->src0, in) ||
-        !(p->qout ? in_mem_s8(v, op->dst, out) : in_mem(v, op->dst, out)) ||
+        !(p->qout == 1 ? in_mem_s8(v, op->dst, out) : in_mem(v, op->dst, out)) ||
         overlap(op->src0, in, op->dst, out) || in_scratch(v, op->src0, in) ||
         in_scratch(v, op->dst, out))
         return nib_blob_fail(err, errlen,

@@ -411,8 +411,10 @@ static void exec_qconv(const struct nib_conv_kernels *ck, const struct nib_blob_
                                       .res_f32 = p->res ? f32_at(mem, op->src1) : NULL,
                                       .res_first = p->res == 1,
                                       .y_scale = p->y_scale,
-                                      .y_q = p->qout ? (int8_t *)(mem + op->dst) : NULL,
-                                      .y_f32 = p->qout ? NULL : f32_at(mem, op->dst)};
+                                      .y_q = p->qout == 1   ? (int8_t *)(mem + op->dst)
+                                             : p->qout == 2 ? (int8_t *)(mem + op->aux)
+                                                            : NULL,
+                                      .y_f32 = p->qout == 1 ? NULL : f32_at(mem, op->dst)};
     ck->conv_s8(&s, (const int8_t *)(mem + op->src0), p->x_scale, &wt, &epi, wscratch, b, e);
     if (!p->qout && (!in_kernel || p->post))
         conv_epilogue(p, f32_at(mem, op->dst), in_kernel, b, e);
@@ -612,9 +614,14 @@ int nib_vision_access(const struct nib_op *op, uint32_t b, uint32_t e, struct ni
     case NIB_VOP_POOL: {
         const struct nib_vconv_params *p = &op->vconv;
         const int q = op->code == NIB_VOP_QCONV; /* int8 src0; int8 dst with qout */
-        const uint64_t row = (uint64_t)p->ow * p->c_out * (q && p->qout ? 1 : 4);
+        const uint64_t row = (uint64_t)p->ow * p->c_out * (q && p->qout == 1 ? 1 : 4);
         acc(out, &c, op->src0, op->src0 + (uint64_t)p->h * p->w * p->c_in * (q ? 1 : 4), 0);
         acc(out, &c, op->dst + b * row, op->dst + e * row, 1);
+        if (op->code != NIB_VOP_POOL && p->res) /* the f32 residual at dst's places */
+            acc(out, &c, op->src1 + b * (uint64_t)p->ow * p->c_out * 4,
+                op->src1 + e * (uint64_t)p->ow * p->c_out * 4, 0);
+        if (q && p->qout == 2) /* the int8 copy, one byte per value */
+            acc(out, &c, op->aux + b * (row / 4), op->aux + e * (row / 4), 1);
         break;
     }
     case NIB_VOP_QUANT:

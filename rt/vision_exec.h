@@ -24,7 +24,7 @@ uint32_t nib_vision_units(const struct nib_op *op, uint32_t *block);
  * and matmul work there). */
 void nib_vision_op(const struct nib_qkernels *qk, const struct nib_blob_view *v, uint8_t *mem,
                    uint8_t *wscratch, const struct nib_op *op, uint32_t b, uint32_t e);
-/* What units [b, e) read and write; returns the count (<= 3). */
+/* What units [b, e) read and write; returns the count (<= 4). */
 int nib_vision_access(const struct nib_op *op, uint32_t b, uint32_t e, struct nib_vrange *out);
 
 /* One element-wise function (enum nib_vact). */

@@ -61,7 +61,7 @@ static inline int8_t nib_requant_s8(float v, float inv_scale)
 
 /* Quantized epilogue of outputs [c0, c0 + n) of output pixel p, from the
  * dequantized sums v[0..n) (bias already added): residual (int8 or f32),
- * activation, then int8 or f32 out. */
+ * activation, then int8 or f32 out, or both. */
 static inline void nib_qconv_epi_px(const struct nib_qconv_epi *e, const float *v, size_t p,
                                     uint32_t c_out, uint32_t c0, uint32_t n)
 {
@@ -80,7 +80,7 @@ static inline void nib_qconv_epi_px(const struct nib_qconv_epi *e, const float *
             t += e->res_f32[base + j];
         if (e->y_q)
             e->y_q[base + j] = nib_requant_s8(t, inv);
-        else
+        if (e->y_f32)
             e->y_f32[base + j] = t;
     }
 }

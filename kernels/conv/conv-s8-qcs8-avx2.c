@@ -29,13 +29,13 @@ static inline void requant8(__m256 v, __m256 inv, int8_t *y)
 }
 
 /* The epilogue's pixels with the residual's kind (RES: 0 none, 1 int8,
- * 2 f32), its place (FIRST: before the activation) and the output's kind
- * (YQ: int8) constant, and the parameters in locals: through e the
+ * 2 f32), its place (FIRST: before the activation) and the outputs (YQ:
+ * int8, YF: f32, or both) constant, and the parameters in locals: through e the
  * compiler reloaded every field and tested every branch per 8 channels
  * (the stores may alias *e), 14 % of a quantized ResNet-50. */
 static inline __attribute__((always_inline)) void
 qconv_epi_rows(const struct nib_qconv_epi *e, const float *v, size_t p0, uint32_t m, uint32_t c_out,
-               const int RES, const int FIRST, const int YQ)
+               const int RES, const int FIRST, const int YQ, const int YF)
 {
     const __m256 p0v = _mm256_set1_ps(e->p0), p1v = _mm256_set1_ps(e->p1);
     const __m256 rs = _mm256_set1_ps(e->res_scale);
@@ -66,7 +66,7 @@ qconv_epi_rows(const struct nib_qconv_epi *e, const float *v, size_t p0, uint32_
                 x = _mm256_add_ps(x, r);
             if (YQ)
                 requant8(x, inv, y_q + base + c);
-            else
+            if (YF)
                 _mm256_storeu_ps(y_f32 + base + c, x);
         }
         if (c8 < c_out)
@@ -78,8 +78,9 @@ static NIB_QCONV_EPI_DECL(qconv_epi_avx2)
 {
     const int res = e->res ? 1 : e->res_f32 ? 2 : 0, first = res && e->res_first;
 #define EPI(RES, FIRST)                                                                            \
-    (e->y_q ? qconv_epi_rows(e, v, p0, m, c_out, RES, FIRST, 1)                                    \
-            : qconv_epi_rows(e, v, p0, m, c_out, RES, FIRST, 0))
+    (!e->y_q    ? qconv_epi_rows(e, v, p0, m, c_out, RES, FIRST, 0, 1)                             \
+     : e->y_f32 ? qconv_epi_rows(e, v, p0, m, c_out, RES, FIRST, 1, 1)                             \
+                : qconv_epi_rows(e, v, p0, m, c_out, RES, FIRST, 1, 0))
     switch (res * 2 + first) {
     case 2: EPI(1, 0); break;
     case 3: EPI(1, 1); break;

@@ -35,21 +35,25 @@ static inline __attribute__((always_inline)) AVX512VNNI __m512i pair_load(const 
         _mm256_loadu_si256((const __m256i *)(const void *)p1), 1);
 }
 
-/* Integer sums of tokens t0..t0+M-1 against the N-blocks at b0 and b1
- * (b1 may be b0): isum[t] low half for b0's 8 rows, high half for b1's.
- * Four accumulators per token (low/high nibbles, even/odd chunks): up to
- * 16 independent vpdpbusd chains cover its latency at two per cycle. */
+/* Integer sums of tokens t0..t0+M-1 (M <= 8) against the N-blocks at b0
+ * and b1 (b1 may be b0): isum[t] low half for b0's 8 rows, high half for
+ * b1's. J accumulators per token: 4 (low/high nibbles, even/odd chunks)
+ * for up to 4 tokens, 2 (low/high) for 8, so that 16 independent vpdpbusd
+ * chains cover its latency at two per cycle either way; 8 tokens load and
+ * unpack each weight chunk once for twice the multiply-adds. The sums are
+ * exact integers, so J and M change no bit. */
 static inline __attribute__((always_inline)) AVX512VNNI void
 q4c_pair_sums(const uint8_t *b0, const uint8_t *b1, const struct nib_qlayout *l,
-              const struct nib_qact *a, uint32_t t0, const int M, __m512i *isum)
+              const struct nib_qact *a, uint32_t t0, const int M, const int J, __m512i *isum)
 {
     const size_t kp = a->k_pad;
     const int8_t *ak = a->q + t0 * kp;
     const __m512i m4 = _mm512_set1_epi8(0x0f);
-    __m512i acc[4][4];
-#pragma GCC unroll 4
+    __m512i acc[4][8];
+#pragma GCC unroll 8
     for (int t = 0; t < M; t++)
-        acc[0][t] = acc[1][t] = acc[2][t] = acc[3][t] = _mm512_setzero_si512();
+        for (int j = 0; j < J; j++)
+            acc[j][t] = _mm512_setzero_si512();
     const uint8_t *p0 = b0, *p1 = b1;
     for (uint32_t k = 0; k < l->k_pad; k += 32, p0 += 128, p1 += 128, ak += 32) {
         nib_prefetch(p0, 128);
@@ -59,8 +63,8 @@ q4c_pair_sums(const uint8_t *b0, const uint8_t *b1, const struct nib_qlayout *l,
             __m512i wv = pair_load(p0 + c * 32, p1 + c * 32);
             __m512i lo = _mm512_and_si512(wv, m4);
             __m512i hi = _mm512_and_si512(_mm512_srli_epi16(wv, 4), m4);
-            const int j = (c & 1) * 2;
-#pragma GCC unroll 4
+            const int j = J == 4 ? (c & 1) * 2 : 0;
+#pragma GCC unroll 8
             for (int t = 0; t < M; t++) {
                 const int8_t *at = ak + t * kp + c * 8;
                 acc[j][t] = _mm512_dpbusd_epi32(acc[j][t], lo, _mm512_set1_epi32(nib_ld32(at)));
@@ -69,10 +73,11 @@ q4c_pair_sums(const uint8_t *b0, const uint8_t *b1, const struct nib_qlayout *l,
             }
         }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < M; t++) {
-        __m512i s = _mm512_add_epi32(_mm512_add_epi32(acc[0][t], acc[1][t]),
-                                     _mm512_add_epi32(acc[2][t], acc[3][t]));
+        __m512i s = _mm512_add_epi32(acc[0][t], acc[1][t]);
+        if (J == 4)
+            s = _mm512_add_epi32(s, _mm512_add_epi32(acc[2][t], acc[3][t]));
         isum[t] = _mm512_sub_epi32(s, _mm512_set1_epi32(8 * a->sum[t0 + t]));
     }
 }
@@ -89,8 +94,8 @@ q8c_pair_sums(const uint8_t *b0, const uint8_t *b1, const struct nib_qlayout *l,
     const size_t kp = a->k_pad;
     const int8_t *ak = a->q + t0 * kp;
     const __m512i zero = _mm512_setzero_si512();
-    __m512i acc[2][4];
-#pragma GCC unroll 4
+    __m512i acc[2][8];
+#pragma GCC unroll 8
     for (int t = 0; t < M; t++)
         acc[0][t] = acc[1][t] = _mm512_setzero_si512();
     const uint8_t *p0 = b0, *p1 = b1;
@@ -102,7 +107,7 @@ q8c_pair_sums(const uint8_t *b0, const uint8_t *b1, const struct nib_qlayout *l,
             __m512i wv = pair_load(p0 + c * 32, p1 + c * 32);
             __m512i wa = _mm512_abs_epi8(wv);
             __mmask64 neg = _mm512_movepi8_mask(wv);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int t = 0; t < M; t++) {
                 __m512i av = _mm512_set1_epi32(nib_ld32(ak + t * kp + c * 4));
                 av = _mm512_mask_sub_epi8(av, neg, zero, av);
@@ -110,7 +115,7 @@ q8c_pair_sums(const uint8_t *b0, const uint8_t *b1, const struct nib_qlayout *l,
             }
         }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < M; t++)
         isum[t] = _mm512_add_epi32(acc[0][t], acc[1][t]);
 }
@@ -122,14 +127,14 @@ q_pair(const uint8_t *b0, const uint8_t *b1, const struct nib_qlayout *l, const 
        uint32_t t0, const int M, const struct nib_qrows *e0, const struct nib_qrows *e1, float *y,
        size_t y_stride, const int Q8)
 {
-    __m512i isum[4];
-    __m256i lo[4], hi[4];
-    __m256 out[4];
+    __m512i isum[8];
+    __m256i lo[8], hi[8];
+    __m256 out[8];
     if (Q8)
         q8c_pair_sums(b0, b1, l, a, t0, M, isum);
     else
-        q4c_pair_sums(b0, b1, l, a, t0, M, isum);
-#pragma GCC unroll 4
+        q4c_pair_sums(b0, b1, l, a, t0, M, M > 4 ? 2 : 4, isum);
+#pragma GCC unroll 8
     for (int t = 0; t < M; t++) {
         lo[t] = _mm512_castsi512_si256(isum[t]);
         hi[t] = _mm512_extracti64x4_epi64(isum[t], 1);
@@ -144,7 +149,8 @@ q_pair(const uint8_t *b0, const uint8_t *b1, const struct nib_qlayout *l, const 
         nib_qrows_store(e1, out[t], y + (t0 + t) * y_stride);
 }
 
-/* The walk over pairs of N-blocks and groups of up to 4 tokens. */
+/* The walk over pairs of N-blocks and groups of 8 tokens (the rest in
+ * groups of up to 4). */
 static inline __attribute__((always_inline)) AVX512VNNI void
 q_pairs(const struct nib_qlayout *l, const uint8_t *w, const struct nib_qact *a, uint32_t m,
         float *y, size_t y_stride, const float *add, size_t add_stride, uint32_t n_begin,
@@ -157,7 +163,10 @@ q_pairs(const struct nib_qlayout *l, const uint8_t *w, const struct nib_qact *a,
         int pair = (nb + 1) * NIB_Q_TILE_N < n_end; /* block nb + 1 has rows in range */
         const uint8_t *b1 = pair ? b0 + l->nblock_bytes : b0;
         const struct nib_qrows *r1 = pair ? &e1 : NULL;
-        for (uint32_t t0 = 0; t0 < m; t0 += 4) {
+        uint32_t t0 = 0;
+        for (; t0 + 8 <= m; t0 += 8)
+            q_pair(b0, b1, l, a, t0, 8, &e0, r1, y, y_stride, Q8);
+        for (; t0 < m; t0 += 4) {
             switch (m - t0 < 4 ? m - t0 : 4) {
             case 1: q_pair(b0, b1, l, a, t0, 1, &e0, r1, y, y_stride, Q8); break;
             case 2: q_pair(b0, b1, l, a, t0, 2, &e0, r1, y, y_stride, Q8); break;

@@ -322,16 +322,20 @@ static int check_s8(const struct nib_conv_kernels *ref, const struct nib_conv_ke
         e.res_first = rnd_below(&s, 2);
         rand_act(&s, &e.act, &e.p0, &e.p1);
         e.y_scale = (1.0f + 0.3f * rnd_unit(&s)) * 5.0f / 127.0f; /* outputs up to about +-5 */
-        int f32_out = rnd_below(&s, 3) == 0;
+        /* outputs: f32 only, int8 only, or both (the plan's qout 2: the
+         * int8 codes of exactly the f32 values stored) */
+        uint32_t out_kind = rnd_below(&s, 3);
+        int f32_out = out_kind != 1, s8_out = out_kind != 0;
         int8_t *q0 = xalloc(ny), *q1 = xalloc(ny);
         float *f0 = xalloc(ny * 4), *f1 = xalloc(ny * 4);
+        memset(f0, 0x7f, ny * 4), memset(f1, 0x7f, ny * 4); /* an output not asked for stays so */
         uint32_t split = rnd_below(&s, sh.oh + 1);
         if (depthwise) {
             int8_t *wp = xalloc(nib_dwconv_packed_s8_size(&sh));
             nib_dwconv_pack_s8(&sh, wq, wp);
-            e.y_q = f32_out ? NULL : q0, e.y_f32 = f0;
+            e.y_q = s8_out ? q0 : NULL, e.y_f32 = f32_out ? f0 : NULL;
             ref->dwconv_s8(&sh, x, xs, wp, ws, &e, 0, sh.oh);
-            e.y_q = f32_out ? NULL : q1, e.y_f32 = f1;
+            e.y_q = s8_out ? q1 : NULL, e.y_f32 = f32_out ? f1 : NULL;
             var->dwconv_s8(&sh, x, xs, wp, ws, &e, 0, split);
             var->dwconv_s8(&sh, x, xs, wp, ws, &e, split, sh.oh);
             free(wp);
@@ -343,9 +347,9 @@ static int check_s8(const struct nib_conv_kernels *ref, const struct nib_conv_ke
             }
             struct nib_qconv_weights wt = {dtype, wp};
             void *scratch = xalloc(nib_qconv_scratch_size(&sh, dtype));
-            e.y_q = f32_out ? NULL : q0, e.y_f32 = f0;
+            e.y_q = s8_out ? q0 : NULL, e.y_f32 = f32_out ? f0 : NULL;
             ref->conv_s8(&sh, x, xs, &wt, &e, scratch, 0, sh.oh);
-            e.y_q = f32_out ? NULL : q1, e.y_f32 = f1;
+            e.y_q = s8_out ? q1 : NULL, e.y_f32 = f32_out ? f1 : NULL;
             var->conv_s8(&sh, x, xs, &wt, &e, scratch, 0, split);
             var->conv_s8(&sh, x, xs, &wt, &e, scratch, split, sh.oh);
             free(wp), free(scratch);
@@ -376,19 +380,23 @@ static int check_s8(const struct nib_conv_kernels *ref, const struct nib_conv_ke
                     const char *k = depthwise             ? "dwconv s8"
                                     : dtype == NIB_DT_Q4C ? "conv q4c"
                                                           : "conv q8c";
-                    if (f32_out) {
-                        if (memcmp(&ef, &f0[i], 4) || memcmp(&ef, &f1[i], 4))
-                            fail(&nfail, msg, len,
-                                 "%s f32 out: %s: output %zu (isum %lld): expected %.9g, %s %.9g, "
-                                 "%s %.9g",
-                                 k, what, i, (long long)isum, ef, ref->name, f0[i], var->name,
-                                 f1[i]);
-                    } else if (q0[i] != eq || q1[i] != eq) {
+                    const uint32_t untouched = 0x7f7f7f7fu;
+                    if (!f32_out &&
+                        (memcmp(&f0[i], &untouched, 4) || memcmp(&f1[i], &untouched, 4)))
+                        fail(&nfail, msg, len, "%s s8 out: %s: output %zu written in f32 too", k,
+                             what, i);
+                    if (f32_out && (memcmp(&ef, &f0[i], 4) || memcmp(&ef, &f1[i], 4))) {
                         fail(&nfail, msg, len,
-                             "%s s8 out: %s: output %zu (isum %lld, v %.9g): expected %d, %s %d, "
-                             "%s %d",
-                             k, what, i, (long long)isum, ef, eq, ref->name, q0[i], var->name,
-                             q1[i]);
+                             "%s f32 out%s: %s: output %zu (isum %lld): expected %.9g, %s %.9g, "
+                             "%s %.9g",
+                             k, s8_out ? " (and s8)" : "", what, i, (long long)isum, ef, ref->name,
+                             f0[i], var->name, f1[i]);
+                    } else if (s8_out && (q0[i] != eq || q1[i] != eq)) {
+                        fail(&nfail, msg, len,
+                             "%s s8 out%s: %s: output %zu (isum %lld, v %.9g): expected %d, %s "
+                             "%d, %s %d",
+                             k, f32_out ? " (and f32)" : "", what, i, (long long)isum, ef, eq,
+                             ref->name, q0[i], var->name, q1[i]);
                     }
                 }
         /* a check that only ever saw 0 and +-127 would prove little */

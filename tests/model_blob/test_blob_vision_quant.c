@@ -457,8 +457,8 @@ START_TEST(qconv_lies_refused)
     EXPECT_REFUSED("x_scale -1");
     OP(1)->vconv.x_scale = NAN;
     EXPECT_REFUSED("x_scale nan");
-    OP(1)->vconv.qout = 2;
-    EXPECT_REFUSED("qout 2");
+    OP(1)->vconv.qout = 3;
+    EXPECT_REFUSED("qout 3");
     OP(1)->vconv.y_scale = 0.0f;
     EXPECT_REFUSED("qout 1 with y_scale 0");
     OP(1)->vconv.y_scale = INFINITY;
@@ -485,6 +485,64 @@ START_TEST(qconv_lies_refused)
     EXPECT_REFUSED("worker scratch");
     HDR()->wscratch_size = 2048; /* the second conv needs 2432 */
     EXPECT_REFUSED("op 2 (qconv): needs 2432 bytes of worker scratch");
+    teardown();
+}
+END_TEST
+
+/* qout 2: the second convolution writes its f32 output at dst and the
+ * int8 codes of those same values at aux (what a QUANT of dst would give,
+ * which the compiler folds this way). The plan's other bytes do not move;
+ * the codes are requant(y) exactly, on every ISA and worker count; and
+ * the refusals of a wrong aux or qout. */
+START_TEST(qconv_f32_and_int8_out)
+{
+    enum { AUX = 6144, NOUT = OH * OW * C3 }; /* clear of every operand and the scratch */
+    make(NIB_DT_Q4C, NIB_DT_Q8C);
+    struct nib_blob_view v;
+    ck_assert_msg(nib_blob_open(&v, blob, size, 1, err, sizeof err) == 0, "%s", err);
+    uint8_t *plain = run(&v, nib_qkernels_get(NIB_ISA_SCALAR), 1);
+    OP(2)->vconv.qout = 2, OP(2)->vconv.y_scale = Y_SCALE, OP(2)->aux = AUX;
+    HDR()->crc32c = nib_blob_crc(work, size);
+    ck_assert_msg(nib_blob_open(&v, work, size, 1, err, sizeof err) == 0, "%s", err);
+    uint8_t *dual = run(&v, nib_qkernels_get(NIB_ISA_SCALAR), 1);
+    same_bits(plain, dual, "qout 2 (f32 and int8 out)");
+    check_results(dual);
+    const float *y = (const float *)(const void *)(dual + OUT);
+    for (int i = 0; i < NOUT; i++)
+        ck_assert_int_eq(((const int8_t *)(dual + AUX))[i], requant(y[i], 1.0f / Y_SCALE));
+    const uint32_t isas[] = {NIB_ISA_AVX2, NIB_ISA_NEON_DOT};
+    for (size_t i = 0; i < sizeof isas / sizeof *isas; i++) {
+        const struct nib_qkernels *qk = nib_qkernels_get(isas[i]);
+        if (!qk || (nib_cpu_isa() & isas[i]) != isas[i])
+            continue; /* runs() says so */
+        for (uint32_t n = 1; n <= 3; n++) {
+            uint8_t *got = run(&v, qk, n);
+            ck_assert_msg(memcmp(got, dual, ACT) == 0 || (memcmp(got, dual, SCR) == 0 &&
+                                                          memcmp(got + AUX, dual + AUX, NOUT) == 0),
+                          "qout 2: %s, %u workers differ from 1 scalar worker", qk->name, n);
+            free(got);
+        }
+    }
+    free(plain), free(dual);
+    memcpy(blob, work, size); /* the valid qout 2 blob is the base of the lies below */
+    OP(2)->aux = OUT + 100; /* over its own f32 output */
+    EXPECT_REFUSED("overlapping an operand");
+    OP(2)->aux = YQ + 10; /* over its input */
+    EXPECT_REFUSED("overlapping an operand");
+    OP(2)->aux = SCR + 64;
+    EXPECT_REFUSED("in the worker scratch");
+    OP(2)->aux = ACT - NOUT + 1;
+    EXPECT_REFUSED("outside runtime memory");
+    OP(2)->vconv.act = NIB_VACT_SIGMOID; /* the activation must run in the kernel */
+    EXPECT_REFUSED("qout 2 with y_scale");
+    OP(2)->vconv.post = 1;
+    EXPECT_REFUSED("post 1");
+    OP(2)->vconv.y_scale = 0.0f;
+    EXPECT_REFUSED("qout 2 with y_scale 0");
+    OP(2)->vconv.qout = 3;
+    EXPECT_REFUSED("qout 3");
+    OP(2)->vconv.qout = 0, OP(2)->vconv.y_scale = 0.0f; /* f32 only: aux must be 0 */
+    EXPECT_REFUSED("qout 0 with its int8 copy (aux)");
     teardown();
 }
 END_TEST
@@ -527,6 +585,7 @@ int main(void)
     tcase_add_test(tc, q8c_then_q4c_runs);
     tcase_add_test(tc, quant_lies_refused);
     tcase_add_test(tc, qconv_lies_refused);
+    tcase_add_test(tc, qconv_f32_and_int8_out);
     tcase_add_test(tc, qmatmul_lies_refused);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -454,23 +454,26 @@ def vision_ops(path):
 # output needs no QUANT. The residual Add joins qconv3's epilogue (res 1:
 # before its activation, which it has none of), and its sum feeds only
 # qconv4, so qconv3 writes int8 too; qconv1's output is that residual and
-# stays f32 (QUANT 43, QCONV 44). No Add (binary 35) is left.
+# qconv2's input, so qconv1 writes it in f32 and its int8 copy at once
+# (qout 2) in place of a QUANT of it: one QUANT (43, the input's) is left
+# for four QCONVs (44). No Add (binary 35) is left.
 blob = os.path.join(work, "qnet-q4.blob")
 if os.path.exists(blob):
     ops = vision_ops(blob)
     check(ops.count((44, 1, 0)) == 1 and ops.count((44, 1, 1)) == 1
-          and ops.count((44, 0, 0)) == 2 and ops.count((43, 0, 0)) == 2
-          and not any(o[0] == 35 for o in ops),
-          f"qnet q4: two QCONVs write int8 (qout), one of them adding the residual, "
-          f"two QUANTs for four QCONVs, no Add: {ops}")
+          and ops.count((44, 2, 0)) == 1 and ops.count((44, 0, 0)) == 1
+          and ops.count((43, 0, 0)) == 1 and not any(o[0] == 35 for o in ops),
+          f"qnet q4: two QCONVs write int8 (qout), one of them adding the residual, one "
+          f"writes f32 and int8 (qout 2), one QUANT for four QCONVs, no Add: {ops}")
     # nib inspect reads the same plan: the vision report, and its JSON
     r = subprocess.run([NIB, "inspect", blob], capture_output=True, text=True)
     lines = r.stdout.splitlines()
     check(r.returncode == 0 and "model: vision" in r.stdout and "checksum: ok" in r.stdout
           and sum(" qconv " in ln for ln in lines) == 4
-          and sum("int8-out" in ln for ln in lines) == 2
+          and sum(" int8-out" in ln for ln in lines) == 2
+          and sum(" f32-and-int8-out" in ln for ln in lines) == 1
           and sum("residual=before-act" in ln for ln in lines) == 1
-          and sum(" vquant " in ln for ln in lines) == 2,
+          and sum(" vquant " in ln for ln in lines) == 1,
           f"nib inspect on a quantized vision blob: rc {r.returncode} {r.stderr.strip()}")
     r = subprocess.run([NIB, "inspect", "--json", blob], capture_output=True, text=True)
     try:

@@ -147,8 +147,8 @@ int vp_build_blob(const struct vision_plan *p, uint8_t **blob, uint64_t *len, ch
     for (uint32_t i = 0; i < p->n_ops; i++) {
         const struct vp_op *o = &p->ops[i];
         ops[i] = o->op;
-        uint64_t *dst[3] = {&ops[i].src0, &ops[i].src1, &ops[i].dst};
-        for (int k = 0; k < 3; k++)
+        uint64_t *dst[4] = {&ops[i].src0, &ops[i].src1, &ops[i].dst, &ops[i].aux};
+        for (int k = 0; k < 4; k++)
             *dst[k] = o->buf[k] < 0 ? 0 : p->bufs[o->buf[k]].off + o->add[k];
     }
     struct nib_io_rec *io = (struct nib_io_rec *)(void *)(b + h.tokenizer.offset);

@@ -73,7 +73,7 @@ static struct nib_op *new_op(struct lower *L, uint32_t code, int32_t s0, uint64_
     memset(op, 0, sizeof *op);
     op->op.code = code;
     op->op.tensor = UINT32_MAX;
-    op->buf[0] = s0, op->buf[1] = s1, op->buf[2] = d;
+    op->buf[0] = s0, op->buf[1] = s1, op->buf[2] = d, op->buf[3] = -1;
     op->add[0] = a0, op->add[1] = a1, op->add[2] = ad;
     int32_t i = (int32_t)p->n_ops++;
     for (int k = 0; k < 3; k++) {
@@ -1240,6 +1240,71 @@ static void note_values(struct lower *L, const int32_t *ts, uint32_t n)
     }
 }
 
+/* A QUANT of a value that one quantized convolution wrote whole, in f32,
+ * with its activation in the kernel, becomes that convolution's int8 copy
+ * (qout 2): the kernel's epilogue rounds the values it stores exactly as
+ * the QUANT would have rounded them after reading them back, so no bit
+ * changes and one pass over the value goes. ResNet's block outputs are
+ * such values: the next block's residual (f32) and its first
+ * convolution's input (int8). Ops are renumbered; each buffer's lifetime
+ * follows (the int8 copy's starts at the convolution). 0, or -1 (memory). */
+static int fold_quants(struct vision_plan *p)
+{
+    int32_t *writer = malloc(p->n_bufs * sizeof *writer + 1),
+            *map = malloc(p->n_ops * sizeof *map + 1);
+    if (!writer || !map) {
+        free(writer);
+        free(map);
+        return -1;
+    }
+    for (uint32_t b = 0; b < p->n_bufs; b++)
+        writer[b] = -1; /* the op writing buffer b: -1 none yet, -2 more than one */
+    for (uint32_t i = 0; i < p->n_ops; i++) {
+        int32_t d = p->ops[i].buf[2];
+        if (d >= 0)
+            writer[d] = writer[d] == -1 ? (int32_t)i : -2;
+    }
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < p->n_ops; i++) {
+        struct vp_op *q = &p->ops[i];
+        int32_t b = q->buf[0], j = b >= 0 ? writer[b] : -1;
+        /* ops before i are already moved down: op j is at map[j] now */
+        struct vp_op *c = j >= 0 && j < (int32_t)i ? &p->ops[map[j]] : NULL;
+        const struct nib_vconv_params *cp = c ? &c->op.vconv : NULL;
+        int fold = q->op.code == NIB_VOP_QUANT && q->add[0] == 0 && c &&
+                   c->op.code == NIB_VOP_QCONV && !cp->qout && !cp->post &&
+                   cp->act <= NIB_VACT_HSWISH && c->add[2] == 0 && c->buf[3] < 0 &&
+                   (uint64_t)cp->oh * cp->ow * cp->c_out == q->op.vquant.n;
+        if (fold) {
+            c->op.vconv.qout = 2;
+            c->op.vconv.y_scale = q->op.vquant.scale;
+            c->buf[3] = q->buf[2];
+            c->add[3] = q->add[2];
+            struct vp_buf *d = &p->bufs[q->buf[2]];
+            if (d->first > j)
+                d->first = j;
+            map[i] = n ? (int32_t)n - 1 : 0; /* its reads end with the op before it */
+            continue;
+        }
+        map[i] = (int32_t)n;
+        p->ops[n++] = *q;
+    }
+    p->n_ops = n;
+    for (uint32_t b = 0; b < p->n_bufs; b++) {
+        struct vp_buf *f = &p->bufs[b];
+        if (f->first >= 0 && f->first < INT32_MAX)
+            f->first = map[f->first];
+        if (f->last >= 0 && f->last < INT32_MAX)
+            f->last = map[f->last];
+    }
+    for (uint32_t t = 0; t < p->n_t; t++)
+        if (p->t_done[t] >= 0)
+            p->t_done[t] = map[p->t_done[t]];
+    free(writer);
+    free(map);
+    return 0;
+}
+
 int vp_lower(const struct nx_graph *g, const struct vision_opts *o, const struct vp_quant *q,
              struct vision_plan *p, char *err, size_t errlen)
 {
@@ -1277,6 +1342,10 @@ int vp_lower(const struct nx_graph *g, const struct vision_opts *o, const struct
     }
     if (lower_outputs(&L))
         goto out;
+    if (fold_quants(p)) {
+        nib_fail(err, errlen, "out of memory");
+        goto out;
+    }
     if (p->wscratch) { /* worker 0's private scratch lives in the arena for the whole run */
         p->wscratch_buf = new_buf(&L, p->wscratch);
         if (p->wscratch_buf < 0) {

@@ -32,8 +32,8 @@ struct vp_buf {
 /* An op whose arena operands are buffers plus byte offsets into them. */
 struct vp_op {
     struct nib_op op;
-    int32_t buf[3]; /* src0, src1, dst: buffer ids, -1 for none */
-    uint64_t add[3];
+    int32_t buf[4]; /* src0, src1, dst, aux: buffer ids, -1 for none */
+    uint64_t add[4];
 };
 
 /* A weight tensor: f32 padded to rows x 256 floats, or a q4c/q8c matrix
