@@ -21,7 +21,6 @@ timeout, never a silent loss; nib vm run exits 1 by itself (no signal, no
 crash) naming the cause; the name is released (a new host is refused
 cleanly).
 """
-import argparse
 import os
 import signal
 import subprocess
@@ -30,7 +29,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from vm_region_mux import fake_image  # noqa: E402
+from vm_region_mux import fake_image, standin_args  # noqa: E402
 
 STALE_S = 5.0  # NIB_VMR_STALE_NS
 PROMPT = b"Once upon a time"
@@ -145,15 +144,7 @@ def run_case(a, nh, case, img, work):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--nib", required=True)
-    ap.add_argument("--appliance", required=True)
-    ap.add_argument("--nibhost", required=True)
-    ap.add_argument("--standin", required=True)
-    a = ap.parse_args()
-    a.standin = os.path.abspath(a.standin)
-    os.environ["NIB_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="nib-vmdeath-")
-    work = tempfile.mkdtemp(prefix="nib-vmdeath-work-")
+    a, work = standin_args("nib-vmdeath-")
     sys.path.insert(0, os.path.dirname(os.path.abspath(a.nibhost)))
     import nibhost as nh
     img = fake_image(work)

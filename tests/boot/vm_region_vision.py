@@ -21,7 +21,6 @@ aliasing a), so every answer must equal its request byte for byte.
    through the relay; `nib run` (libnibhost) does the same from .npy
    files; `nib stop` stops the guest and nib vm run exits 0.
 """
-import argparse
 import importlib.util
 import math
 import os
@@ -32,8 +31,9 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from npy_file import npy, npy_data  # noqa: E402
 from vm_region_mux import PAGE, STOP, STOPPED, Region, check_layout, fail, fake_image, ok, \
-    wait_ready  # noqa: E402
+    standin_args, wait_ready  # noqa: E402
 
 WANT_TABLE = [("a", 0, 768), ("b", 0, 10), ("b_out", 1, 10), ("a_out", 1, 768)]
 
@@ -84,15 +84,6 @@ def python_multiplexer(app):
         r.close()
 
 
-def npy(descr, dims, data):
-    """A version 1 .npy file's bytes (C order)."""
-    shape = "(" + "".join("%d, " % d for d in dims).rstrip(" ") + ")"
-    head = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, shape)
-    pad = (64 - (10 + len(head) + 1) % 64) % 64
-    head = head + " " * pad + "\n"
-    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(head)) + head.encode() + data
-
-
 def through_nib_vm_run(a, nh, work):
     d = tempfile.mkdtemp(prefix="standin-", dir=work)
     env = dict(os.environ, NIB_STANDIN_APPLIANCE=a.appliance, NIB_STANDIN_DIR=d)
@@ -139,8 +130,8 @@ def through_nib_vm_run(a, nh, work):
             fail("nib run through nib vm run: %s" % r.stderr)
         for f, data in (("a_out.npy", x), ("b_out.npy", y)):
             with open(os.path.join(out, f), "rb") as fh:
-                raw = fh.read()
-            if not raw.endswith(data) or len(raw) % 64 != len(data) % 64:
+                got = npy_data(fh.read())
+            if got is None or got[1] != data:
                 fail("nib run -o through the region: %s differs" % f)
         ok("nib run (libnibhost) through nib vm run: .npy in, .npy out, byte-exact")
 
@@ -163,15 +154,7 @@ def through_nib_vm_run(a, nh, work):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--nib", required=True)
-    ap.add_argument("--appliance", required=True)
-    ap.add_argument("--nibhost", required=True)
-    ap.add_argument("--standin", required=True)
-    a = ap.parse_args()
-    a.standin = os.path.abspath(a.standin)
-    os.environ["NIB_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="nib-vmvision-")
-    work = tempfile.mkdtemp(prefix="nib-vmvision-work-")
+    a, work = standin_args("nib-vmvision-")
     spec = importlib.util.spec_from_file_location("nibhost", a.nibhost)
     nh = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(nh)

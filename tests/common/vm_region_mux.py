@@ -5,11 +5,13 @@ Used by tests/boot/vm_region_serve.py and vm_region_vision.py (the
 appliance on this machine) and tests/image/image_boot.py (the appliance in
 a QEMU guest, the memfd being its ivshmem device's memory); fake_image
 is the image directory the stand-in guest of `nib vm run --qemu` needs."""
+import argparse
 import fcntl
 import mmap
 import os
 import struct
 import sys
+import tempfile
 import threading
 import time
 
@@ -85,6 +87,19 @@ class Region:
     def close(self):
         self.quit = True
         self.t.join()
+
+
+def standin_args(prefix):
+    """The arguments of a test of `nib vm run --qemu STANDIN` (--nib,
+    --appliance, --nibhost, --standin) and a work directory; a fresh
+    runtime directory in NIB_RUNTIME_DIR."""
+    ap = argparse.ArgumentParser()
+    for arg in ("--nib", "--appliance", "--nibhost", "--standin"):
+        ap.add_argument(arg, required=True)
+    a = ap.parse_args()
+    a.standin = os.path.abspath(a.standin)
+    os.environ["NIB_RUNTIME_DIR"] = tempfile.mkdtemp(prefix=prefix)
+    return a, tempfile.mkdtemp(prefix=prefix + "work-")
 
 
 def fake_image(work):

@@ -27,12 +27,15 @@ import math
 import os
 import random
 import shutil
-import socket
 import struct
 import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import npy_file  # noqa: E402
+from npy_file import npy  # noqa: E402
 
 
 def fail(msg):
@@ -44,21 +47,12 @@ def ok(msg):
     print("ok: " + msg, flush=True)
 
 
-def npy(descr, dims, data):
-    """A version 1 .npy file's bytes (C order)."""
-    shape = "(" + "".join("%d, " % d for d in dims).rstrip(" ") + ")"
-    head = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, shape)
-    pad = (64 - (10 + len(head) + 1) % 64) % 64
-    head = head + " " * pad + "\n"
-    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(head)) + head.encode() + data
-
-
 def npy_data(raw):
-    """The data bytes of a .npy file (our writer's: version 1)."""
-    if raw[:6] != b"\x93NUMPY" or raw[6] != 1:
+    """The header and data bytes of a .npy file (our writer's: version 1)."""
+    got = npy_file.npy_data(raw)
+    if got is None:
         fail("not a version 1 .npy file")
-    hlen = struct.unpack_from("<H", raw, 8)[0]
-    return raw[10:10 + hlen].decode(), raw[10 + hlen:]
+    return got
 
 
 def f32_json(text):
