@@ -525,7 +525,7 @@ START_TEST(qconv_f32_and_int8_out)
     }
     free(plain), free(dual);
     memcpy(blob, work, size); /* the valid qout 2 blob is the base of the lies below */
-    OP(2)->aux = OUT + 100; /* over its own f32 output */
+    OP(2)->aux = OUT + 100;   /* over its own f32 output */
     EXPECT_REFUSED("overlapping an operand");
     OP(2)->aux = YQ + 10; /* over its input */
     EXPECT_REFUSED("overlapping an operand");
