@@ -15,12 +15,14 @@
  *     horizontal dilation), and its sum is taken over the gathered row. */
 #include <assert.h>
 #include <string.h>
-#if defined(__AVX2__)
-#include <immintrin.h>
-#endif
 
 #include "kernels/common/conv-epi.h"
+#include "kernels/common/isa.h"
 #include "kernels/conv.h"
+
+#if NIB_HAVE_AVX2
+#include <immintrin.h>
+#endif
 
 static size_t align64(size_t n)
 {
@@ -35,7 +37,7 @@ static size_t align64(size_t n)
 static int32_t sum_s8_32(const int8_t *p, size_t n)
 {
     assert(n >= 32 && n % 32 == 0);
-#if defined(__AVX2__)
+#if NIB_HAVE_AVX2
     const __m256i flip = _mm256_set1_epi8((char)0x80), zero = _mm256_setzero_si256();
     __m256i acc = zero; /* four u64 lanes: at most n * 255 each */
     for (size_t i = 0; i < n; i += 32) {
