@@ -32,9 +32,9 @@ void *boot_ivshmem_map(const char *path, uint64_t size, char *err, size_t errlen
  * everything after the region header page zeroed (prefaulting it), and the
  * rings laid out for geo's ring_size after an appliance header of
  * app_header_size bytes (one page, two for a vision model), at most
- * *max_hosts, which becomes the
- * number laid out, their offsets in ring_offset (the appliance's own copy:
- * never read back from the region). Returns the mapping (guest_state still ABSENT: the caller
+ * *max_hosts, which becomes the number laid out, their offsets in
+ * ring_offset (the appliance's own copy: never read back from the
+ * region). Returns the mapping (guest_state still ABSENT: the caller
  * stores READY), or NULL with err. */
 struct nib_vmr_header *boot_vm_region(const char *spec, const struct nib_shm_header *geo,
                                       uint32_t app_header_size, uint32_t *max_hosts, uint64_t epoch,
