@@ -24,6 +24,7 @@
 #include "kernels/conv.h"
 #include "kernels/qkernels.h"
 #include "model_blob/blob_validate_vision.h"
+#include "rt/vision_convt.h"
 
 /* The convolution kernels of the ISA whose matmul kernels the run uses. */
 static const struct nib_conv_kernels *conv_kernels(const struct nib_qkernels *qk)
@@ -66,7 +67,10 @@ uint32_t nib_vision_units(const struct nib_op *op, uint32_t *block)
     }
 }
 
-float nib_vact_apply(uint32_t act, float p0, float p1, float v)
+/* Inlined where act is a constant, so each of vact_map's loops is one
+ * straight expression the compiler vectorises. */
+static inline __attribute__((always_inline)) float vact_one(uint32_t act, float p0, float p1,
+                                                            float v)
 {
     switch (act) {
     case NIB_VACT_RELU: return v > 0.0f ? v : 0.0f;
@@ -85,6 +89,30 @@ float nib_vact_apply(uint32_t act, float p0, float p1, float v)
     case NIB_VACT_SQRT: return sqrtf(v);
     default: return v;
     }
+}
+
+float nib_vact_apply(uint32_t act, float p0, float p1, float v)
+{
+    return vact_one(act, p0, p1, v);
+}
+
+/* y[i] = act(x[i]) for i < n (y may be x): the switch outside the loop. */
+static void vact_map(uint32_t act, float p0, float p1, const float *x, float *y, uint64_t n)
+{
+#define VACT_LOOP(A)                                                                               \
+    for (uint64_t i = 0; i < n; i++)                                                               \
+        y[i] = vact_one(A, p0, p1, x[i]);                                                          \
+    break;
+    switch (act) {
+    case NIB_VACT_RELU: VACT_LOOP(NIB_VACT_RELU)
+    case NIB_VACT_CLIP: VACT_LOOP(NIB_VACT_CLIP)
+    case NIB_VACT_HSIGMOID: VACT_LOOP(NIB_VACT_HSIGMOID)
+    case NIB_VACT_HSWISH: VACT_LOOP(NIB_VACT_HSWISH)
+    case NIB_VACT_SIGMOID: VACT_LOOP(NIB_VACT_SIGMOID)
+    case NIB_VACT_SQRT: VACT_LOOP(NIB_VACT_SQRT)
+    default: VACT_LOOP(NIB_VACT_NONE)
+    }
+#undef VACT_LOOP
 }
 
 static float binary(uint32_t fn, float a, float b)
@@ -153,8 +181,7 @@ static int exec_ew_dense(const struct nib_vew_params *p, uint32_t code, const fl
     if (!dense(p->dims, p->sa))
         return 0;
     if (code == NIB_VOP_UNARY) {
-        for (uint32_t i = b; i < e; i++)
-            y[i] = nib_vact_apply(p->fn, p->p0, p->p1, a[i]);
+        vact_map(p->fn, p->p0, p->p1, a + b, y + b, e - b);
         return 1;
     }
     const uint32_t n = p->dims[3];
@@ -222,18 +249,31 @@ static void exec_ew(const struct nib_blob_view *v, uint8_t *mem, const struct ni
         memcpy(y + b, a + b, (size_t)(e - b) * 4);
         return;
     }
+    /* strided: runs along the last dim, each run's offsets computed once */
+    const float *bb = op->code == NIB_VOP_BINARY ? operand(v, mem, op->src1, p->b_tensor) : NULL;
+    const uint64_t sa = p->sa[3], sb = p->sb[3], sd = p->sd[3];
     uint32_t ix[4];
     unflatten(p->dims, b, ix);
-    if (op->code == NIB_VOP_BINARY) {
-        const float *bb = operand(v, mem, op->src1, p->b_tensor);
-        for (uint32_t i = b; i < e; i++, next_index(p->dims, ix))
-            y[i] = binary(p->fn, a[offset_of(ix, p->sa)], bb[offset_of(ix, p->sb)]);
-    } else if (op->code == NIB_VOP_UNARY) {
-        for (uint32_t i = b; i < e; i++, next_index(p->dims, ix))
-            y[i] = nib_vact_apply(p->fn, p->p0, p->p1, a[offset_of(ix, p->sa)]);
-    } else {
-        for (uint32_t i = b; i < e; i++, next_index(p->dims, ix))
-            y[offset_of(ix, p->sd)] = a[offset_of(ix, p->sa)];
+    for (uint32_t i = b; i < e;) {
+        const uint32_t m = p->dims[3] - ix[3] < e - i ? p->dims[3] - ix[3] : e - i;
+        const float *ar = a + offset_of(ix, p->sa);
+        if (op->code == NIB_VOP_BINARY) {
+            const float *br = bb + offset_of(ix, p->sb);
+            for (uint32_t k = 0; k < m; k++)
+                y[i + k] = binary(p->fn, ar[k * sa], br[k * sb]);
+        } else if (op->code == NIB_VOP_UNARY) {
+            for (uint32_t k = 0; k < m; k++)
+                y[i + k] = nib_vact_apply(p->fn, p->p0, p->p1, ar[k * sa]);
+        } else if (sa == 1 && sd == 1) {
+            memcpy(y + offset_of(ix, p->sd), ar, (size_t)m * 4);
+        } else {
+            float *yr = y + offset_of(ix, p->sd);
+            for (uint32_t k = 0; k < m; k++)
+                yr[k * sd] = ar[k * sa];
+        }
+        i += m;
+        ix[3] += m - 1; /* the last element of the run, then on to the next run */
+        next_index(p->dims, ix);
     }
 }
 
@@ -244,126 +284,29 @@ static void conv_shape(const struct nib_vconv_params *p, struct nib_conv_shape *
                                  p->stride_w, p->pad_top, p->pad_left, p->dil_h, p->dil_w};
 }
 
-/* The epilogue of output rows [b, e) the kernel left without one. */
+/* The epilogue of output rows [b, e) the kernel left without one: the
+ * activation unless the kernel applied it, then the post affine. */
 static void conv_epilogue(const struct nib_vconv_params *p, float *y, int in_kernel, uint32_t b,
                           uint32_t e)
 {
     const uint64_t row = (uint64_t)p->ow * p->c_out;
-    if (in_kernel) { /* the affine alone: a loop the compiler vectorises */
+    if (!in_kernel)
+        vact_map(p->act, p->p0, p->p1, y + b * row, y + b * row, (e - b) * row);
+    if (in_kernel || p->post) { /* loops the compiler vectorises */
         const float mul = p->post_mul, add = p->post_add;
         for (uint64_t i = b * row; i < e * row; i++)
             y[i] = y[i] * mul + add; /* two roundings: -ffp-contract=off */
-        return;
     }
-    for (uint64_t i = b * row; i < e * row; i++) {
-        float t = nib_vact_apply(p->act, p->p0, p->p1, y[i]);
-        y[i] = p->post ? t * p->post_mul + p->post_add : t;
-    }
-}
-
-/* Transposed convolution (mode 1), as a gather: output (oy, ox, m) sums
- * x[iy][ix][ic] * W[ic][m % ocg][ky][kx] over the taps with oy = iy *
- * stride - pad + ky * dil (and the same for x), in the order ic, ky, kx,
- * one fma each from 0, then the bias. The weights are packed with the
- * output channels of a group fastest, wp[(ic * taps + ky * kw + kx) *
- * ocg8 + m % ocg] (ocg8 = ocg rounded up to 8, zeros past ocg), so eight
- * output channels run side by side, each its own chain in that order. */
-#define CONVT_MAX_TAPS 256 /* taps reaching one output, gathered once */
-
-/* The input index tap k of output o reads along one axis (o = i * stride
- * - pad + k * dil), in *i, or 0 when no input sits there. */
-static int convt_in(int64_t o, int64_t k, uint32_t pad, uint32_t dil, uint32_t stride, uint32_t in,
-                    int64_t *i)
-{
-    const int64_t n = o + pad - k * dil;
-    if (n < 0 || n % stride)
-        return 0;
-    *i = n / stride;
-    return *i < in;
-}
-
-/* One output pixel's taps, or -1 when more than CONVT_MAX_TAPS reach it:
- * per tap the input pixel's offset and the weight row's. */
-static int convt_taps(const struct nib_vconv_params *p, int64_t oy, int64_t ox, int64_t *xo,
-                      int64_t *wo)
-{
-    const int64_t ocg8 = (p->c_out / p->groups + 7) / 8 * 8;
-    int n = 0;
-    int64_t iy, ix;
-    for (int64_t ky = 0; ky < p->kh; ky++) {
-        if (!convt_in(oy, ky, p->pad_top, p->dil_h, p->stride_h, p->h, &iy))
-            continue;
-        for (int64_t kx = 0; kx < p->kw; kx++) {
-            if (!convt_in(ox, kx, p->pad_left, p->dil_w, p->stride_w, p->w, &ix))
-                continue;
-            if (n == CONVT_MAX_TAPS)
-                return -1;
-            xo[n] = (iy * p->w + ix) * p->c_in;
-            wo[n++] = (ky * p->kw + kx) * ocg8;
-        }
-    }
-    return n;
-}
-
-/* Output channel m of pixel (oy, ox) one tap at a time: the pixels with
- * more taps than CONVT_MAX_TAPS. */
-static float convt_one(const struct nib_vconv_params *p, const float *x, const float *w, int64_t oy,
-                       int64_t ox, int64_t m)
-{
-    const int64_t icg = p->c_in / p->groups, ocg = p->c_out / p->groups, g = m / ocg;
-    const int64_t ocg8 = (ocg + 7) / 8 * 8, taps = (int64_t)p->kh * p->kw;
-    float acc = 0.0f;
-    int64_t iy, ix;
-    for (int64_t ic = g * icg; ic < (g + 1) * icg; ic++)
-        for (int64_t ky = 0; ky < p->kh; ky++) {
-            if (!convt_in(oy, ky, p->pad_top, p->dil_h, p->stride_h, p->h, &iy))
-                continue;
-            for (int64_t kx = 0; kx < p->kw; kx++)
-                if (convt_in(ox, kx, p->pad_left, p->dil_w, p->stride_w, p->w, &ix))
-                    acc = __builtin_fmaf(x[(iy * p->w + ix) * p->c_in + ic],
-                                         w[(ic * taps + ky * p->kw + kx) * ocg8 + m % ocg], acc);
-        }
-    return acc;
 }
 
 static void exec_convt(const struct nib_blob_view *v, uint8_t *mem, const struct nib_op *op,
                        uint32_t b, uint32_t e)
 {
     const struct nib_vconv_params *p = &op->vconv;
-    const float *x = f32_at(mem, op->src0), *w = nib_tensor_f32(v, op->tensor);
-    const float *bias = p->bias == UINT32_MAX ? NULL : nib_tensor_f32(v, p->bias);
-    float *y = f32_at(mem, op->dst);
-    const int64_t icg = p->c_in / p->groups, ocg = p->c_out / p->groups;
-    const int64_t ocg8 = (ocg + 7) / 8 * 8, taps = (int64_t)p->kh * p->kw;
-    int64_t xo[CONVT_MAX_TAPS], wo[CONVT_MAX_TAPS];
-    for (int64_t oy = b; oy < e; oy++)
-        for (int64_t ox = 0; ox < p->ow; ox++) {
-            float *yp = y + (oy * p->ow + ox) * p->c_out;
-            const int n = convt_taps(p, oy, ox, xo, wo);
-            for (int64_t g = 0; g < p->groups; g++)
-                for (int64_t mb = 0; mb < ocg; mb += 8) {
-                    float acc[8] = {0};
-                    const int64_t nm = ocg - mb < 8 ? ocg - mb : 8;
-                    if (n < 0) {
-                        for (int64_t j = 0; j < nm; j++)
-                            acc[j] = convt_one(p, x, w, oy, ox, g * ocg + mb + j);
-                    } else {
-                        for (int64_t ic = g * icg; ic < (g + 1) * icg; ic++) {
-                            const float *wi = w + ic * taps * ocg8 + mb;
-                            for (int t = 0; t < n; t++) {
-                                const float xv = x[xo[t] + ic], *wt = wi + wo[t];
-                                for (int j = 0; j < 8; j++)
-                                    acc[j] = __builtin_fmaf(xv, wt[j], acc[j]);
-                            }
-                        }
-                    }
-                    for (int64_t j = 0; j < nm; j++) {
-                        const int64_t m = g * ocg + mb + j;
-                        yp[m] = bias ? acc[j] + bias[m] : acc[j];
-                    }
-                }
-        }
-    conv_epilogue(p, y, 0, b, e);
+    nib_vision_convt(p, f32_at(mem, op->src0), nib_tensor_f32(v, op->tensor),
+                     p->bias == UINT32_MAX ? NULL : nib_tensor_f32(v, p->bias),
+                     f32_at(mem, op->dst), b, e);
+    conv_epilogue(p, f32_at(mem, op->dst), 0, b, e);
 }
 
 static void exec_conv(const struct nib_conv_kernels *ck, const struct nib_blob_view *v,
