@@ -31,14 +31,17 @@ const assets = path.join(modules, '@gutenye', 'ocr-models', 'assets');
 // fused: node kinds the imported graph must (count) or must not (0) hold,
 // from each model's own structure: every HardSigmoid of these models gates
 // a squeeze-excite block, every Sqrt is a layer norm's, every
-// BatchNormalization of cls follows a Conv, each of cls's 7 residual Adds
+// BatchNormalization of cls follows a Conv, det's two ConvTransposes each
+// take their bias Add (and the first its BatchNormalization) and the
+// activation after, each of cls's 7 residual Adds
 // follows a Conv without activation, and all shape arithmetic folds.
 const models = [
   { file: 'ch_ppocr_mobile_v2.0_cls_infer.onnx', dims: [1, 3, 48, 192], seed: 1, blob: true,
     fused: { BatchNormalization: 0, 'SqueezeExcite+Relu+HardSigmoid': 9, Shape: 0, Cast: 0,
       'Conv+Add': 7 } },
   { file: 'ch_PP-OCRv4_det_infer.onnx', dims: [1, 3, 640, 640], seed: 2, blob: true,
-    fused: { 'SqueezeExcite+Relu+HardSigmoid': 10, HardSwish: 0, Clip: 0 } },
+    fused: { 'SqueezeExcite+Relu+HardSigmoid': 10, HardSwish: 0, Clip: 0, BatchNormalization: 0,
+      'ConvTranspose+Relu': 1, 'ConvTranspose+Sigmoid': 1, ConvTranspose: 0 } },
   { file: 'ch_PP-OCRv4_rec_infer.onnx', dims: [1, 3, 48, 320], seed: 3, blob: true, sameBits: true,
     fused: { LayerNorm: 5, ReduceMean: 0, Sqrt: 0, Shape: 0, Cast: 0, HardSwish: 0 } },
   // Written by nib synth (random weights, the real architecture): every BN

@@ -8,7 +8,9 @@
   folded into it, dynamic dims fixed by --input, a Shape->Gather->
   Concat->Reshape chain folded away), run by nib and compared with numpy
   in float64 written here from the ONNX operator definitions; and the
-  ReduceMean/Sub/Pow/Sqrt/Div layer norm with its Mul and Add;
+  ReduceMean/Sub/Pow/Sqrt/Div layer norm with its Mul and Add; and a
+  grouped ConvTranspose whose bias Add and BatchNormalization fold into
+  its weights (laid out C x M/group x kh x kw) with its Relu fused;
 - malformed models, each of which must be refused with exit status 1 and
   a message naming the problem: truncation, wrong types, shape
   contradictions, a cycle, huge dimensions, an unknown op or attribute,
@@ -190,6 +192,62 @@ if r.returncode == 0:
         err = np.abs(got - want).max() if got.shape == want.shape else np.inf
         check(got.shape == want.shape and err <= 1e-5 * np.abs(want).max(),
               f"output {k} {got.shape} matches numpy float64 (max err {err:.3g})")
+
+
+# --- ConvTranspose -> per-channel Add -> BatchNormalization -> Relu --------
+# (the PaddleOCR detector's head, here with groups: a ConvTranspose's
+# weights are C x M/group x kh x kw, so the fold scales them along dim 1)
+CT, MT, GT = 4, 6, 2
+wt = rng.standard_normal((CT, MT // GT, 3, 2)).astype(np.float32) * 0.4
+tb = rng.standard_normal((1, MT, 1, 1)).astype(np.float32) * 0.2
+tbn = [rng.uniform(0.5, 1.5, MT), rng.standard_normal(MT) * 0.1, rng.standard_normal(MT) * 0.1,
+       rng.uniform(0.5, 2, MT)]
+tbn = [a.astype(np.float32) for a in tbn]
+ct_nodes = [
+    helper.make_node("ConvTranspose", ["x", "wt"], ["t1"], name="up", kernel_shape=[3, 2],
+                     strides=[2, 2], pads=[1, 0, 1, 0], group=GT),
+    helper.make_node("Add", ["t1", "tb"], ["t2"], name="up_bias"),
+    helper.make_node("BatchNormalization", ["t2", "tg", "tbe", "tmu", "tvar"], ["t3"],
+                     name="up_bn", epsilon=1e-5),
+    helper.make_node("Relu", ["t3"], ["y"], name="up_relu"),
+]
+ct = model(ct_nodes, [const("wt", wt), const("tb", tb), const("tg", tbn[0]), const("tbe", tbn[1]),
+                      const("tmu", tbn[2]), const("tvar", tbn[3])],
+           [fvi("x", [1, CT, 5, 7])], [fvi("y", None)])
+
+
+def convt_ref(x, w, stride, pads, group):
+    """The scatter form: input pixel (iy, ix) adds x * w[ky, kx] at
+    (iy * stride + ky, ix * stride + kx) of the uncropped output."""
+    n, c, h, wd = x.shape
+    _, mg, kh, kw = w.shape
+    full = np.zeros((n, mg * group, (h - 1) * stride + kh, (wd - 1) * stride + kw))
+    cg = c // group
+    for ic in range(c):
+        g = ic // cg
+        for j in range(mg):
+            for ky in range(kh):
+                for kx in range(kw):
+                    full[:, g * mg + j, ky:ky + stride * h:stride, kx:kx + stride * wd:stride] += \
+                        x[:, ic] * np.float64(w[ic, j, ky, kx])
+    return full[:, :, pads[0]:full.shape[2] - pads[2], pads[1]:full.shape[3] - pads[3]]
+
+
+xt = rng.uniform(-1, 1, (1, CT, 5, 7)).astype(np.float32)
+write_npy(os.path.join(work, "xt.npy"), xt)
+r = nib(save(ct, "convt_bn"), "--data", "x=" + os.path.join(work, "xt.npy"), "-o", out, "--graph")
+check(r.returncode == 0, f"ConvTranspose+Add+BN+Relu model runs (stderr: {r.stderr.strip()})")
+if r.returncode == 0:
+    ops = [l.split()[2] for l in r.stdout.splitlines() if l.startswith("node ")]
+    check(ops == ["ConvTranspose+Relu"],
+          f"the bias Add and the BatchNormalization fold into the ConvTranspose, the Relu joins it ({ops})")
+    g64, be64, mu64, var64 = (a.astype(np.float64)[None, :, None, None] for a in tbn)
+    t = convt_ref(xt.astype(np.float64), wt, 2, (1, 0, 1, 0), GT) + tb.astype(np.float64)
+    want = np.maximum((t - mu64) / np.sqrt(var64 + np.float32(1e-5)) * g64 + be64, 0)
+    got = np.load(os.path.join(out, "0.npy"))
+    err = np.abs(got - want).max() if got.shape == want.shape else np.inf
+    check(got.shape == want.shape and err <= 1e-5 * np.abs(want).max(),
+          f"ConvTranspose+Add+BN+Relu {got.shape} matches numpy float64 (max err {err:.3g})")
 
 
 # --- the layer norm pattern (opset 9 attributes, as the recogniser has it) ----

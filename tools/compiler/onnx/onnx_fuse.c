@@ -1,6 +1,6 @@
 /* Rewrites of the resolved graph that keep its results and shape it for
  * the runtime: BatchNormalization, and a per-channel Mul or Add,
- * folded into the Conv before it,
+ * folded into the Conv or ConvTranspose before it,
  * x*Clip(x+3,0,6)/6 and x*HardSigmoid(x) (1/6, 1/2) recognised as
  * HardSwish, an activation after a Conv moved into the Conv's epilogue
  * (and a scalar Mul or Add after that activation too),
@@ -67,8 +67,29 @@ static int32_t new_const(struct nx_graph *g, int32_t like, const char *base, con
     return nx_alloc_data(nt) ? -1 : t;
 }
 
-/* Conv -> BatchNormalization: w' = w * s, b' = (b - mean) * s + beta with
- * s = scale / sqrt(var + eps), per output channel. */
+/* A Conv or ConvTranspose whose weights and bias are constants and whose
+ * epilogue is still empty: a node a per-channel affine folds into. */
+static int foldable_conv(const struct nx_graph *g, const struct nx_node *cv)
+{
+    return cv && (cv->op == NX_OP_CONV || cv->op == NX_OP_CONV_T) && cv->a.act == NX_ACT_NONE &&
+           const_f32(g, cv->in[1]) && (cv->n_in < 3 || cv->in[2] < 0 || const_f32(g, cv->in[2]));
+}
+
+/* The output channel weight element i of cv feeds: a Conv's weights are
+ * M x C/group x kh x kw, a ConvTranspose's C x M/group x kh x kw (the
+ * input channels of group g give output channels g * M/group ...). */
+static int64_t weight_channel(const struct nx_node *cv, const struct nx_tensor *W, uint64_t i)
+{
+    const uint64_t per = nx_elems(W) / (uint64_t)W->dims[0];
+    if (cv->op == NX_OP_CONV)
+        return (int64_t)(i / per);
+    const int64_t ocg = W->dims[1], icg = W->dims[0] / (cv->a.group > 0 ? cv->a.group : 1);
+    const int64_t ic = (int64_t)(i / per), j = (int64_t)(i % per) / (int64_t)(per / ocg);
+    return ic / icg * ocg + j;
+}
+
+/* Conv (or ConvTranspose) -> BatchNormalization: w' = w * s, b' = (b -
+ * mean) * s + beta with s = scale / sqrt(var + eps), per output channel. */
 static int fold_bn(struct nx_graph *g, char *err, size_t errlen)
 {
     for (uint32_t k = 0; k < g->n_order; k++) {
@@ -76,9 +97,7 @@ static int fold_bn(struct nx_graph *g, char *err, size_t errlen)
         if (bn->op != NX_OP_BN)
             continue;
         struct nx_node *cv = producer(g, bn->in[0]);
-        if (!cv || cv->op != NX_OP_CONV || cv->a.act != NX_ACT_NONE || !single_use(g, bn->in[0]) ||
-            !const_f32(g, cv->in[1]) ||
-            (cv->n_in > 2 && cv->in[2] >= 0 && !const_f32(g, cv->in[2])))
+        if (!foldable_conv(g, cv) || !single_use(g, bn->in[0]))
             continue;
         int ok = 1;
         for (uint32_t i = 1; i < 5; i++)
@@ -92,11 +111,13 @@ static int fold_bn(struct nx_graph *g, char *err, size_t errlen)
             FAIL("out of memory folding node '%s'", bn->name);
         const struct nx_tensor *W = &g->t[w], *sc = &g->t[bn->in[1]], *be = &g->t[bn->in[2]],
                                *mu = &g->t[bn->in[3]], *var = &g->t[bn->in[4]];
-        int64_t M = W->dims[0], per = (int64_t)(nx_elems(W) / (uint64_t)M);
+        const int64_t M = g->t[bn->out[0]].dims[1];
+        for (uint64_t i = 0; i < nx_elems(W); i++) {
+            const int64_t m = weight_channel(cv, W, i);
+            g->t[nw].f[i] = (float)(W->f[i] * (sc->f[m] / sqrt((double)var->f[m] + bn->a.epsilon)));
+        }
         for (int64_t m = 0; m < M; m++) {
             double s = sc->f[m] / sqrt((double)var->f[m] + bn->a.epsilon);
-            for (int64_t j = 0; j < per; j++)
-                g->t[nw].f[m * per + j] = (float)(W->f[m * per + j] * s);
             double bias = b >= 0 ? g->t[b].f[m] : 0;
             g->t[nb].f[m] = (float)((bias - mu->f[m]) * s + be->f[m]);
         }
@@ -147,9 +168,7 @@ static int fold_affine(struct nx_graph *g, char *err, size_t errlen)
             continue;
         for (int s = 0; s < 2; s++) {
             struct nx_node *cv = producer(g, op->in[s]);
-            if (!cv || cv->op != NX_OP_CONV || cv->a.act != NX_ACT_NONE ||
-                !single_use(g, op->in[s]) || !const_f32(g, cv->in[1]) ||
-                (cv->n_in > 2 && cv->in[2] >= 0 && !const_f32(g, cv->in[2])))
+            if (!foldable_conv(g, cv) || !single_use(g, op->in[s]))
                 continue;
             const struct nx_tensor *y = &g->t[op->in[s]], *o = &g->t[op->out[0]];
             int64_t M = y->dims[1];
@@ -177,16 +196,12 @@ static int fold_affine(struct nx_graph *g, char *err, size_t errlen)
             if (nb < 0)
                 FAIL("out of memory folding node '%s'", op->name);
             const struct nx_tensor *W = &g->t[w], *C = &g->t[c];
-            int64_t per = (int64_t)(nx_elems(W) / (uint64_t)M);
+            if (op->op == NX_OP_MUL)
+                for (uint64_t i = 0; i < nx_elems(W); i++)
+                    g->t[nw].f[i] = W->f[i] * C->f[weight_channel(cv, W, i) * stride];
             for (int64_t m = 0; m < M; m++) {
                 float cm = C->f[m * stride], bias = b >= 0 ? g->t[b].f[m] : 0.0f;
-                if (op->op == NX_OP_MUL) {
-                    for (int64_t j = 0; j < per; j++)
-                        g->t[nw].f[m * per + j] = W->f[m * per + j] * cm;
-                    g->t[nb].f[m] = bias * cm;
-                } else {
-                    g->t[nb].f[m] = bias + cm;
-                }
+                g->t[nb].f[m] = op->op == NX_OP_MUL ? bias * cm : bias + cm;
             }
             if (cv->n_in < 3) {
                 int32_t *in = realloc(cv->in, 3 * sizeof *in);
@@ -568,7 +583,9 @@ static int layer_norm(struct nx_graph *g, char *err, size_t errlen)
 
 int nx_fuse(struct nx_graph *g, char *err, size_t errlen)
 {
-    if (fold_bn(g, err, errlen) || fold_affine(g, err, errlen))
+    /* BN, affine, then BN again: a bias Add between a ConvTranspose and its
+     * BatchNormalization (the PaddleOCR detector's head) folds first */
+    if (fold_bn(g, err, errlen) || fold_affine(g, err, errlen) || fold_bn(g, err, errlen))
         return -1;
     hard_swish(g);
     fuse_act(g);
