@@ -1,8 +1,8 @@
 /* Quantized convolution (avx2): the implicit GEMM of kernels/qconv.c over
  * the avx2 q4c / q8c matmul kernels, whose bits every ISA shares, with the
- * epilogue 8 channels at a time: each lane runs nib_qconv_epi_px's
- * operations (kernels/common/conv-epi.h) for its channel
- * (common/conv-epi-avx2.h). */
+ * epilogue 8 channels at a time (16 beside the AVX-512 matmuls): each lane
+ * runs nib_qconv_epi_px's operations (kernels/common/conv-epi.h) for its
+ * channel (common/conv-epi-avx2.h). */
 #include "kernels/common/isa.h"
 
 #if NIB_HAVE_AVX2
@@ -28,68 +28,184 @@ static inline void requant8(__m256 v, __m256 inv, int8_t *y)
     _mm_storel_epi64((__m128i *)(void *)y, b);
 }
 
-/* The epilogue's pixels with the residual's kind (RES: 0 none, 1 int8,
- * 2 f32), its place (FIRST: before the activation) and the outputs (YQ:
- * int8, YF: f32, or both) constant, and the parameters in locals: through e the
- * compiler reloaded every field and tested every branch per 8 channels
- * (the stores may alias *e), 14 % of a quantized ResNet-50. */
+/* The epilogue's constants: through e the compiler reloaded every field
+ * and tested every branch per 8 channels (the stores may alias *e), 14 %
+ * of a quantized ResNet-50, so they live in locals. */
+struct epi_consts {
+    uint32_t act;
+    float p0, p1, rs, inv;
+    const int8_t *res;
+    const float *res_f32;
+    int8_t *y_q;
+    float *y_f32;
+};
+
+static inline __attribute__((always_inline)) struct epi_consts
+epi_consts(const struct nib_qconv_epi *e, const int YQ)
+{
+    return (struct epi_consts){
+        e->act, e->p0,      e->p1,  e->res_scale, YQ ? 1.0f / e->y_scale : 0.0f,
+        e->res, e->res_f32, e->y_q, e->y_f32};
+}
+
+/* Channels c..c+7 of the pixel whose sums are vt and whose outputs start
+ * at base, with the residual's kind (RES: 0 none, 1 int8, 2 f32), its
+ * place (FIRST: before the activation) and the outputs (YQ: int8, YF:
+ * f32, or both) constant. */
+static inline __attribute__((always_inline)) void epi8(const struct epi_consts *k, const float *vt,
+                                                       size_t base, uint32_t c, const int RES,
+                                                       const int FIRST, const int YQ, const int YF)
+{
+    const __m256 p0v = _mm256_set1_ps(k->p0), p1v = _mm256_set1_ps(k->p1);
+    const __m256 rs = _mm256_set1_ps(k->rs), inv = _mm256_set1_ps(k->inv);
+    __m256 x = _mm256_loadu_ps(vt + c), r = _mm256_setzero_ps();
+    if (RES == 1)
+        r = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+            _mm_loadl_epi64((const __m128i *)(const void *)(k->res + base + c))));
+    if (RES == 2)
+        r = _mm256_loadu_ps(k->res_f32 + base + c);
+    if (RES == 1 && FIRST)
+        x = _mm256_fmadd_ps(rs, r, x);
+    if (RES == 2 && FIRST)
+        x = _mm256_add_ps(x, r);
+    x = nib_act8_avx2(x, k->act, p0v, p1v);
+    if (RES == 1 && !FIRST)
+        x = _mm256_fmadd_ps(rs, r, x);
+    if (RES == 2 && !FIRST)
+        x = _mm256_add_ps(x, r);
+    if (YQ)
+        requant8(x, inv, k->y_q + base + c);
+    if (YF)
+        _mm256_storeu_ps(k->y_f32 + base + c, x);
+}
+
+/* The epilogue's pixels, 8 channels at a time, then the rest one by one. */
 static inline __attribute__((always_inline)) void
 qconv_epi_rows(const struct nib_qconv_epi *e, const float *v, size_t p0, uint32_t m, uint32_t c_out,
                const int RES, const int FIRST, const int YQ, const int YF)
 {
-    const __m256 p0v = _mm256_set1_ps(e->p0), p1v = _mm256_set1_ps(e->p1);
-    const __m256 rs = _mm256_set1_ps(e->res_scale);
-    const __m256 inv = _mm256_set1_ps(YQ ? 1.0f / e->y_scale : 0.0f);
-    const uint32_t act = e->act, c8 = c_out & ~7u;
-    const int8_t *res = e->res;
-    const float *res_f32 = e->res_f32;
-    int8_t *y_q = e->y_q;
-    float *y_f32 = e->y_f32;
+    const struct epi_consts k = epi_consts(e, YQ);
+    const uint32_t c8 = c_out & ~7u;
     for (uint32_t t = 0; t < m; t++) {
         const float *vt = v + (size_t)t * c_out;
-        size_t base = (p0 + t) * c_out;
-        for (uint32_t c = 0; c < c8; c += 8) {
-            __m256 x = _mm256_loadu_ps(vt + c), r = _mm256_setzero_ps();
-            if (RES == 1)
-                r = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
-                    _mm_loadl_epi64((const __m128i *)(const void *)(res + base + c))));
-            if (RES == 2)
-                r = _mm256_loadu_ps(res_f32 + base + c);
-            if (RES == 1 && FIRST)
-                x = _mm256_fmadd_ps(rs, r, x);
-            if (RES == 2 && FIRST)
-                x = _mm256_add_ps(x, r);
-            x = nib_act8_avx2(x, act, p0v, p1v);
-            if (RES == 1 && !FIRST)
-                x = _mm256_fmadd_ps(rs, r, x);
-            if (RES == 2 && !FIRST)
-                x = _mm256_add_ps(x, r);
-            if (YQ)
-                requant8(x, inv, y_q + base + c);
-            if (YF)
-                _mm256_storeu_ps(y_f32 + base + c, x);
-        }
+        const size_t base = (p0 + t) * c_out;
+        for (uint32_t c = 0; c < c8; c += 8)
+            epi8(&k, vt, base, c, RES, FIRST, YQ, YF);
         if (c8 < c_out)
             nib_qconv_epi_px(e, vt + c8, p0 + t, c_out, c8, c_out - c8);
     }
 }
 
+/* Chooses the constant arguments of ROWS (the 8- or 16-channel rows). */
+#define EPI_DISPATCH(ROWS)                                                                         \
+    const int res = e->res ? 1 : e->res_f32 ? 2 : 0, first = res && e->res_first;                  \
+    switch ((res * 2 + first) * 3 + (!e->y_q ? 0 : e->y_f32 ? 1 : 2)) {                            \
+    case 6: ROWS(e, v, p0, m, c_out, 1, 0, 0, 1); break;                                           \
+    case 7: ROWS(e, v, p0, m, c_out, 1, 0, 1, 1); break;                                           \
+    case 8: ROWS(e, v, p0, m, c_out, 1, 0, 1, 0); break;                                           \
+    case 9: ROWS(e, v, p0, m, c_out, 1, 1, 0, 1); break;                                           \
+    case 10: ROWS(e, v, p0, m, c_out, 1, 1, 1, 1); break;                                          \
+    case 11: ROWS(e, v, p0, m, c_out, 1, 1, 1, 0); break;                                          \
+    case 12: ROWS(e, v, p0, m, c_out, 2, 0, 0, 1); break;                                          \
+    case 13: ROWS(e, v, p0, m, c_out, 2, 0, 1, 1); break;                                          \
+    case 14: ROWS(e, v, p0, m, c_out, 2, 0, 1, 0); break;                                          \
+    case 15: ROWS(e, v, p0, m, c_out, 2, 1, 0, 1); break;                                          \
+    case 16: ROWS(e, v, p0, m, c_out, 2, 1, 1, 1); break;                                          \
+    case 17: ROWS(e, v, p0, m, c_out, 2, 1, 1, 0); break;                                          \
+    case 1: ROWS(e, v, p0, m, c_out, 0, 0, 1, 1); break;                                           \
+    case 2: ROWS(e, v, p0, m, c_out, 0, 0, 1, 0); break;                                           \
+    default: ROWS(e, v, p0, m, c_out, 0, 0, 0, 1); break;                                          \
+    }
+
 static NIB_QCONV_EPI_DECL(qconv_epi_avx2)
 {
-    const int res = e->res ? 1 : e->res_f32 ? 2 : 0, first = res && e->res_first;
-#define EPI(RES, FIRST)                                                                            \
-    (!e->y_q    ? qconv_epi_rows(e, v, p0, m, c_out, RES, FIRST, 0, 1)                             \
-     : e->y_f32 ? qconv_epi_rows(e, v, p0, m, c_out, RES, FIRST, 1, 1)                             \
-                : qconv_epi_rows(e, v, p0, m, c_out, RES, FIRST, 1, 0))
-    switch (res * 2 + first) {
-    case 2: EPI(1, 0); break;
-    case 3: EPI(1, 1); break;
-    case 4: EPI(2, 0); break;
-    case 5: EPI(2, 1); break;
-    default: EPI(0, 0); break;
-    }
-#undef EPI
+    EPI_DISPATCH(qconv_epi_rows)
 }
+
+/* ---- the same epilogue 16 channels at a time (AVX-512 F and BW) ----
+ *
+ * Each lane runs the operations of the 8-lane code above for its channel:
+ * maxps/minps, fma, the 1.5 * 2^23 rounding and the NaN zeroing are the
+ * same instructions at twice the width; the int8 packing saturates
+ * values already clamped to [-127, 127], so it changes none. Used with the
+ * AVX-512 matmuls, where the CPU has them. */
+#define AVX512 __attribute__((target("avx512f,avx512bw")))
+
+static inline __attribute__((always_inline)) AVX512 __m512 act16(__m512 v, uint32_t act, __m512 p0,
+                                                                 __m512 p1)
+{
+    const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
+    __m512 t;
+    switch (act) {
+    case NIB_ACT_RELU: return _mm512_max_ps(v, zero);
+    case NIB_ACT_CLIP: return _mm512_min_ps(p1, _mm512_max_ps(p0, v));
+    case NIB_ACT_HSIGMOID:
+    case NIB_ACT_HSWISH:
+        t = _mm512_min_ps(_mm512_max_ps(_mm512_fmadd_ps(p0, v, p1), zero), one);
+        return act == NIB_ACT_HSWISH ? _mm512_mul_ps(v, t) : t;
+    default: return v;
+    }
+}
+
+static inline __attribute__((always_inline)) AVX512 void requant16(__m512 v, __m512 inv, int8_t *y)
+{
+    const __m512 round = _mm512_set1_ps(12582912.0f);
+    __m512 r = _mm512_sub_ps(_mm512_fmadd_ps(v, inv, round), round);
+    r = _mm512_min_ps(_mm512_set1_ps(127.0f), _mm512_max_ps(_mm512_set1_ps(-127.0f), r));
+    r = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(r, r, _CMP_ORD_Q), r); /* NaN: 0 */
+    _mm_storeu_si128((__m128i *)(void *)y, _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(r)));
+}
+
+static inline __attribute__((always_inline)) AVX512 void
+epi16(const struct epi_consts *k, const float *vt, size_t base, uint32_t c, const int RES,
+      const int FIRST, const int YQ, const int YF)
+{
+    const __m512 p0v = _mm512_set1_ps(k->p0), p1v = _mm512_set1_ps(k->p1);
+    const __m512 rs = _mm512_set1_ps(k->rs), inv = _mm512_set1_ps(k->inv);
+    __m512 x = _mm512_loadu_ps(vt + c), r = _mm512_setzero_ps();
+    if (RES == 1)
+        r = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+            _mm_loadu_si128((const __m128i *)(const void *)(k->res + base + c))));
+    if (RES == 2)
+        r = _mm512_loadu_ps(k->res_f32 + base + c);
+    if (RES == 1 && FIRST)
+        x = _mm512_fmadd_ps(rs, r, x);
+    if (RES == 2 && FIRST)
+        x = _mm512_add_ps(x, r);
+    x = act16(x, k->act, p0v, p1v);
+    if (RES == 1 && !FIRST)
+        x = _mm512_fmadd_ps(rs, r, x);
+    if (RES == 2 && !FIRST)
+        x = _mm512_add_ps(x, r);
+    if (YQ)
+        requant16(x, inv, k->y_q + base + c);
+    if (YF)
+        _mm512_storeu_ps(k->y_f32 + base + c, x);
+}
+
+static inline __attribute__((always_inline)) AVX512 void
+qconv_epi_rows16(const struct nib_qconv_epi *e, const float *v, size_t p0, uint32_t m,
+                 uint32_t c_out, const int RES, const int FIRST, const int YQ, const int YF)
+{
+    const struct epi_consts k = epi_consts(e, YQ);
+    const uint32_t c16 = c_out & ~15u, c8 = c_out & ~7u;
+    for (uint32_t t = 0; t < m; t++) {
+        const float *vt = v + (size_t)t * c_out;
+        const size_t base = (p0 + t) * c_out;
+        for (uint32_t c = 0; c < c16; c += 16)
+            epi16(&k, vt, base, c, RES, FIRST, YQ, YF);
+        if (c16 < c8)
+            epi8(&k, vt, base, c16, RES, FIRST, YQ, YF);
+        if (c8 < c_out)
+            nib_qconv_epi_px(e, vt + c8, p0 + t, c_out, c8, c_out - c8);
+    }
+}
+
+static AVX512 NIB_QCONV_EPI_DECL(qconv_epi_avx512)
+{
+    EPI_DISPATCH(qconv_epi_rows16)
+}
+#undef EPI_DISPATCH
 
 /* ---- AVX-VNNI matmuls for the convolution ----
  *
@@ -199,7 +315,7 @@ NIB_QCONV_DECL(nib_conv_s8_qcs8_avx2vnni)
     if (nib_avx512vnni_available()) {
         nib_qconv_run_epi(wt->dtype == NIB_DT_Q4C ? nib_gemm_f32_q4cs8_n16_avx512vnni
                                                   : nib_gemm_f32_q8cs8_n16_avx512vnni,
-                          qconv_epi_avx2, s, x, x_scale, wt, e, scratch, oh_begin, oh_end);
+                          qconv_epi_avx512, s, x, x_scale, wt, e, scratch, oh_begin, oh_end);
         return;
     }
     nib_conv_s8_qcs8_avxvnni(s, x, x_scale, wt, e, scratch, oh_begin, oh_end);
