@@ -135,19 +135,90 @@ static void convt_row_px(const struct nib_vconv_params *p, const float *x, const
         }
 }
 
+/* Output pixel (oy, ox), every channel: its taps (row taps iys/kys, ny)
+ * gathered once when at most CONVT_MAX_TAPS reach it, else one channel at
+ * a time. */
+static void convt_pixel(const struct nib_vconv_params *p, const float *x, const float *w,
+                        const float *bias, const int64_t *iys, const int64_t *kys, int ny,
+                        int64_t oy, int64_t ox, float *y)
+{
+    const int64_t ocg = p->c_out / p->groups;
+    int64_t xo[CONVT_MAX_TAPS], wo[CONVT_MAX_TAPS];
+    float *yp = y + (oy * p->ow + ox) * p->c_out;
+    const int n = convt_taps(p, iys, kys, ny, ox, xo, wo, CONVT_MAX_TAPS);
+    for (int64_t g = 0; g < p->groups; g++)
+        for (int64_t mb = 0; mb < ocg; mb += 8) {
+            const int64_t nm = ocg - mb < 8 ? ocg - mb : 8;
+            if (n >= 0) {
+                convt_px(p, x, w, bias, g, mb, nm, xo, wo, n, yp);
+                continue;
+            }
+            for (int64_t j = 0; j < nm; j++) {
+                const int64_t m = g * ocg + mb + j;
+                const float acc = convt_one(p, x, w, oy, ox, m);
+                yp[m] = bias ? acc + bias[m] : acc;
+            }
+        }
+}
+
+/* Row oy of a transposed convolution with one output channel (a
+ * probability map's head): seven of the eight lanes of convt_row_px
+ * would idle, so here the lanes are CONVT_PX pixels stride_w apart,
+ * which read the same weights at input pixels one apart (checked per
+ * group: the same weight rows, input offsets c_in apart). Each pixel is
+ * still its own chain in the order input channel, ky, kx. */
+static void convt_row_c1(const struct nib_vconv_params *p, const float *x, const float *w,
+                         const float *bias, const int64_t *iys, const int64_t *kys, int ny,
+                         int64_t oy, float *y)
+{
+    const int64_t sx = p->stride_w, taps = (int64_t)p->kh * p->kw, cin = p->c_in;
+    int64_t pxo[CONVT_PX][CONVT_PX_TAPS], pwo[CONVT_PX][CONVT_PX_TAPS];
+    for (int64_t r = 0; r < sx && r < p->ow; r++)
+        for (int64_t ox = r; ox < p->ow;) {
+            int n = -1;
+            if (ox + (CONVT_PX - 1) * sx < p->ow)
+                n = convt_taps(p, iys, kys, ny, ox, pxo[0], pwo[0], CONVT_PX_TAPS);
+            for (int q = 1; q < CONVT_PX && n >= 0; q++) {
+                if (convt_taps(p, iys, kys, ny, ox + q * sx, pxo[q], pwo[q], CONVT_PX_TAPS) != n)
+                    n = -1;
+                for (int t = 0; t < n; t++)
+                    if (pwo[q][t] != pwo[0][t] || pxo[q][t] != pxo[0][t] + q * cin)
+                        n = -1;
+            }
+            if (n < 0) {
+                convt_pixel(p, x, w, bias, iys, kys, ny, oy, ox, y);
+                ox += sx;
+                continue;
+            }
+            float acc[CONVT_PX] = {0};
+            for (int64_t ic = 0; ic < cin; ic++)
+                for (int t = 0; t < n; t++) {
+                    const float wv = w[ic * taps * 8 + pwo[0][t]], *xp = x + pxo[0][t] + ic;
+                    for (int q = 0; q < CONVT_PX; q++)
+                        acc[q] = __builtin_fmaf(xp[q * cin], wv, acc[q]);
+                }
+            float *yr = y + oy * p->ow + ox;
+            for (int q = 0; q < CONVT_PX; q++)
+                yr[q * sx] = bias ? acc[q] + bias[0] : acc[q];
+            ox += CONVT_PX * sx;
+        }
+}
+
 void nib_vision_convt(const struct nib_vconv_params *p, const float *x, const float *w,
                       const float *bias, float *y, uint32_t b, uint32_t e)
 {
     const int64_t ocg = p->c_out / p->groups;
-    int64_t xo[CONVT_MAX_TAPS], wo[CONVT_MAX_TAPS];
     int64_t pxo[CONVT_PX][CONVT_PX_TAPS], pwo[CONVT_PX][CONVT_PX_TAPS];
     int64_t iys[CONVT_MAX_TAPS], kys[CONVT_MAX_TAPS];
     for (int64_t oy = b; oy < e; oy++) {
         /* more than CONVT_MAX_TAPS rows of taps: every pixel has more
          * taps than that, or none (ny 0) */
         const int ny = p->kh > CONVT_MAX_TAPS ? -1 : convt_row_taps(p, oy, iys, kys);
+        if (p->c_out == 1) {
+            convt_row_c1(p, x, w, bias, iys, kys, ny, oy, y);
+            continue;
+        }
         for (int64_t ox = 0; ox < p->ow;) {
-            float *yp = y + (oy * p->ow + ox) * p->c_out;
             int n = -1;
             if (p->ow - ox >= CONVT_PX) { /* CONVT_PX pixels with the same tap count */
                 n = convt_taps(p, iys, kys, ny, ox, pxo[0], pwo[0], CONVT_PX_TAPS);
@@ -155,29 +226,17 @@ void nib_vision_convt(const struct nib_vconv_params *p, const float *x, const fl
                     if (convt_taps(p, iys, kys, ny, ox + q, pxo[q], pwo[q], CONVT_PX_TAPS) != n)
                         n = -1;
             }
-            if (n >= 0) {
-                for (int64_t g = 0; g < p->groups; g++)
-                    for (int64_t mb = 0; mb < ocg; mb += 8)
-                        convt_row_px(p, x, w, bias, g, mb, ocg - mb < 8 ? ocg - mb : 8, pxo, pwo, n,
-                                     yp);
-                ox += CONVT_PX;
+            if (n < 0) {
+                convt_pixel(p, x, w, bias, iys, kys, ny, oy, ox, y);
+                ox++;
                 continue;
             }
-            n = convt_taps(p, iys, kys, ny, ox, xo, wo, CONVT_MAX_TAPS);
+            float *yp = y + (oy * p->ow + ox) * p->c_out;
             for (int64_t g = 0; g < p->groups; g++)
-                for (int64_t mb = 0; mb < ocg; mb += 8) {
-                    const int64_t nm = ocg - mb < 8 ? ocg - mb : 8;
-                    if (n >= 0) {
-                        convt_px(p, x, w, bias, g, mb, nm, xo, wo, n, yp);
-                        continue;
-                    }
-                    for (int64_t j = 0; j < nm; j++) {
-                        const int64_t m = g * ocg + mb + j;
-                        const float acc = convt_one(p, x, w, oy, ox, m);
-                        yp[m] = bias ? acc + bias[m] : acc;
-                    }
-                }
-            ox++;
+                for (int64_t mb = 0; mb < ocg; mb += 8)
+                    convt_row_px(p, x, w, bias, g, mb, ocg - mb < 8 ? ocg - mb : 8, pxo, pwo, n,
+                                 yp);
+            ox += CONVT_PX;
         }
     }
 }

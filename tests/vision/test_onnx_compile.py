@@ -245,17 +245,25 @@ attn = save("attn", attn_nodes, attn_inits, [fvi("x", [1, 3, 4, 6])],
 # a 17x17 input, whose middle outputs gather more taps (289) than the
 # packed loop holds (256) and go one channel at a time, and a grouped,
 # strided, dilated one with 9 output channels per group (a block of 8
-# and one padded block).
+# and one padded block); and two with one output channel (a probability
+# map's head, where eight pixels stride_w apart share the lanes): 2x2
+# stride 2 with a bias as the detector's, and 3x3 stride 2 padded, whose
+# edge pixels have fewer taps than the rest of their class.
 convt_nodes = [
     helper.make_node("ConvTranspose", ["x", "wt1"], ["y1"], name="convt_wide", kernel_shape=[17, 17]),
     helper.make_node("ConvTranspose", ["x", "wt2", "bt2"], ["y2"], name="convt_groups",
                      kernel_shape=[3, 2], strides=[2, 3], dilations=[2, 1], pads=[1, 0, 2, 1],
                      group=2),
+    helper.make_node("ConvTranspose", ["x", "wt3", "bt3"], ["y3"], name="convt_map",
+                     kernel_shape=[2, 2], strides=[2, 2]),
+    helper.make_node("ConvTranspose", ["x", "wt4"], ["y4"], name="convt_map_padded",
+                     kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
 ]
 convt_inits = [const("wt1", f32(2, 3, 17, 17, scale=0.2)), const("wt2", f32(2, 9, 3, 2, scale=0.5)),
-               const("bt2", f32(18, scale=0.1))]
+               const("bt2", f32(18, scale=0.1)), const("wt3", f32(2, 1, 2, 2, scale=0.5)),
+               const("bt3", f32(1, scale=0.1)), const("wt4", f32(2, 1, 3, 3, scale=0.5))]
 convt = save("convt", convt_nodes, convt_inits, [fvi("x", [1, 2, 17, 17])],
-             [fvi("y1", None), fvi("y2", None)], 11)
+             [fvi("y1", None), fvi("y2", None), fvi("y3", None), fvi("y4", None)], 11)
 
 
 def compile_model(path, dims, blob, *extra, quant="f32"):
@@ -277,7 +285,7 @@ def blob_run(blob, xfile, outdir, *extra):
 
 avx2 = "avx2" in open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else False
 for name, path, dims, n_out in (("mobile", mobile, "1x3x20x18", 2), ("other", other, "1x3x16x12", 4),
-                                ("attn", attn, "1x3x4x6", 2), ("convt", convt, "1x2x17x17", 2)):
+                                ("attn", attn, "1x3x4x6", 2), ("convt", convt, "1x2x17x17", 4)):
     shape = tuple(int(d) for d in dims.split("x"))
     xfile = os.path.join(work, name + "-x.npy")
     np.save(xfile, f32(*shape))
