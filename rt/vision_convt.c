@@ -172,6 +172,7 @@ static void convt_row_c1(const struct nib_vconv_params *p, const float *x, const
                          int64_t oy, float *y)
 {
     const int64_t sx = p->stride_w, taps = (int64_t)p->kh * p->kw, cin = p->c_in;
+    const int64_t ocg8 = 8; /* the one channel's weights, padded to a block of 8 */
     int64_t pxo[CONVT_PX][CONVT_PX_TAPS], pwo[CONVT_PX][CONVT_PX_TAPS];
     for (int64_t r = 0; r < sx && r < p->ow; r++)
         for (int64_t ox = r; ox < p->ow;) {
@@ -193,7 +194,7 @@ static void convt_row_c1(const struct nib_vconv_params *p, const float *x, const
             float acc[CONVT_PX] = {0};
             for (int64_t ic = 0; ic < cin; ic++)
                 for (int t = 0; t < n; t++) {
-                    const float wv = w[ic * taps * 8 + pwo[0][t]], *xp = x + pxo[0][t] + ic;
+                    const float wv = w[ic * taps * ocg8 + pwo[0][t]], *xp = x + pxo[0][t] + ic;
                     for (int q = 0; q < CONVT_PX; q++)
                         acc[q] = __builtin_fmaf(xp[q * cin], wv, acc[q]);
                 }

@@ -285,12 +285,13 @@ static void conv_shape(const struct nib_vconv_params *p, struct nib_conv_shape *
 }
 
 /* The epilogue of output rows [b, e) the kernel left without one: the
- * activation unless the kernel applied it, then the post affine. */
+ * activation unless the kernel applied it (or there is none), then the
+ * post affine. */
 static void conv_epilogue(const struct nib_vconv_params *p, float *y, int in_kernel, uint32_t b,
                           uint32_t e)
 {
     const uint64_t row = (uint64_t)p->ow * p->c_out;
-    if (!in_kernel)
+    if (!in_kernel && p->act != NIB_VACT_NONE)
         vact_map(p->act, p->p0, p->p1, y + b * row, y + b * row, (e - b) * row);
     if (in_kernel || p->post) { /* loops the compiler vectorises */
         const float mul = p->post_mul, add = p->post_add;

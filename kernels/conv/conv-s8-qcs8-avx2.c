@@ -96,25 +96,20 @@ qconv_epi_rows(const struct nib_qconv_epi *e, const float *v, size_t p0, uint32_
     }
 }
 
-/* Chooses the constant arguments of ROWS (the 8- or 16-channel rows). */
+/* Calls ROWS (the 8- or 16-channel rows) with the residual's kind and
+ * place and the outputs as constants. */
+#define EPI_OUT(ROWS, RES, FIRST)                                                                  \
+    (!e->y_q    ? ROWS(e, v, p0, m, c_out, RES, FIRST, 0, 1)                                       \
+     : e->y_f32 ? ROWS(e, v, p0, m, c_out, RES, FIRST, 1, 1)                                       \
+                : ROWS(e, v, p0, m, c_out, RES, FIRST, 1, 0))
 #define EPI_DISPATCH(ROWS)                                                                         \
     const int res = e->res ? 1 : e->res_f32 ? 2 : 0, first = res && e->res_first;                  \
-    switch ((res * 2 + first) * 3 + (!e->y_q ? 0 : e->y_f32 ? 1 : 2)) {                            \
-    case 6: ROWS(e, v, p0, m, c_out, 1, 0, 0, 1); break;                                           \
-    case 7: ROWS(e, v, p0, m, c_out, 1, 0, 1, 1); break;                                           \
-    case 8: ROWS(e, v, p0, m, c_out, 1, 0, 1, 0); break;                                           \
-    case 9: ROWS(e, v, p0, m, c_out, 1, 1, 0, 1); break;                                           \
-    case 10: ROWS(e, v, p0, m, c_out, 1, 1, 1, 1); break;                                          \
-    case 11: ROWS(e, v, p0, m, c_out, 1, 1, 1, 0); break;                                          \
-    case 12: ROWS(e, v, p0, m, c_out, 2, 0, 0, 1); break;                                          \
-    case 13: ROWS(e, v, p0, m, c_out, 2, 0, 1, 1); break;                                          \
-    case 14: ROWS(e, v, p0, m, c_out, 2, 0, 1, 0); break;                                          \
-    case 15: ROWS(e, v, p0, m, c_out, 2, 1, 0, 1); break;                                          \
-    case 16: ROWS(e, v, p0, m, c_out, 2, 1, 1, 1); break;                                          \
-    case 17: ROWS(e, v, p0, m, c_out, 2, 1, 1, 0); break;                                          \
-    case 1: ROWS(e, v, p0, m, c_out, 0, 0, 1, 1); break;                                           \
-    case 2: ROWS(e, v, p0, m, c_out, 0, 0, 1, 0); break;                                           \
-    default: ROWS(e, v, p0, m, c_out, 0, 0, 0, 1); break;                                          \
+    switch (res * 2 + first) {                                                                     \
+    case 2: EPI_OUT(ROWS, 1, 0); break;                                                            \
+    case 3: EPI_OUT(ROWS, 1, 1); break;                                                            \
+    case 4: EPI_OUT(ROWS, 2, 0); break;                                                            \
+    case 5: EPI_OUT(ROWS, 2, 1); break;                                                            \
+    default: EPI_OUT(ROWS, 0, 0); break;                                                           \
     }
 
 static NIB_QCONV_EPI_DECL(qconv_epi_avx2)
@@ -206,6 +201,7 @@ static AVX512 NIB_QCONV_EPI_DECL(qconv_epi_avx512)
     EPI_DISPATCH(qconv_epi_rows16)
 }
 #undef EPI_DISPATCH
+#undef EPI_OUT
 
 /* ---- AVX-VNNI matmuls for the convolution ----
  *

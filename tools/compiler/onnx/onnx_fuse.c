@@ -88,6 +88,12 @@ static int64_t weight_channel(const struct nx_node *cv, const struct nx_tensor *
     return ic / icg * ocg + j;
 }
 
+/* BatchNormalization bn's scale for channel m: scale / sqrt(var + eps). */
+static double bn_scale(const struct nx_graph *g, const struct nx_node *bn, int64_t m)
+{
+    return g->t[bn->in[1]].f[m] / sqrt((double)g->t[bn->in[4]].f[m] + bn->a.epsilon);
+}
+
 /* Conv (or ConvTranspose) -> BatchNormalization: w' = w * s, b' = (b -
  * mean) * s + beta with s = scale / sqrt(var + eps), per output channel. */
 static int fold_bn(struct nx_graph *g, char *err, size_t errlen)
@@ -109,15 +115,12 @@ static int fold_bn(struct nx_graph *g, char *err, size_t errlen)
         int32_t nb = nw < 0 ? -1 : new_const(g, bn->in[1], cv->name, "bias_bn");
         if (nb < 0)
             FAIL("out of memory folding node '%s'", bn->name);
-        const struct nx_tensor *W = &g->t[w], *sc = &g->t[bn->in[1]], *be = &g->t[bn->in[2]],
-                               *mu = &g->t[bn->in[3]], *var = &g->t[bn->in[4]];
+        const struct nx_tensor *W = &g->t[w], *be = &g->t[bn->in[2]], *mu = &g->t[bn->in[3]];
         const int64_t M = g->t[bn->out[0]].dims[1];
-        for (uint64_t i = 0; i < nx_elems(W); i++) {
-            const int64_t m = weight_channel(cv, W, i);
-            g->t[nw].f[i] = (float)(W->f[i] * (sc->f[m] / sqrt((double)var->f[m] + bn->a.epsilon)));
-        }
+        for (uint64_t i = 0; i < nx_elems(W); i++)
+            g->t[nw].f[i] = (float)(W->f[i] * bn_scale(g, bn, weight_channel(cv, W, i)));
         for (int64_t m = 0; m < M; m++) {
-            double s = sc->f[m] / sqrt((double)var->f[m] + bn->a.epsilon);
+            double s = bn_scale(g, bn, m);
             double bias = b >= 0 ? g->t[b].f[m] : 0;
             g->t[nb].f[m] = (float)((bias - mu->f[m]) * s + be->f[m]);
         }
