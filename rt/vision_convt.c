@@ -6,18 +6,33 @@
  * ocg8 + m % ocg] (ocg8 = ocg rounded up to 8, zeros past ocg), so eight
  * output channels run side by side, each its own chain in that order.
  *
+ * Pixels of a row stride_w apart read the same weight rows at input
+ * pixels one apart (away from the edges), so they run as a group: four
+ * pixels beside up to 24 channels, each weight row loaded once for all
+ * four (convt_tile), or with one output channel 8 or 32 pixels in the
+ * lanes (convt_c1_tile). A pixel that fits no group runs alone.
+ *
  * Each output value is one fixed chain whoever computes it and however
- * pixels are grouped: the grouping below only runs several chains at
- * once (a chain of fmas is bound by the fma's latency; eight independent
- * ones keep the unit busy), so the bits do not depend on it. */
+ * pixels are grouped: the grouping only runs several chains at once (a
+ * chain of fmas is bound by the fma's latency; independent ones keep the
+ * unit busy), so the bits do not depend on it. The vectors are GCC
+ * vector extensions; their fma is one instruction where the target has
+ * FMA and __builtin_fmaf per lane elsewhere, the same rounding. */
 #include "rt/vision_convt.h"
+
+#include <string.h>
+#if defined(__FMA__)
+#include <immintrin.h>
+#endif
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("vect-cost-model=dynamic")
 #endif
 
 #define CONVT_MAX_TAPS 256 /* taps reaching one output, gathered once */
-#define CONVT_PX 8         /* pixels of a row run side by side */
+#define CONVT_C1_CHAINS 4  /* chains of 8 pixels at once (one output channel) */
+#define CONVT_C1_TAPS 4    /* ... when each pixel has at most this many taps */
+#define CONVT_TILE_PX 4    /* pixels of a group beside up to 24 channels */
 #define CONVT_PX_TAPS 16   /* ... when each has at most this many taps */
 
 /* The input index tap k of output o reads along one axis (o = i * stride
@@ -110,29 +125,121 @@ static void convt_px(const struct nib_vconv_params *p, const float *x, const flo
     }
 }
 
-/* The same for CONVT_PX pixels of one row at once, each with n taps. */
-static void convt_row_px(const struct nib_vconv_params *p, const float *x, const float *w,
-                         const float *bias, int64_t g, int64_t mb, int64_t nm,
-                         int64_t xo[][CONVT_PX_TAPS], int64_t wo[][CONVT_PX_TAPS], int n, float *yp)
+/* Eight floats, one output channel (or pixel) per lane. */
+typedef float v8f __attribute__((vector_size(32)));
+
+static inline v8f v8f_load(const float *p)
 {
-    const int64_t icg = p->c_in / p->groups, ocg = p->c_out / p->groups;
+    v8f v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* c + a * b with one rounding per lane, as __builtin_fmaf. */
+static inline v8f v8f_fma(v8f a, v8f b, v8f c)
+{
+#if defined(__FMA__)
+    return (v8f)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c);
+#else
+    for (int j = 0; j < 8; j++)
+        c[j] = __builtin_fmaf(a[j], b[j], c[j]);
+    return c;
+#endif
+}
+
+/* Eight rows of eight floats (row q at xp + q * ld) turned: r[i] lane q
+ * is row q's float i. Three rounds of two-vector shuffles (the AVX
+ * unpack, shuffle and lane-permute steps of an 8 x 8 transpose). */
+static inline void v8f_transpose(const float *xp, int64_t ld, v8f r[8])
+{
+    v8f a[8], t[8], u[8];
+    for (int q = 0; q < 8; q++)
+        a[q] = v8f_load(xp + q * ld);
+    for (int k = 0; k < 4; k++) { /* unpack low, high */
+        t[2 * k] = __builtin_shufflevector(a[2 * k], a[2 * k + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+        t[2 * k + 1] = __builtin_shufflevector(a[2 * k], a[2 * k + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+    }
+    for (int k = 0; k < 2; k++) { /* rows 4k..4k+3 of floats (0,4), (1,5), (2,6), (3,7) */
+        u[4 * k] = __builtin_shufflevector(t[4 * k], t[4 * k + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+        u[4 * k + 1] = __builtin_shufflevector(t[4 * k], t[4 * k + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+        u[4 * k + 2] =
+            __builtin_shufflevector(t[4 * k + 1], t[4 * k + 3], 0, 1, 8, 9, 4, 5, 12, 13);
+        u[4 * k + 3] =
+            __builtin_shufflevector(t[4 * k + 1], t[4 * k + 3], 2, 3, 10, 11, 6, 7, 14, 15);
+    }
+    for (int i = 0; i < 4; i++) { /* the 128-bit halves */
+        r[i] = __builtin_shufflevector(u[i], u[4 + i], 0, 1, 2, 3, 8, 9, 10, 11);
+        r[4 + i] = __builtin_shufflevector(u[i], u[4 + i], 4, 5, 6, 7, 12, 13, 14, 15);
+    }
+}
+
+/* CONVT_TILE_PX pixels of a group (convt_group: pixel q's taps read the
+ * weight rows wo[t] and the input offsets xo[t] + q * c_in) by nb blocks
+ * of 8 output channels from mb of group g: per input channel and tap,
+ * nb weight rows loaded once for every pixel. nb is a constant where it
+ * is inlined, so the accumulators stay in registers. */
+static inline __attribute__((always_inline)) void
+convt_tile(const struct nib_vconv_params *p, const float *x, const float *w, const float *bias,
+           int64_t g, int64_t mb, const int64_t *xo, const int64_t *wo, int n, const int nb,
+           float *yp)
+{
+    const int64_t icg = p->c_in / p->groups, ocg = p->c_out / p->groups, cin = p->c_in;
     const int64_t ocg8 = (ocg + 7) / 8 * 8, taps = (int64_t)p->kh * p->kw;
-    float acc[CONVT_PX][8] = {{0}};
+    const int64_t ystep = (int64_t)p->stride_w * p->c_out;
+    v8f acc[CONVT_TILE_PX][3] = {{{0}}};
     for (int64_t ic = g * icg; ic < (g + 1) * icg; ic++) {
         const float *wi = w + ic * taps * ocg8 + mb;
-        for (int t = 0; t < n; t++)
-#pragma GCC unroll 8
-            for (int q = 0; q < CONVT_PX; q++) {
-                const float xv = x[xo[q][t] + ic], *wt = wi + wo[q][t];
-                for (int j = 0; j < 8; j++)
-                    acc[q][j] = __builtin_fmaf(xv, wt[j], acc[q][j]);
+        for (int t = 0; t < n; t++) {
+            v8f wv[3];
+            for (int k = 0; k < nb; k++)
+                wv[k] = v8f_load(wi + wo[t] + 8 * k);
+            const float *xp = x + xo[t] + ic;
+#pragma GCC unroll 4
+            for (int q = 0; q < CONVT_TILE_PX; q++) {
+                const float xs = xp[q * cin];
+                const v8f xv = {xs, xs, xs, xs, xs, xs, xs, xs};
+                for (int k = 0; k < nb; k++)
+                    acc[q][k] = v8f_fma(xv, wv[k], acc[q][k]);
             }
-    }
-    for (int q = 0; q < CONVT_PX; q++)
-        for (int64_t j = 0; j < nm; j++) {
-            const int64_t m = g * ocg + mb + j;
-            yp[q * p->c_out + m] = bias ? acc[q][j] + bias[m] : acc[q][j];
         }
+    }
+    for (int q = 0; q < CONVT_TILE_PX; q++)
+        for (int k = 0; k < nb; k++) {
+            const int64_t m0 = g * ocg + mb + 8 * k,
+                          nm = ocg - mb - 8 * k < 8 ? ocg - mb - 8 * k : 8;
+            float *yq = yp + q * ystep + m0;
+            if (nm == 8 && bias) {
+                const v8f r = acc[q][k] + v8f_load(bias + m0);
+                memcpy(yq, &r, sizeof r);
+            } else if (nm == 8) {
+                memcpy(yq, &acc[q][k], sizeof acc[q][k]);
+            } else {
+                for (int64_t j = 0; j < nm; j++)
+                    yq[j] = bias ? acc[q][k][j] + bias[m0 + j] : acc[q][k][j];
+            }
+        }
+}
+
+/* The pixels ox, ox + stride_w, ... of row oy (CONVT_TILE_PX of them)
+ * as one tile when every one has the same n taps as the first, the same
+ * weight rows, and input pixels one apart along x (offsets c_in apart):
+ * n, with the first pixel's taps in xo/wo, or -1. Away from the edges
+ * every pixel of a residue class of ox modulo stride_w qualifies. */
+static int convt_group(const struct nib_vconv_params *p, const int64_t *iys, const int64_t *kys,
+                       int ny, int64_t ox, int npx, int64_t *xo, int64_t *wo)
+{
+    int64_t qxo[CONVT_PX_TAPS], qwo[CONVT_PX_TAPS];
+    if (ox + (int64_t)(npx - 1) * p->stride_w >= p->ow)
+        return -1;
+    const int n = convt_taps(p, iys, kys, ny, ox, xo, wo, CONVT_PX_TAPS);
+    for (int q = 1; q < npx && n >= 0; q++) {
+        if (convt_taps(p, iys, kys, ny, ox + q * p->stride_w, qxo, qwo, CONVT_PX_TAPS) != n)
+            return -1;
+        for (int t = 0; t < n; t++)
+            if (qwo[t] != wo[t] || qxo[t] != xo[t] + q * (int64_t)p->c_in)
+                return -1;
+    }
+    return n;
 }
 
 /* Output pixel (oy, ox), every channel: its taps (row taps iys/kys, ny)
@@ -161,55 +268,81 @@ static void convt_pixel(const struct nib_vconv_params *p, const float *x, const 
         }
 }
 
+/* 8 * nv pixels of a group (convt_group) of a transposed convolution
+ * with one output channel, with n taps each, nv chains of eight pixels
+ * side by side (a chain of fmas is bound by the fma's latency). Per
+ * block of eight input channels, each eight pixels' inputs are turned
+ * (v8f_transpose) so that a lane is a pixel; the tail channels are read
+ * lane by lane. nv is a constant where it is inlined. */
+static inline __attribute__((always_inline)) void
+convt_c1_tile(const struct nib_vconv_params *p, const float *x, const float *w, const float *bias,
+              const int64_t *xo, const int64_t *wo, int n, const int nv, float *yr)
+{
+    const int64_t sx = p->stride_w, taps = (int64_t)p->kh * p->kw, cin = p->c_in;
+    const int64_t ocg8 = 8; /* the one channel's weights, padded to a block of 8 */
+    v8f acc[CONVT_C1_CHAINS] = {{0}};
+    int64_t ic = 0;
+    for (; ic + 8 <= cin; ic += 8) {
+        v8f xt[CONVT_C1_TAPS][CONVT_C1_CHAINS][8];
+        for (int t = 0; t < n; t++)
+            for (int v = 0; v < nv; v++)
+                v8f_transpose(x + xo[t] + 8 * v * cin + ic, cin, xt[t][v]);
+        for (int i = 0; i < 8; i++)
+            for (int t = 0; t < n; t++) {
+                const float ws = w[(ic + i) * taps * ocg8 + wo[t]];
+                const v8f wv = {ws, ws, ws, ws, ws, ws, ws, ws};
+                for (int v = 0; v < nv; v++)
+                    acc[v] = v8f_fma(xt[t][v][i], wv, acc[v]);
+            }
+    }
+    for (; ic < cin; ic++)
+        for (int t = 0; t < n; t++) {
+            const float wv = w[ic * taps * ocg8 + wo[t]], *xp = x + xo[t] + ic;
+            for (int v = 0; v < nv; v++)
+                for (int q = 0; q < 8; q++)
+                    acc[v][q] = __builtin_fmaf(xp[(8 * v + q) * cin], wv, acc[v][q]);
+        }
+    for (int v = 0; v < nv; v++)
+        for (int q = 0; q < 8; q++)
+            yr[(8 * v + q) * sx] = bias ? acc[v][q] + bias[0] : acc[v][q];
+}
+
 /* Row oy of a transposed convolution with one output channel (a
- * probability map's head): seven of the eight lanes of convt_row_px
- * would idle, so here the lanes are CONVT_PX pixels stride_w apart,
- * which read the same weights at input pixels one apart (checked per
- * group: the same weight rows, input offsets c_in apart). Each pixel is
- * still its own chain in the order input channel, ky, kx. */
+ * probability map's head): seven of the eight lanes of a channel block
+ * would idle, so here the lanes are pixels of a group (convt_group), 32
+ * or 8 at a time. Each pixel is still its own chain in the order input
+ * channel, ky, kx. */
 static void convt_row_c1(const struct nib_vconv_params *p, const float *x, const float *w,
                          const float *bias, const int64_t *iys, const int64_t *kys, int ny,
                          int64_t oy, float *y)
 {
-    const int64_t sx = p->stride_w, taps = (int64_t)p->kh * p->kw, cin = p->c_in;
-    const int64_t ocg8 = 8; /* the one channel's weights, padded to a block of 8 */
-    int64_t pxo[CONVT_PX][CONVT_PX_TAPS], pwo[CONVT_PX][CONVT_PX_TAPS];
+    const int64_t sx = p->stride_w;
+    int64_t xo[CONVT_PX_TAPS], wo[CONVT_PX_TAPS];
     for (int64_t r = 0; r < sx && r < p->ow; r++)
         for (int64_t ox = r; ox < p->ow;) {
-            int n = -1;
-            if (ox + (CONVT_PX - 1) * sx < p->ow)
-                n = convt_taps(p, iys, kys, ny, ox, pxo[0], pwo[0], CONVT_PX_TAPS);
-            for (int q = 1; q < CONVT_PX && n >= 0; q++) {
-                if (convt_taps(p, iys, kys, ny, ox + q * sx, pxo[q], pwo[q], CONVT_PX_TAPS) != n)
-                    n = -1;
-                for (int t = 0; t < n; t++)
-                    if (pwo[q][t] != pwo[0][t] || pxo[q][t] != pxo[0][t] + q * cin)
-                        n = -1;
-            }
-            if (n < 0) {
-                convt_pixel(p, x, w, bias, iys, kys, ny, oy, ox, y);
-                ox += sx;
+            float *yr = y + oy * p->ow + ox;
+            int n = convt_group(p, iys, kys, ny, ox, 8 * CONVT_C1_CHAINS, xo, wo);
+            if (n >= 0 && n <= CONVT_C1_TAPS) {
+                convt_c1_tile(p, x, w, bias, xo, wo, n, CONVT_C1_CHAINS, yr);
+                ox += 8 * CONVT_C1_CHAINS * sx;
                 continue;
             }
-            float acc[CONVT_PX] = {0};
-            for (int64_t ic = 0; ic < cin; ic++)
-                for (int t = 0; t < n; t++) {
-                    const float wv = w[ic * taps * ocg8 + pwo[0][t]], *xp = x + pxo[0][t] + ic;
-                    for (int q = 0; q < CONVT_PX; q++)
-                        acc[q] = __builtin_fmaf(xp[q * cin], wv, acc[q]);
-                }
-            float *yr = y + oy * p->ow + ox;
-            for (int q = 0; q < CONVT_PX; q++)
-                yr[q * sx] = bias ? acc[q] + bias[0] : acc[q];
-            ox += CONVT_PX * sx;
+            n = convt_group(p, iys, kys, ny, ox, 8, xo, wo);
+            if (n >= 0 && n <= CONVT_C1_TAPS) {
+                convt_c1_tile(p, x, w, bias, xo, wo, n, 1, yr);
+                ox += 8 * sx;
+                continue;
+            }
+            convt_pixel(p, x, w, bias, iys, kys, ny, oy, ox, y);
+            ox += sx;
         }
 }
 
 void nib_vision_convt(const struct nib_vconv_params *p, const float *x, const float *w,
                       const float *bias, float *y, uint32_t b, uint32_t e)
 {
-    const int64_t ocg = p->c_out / p->groups;
-    int64_t pxo[CONVT_PX][CONVT_PX_TAPS], pwo[CONVT_PX][CONVT_PX_TAPS];
+    const int64_t ocg = p->c_out / p->groups, sx = p->stride_w;
+    int64_t xo[CONVT_PX_TAPS], wo[CONVT_PX_TAPS];
     int64_t iys[CONVT_MAX_TAPS], kys[CONVT_MAX_TAPS];
     for (int64_t oy = b; oy < e; oy++) {
         /* more than CONVT_MAX_TAPS rows of taps: every pixel has more
@@ -219,25 +352,25 @@ void nib_vision_convt(const struct nib_vconv_params *p, const float *x, const fl
             convt_row_c1(p, x, w, bias, iys, kys, ny, oy, y);
             continue;
         }
-        for (int64_t ox = 0; ox < p->ow;) {
-            int n = -1;
-            if (p->ow - ox >= CONVT_PX) { /* CONVT_PX pixels with the same tap count */
-                n = convt_taps(p, iys, kys, ny, ox, pxo[0], pwo[0], CONVT_PX_TAPS);
-                for (int q = 1; q < CONVT_PX && n >= 0; q++)
-                    if (convt_taps(p, iys, kys, ny, ox + q, pxo[q], pwo[q], CONVT_PX_TAPS) != n)
-                        n = -1;
+        for (int64_t r = 0; r < sx && r < p->ow; r++)
+            for (int64_t ox = r; ox < p->ow;) {
+                const int n = convt_group(p, iys, kys, ny, ox, CONVT_TILE_PX, xo, wo);
+                if (n < 0) {
+                    convt_pixel(p, x, w, bias, iys, kys, ny, oy, ox, y);
+                    ox += sx;
+                    continue;
+                }
+                float *yp = y + (oy * p->ow + ox) * p->c_out;
+                for (int64_t g = 0; g < p->groups; g++) {
+                    int64_t mb = 0;
+                    for (; ocg - mb > 16; mb += 24)
+                        convt_tile(p, x, w, bias, g, mb, xo, wo, n, 3, yp);
+                    if (ocg - mb > 8)
+                        convt_tile(p, x, w, bias, g, mb, xo, wo, n, 2, yp);
+                    else if (ocg > mb)
+                        convt_tile(p, x, w, bias, g, mb, xo, wo, n, 1, yp);
+                }
+                ox += CONVT_TILE_PX * sx;
             }
-            if (n < 0) {
-                convt_pixel(p, x, w, bias, iys, kys, ny, oy, ox, y);
-                ox++;
-                continue;
-            }
-            float *yp = y + (oy * p->ow + ox) * p->c_out;
-            for (int64_t g = 0; g < p->groups; g++)
-                for (int64_t mb = 0; mb < ocg; mb += 8)
-                    convt_row_px(p, x, w, bias, g, mb, ocg - mb < 8 ? ocg - mb : 8, pxo, pwo, n,
-                                 yp);
-            ox += CONVT_PX;
-        }
     }
 }
