@@ -220,11 +220,16 @@ convt_tile(const struct nib_vconv_params *p, const float *x, const float *w, con
         }
 }
 
-/* The pixels ox, ox + stride_w, ... of row oy (CONVT_TILE_PX of them)
- * as one tile when every one has the same n taps as the first, the same
- * weight rows, and input pixels one apart along x (offsets c_in apart):
- * n, with the first pixel's taps in xo/wo, or -1. Away from the edges
- * every pixel of a residue class of ox modulo stride_w qualifies. */
+/* The npx pixels ox, ox + stride_w, ... of row oy as one group when
+ * every one has the same n taps as the first, the same weight rows, and
+ * input pixels one apart along x (offsets c_in apart): n, with the first
+ * pixel's taps in xo/wo, or -1. Away from the edges every pixel of a
+ * residue class of ox modulo stride_w qualifies.
+ *
+ * Checking the two ends is enough when npx - 1 <= w: along the group a
+ * tap kx reads input pixel ix + q, inside for a run of q, so a tap both
+ * ends have is inside for every q between; one neither end has would need
+ * ix < 0 and ix + npx - 1 >= w. (Rows are the same for every pixel.) */
 static int convt_group(const struct nib_vconv_params *p, const int64_t *iys, const int64_t *kys,
                        int ny, int64_t ox, int npx, int64_t *xo, int64_t *wo)
 {
@@ -232,7 +237,8 @@ static int convt_group(const struct nib_vconv_params *p, const int64_t *iys, con
     if (ox + (int64_t)(npx - 1) * p->stride_w >= p->ow)
         return -1;
     const int n = convt_taps(p, iys, kys, ny, ox, xo, wo, CONVT_PX_TAPS);
-    for (int q = 1; q < npx && n >= 0; q++) {
+    const int ends_only = npx - 1 <= (int64_t)p->w;
+    for (int q = ends_only ? npx - 1 : 1; q < npx && n >= 0; q++) {
         if (convt_taps(p, iys, kys, ny, ox + q * p->stride_w, qxo, qwo, CONVT_PX_TAPS) != n)
             return -1;
         for (int t = 0; t < n; t++)
