@@ -28,7 +28,7 @@
 #define NIB_BLOB_MAGIC "NIBBLOB1"
 /* 6: vision models (model_kind, the io table); 7: conv residual; 8: a quantized
  * convolution's f32 and int8 outputs at once (qout 2) */
-#define NIB_BLOB_VERSION 8u
+#define NIB_BLOB_VERSION 9u
 #define NIB_WEIGHT_ALIGN (2u * 1024u * 1024u) /* huge page */
 #define NIB_SECTION_ALIGN 64u
 #define NIB_CRC_START 12u /* magic[8] + crc32c[4] */
@@ -398,8 +398,10 @@ struct nib_vconv_params {
     uint32_t post;
     float post_mul, post_add;
     float x_scale; /* QCONV: the scale of src0's codes (> 0, finite) */
-    uint32_t qout; /* QCONV: 1 = int8 dst of scale y_scale; 2 = f32 dst and int8 aux */
-    float y_scale; /* QCONV with qout: > 0, finite */
+    uint32_t qout; /* QCONV: 1 = int8 dst of scale y_scale; 2 = f32 dst and int8 aux;
+                    * CONV (since format 9): 0, or 2 = f32 dst and its int8 copy at aux,
+                    * rounded after the whole epilogue as NIB_VOP_QUANT rounds */
+    float y_scale; /* QCONV, CONV with qout: > 0, finite */
     uint32_t res;  /* CONV (mode 0), QCONV: 0 none; an f32 residual of dst's shape at src1,
                     * added before (1) or after (2) the activation (since format 7) */
 };

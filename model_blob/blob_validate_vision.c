@@ -148,6 +148,27 @@ static int check_res(const struct nib_blob_view *v, const struct nib_op *op, uin
     return 0;
 }
 
+/* The int8 copy of a convolution's output (qout 2) at aux, oh * ow * c_out
+ * bytes: inside runtime memory, apart from the input (in bytes at src0),
+ * the output (out bytes at dst) and the residual, and outside the worker
+ * scratch; without one, aux is 0. */
+static int check_qcopy(const struct nib_blob_view *v, const struct nib_op *op, uint64_t in,
+                       uint64_t out, char *err, size_t errlen, uint32_t i)
+{
+    const struct nib_vconv_params *p = &op->vconv;
+    const uint64_t n_out = (uint64_t)p->oh * p->ow * p->c_out;
+    if (p->qout == 2 ? !in_mem_s8(v, op->aux, n_out) || overlap(op->aux, n_out, op->src0, in) ||
+                           overlap(op->aux, n_out, op->dst, out) ||
+                           (p->res && overlap(op->aux, n_out, op->src1, n_out * 4)) ||
+                           in_scratch(v, op->aux, n_out)
+                     : op->aux != 0)
+        return nib_blob_fail(err, errlen,
+                             "plan op %u (%s): qout %u with its int8 copy (aux) outside runtime "
+                             "memory, overlapping an operand or in the worker scratch",
+                             i, nib_vop_name(op->code), p->qout);
+    return 0;
+}
+
 static int check_conv(const struct nib_blob_view *v, const struct nib_op *op, char *err,
                       size_t errlen, uint32_t i)
 {
@@ -157,8 +178,12 @@ static int check_conv(const struct nib_blob_view *v, const struct nib_op *op, ch
     if (op->code == NIB_VOP_CONV && p->mode > 1)
         return nib_blob_fail(err, errlen, "plan op %u (conv): mode %u (0 direct, 1 transposed)", i,
                              p->mode);
-    if (p->x_scale != 0.0f || p->qout || p->y_scale != 0.0f)
-        return nib_blob_fail(err, errlen, "plan op %u (%s): x_scale, qout or y_scale set", i, name);
+    /* a convolution may keep an int8 copy of its output (qout 2, since format 9) */
+    const int qcopy = op->code == NIB_VOP_CONV && p->qout == 2;
+    if (p->x_scale != 0.0f || (p->qout && !qcopy) ||
+        (qcopy ? !isfinite(p->y_scale) || !(p->y_scale > 0.0f) : p->y_scale != 0.0f))
+        return nib_blob_fail(err, errlen, "plan op %u (%s): x_scale %g, qout %u or y_scale %g", i,
+                             name, (double)p->x_scale, p->qout, (double)p->y_scale);
     if (convt ? !convt_shape_ok(p) : !conv_shape_ok(p))
         return nib_blob_fail(err, errlen, "plan op %u (%s): shape outside the kernels' limits", i,
                              name);
@@ -189,6 +214,8 @@ static int check_conv(const struct nib_blob_view *v, const struct nib_op *op, ch
         return nib_blob_fail(err, errlen,
                              "plan op %u (%s): operands outside runtime memory or overlapping", i,
                              name);
+    if (op->code == NIB_VOP_CONV && check_qcopy(v, op, in, out, err, errlen, i))
+        return -1;
     return check_res(v, op, out, out, err, errlen, i);
 }
 
@@ -229,16 +256,8 @@ static int check_qconv(const struct nib_blob_view *v, const struct nib_op *op, c
                              p->qout, (double)p->y_scale, p->act, p->post);
     const uint64_t in = (uint64_t)p->h * p->w * p->c_in;
     const uint64_t out = (uint64_t)p->oh * p->ow * p->c_out * (p->qout == 1 ? 1 : 4);
-    const uint64_t n_out = (uint64_t)p->oh * p->ow * p->c_out; /* the int8 copy's bytes */
-    if (p->qout == 2 ? !in_mem_s8(v, op->aux, n_out) || overlap(op->aux, n_out, op->src0, in) ||
-                           overlap(op->aux, n_out, op->dst, out) ||
-                           (p->res && overlap(op->aux, n_out, op->src1, n_out * 4)) ||
-                           in_scratch(v, op->aux, n_out)
-                     : op->aux != 0)
-        return nib_blob_fail(err, errlen,
-                             "plan op %u (qconv): qout %u with its int8 copy (aux) outside runtime "
-                             "memory, overlapping an operand or in the worker scratch",
-                             i, p->qout);
+    if (check_qcopy(v, op, in, out, err, errlen, i))
+        return -1;
     if (!in_mem_s8(v, op->src0, in) ||
         !(p->qout == 1 ? in_mem_s8(v, op->dst, out) : in_mem(v, op->dst, out)) ||
         overlap(op->src0, in, op->dst, out) || in_scratch(v, op->src0, in) ||

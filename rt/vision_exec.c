@@ -310,7 +310,7 @@ static void exec_convt(const struct nib_blob_view *v, uint8_t *mem, const struct
     conv_epilogue(p, f32_at(mem, op->dst), 0, b, e);
 }
 
-static void exec_conv(const struct nib_conv_kernels *ck, const struct nib_blob_view *v,
+static void conv_rows(const struct nib_conv_kernels *ck, const struct nib_blob_view *v,
                       uint8_t *mem, const struct nib_op *op, uint32_t b, uint32_t e)
 {
     const struct nib_vconv_params *p = &op->vconv;
@@ -332,6 +332,37 @@ static void exec_conv(const struct nib_conv_kernels *ck, const struct nib_blob_v
                                                    nib_tensor_f32(v, op->tensor), &epi, y, b, e);
     if (!in_kernel || p->post)
         conv_epilogue(p, y, in_kernel, b, e);
+}
+
+/* n f32 values to int8 codes, as the convolution's epilogue requantizes. */
+static void quant_run(const float *x, int8_t *q, float scale, uint64_t n)
+{
+    const float inv = 1.0f / scale;
+    for (uint64_t i = 0; i < n; i++)
+        q[i] = nib_requant_s8(x[i], inv);
+}
+
+#define CONV_QCOPY_FLOATS 16384u /* rows of about 64 KiB at a time, still in cache */
+
+/* A convolution over output rows [b, e); with qout 2 its int8 copy too,
+ * a few rows at a time, so the quantizer reads values still in cache
+ * (the rows split any way gives the same bits). */
+static void exec_conv(const struct nib_conv_kernels *ck, const struct nib_blob_view *v,
+                      uint8_t *mem, const struct nib_op *op, uint32_t b, uint32_t e)
+{
+    const struct nib_vconv_params *p = &op->vconv;
+    if (p->qout != 2) {
+        conv_rows(ck, v, mem, op, b, e);
+        return;
+    }
+    const uint64_t row = (uint64_t)p->ow * p->c_out;
+    const uint32_t step = row >= CONV_QCOPY_FLOATS ? 1 : (uint32_t)(CONV_QCOPY_FLOATS / row);
+    for (uint32_t r = b; r < e; r += step) {
+        const uint32_t re = e - r < step ? e : r + step;
+        conv_rows(ck, v, mem, op, r, re);
+        quant_run(f32_at(mem, op->dst) + r * row, (int8_t *)(mem + op->aux) + r * row, p->y_scale,
+                  (re - r) * row);
+    }
 }
 
 /* Quantized convolution over output rows [b, e), in the worker's private
@@ -364,15 +395,10 @@ static void exec_qconv(const struct nib_conv_kernels *ck, const struct nib_blob_
         conv_epilogue(p, f32_at(mem, op->dst), in_kernel, b, e);
 }
 
-/* f32 elements [b, e) to int8 codes, as the convolution's epilogue
- * requantizes. */
+/* f32 elements [b, e) to int8 codes. */
 static void exec_quant(uint8_t *mem, const struct nib_op *op, uint32_t b, uint32_t e)
 {
-    const float *x = f32_at(mem, op->src0);
-    int8_t *q = (int8_t *)(mem + op->dst);
-    const float inv = 1.0f / op->vquant.scale;
-    for (uint64_t i = b; i < e; i++)
-        q[i] = nib_requant_s8(x[i], inv);
+    quant_run(f32_at(mem, op->src0) + b, (int8_t *)(mem + op->dst) + b, op->vquant.scale, e - b);
 }
 
 /* Matmul by q4c/q8c weights, output columns [b, e): every worker

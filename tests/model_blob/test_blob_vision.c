@@ -155,12 +155,12 @@ static double conv_ref(int m, int oy, int ox)
 }
 
 /* Open b (resealed) and run it on x, with the NHWC residual r at arena
- * offset 1536 when given; y (NCHW, M x H x W) out. */
-static void run_blob(uint8_t *b, const float *r, float *y)
+ * offset 1536 when given: the arena after the run (the caller frees it). */
+static uint8_t *run_arena(uint8_t *b, const float *r)
 {
     struct nib_blob_view v;
     ((struct nib_blob_header *)(void *)b)->crc32c = nib_blob_crc(b, size);
-    ck_assert_int_eq(nib_blob_open(&v, b, size, 1, err, sizeof err), 0);
+    ck_assert_msg(nib_blob_open(&v, b, size, 1, err, sizeof err) == 0, "%s", err);
     uint8_t *mem = aligned_alloc(64, ACT);
     memset(mem, 0, ACT);
     memcpy(mem, x, sizeof x);
@@ -168,6 +168,13 @@ static void run_blob(uint8_t *b, const float *r, float *y)
         memcpy(mem + 1536, r, M * H * W * sizeof *r);
     struct nib_exec e = {.v = &v, .mem = mem};
     ck_assert_int_eq(nib_exec_run(&e), 0);
+    return mem;
+}
+
+/* The same, y (NCHW, M x H x W) out. */
+static void run_blob(uint8_t *b, const float *r, float *y)
+{
+    uint8_t *mem = run_arena(b, r);
     memcpy(y, mem + 1024, M * H * W * sizeof *y);
     free(mem);
 }
@@ -235,6 +242,49 @@ START_TEST(residual_runs)
     EXPECT_REFUSED("residual outside runtime memory");
     lie_res(1, 1538); /* not 4-aligned */
     EXPECT_REFUSED("residual outside runtime memory");
+}
+END_TEST
+
+/* qout 2 (format 9): the convolution also writes the int8 codes of its
+ * NHWC output at aux, rounded after its whole epilogue (the ReLU) as a
+ * QUANT op rounds, round half to even of y / y_scale clamped to 127
+ * (here from float64); its f32 output does not move. Then every lie
+ * about the copy is refused. */
+START_TEST(int8_copy_runs)
+{
+    enum { AUX = 1900, N = M * H * W };
+    const float ys = 0.004f; /* outputs up to about a unit: some codes clamp */
+    uint8_t *plain = run_arena(blob, NULL);
+    OP(1)->vconv.qout = 2, OP(1)->vconv.y_scale = ys, OP(1)->aux = AUX;
+    uint8_t *dual = run_arena(work, NULL);
+    ck_assert(memcmp(plain + 512, dual + 512, N * 4) == 0);
+    ck_assert(memcmp(plain + 1024, dual + 1024, N * 4) == 0);
+    const float *y = (const float *)(const void *)(dual + 512);
+    int clamped = 0;
+    for (int i = 0; i < N; i++) {
+        double want = nearbyint((double)y[i] * (double)(1.0f / ys));
+        clamped += want > 127.0;
+        want = want > 127.0 ? 127.0 : want < -127.0 ? -127.0 : want;
+        ck_assert_msg(((const int8_t *)dual)[AUX + i] == (int8_t)want, "code %d: %d, want %g", i,
+                      ((const int8_t *)dual)[AUX + i], want);
+    }
+    ck_assert_msg(clamped > 0 && clamped < N, "%d of %d codes clamp", clamped, N);
+    free(plain), free(dual);
+    memcpy(blob, work, size); /* the valid blob with the copy is the base of the lies below */
+    OP(1)->aux = 512 + 8;     /* over its own output */
+    EXPECT_REFUSED("(conv): qout 2 with its int8 copy (aux) outside runtime memory, overlapping");
+    OP(1)->aux = 256 + 8; /* over its input */
+    EXPECT_REFUSED("overlapping an operand");
+    OP(1)->aux = ACT - N + 1;
+    EXPECT_REFUSED("outside runtime memory");
+    OP(1)->vconv.y_scale = 0.0f;
+    EXPECT_REFUSED("qout 2 or y_scale 0");
+    OP(1)->vconv.y_scale = INFINITY;
+    EXPECT_REFUSED("qout 2 or y_scale inf");
+    OP(1)->vconv.qout = 1; /* int8 alone: a quantized convolution's */
+    EXPECT_REFUSED("qout 1");
+    OP(1)->vconv.qout = 0, OP(1)->vconv.y_scale = 0.0f;
+    EXPECT_REFUSED("qout 0 with its int8 copy (aux)");
 }
 END_TEST
 
@@ -383,6 +433,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, valid_blob_runs);
     tcase_add_test(tc, residual_runs);
+    tcase_add_test(tc, int8_copy_runs);
     tcase_add_test(tc, lies_refused);
     tcase_add_test(tc, other_ops_refused);
     tcase_add_test(tc, norm_and_bmatmul_refused);

@@ -420,10 +420,10 @@ START_TEST(quant_lies_refused)
     OP(2)->vconv.act = NIB_VACT_NONE; /* weights of 12 floats: refused for that... */
     EXPECT_REFUSED("weights are not");
     OP(2)->code = NIB_VOP_CONV; /* ...but x_scale first */
-    EXPECT_REFUSED("x_scale, qout or y_scale set");
-    OP(2)->code = NIB_VOP_POOL;
-    OP(2)->vconv.qout = 1, OP(2)->vconv.x_scale = 0.0f;
-    EXPECT_REFUSED("x_scale, qout or y_scale set");
+    EXPECT_REFUSED("(conv): x_scale 0.0078125, qout 0 or y_scale 0");
+    OP(2)->code = NIB_VOP_POOL; /* no int8 copy of a pooling */
+    OP(2)->vconv.qout = 2, OP(2)->vconv.y_scale = 1.0f, OP(2)->vconv.x_scale = 0.0f;
+    EXPECT_REFUSED("(pool): x_scale 0, qout 2 or y_scale 1");
     teardown();
 }
 END_TEST

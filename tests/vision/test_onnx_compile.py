@@ -393,6 +393,22 @@ qnet_inits = [
 ]
 qnet = save("qnet", qnet_nodes, qnet_inits, [fvi("x", [1, 3, 32, 32])], [fvi("y", None)], 13)
 
+# A depthwise convolution (f32) between two quantized 1x1 ones, as the
+# PaddleOCR networks have them: the depthwise one writes the int8 input of
+# the next itself (qout 2, format 9), so the only QUANT left is the image's.
+dwq_nodes = [
+    helper.make_node("Conv", ["x", "p1", "p1b"], ["e1"], name="expand", kernel_shape=[1, 1]),
+    helper.make_node("Relu", ["e1"], ["e2"], name="expand_relu"),
+    helper.make_node("Conv", ["e2", "dwk", "dwb"], ["d1"], name="dw", kernel_shape=[3, 3],
+                     pads=[1, 1, 1, 1], group=16),
+    helper.make_node("HardSwish", ["d1"], ["d2"], name="dw_hswish"),
+    helper.make_node("Conv", ["d2", "p2"], ["y"], name="project", kernel_shape=[1, 1]),
+]
+dwq_inits = [const("p1", f32(16, 3, 1, 1, scale=0.5)), const("p1b", f32(16, scale=0.1)),
+             const("dwk", f32(16, 1, 3, 3, scale=0.4)), const("dwb", f32(16, scale=0.1)),
+             const("p2", f32(8, 16, 1, 1, scale=0.3))]
+dwq = save("dwq", dwq_nodes, dwq_inits, [fvi("x", [1, 3, 12, 10])], [fvi("y", None)], 14)
+
 
 def rel_err(got, want):
     """max|got - want| / max|want| and mean|got - want| / mean|want|"""
@@ -411,7 +427,8 @@ os.makedirs(calib)
 # 0.08; every node q4 0.138 / 0.112).
 TOL = {"q8": (0.06, 0.06), "q4": (0.25, 0.16), "q4-all": (0.3, 0.22)}
 for name, path, dims, n_out in (("qnet", qnet, "1x3x32x32", 1), ("mobile", mobile, "1x3x20x18", 2),
-                                ("other", other, "1x3x16x12", 4), ("attn", attn, "1x3x4x6", 2)):
+                                ("other", other, "1x3x16x12", 4), ("attn", attn, "1x3x4x6", 2),
+                                ("dwq", dwq, "1x3x12x10", 1)):
     shape = tuple(int(d) for d in dims.split("x"))
     cdir = os.path.join(calib, name)
     os.makedirs(cdir)
@@ -474,9 +491,7 @@ def vision_ops(path):
     for i in range(size // 192):
         code = struct.unpack_from("<I", b, off + 192 * i)[0]
         qout, res = (struct.unpack_from("<III", b, off + 192 * i + 72 + 4 * 25)[0::2]
-                     if code == 44 else (0, 0))
-        if code == 33:
-            res = struct.unpack_from("<I", b, off + 192 * i + 72 + 4 * 27)[0]
+                     if code in (33, 44) else (0, 0))
         ops.append((code, qout, res))
     return ops
 
@@ -515,6 +530,15 @@ if os.path.exists(blob):
           and js.get("n_ops") == len(ops) and js["weights"]["q4c_bytes"] > 0
           and [io["dir"] for io in js["io"]] == ["input", "output"],
           f"nib inspect --json on a vision blob: rc {r.returncode} {r.stdout[:200]}")
+
+for tag in ("q8", "q4"):
+    blob = os.path.join(work, f"dwq-{tag}.blob")
+    if os.path.exists(blob):
+        ops = vision_ops(blob)
+        check(ops.count((33, 2, 0)) == 1 and ops.count((43, 0, 0)) == 1
+              and ops.count((44, 0, 0)) == 2,
+              f"dwq {tag}: the depthwise convolution writes f32 and int8 (qout 2), one QUANT "
+              f"(the image's) for two QCONVs: {ops}")
 
 # The built-in synthetic set on image-like input (values in [0, 1), what an
 # image file gives), against the reference.

@@ -42,10 +42,8 @@ static void print_vparams(const struct nib_op *op)
         if (c->res)
             printf(" residual=%s", c->res == 1 ? "before-act" : "after-act");
         if (op->code == NIB_VOP_QCONV)
-            printf(" x_scale=%g%s", (double)c->x_scale,
-                   c->qout == 1   ? " int8-out"
-                   : c->qout == 2 ? " f32-and-int8-out"
-                                  : "");
+            printf(" x_scale=%g", (double)c->x_scale);
+        printf("%s", c->qout == 1 ? " int8-out" : c->qout == 2 ? " f32-and-int8-out" : "");
         if (c->qout)
             printf(" y_scale=%g", (double)c->y_scale);
         break;

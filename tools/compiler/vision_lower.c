@@ -1240,13 +1240,15 @@ static void note_values(struct lower *L, const int32_t *ts, uint32_t n)
     }
 }
 
-/* A QUANT of a value that one quantized convolution wrote whole, in f32,
- * with its activation in the kernel, becomes that convolution's int8 copy
- * (qout 2): the kernel's epilogue rounds the values it stores exactly as
- * the QUANT would have rounded them after reading them back, so no bit
- * changes and one pass over the value goes. ResNet's block outputs are
- * such values: the next block's residual (f32) and its first
- * convolution's input (int8). Ops are renumbered; each buffer's lifetime
+/* A QUANT of a value that one convolution wrote whole, in f32, becomes
+ * that convolution's int8 copy (qout 2), rounded exactly as the QUANT
+ * would have rounded it, so no bit changes and one pass over the value
+ * goes. A quantized convolution (its activation in the kernel) rounds in
+ * its epilogue: ResNet's block outputs are such values, the next block's
+ * residual (f32) and its first convolution's input (int8). An f32 one
+ * (since format 9) rounds each few rows after its epilogue, while they
+ * are in cache: the depthwise convolutions before the PaddleOCR
+ * networks' quantized 1x1 ones. Ops are renumbered; each buffer's lifetime
  * follows (the int8 copy's starts at the convolution). 0, or -1 (memory). */
 static int fold_quants(struct vision_plan *p)
 {
@@ -1271,9 +1273,11 @@ static int fold_quants(struct vision_plan *p)
         /* ops before i are already moved down: op j is at map[j] now */
         struct vp_op *c = j >= 0 && j < (int32_t)i ? &p->ops[map[j]] : NULL;
         const struct nib_vconv_params *cp = c ? &c->op.vconv : NULL;
-        int fold = q->op.code == NIB_VOP_QUANT && q->add[0] == 0 && c &&
-                   c->op.code == NIB_VOP_QCONV && !cp->qout && !cp->post &&
-                   cp->act <= NIB_VACT_HSWISH && c->add[2] == 0 && c->buf[3] < 0 &&
+        const int qconv =
+                      c && c->op.code == NIB_VOP_QCONV && !cp->post && cp->act <= NIB_VACT_HSWISH,
+                  conv = c && c->op.code == NIB_VOP_CONV && cp->mode <= 1;
+        int fold = q->op.code == NIB_VOP_QUANT && q->add[0] == 0 && (qconv || conv) && !cp->qout &&
+                   c->add[2] == 0 && c->buf[3] < 0 &&
                    (uint64_t)cp->oh * cp->ow * cp->c_out == q->op.vquant.n;
         if (fold) {
             c->op.vconv.qout = 2;
