@@ -10,6 +10,20 @@
 
 #include "kernels/common/conv-epi.h"
 
+/* nib_requant_s8 per lane, 8 int8 to y. */
+static inline void nib_requant8_avx2(__m256 v, __m256 inv, int8_t *y)
+{
+    const __m256 round = _mm256_set1_ps(12582912.0f);
+    __m256 r = _mm256_sub_ps(_mm256_fmadd_ps(v, inv, round), round);
+    r = _mm256_max_ps(_mm256_set1_ps(-127.0f), r);         /* r < -127 ? -127 : r (NaN kept) */
+    r = _mm256_min_ps(_mm256_set1_ps(127.0f), r);          /* r > 127 ? 127 : r (NaN kept) */
+    r = _mm256_and_ps(r, _mm256_cmp_ps(r, r, _CMP_ORD_Q)); /* NaN: 0 */
+    __m256i i = _mm256_cvtps_epi32(r);                     /* whole numbers: exact */
+    __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1));
+    __m128i b = _mm_packs_epi16(w, w);
+    _mm_storel_epi64((__m128i *)(void *)y, b);
+}
+
 /* nib_act_f32 per lane. */
 static inline __m256 nib_act8_avx2(__m256 v, uint32_t act, __m256 p0, __m256 p1)
 {

@@ -14,20 +14,6 @@
 #include "kernels/common/conv-epi-avx2.h"
 #include "kernels/conv.h"
 
-/* nib_requant_s8 per lane, 8 int8 to y. */
-static inline void requant8(__m256 v, __m256 inv, int8_t *y)
-{
-    const __m256 round = _mm256_set1_ps(12582912.0f);
-    __m256 r = _mm256_sub_ps(_mm256_fmadd_ps(v, inv, round), round);
-    r = _mm256_max_ps(_mm256_set1_ps(-127.0f), r);         /* r < -127 ? -127 : r (NaN kept) */
-    r = _mm256_min_ps(_mm256_set1_ps(127.0f), r);          /* r > 127 ? 127 : r (NaN kept) */
-    r = _mm256_and_ps(r, _mm256_cmp_ps(r, r, _CMP_ORD_Q)); /* NaN: 0 */
-    __m256i i = _mm256_cvtps_epi32(r);                     /* whole numbers: exact */
-    __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1));
-    __m128i b = _mm_packs_epi16(w, w);
-    _mm_storel_epi64((__m128i *)(void *)y, b);
-}
-
 /* The epilogue's constants: through e the compiler reloaded every field
  * and tested every branch per 8 channels (the stores may alias *e), 14 %
  * of a quantized ResNet-50, so they live in locals. */
@@ -74,7 +60,7 @@ static inline __attribute__((always_inline)) void epi8(const struct epi_consts *
     if (RES == 2 && !FIRST)
         x = _mm256_add_ps(x, r);
     if (YQ)
-        requant8(x, inv, k->y_q + base + c);
+        nib_requant8_avx2(x, inv, k->y_q + base + c);
     if (YF)
         _mm256_storeu_ps(k->y_f32 + base + c, x);
 }
