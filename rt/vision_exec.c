@@ -355,26 +355,28 @@ static void quant_run(const float *x, int8_t *q, float scale, uint64_t n)
         q[i] = nib_requant_s8(x[i], inv);
 }
 
-#define CONV_QCOPY_FLOATS 16384u /* rows of about 64 KiB at a time, still in cache */
+#define CONV_CHUNK_FLOATS 16384u /* rows of about 64 KiB at a time, still in cache */
 
-/* A convolution over output rows [b, e); with qout 2 its int8 copy too,
- * a few rows at a time, so the quantizer reads values still in cache
- * (the rows split any way gives the same bits). */
+/* A convolution over output rows [b, e). With qout 2 (its int8 copy) or
+ * transposed (its activation a pass of its own), a few rows at a time, so
+ * the quantizer and the activation read values still in cache (the rows
+ * split any way gives the same bits). */
 static void exec_conv(const struct nib_conv_kernels *ck, const struct nib_blob_view *v,
                       uint8_t *mem, const struct nib_op *op, uint32_t b, uint32_t e)
 {
     const struct nib_vconv_params *p = &op->vconv;
-    if (p->qout != 2) {
+    if (p->qout != 2 && p->mode != 1) {
         conv_rows(ck, v, mem, op, b, e);
         return;
     }
     const uint64_t row = (uint64_t)p->ow * p->c_out;
-    const uint32_t step = row >= CONV_QCOPY_FLOATS ? 1 : (uint32_t)(CONV_QCOPY_FLOATS / row);
+    const uint32_t step = row >= CONV_CHUNK_FLOATS ? 1 : (uint32_t)(CONV_CHUNK_FLOATS / row);
     for (uint32_t r = b; r < e; r += step) {
         const uint32_t re = e - r < step ? e : r + step;
         conv_rows(ck, v, mem, op, r, re);
-        quant_run(f32_at(mem, op->dst) + r * row, (int8_t *)(mem + op->aux) + r * row, p->y_scale,
-                  (re - r) * row);
+        if (p->qout == 2)
+            quant_run(f32_at(mem, op->dst) + r * row, (int8_t *)(mem + op->aux) + r * row,
+                      p->y_scale, (re - r) * row);
     }
 }
 
