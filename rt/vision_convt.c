@@ -220,6 +220,26 @@ convt_tile(const struct nib_vconv_params *p, const float *x, const float *w, con
         }
 }
 
+/* Every channel of a group of CONVT_TILE_PX pixels with n taps each, 24
+ * channels at a time (convt_tile). Inlined, so a constant n keeps the
+ * accumulators in registers across the input channels. */
+static inline __attribute__((always_inline)) void convt_tiles(const struct nib_vconv_params *p,
+                                                              const float *x, const float *w,
+                                                              const float *bias, const int64_t *xo,
+                                                              const int64_t *wo, int n, float *yp)
+{
+    const int64_t ocg = p->c_out / p->groups;
+    for (int64_t g = 0; g < p->groups; g++) {
+        int64_t mb = 0;
+        for (; ocg - mb > 16; mb += 24)
+            convt_tile(p, x, w, bias, g, mb, xo, wo, n, 3, yp);
+        if (ocg - mb > 8)
+            convt_tile(p, x, w, bias, g, mb, xo, wo, n, 2, yp);
+        else if (ocg > mb)
+            convt_tile(p, x, w, bias, g, mb, xo, wo, n, 1, yp);
+    }
+}
+
 /* The npx pixels ox, ox + stride_w, ... of row oy as one group when
  * every one has the same n taps as the first, the same weight rows, and
  * input pixels one apart along x (offsets c_in apart): n, with the first
@@ -329,7 +349,10 @@ static void convt_row_c1(const struct nib_vconv_params *p, const float *x, const
             float *yr = y + oy * p->ow + ox;
             int n = convt_group(p, iys, kys, ny, ox, 8 * CONVT_C1_CHAINS, xo, wo);
             if (n >= 0 && n <= CONVT_C1_TAPS) {
-                convt_c1_tile(p, x, w, bias, xo, wo, n, CONVT_C1_CHAINS, yr);
+                if (n == 1) /* the loop over taps unrolled */
+                    convt_c1_tile(p, x, w, bias, xo, wo, 1, CONVT_C1_CHAINS, yr);
+                else
+                    convt_c1_tile(p, x, w, bias, xo, wo, n, CONVT_C1_CHAINS, yr);
                 ox += 8 * CONVT_C1_CHAINS * sx;
                 continue;
             }
@@ -347,7 +370,7 @@ static void convt_row_c1(const struct nib_vconv_params *p, const float *x, const
 void nib_vision_convt(const struct nib_vconv_params *p, const float *x, const float *w,
                       const float *bias, float *y, uint32_t b, uint32_t e)
 {
-    const int64_t ocg = p->c_out / p->groups, sx = p->stride_w;
+    const int64_t sx = p->stride_w;
     int64_t xo[CONVT_PX_TAPS], wo[CONVT_PX_TAPS];
     int64_t iys[CONVT_MAX_TAPS], kys[CONVT_MAX_TAPS];
     for (int64_t oy = b; oy < e; oy++) {
@@ -367,15 +390,10 @@ void nib_vision_convt(const struct nib_vconv_params *p, const float *x, const fl
                     continue;
                 }
                 float *yp = y + (oy * p->ow + ox) * p->c_out;
-                for (int64_t g = 0; g < p->groups; g++) {
-                    int64_t mb = 0;
-                    for (; ocg - mb > 16; mb += 24)
-                        convt_tile(p, x, w, bias, g, mb, xo, wo, n, 3, yp);
-                    if (ocg - mb > 8)
-                        convt_tile(p, x, w, bias, g, mb, xo, wo, n, 2, yp);
-                    else if (ocg > mb)
-                        convt_tile(p, x, w, bias, g, mb, xo, wo, n, 1, yp);
-                }
+                if (n == 1) /* kernel == stride: one tap, the loop over taps unrolled */
+                    convt_tiles(p, x, w, bias, xo, wo, 1, yp);
+                else
+                    convt_tiles(p, x, w, bias, xo, wo, n, yp);
                 ox += CONVT_TILE_PX * sx;
             }
     }
