@@ -442,13 +442,23 @@ static void exec_input(uint8_t *mem, const struct nib_blob_view *v, const struct
     const float *sc = nib_tensor_f32(v, op->tensor), *sh = sc + p->c;
     const uint64_t plane = (uint64_t)p->h * p->w;
     float *y = f32_at(mem, op->dst);
+    /* one channel's row at a time: each plane is read in order (the
+     * channel-innermost order read three planes and tested u8 per value) */
     for (uint64_t r = b; r < e; r++)
-        for (uint64_t x = 0; x < p->w; x++)
-            for (uint64_t c = 0; c < p->c; c++) {
-                uint64_t src = c * plane + r * p->w + x;
-                float val = p->u8 ? (float)mem[op->src0 + src] : f32_at(mem, op->src0)[src];
-                y[(r * p->w + x) * p->c + c] = __builtin_fmaf(val, sc[c], sh[c]);
+        for (uint64_t c = 0; c < p->c; c++) {
+            const uint64_t src = c * plane + r * p->w;
+            const float a = sc[c], d = sh[c];
+            float *yr = y + r * p->w * p->c + c;
+            if (p->u8) {
+                const uint8_t *xr = mem + op->src0 + src;
+                for (uint64_t x = 0; x < p->w; x++)
+                    yr[x * p->c] = __builtin_fmaf((float)xr[x], a, d);
+            } else {
+                const float *xr = f32_at(mem, op->src0) + src;
+                for (uint64_t x = 0; x < p->w; x++)
+                    yr[x * p->c] = __builtin_fmaf(xr[x], a, d);
             }
+        }
 }
 
 static void exec_matmul(const struct nib_blob_view *v, uint8_t *mem, const struct nib_op *op,
