@@ -31,7 +31,7 @@
 
 #define CONVT_MAX_TAPS 256 /* taps reaching one output, gathered once */
 #define CONVT_C1_CHAINS 4  /* chains of 8 pixels at once (one output channel) */
-#define CONVT_C1_TAPS 4    /* ... when each pixel has at most this many taps */
+#define CONVT_C1_TAPS 4    /* ... when each pixel has at most this many taps (else 8) */
 #define CONVT_TILE_PX 4    /* pixels of a group beside up to 24 channels */
 #define CONVT_PX_TAPS 16   /* ... when each has at most this many taps */
 
@@ -309,16 +309,16 @@ convt_c1_tile(const struct nib_vconv_params *p, const float *x, const float *w, 
     v8f acc[CONVT_C1_CHAINS] = {{0}};
     int64_t ic = 0;
     for (; ic + 8 <= cin; ic += 8) {
-        v8f xt[CONVT_C1_TAPS][CONVT_C1_CHAINS][8];
+        v8f xt[CONVT_PX_TAPS][8]; /* tap t of chain v at t * nv + v: n * nv <= CONVT_PX_TAPS */
         for (int t = 0; t < n; t++)
             for (int v = 0; v < nv; v++)
-                v8f_transpose(x + xo[t] + 8 * v * cin + ic, cin, xt[t][v]);
+                v8f_transpose(x + xo[t] + 8 * v * cin + ic, cin, xt[t * nv + v]);
         for (int i = 0; i < 8; i++)
             for (int t = 0; t < n; t++) {
                 const float ws = w[(ic + i) * taps * ocg8 + wo[t]];
                 const v8f wv = {ws, ws, ws, ws, ws, ws, ws, ws};
                 for (int v = 0; v < nv; v++)
-                    acc[v] = v8f_fma(xt[t][v][i], wv, acc[v]);
+                    acc[v] = v8f_fma(xt[t * nv + v][i], wv, acc[v]);
             }
     }
     for (; ic < cin; ic++)
@@ -356,8 +356,8 @@ static void convt_row_c1(const struct nib_vconv_params *p, const float *x, const
                 ox += 8 * CONVT_C1_CHAINS * sx;
                 continue;
             }
-            n = convt_group(p, iys, kys, ny, ox, 8, xo, wo);
-            if (n >= 0 && n <= CONVT_C1_TAPS) {
+            n = convt_group(p, iys, kys, ny, ox, 8, xo, wo); /* at most CONVT_PX_TAPS */
+            if (n >= 0) {
                 convt_c1_tile(p, x, w, bias, xo, wo, n, 1, yr);
                 ox += 8 * sx;
                 continue;

@@ -270,7 +270,8 @@ convt = save("convt", convt_nodes, convt_inits, [fvi("x", [1, 2, 17, 17])],
 # one-channel pixels share the lanes, plus 4 channels read lane by lane;
 # and pixels stride_w apart beside 24 output channels at once (20: the
 # third block partial; 30: three blocks, then one partial), the edges
-# one pixel at a time.
+# one pixel at a time; and a 3x3 stride-1 map, whose nine taps per pixel
+# run 8 pixels at a time (32 take at most 4 taps).
 convt_tile_nodes = [
     helper.make_node("ConvTranspose", ["x", "wt5", "bt5"], ["y5"], name="convt_map_c12",
                      kernel_shape=[2, 2], strides=[2, 2]),
@@ -280,12 +281,16 @@ convt_tile_nodes = [
                      kernel_shape=[2, 2], strides=[2, 2]),
     helper.make_node("ConvTranspose", ["x", "wt8"], ["y8"], name="convt_c30_padded",
                      kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+    helper.make_node("ConvTranspose", ["x", "wt9"], ["y9"], name="convt_map_c12_s1",
+                     kernel_shape=[3, 3]),
 ]
 convt_tile_inits = [const("wt5", f32(12, 1, 2, 2, scale=0.5)), const("bt5", f32(1, scale=0.1)),
                     const("wt6", f32(12, 1, 3, 3, scale=0.5)), const("wt7", f32(12, 20, 2, 2, scale=0.5)),
-                    const("bt7", f32(20, scale=0.1)), const("wt8", f32(12, 30, 3, 3, scale=0.5))]
+                    const("bt7", f32(20, scale=0.1)), const("wt8", f32(12, 30, 3, 3, scale=0.5)),
+                    const("wt9", f32(12, 1, 3, 3, scale=0.5))]
 convt_tile = save("convt_tile", convt_tile_nodes, convt_tile_inits, [fvi("x", [1, 12, 40, 40])],
-                  [fvi("y5", None), fvi("y6", None), fvi("y7", None), fvi("y8", None)], 11)
+                  [fvi("y5", None), fvi("y6", None), fvi("y7", None), fvi("y8", None),
+                   fvi("y9", None)], 11)
 
 
 def compile_model(path, dims, blob, *extra, quant="f32"):
@@ -308,7 +313,7 @@ def blob_run(blob, xfile, outdir, *extra):
 avx2 = "avx2" in open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else False
 for name, path, dims, n_out in (("mobile", mobile, "1x3x20x18", 2), ("other", other, "1x3x16x12", 4),
                                 ("attn", attn, "1x3x4x6", 2), ("convt", convt, "1x2x17x17", 4),
-                                ("convt_tile", convt_tile, "1x12x40x40", 4)):
+                                ("convt_tile", convt_tile, "1x12x40x40", 5)):
     shape = tuple(int(d) for d in dims.split("x"))
     xfile = os.path.join(work, name + "-x.npy")
     np.save(xfile, f32(*shape))
