@@ -30,10 +30,12 @@
 #endif
 
 #define CONVT_MAX_TAPS 256 /* taps reaching one output, gathered once */
-#define CONVT_C1_CHAINS 4  /* chains of 8 pixels at once (one output channel) */
-#define CONVT_C1_TAPS 4    /* ... when each pixel has at most this many taps (else 8) */
 #define CONVT_TILE_PX 4    /* pixels of a group beside up to 24 channels */
 #define CONVT_PX_TAPS 16   /* ... when each has at most this many taps */
+#define CONVT_C1_CHAINS 4  /* chains of 8 pixels at once (one output channel) */
+/* ... when each pixel has at most this many taps (else 8 pixels): the
+ * turned inputs of every tap of every chain fit CONVT_PX_TAPS rows */
+#define CONVT_C1_TAPS (CONVT_PX_TAPS / CONVT_C1_CHAINS)
 
 /* The input index tap k of output o reads along one axis (o = i * stride
  * - pad + k * dil), in *i, or 0 when no input sits there. */

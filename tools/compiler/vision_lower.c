@@ -1275,7 +1275,7 @@ static int fold_quants(struct vision_plan *p)
         const struct nib_vconv_params *cp = c ? &c->op.vconv : NULL;
         const int qconv =
                       c && c->op.code == NIB_VOP_QCONV && !cp->post && cp->act <= NIB_VACT_HSWISH,
-                  conv = c && c->op.code == NIB_VOP_CONV && cp->mode <= 1;
+                  conv = c && c->op.code == NIB_VOP_CONV; /* direct or transposed */
         int fold = q->op.code == NIB_VOP_QUANT && q->add[0] == 0 && (qconv || conv) && !cp->qout &&
                    c->add[2] == 0 && c->buf[3] < 0 &&
                    (uint64_t)cp->oh * cp->ow * cp->c_out == q->op.vquant.n;
