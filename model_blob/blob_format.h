@@ -27,8 +27,10 @@
 
 #define NIB_BLOB_MAGIC "NIBBLOB1"
 /* 6: vision models (model_kind, the io table); 7: conv residual; 8: a quantized
- * convolution's f32 and int8 outputs at once (qout 2) */
-#define NIB_BLOB_VERSION 9u
+ * convolution's f32 and int8 outputs at once (qout 2); 9: an f32 convolution's
+ * int8 copy; 10: element-wise ops' int8 outputs (qout in nib_vew_params) and
+ * the fused scale-and-add NIB_VBIN_MULADD */
+#define NIB_BLOB_VERSION 10u
 #define NIB_WEIGHT_ALIGN (2u * 1024u * 1024u) /* huge page */
 #define NIB_SECTION_ALIGN 64u
 #define NIB_CRC_START 12u /* magic[8] + crc32c[4] */
@@ -364,6 +366,7 @@ enum nib_vbin {
     NIB_VBIN_MUL,
     NIB_VBIN_DIV,
     NIB_VBIN_POW,
+    NIB_VBIN_MULADD, /* a + a * b, two roundings: squeeze-excite's x * s + x (since format 10) */
     NIB_VBIN_COUNT
 };
 
@@ -425,6 +428,13 @@ struct nib_vew_params {
     uint32_t fn;  /* binary: enum nib_vbin; unary: enum nib_vact */
     float p0, p1; /* unary activation parameters */
     uint32_t a_tensor, b_tensor;
+    /* Since format 10: int8 codes of the output, rounded as NIB_VOP_QUANT
+     * rounds (y_scale > 0, finite; 0 without). qout 0: none (aux 0);
+     * 2: f32 dst and the code of the dst element at element offset o at
+     * byte aux + o; 1 (copy only): the codes instead of the floats, at
+     * byte dst + o (a concat that only a quantized convolution reads). */
+    uint32_t qout;
+    float y_scale;
 };
 
 /* NIB_VOP_MATMUL: m rows of k (src0, row-major) by the f32 tensor W of n

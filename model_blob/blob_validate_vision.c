@@ -348,8 +348,16 @@ static int check_ew(const struct nib_blob_view *v, const struct nib_op *op, char
         !finite3(p->p0, p->p1, 0.0f))
         return nib_blob_fail(err, errlen, "plan op %u (%s): function %u is unknown", i, name,
                              p->fn);
+    /* the int8 codes of the output (since format 10): 2 beside the floats
+     * at aux, 1 (copy only) instead of them at dst */
+    if (p->qout > 2 || (p->qout == 1 && !copy) ||
+        (p->qout ? !isfinite(p->y_scale) || !(p->y_scale > 0.0f) : p->y_scale != 0.0f))
+        return nib_blob_fail(err, errlen, "plan op %u (%s): qout %u or y_scale %g", i, name,
+                             p->qout, (double)p->y_scale);
     uint64_t dst = copy ? nib_vew_span(p->dims, p->sd) : n * 4;
-    if (!in_mem(v, op->dst, dst))
+    if (p->qout == 1)
+        dst /= 4;
+    if (!(p->qout == 1 ? in_mem_s8(v, op->dst, dst) : in_mem(v, op->dst, dst)))
         return nib_blob_fail(err, errlen, "plan op %u (%s): destination outside runtime memory", i,
                              name);
     for (int s = 0; s < 1 + bin; s++) {
@@ -364,6 +372,22 @@ static int check_ew(const struct nib_blob_view *v, const struct nib_op *op, char
     }
     if (!bin && p->b_tensor != UINT32_MAX)
         return nib_blob_fail(err, errlen, "plan op %u (%s): a second source", i, name);
+    const uint64_t codes = (copy ? nib_vew_span(p->dims, p->sd) : n * 4) / 4;
+    int bad_aux = p->qout == 2
+                      ? !in_mem_s8(v, op->aux, codes) || overlap(op->aux, codes, op->dst, dst) ||
+                            in_scratch(v, op->aux, codes)
+                      : op->aux != 0;
+    for (int s = 0; s < 1 + bin && p->qout == 2; s++) {
+        const uint32_t *st = s ? p->sb : p->sa, t = s ? p->b_tensor : p->a_tensor;
+        if (t == UINT32_MAX &&
+            overlap(op->aux, codes, s ? op->src1 : op->src0, nib_vew_span(p->dims, st)))
+            bad_aux = 1;
+    }
+    if (bad_aux)
+        return nib_blob_fail(err, errlen,
+                             "plan op %u (%s): qout %u with its int8 copy (aux) outside runtime "
+                             "memory, overlapping an operand or in the worker scratch",
+                             i, name, p->qout);
     return 0;
 }
 

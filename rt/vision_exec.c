@@ -21,10 +21,11 @@
 
 #include "kernels/common/conv-epi.h"
 #include "kernels/common/isa.h"
+#include "kernels/common/f32-math.h"
 #if NIB_HAVE_AVX2
 #include "kernels/common/conv-epi-avx2.h"
+#include "kernels/common/f32-avx2.h"
 #endif
-#include "kernels/common/f32-math.h"
 #include "kernels/conv.h"
 #include "kernels/qkernels.h"
 #include "model_blob/blob_validate_vision.h"
@@ -100,9 +101,31 @@ float nib_vact_apply(uint32_t act, float p0, float p1, float v)
     return vact_one(act, p0, p1, v);
 }
 
+/* y[i] = sigmoid(x[i]) for i < n (y may be x): the exp of a lane at a
+ * time did not vectorise, and was most of the detector's last op;
+ * nib_exp8_avx2 repeats nib_expf operation for operation, so the bits
+ * stay (elsewhere the scalar loop). */
+static void sigmoid_map(const float *x, float *y, uint64_t n)
+{
+    uint64_t i = 0;
+#if NIB_HAVE_AVX2
+    const __m256 one = _mm256_set1_ps(1.0f), neg = _mm256_set1_ps(-0.0f);
+    for (; i + 8 <= n; i += 8) {
+        __m256 e = nib_exp8_avx2(_mm256_xor_ps(_mm256_loadu_ps(x + i), neg));
+        _mm256_storeu_ps(y + i, _mm256_div_ps(one, _mm256_add_ps(one, e)));
+    }
+#endif
+    for (; i < n; i++)
+        y[i] = vact_one(NIB_VACT_SIGMOID, 0.0f, 0.0f, x[i]);
+}
+
 /* y[i] = act(x[i]) for i < n (y may be x): the switch outside the loop. */
 static void vact_map(uint32_t act, float p0, float p1, const float *x, float *y, uint64_t n)
 {
+    if (act == NIB_VACT_SIGMOID) {
+        sigmoid_map(x, y, n);
+        return;
+    }
 #define VACT_LOOP(A)                                                                               \
     for (uint64_t i = 0; i < n; i++)                                                               \
         y[i] = vact_one(A, p0, p1, x[i]);                                                          \
@@ -112,7 +135,6 @@ static void vact_map(uint32_t act, float p0, float p1, const float *x, float *y,
     case NIB_VACT_CLIP: VACT_LOOP(NIB_VACT_CLIP)
     case NIB_VACT_HSIGMOID: VACT_LOOP(NIB_VACT_HSIGMOID)
     case NIB_VACT_HSWISH: VACT_LOOP(NIB_VACT_HSWISH)
-    case NIB_VACT_SIGMOID: VACT_LOOP(NIB_VACT_SIGMOID)
     case NIB_VACT_SQRT: VACT_LOOP(NIB_VACT_SQRT)
     default: VACT_LOOP(NIB_VACT_NONE)
     }
@@ -126,6 +148,7 @@ static float binary(uint32_t fn, float a, float b)
     case NIB_VBIN_SUB: return a - b;
     case NIB_VBIN_MUL: return a * b;
     case NIB_VBIN_DIV: return a / b;
+    case NIB_VBIN_MULADD: return a + a * b; /* two roundings: -ffp-contract=off */
     default: return b == 2.0f ? a * a : powf(a, b);
     }
 }
@@ -191,7 +214,7 @@ static int exec_ew_dense(const struct nib_vew_params *p, uint32_t code, const fl
     const uint32_t n = p->dims[3];
     const int b_dense = dense(p->dims, p->sb);
     const int row = p->sb[0] == 0 && p->sb[1] == 0 && p->sb[2] == 0 && (p->sb[3] == 1 || n == 1);
-    if (code != NIB_VOP_BINARY || p->fn > NIB_VBIN_DIV || (!b_dense && !row))
+    if (code != NIB_VOP_BINARY || p->fn == NIB_VBIN_POW || (!b_dense && !row))
         return 0;
     if (b_dense) {
         switch (p->fn) {
@@ -207,6 +230,10 @@ static int exec_ew_dense(const struct nib_vew_params *p, uint32_t code, const fl
             for (uint32_t i = b; i < e; i++)
                 y[i] = a[i] * bb[i];
             break;
+        case NIB_VBIN_MULADD:
+            for (uint32_t i = b; i < e; i++)
+                y[i] = a[i] + a[i] * bb[i];
+            break;
         default:
             for (uint32_t i = b; i < e; i++)
                 y[i] = a[i] / bb[i];
@@ -215,47 +242,71 @@ static int exec_ew_dense(const struct nib_vew_params *p, uint32_t code, const fl
     }
     /* b one value per channel (or one value): runs of up to n elements
      * against bb[c..], each a loop the compiler vectorises */
-#define EW_ROWS(OP)                                                                                \
+#define EW_ROWS(F)                                                                                 \
     for (uint32_t i = b, c = n == 1 ? 0 : b % n; i < e; c = 0) {                                   \
         const uint32_t m = n == 1 ? e - i : (e - i < n - c ? e - i : n - c);                       \
         const float *bc = bb + c, *ai = a + i;                                                     \
         float *yi = y + i;                                                                         \
         if (n == 1)                                                                                \
             for (size_t k = 0; k < m; k++)                                                         \
-                yi[k] = ai[k] OP bc[0];                                                            \
+                yi[k] = F(ai[k], bc[0]);                                                           \
         else                                                                                       \
             for (size_t k = 0; k < m; k++)                                                         \
-                yi[k] = ai[k] OP bc[k];                                                            \
+                yi[k] = F(ai[k], bc[k]);                                                           \
         i += m;                                                                                    \
     }
+#define EW_ADD(x, s) ((x) + (s))
+#define EW_SUB(x, s) ((x) - (s))
+#define EW_MUL(x, s) ((x) * (s))
+#define EW_DIV(x, s) ((x) / (s))
+#define EW_MULADD(x, s) ((x) + (x) * (s))
     switch (p->fn) {
-    case NIB_VBIN_ADD: EW_ROWS(+) break;
-    case NIB_VBIN_SUB: EW_ROWS(-) break;
-    case NIB_VBIN_MUL: EW_ROWS(*) break;
-    default: EW_ROWS(/)
+    case NIB_VBIN_ADD: EW_ROWS(EW_ADD) break;
+    case NIB_VBIN_SUB: EW_ROWS(EW_SUB) break;
+    case NIB_VBIN_MUL: EW_ROWS(EW_MUL) break;
+    case NIB_VBIN_MULADD: EW_ROWS(EW_MULADD) break;
+    default: EW_ROWS(EW_DIV)
     }
+#undef EW_ADD
+#undef EW_SUB
+#undef EW_MUL
+#undef EW_DIV
+#undef EW_MULADD
 #undef EW_ROWS
     return 1;
 }
 
-static void exec_ew(const struct nib_blob_view *v, uint8_t *mem, const struct nib_op *op,
-                    uint32_t b, uint32_t e)
+/* n f32 values to int8 codes, as the convolution's epilogue requantizes
+ * (8 at a time as the AVX2 epilogue does, the same per-lane operations:
+ * the compiler's own vectorisation of the scalar loop narrowed to int8
+ * with masks and was three times slower). */
+static void quant_run(const float *x, int8_t *q, float scale, uint64_t n)
+{
+    const float inv = 1.0f / scale;
+    uint64_t i = 0;
+#if NIB_HAVE_AVX2
+    const __m256 iv = _mm256_set1_ps(inv);
+    for (; i + 8 <= n; i += 8)
+        nib_requant8_avx2(_mm256_loadu_ps(x + i), iv, q + i);
+#endif
+    for (; i < n; i++)
+        q[i] = nib_requant_s8(x[i], inv);
+}
+
+#define CONV_CHUNK_FLOATS 16384u /* about 64 KiB at a time, still in cache */
+
+/* Binary and unary ops over flat output elements [b, e), in f32. */
+static void ew_f32(const struct nib_blob_view *v, uint8_t *mem, const struct nib_op *op, uint32_t b,
+                   uint32_t e)
 {
     const struct nib_vew_params *p = &op->vew;
     const float *a = operand(v, mem, op->src0, p->a_tensor);
-    float *y = f32_at(mem, op->dst);
-    if (op->code != NIB_VOP_COPY &&
-        exec_ew_dense(p, op->code, a,
-                      op->code == NIB_VOP_BINARY ? operand(v, mem, op->src1, p->b_tensor) : NULL, y,
-                      b, e))
-        return;
-    if (op->code == NIB_VOP_COPY && dense(p->dims, p->sa) && dense(p->dims, p->sd)) {
-        memcpy(y + b, a + b, (size_t)(e - b) * 4);
-        return;
-    }
-    /* strided: runs along the last dim, each run's offsets computed once */
     const float *bb = op->code == NIB_VOP_BINARY ? operand(v, mem, op->src1, p->b_tensor) : NULL;
-    const uint64_t sa = p->sa[3], sb = p->sb[3], sd = p->sd[3];
+    float *y = f32_at(mem, op->dst);
+    if (exec_ew_dense(p, op->code, a, bb, y, b, e))
+        return;
+    /* strided: runs along the last dim, each run's offsets computed once */
+    const uint64_t sa = p->sa[3], sb = p->sb[3];
     uint32_t ix[4];
     unflatten(p->dims, b, ix);
     for (uint32_t i = b; i < e;) {
@@ -265,19 +316,79 @@ static void exec_ew(const struct nib_blob_view *v, uint8_t *mem, const struct ni
             const float *br = bb + offset_of(ix, p->sb);
             for (uint32_t k = 0; k < m; k++)
                 y[i + k] = binary(p->fn, ar[k * sa], br[k * sb]);
-        } else if (op->code == NIB_VOP_UNARY) {
+        } else {
             for (uint32_t k = 0; k < m; k++)
                 y[i + k] = nib_vact_apply(p->fn, p->p0, p->p1, ar[k * sa]);
-        } else if (sa == 1 && sd == 1) {
-            memcpy(y + offset_of(ix, p->sd), ar, (size_t)m * 4);
-        } else {
-            float *yr = y + offset_of(ix, p->sd);
-            for (uint32_t k = 0; k < m; k++)
-                yr[k * sd] = ar[k * sa];
         }
         i += m;
         ix[3] += m - 1; /* the last element of the run, then on to the next run */
         next_index(p->dims, ix);
+    }
+}
+
+/* A copy over flat elements [b, e): the floats at dst (qout 0, 2) and
+ * their codes at the same element offsets (qout 2 at aux, qout 1 at dst
+ * instead of the floats), rounded from the source: a copy changes no
+ * value, so they are the codes a QUANT of the destination would give. */
+static void exec_copy(const struct nib_blob_view *v, uint8_t *mem, const struct nib_op *op,
+                      uint32_t b, uint32_t e)
+{
+    const struct nib_vew_params *p = &op->vew;
+    const float *a = operand(v, mem, op->src0, p->a_tensor);
+    float *y = p->qout == 1 ? NULL : f32_at(mem, op->dst);
+    int8_t *q = p->qout == 1   ? (int8_t *)(mem + op->dst)
+                : p->qout == 2 ? (int8_t *)(mem + op->aux)
+                               : NULL;
+    if (dense(p->dims, p->sa) && dense(p->dims, p->sd)) {
+        if (y)
+            memcpy(y + b, a + b, (size_t)(e - b) * 4);
+        if (q)
+            quant_run(a + b, q + b, p->y_scale, e - b);
+        return;
+    }
+    const uint64_t sa = p->sa[3], sd = p->sd[3];
+    const float inv = q ? 1.0f / p->y_scale : 0.0f;
+    uint32_t ix[4];
+    unflatten(p->dims, b, ix);
+    for (uint32_t i = b; i < e;) {
+        const uint32_t m = p->dims[3] - ix[3] < e - i ? p->dims[3] - ix[3] : e - i;
+        const float *ar = a + offset_of(ix, p->sa);
+        const uint64_t o = offset_of(ix, p->sd);
+        if (y && sa == 1 && sd == 1)
+            memcpy(y + o, ar, (size_t)m * 4);
+        else if (y)
+            for (uint32_t k = 0; k < m; k++)
+                y[o + k * sd] = ar[k * sa];
+        if (q && sa == 1 && sd == 1)
+            quant_run(ar, q + o, p->y_scale, m);
+        else if (q)
+            for (uint32_t k = 0; k < m; k++)
+                q[o + k * sd] = nib_requant_s8(ar[k * sa], inv);
+        i += m;
+        ix[3] += m - 1;
+        next_index(p->dims, ix);
+    }
+}
+
+/* Element-wise ops and copies over flat output elements [b, e). With an
+ * int8 copy (qout 2), a chunk at a time, so the quantizer reads values
+ * still in cache (chunks split any way give the same bits). */
+static void exec_ew(const struct nib_blob_view *v, uint8_t *mem, const struct nib_op *op,
+                    uint32_t b, uint32_t e)
+{
+    const struct nib_vew_params *p = &op->vew;
+    if (op->code == NIB_VOP_COPY) {
+        exec_copy(v, mem, op, b, e);
+        return;
+    }
+    if (!p->qout) {
+        ew_f32(v, mem, op, b, e);
+        return;
+    }
+    for (uint32_t r = b; r < e; r += CONV_CHUNK_FLOATS) {
+        const uint32_t re = e - r < CONV_CHUNK_FLOATS ? e : r + CONV_CHUNK_FLOATS;
+        ew_f32(v, mem, op, r, re);
+        quant_run(f32_at(mem, op->dst) + r, (int8_t *)(mem + op->aux) + r, p->y_scale, re - r);
     }
 }
 
@@ -337,25 +448,6 @@ static void conv_rows(const struct nib_conv_kernels *ck, const struct nib_blob_v
     if (!in_kernel || p->post)
         conv_epilogue(p, y, in_kernel, b, e);
 }
-
-/* n f32 values to int8 codes, as the convolution's epilogue requantizes
- * (8 at a time as the AVX2 epilogue does, the same per-lane operations:
- * the compiler's own vectorisation of the scalar loop narrowed to int8
- * with masks and was three times slower). */
-static void quant_run(const float *x, int8_t *q, float scale, uint64_t n)
-{
-    const float inv = 1.0f / scale;
-    uint64_t i = 0;
-#if NIB_HAVE_AVX2
-    const __m256 iv = _mm256_set1_ps(inv);
-    for (; i + 8 <= n; i += 8)
-        nib_requant8_avx2(_mm256_loadu_ps(x + i), iv, q + i);
-#endif
-    for (; i < n; i++)
-        q[i] = nib_requant_s8(x[i], inv);
-}
-
-#define CONV_CHUNK_FLOATS 16384u /* rows of about 64 KiB at a time, still in cache */
 
 /* A convolution over output rows [b, e). With qout 2 (its int8 copy) or
  * transposed (its activation a pass of its own), a few rows at a time, so
@@ -615,7 +707,7 @@ int nib_vision_access(const struct nib_op *op, uint32_t b, uint32_t e, struct ni
         if (op->code != NIB_VOP_POOL && p->res) /* the f32 residual at dst's places */
             acc(out, &c, op->src1 + b * (uint64_t)p->ow * p->c_out * 4,
                 op->src1 + e * (uint64_t)p->ow * p->c_out * 4, 0);
-        if (q && p->qout == 2) /* the int8 copy, one byte per value */
+        if (op->code != NIB_VOP_POOL && p->qout == 2) /* the int8 copy, one byte per value */
             acc(out, &c, op->aux + b * (row / 4), op->aux + e * (row / 4), 1);
         break;
     }
@@ -660,10 +752,16 @@ int nib_vision_access(const struct nib_op *op, uint32_t b, uint32_t e, struct ni
             acc(out, &c, op->src0, op->src0 + nib_vew_span(p->dims, p->sa), 0);
         if (op->code == NIB_VOP_BINARY && p->b_tensor == UINT32_MAX)
             acc(out, &c, op->src1, op->src1 + nib_vew_span(p->dims, p->sb), 0);
-        if (op->code == NIB_VOP_COPY) /* the whole destination: strides may interleave */
-            acc(out, &c, op->dst, op->dst + nib_vew_span(p->dims, p->sd), 1);
-        else
+        if (op->code == NIB_VOP_COPY) { /* the whole destination: strides may interleave */
+            const uint64_t span = nib_vew_span(p->dims, p->sd);
+            acc(out, &c, op->dst, op->dst + (p->qout == 1 ? span / 4 : span), 1);
+            if (p->qout == 2)
+                acc(out, &c, op->aux, op->aux + span / 4, 1);
+        } else {
             acc(out, &c, op->dst + b * 4ull, op->dst + e * 4ull, 1);
+            if (p->qout == 2) /* the int8 copy, one byte per value */
+                acc(out, &c, op->aux + b, op->aux + e, 1);
+        }
         break;
     }
     default: break;

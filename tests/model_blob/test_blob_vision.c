@@ -288,6 +288,145 @@ START_TEST(int8_copy_runs)
 }
 END_TEST
 
+/* Op 2 as it stands (binary, or the copy), run: each output element in
+ * the loop order of its dims against the same float operations here
+ * (a + a * b rounded twice for MULADD), and its int8 codes (qout 1 at
+ * dst, 2 at aux, at the destination's element offsets) against float64
+ * round half to even of y / y_scale, clamped. Returns how many clamp. */
+static int ew_check(const char *what)
+{
+    const struct nib_op op = *OP(2);
+    const struct nib_vew_params *p = &op.vew;
+    uint8_t *mem = run_arena(work, NULL);
+    const float *wsec = (const float *)(const void *)(work + HDR()->weights.offset);
+    const float *a = (const float *)(const void *)(mem + op.src0);
+    const float *b = p->b_tensor == UINT32_MAX ? NULL : wsec + 256 * p->b_tensor;
+    int clamped = 0, i = 0;
+    for (uint32_t i0 = 0; i0 < p->dims[0]; i0++)
+        for (uint32_t i1 = 0; i1 < p->dims[1]; i1++)
+            for (uint32_t i2 = 0; i2 < p->dims[2]; i2++)
+                for (uint32_t i3 = 0; i3 < p->dims[3]; i3++, i++) {
+                    const uint32_t ix[4] = {i0, i1, i2, i3};
+                    uint64_t oa = 0, ob = 0, od = 0;
+                    for (int d = 0; d < 4; d++)
+                        oa += (uint64_t)ix[d] * p->sa[d], ob += (uint64_t)ix[d] * p->sb[d],
+                            od += (uint64_t)ix[d] * p->sd[d];
+                    if (op.code == NIB_VOP_BINARY)
+                        od = (uint64_t)i;
+                    volatile float want = a[oa];
+                    if (op.code == NIB_VOP_BINARY) {
+                        ck_assert_int_eq(p->fn, NIB_VBIN_MULADD);
+                        volatile float t = a[oa] * b[ob];
+                        want = a[oa] + t;
+                    }
+                    if (p->qout != 1) {
+                        const float got = ((const float *)(const void *)(mem + op.dst))[od];
+                        ck_assert_msg(memcmp(&got, (const float *)&want, 4) == 0,
+                                      "%s: element %d = %g, want %g", what, i, (double)got,
+                                      (double)want);
+                    }
+                    if (!p->qout)
+                        continue;
+                    double q = nearbyint((double)want * (double)(1.0f / p->y_scale));
+                    clamped += fabs(q) > 127.0;
+                    q = q > 127.0 ? 127.0 : q < -127.0 ? -127.0 : q;
+                    const int8_t got = ((const int8_t *)mem)[(p->qout == 1 ? op.dst : op.aux) + od];
+                    ck_assert_msg(got == (int8_t)q, "%s: code %d = %d, want %g", what, i, got, q);
+                }
+    free(mem);
+    return clamped;
+}
+
+/* Element-wise ops' int8 outputs (format 10): the copy back to NCHW keeps
+ * the codes beside its floats (qout 2) or writes them instead (qout 1, a
+ * concat read only by a quantized convolution); the fused scale-and-add
+ * (MULADD, squeeze-excite's x + x * s) with b per channel, b dense and a
+ * strided (each a loop of its own in the runtime), with its codes. Then
+ * every lie about them is refused. */
+START_TEST(ew_int8_runs)
+{
+    enum { AUX = 1900 };
+    const float ys = 0.004f;
+    ew_check("copy");
+    OP(2)->vew.qout = 2, OP(2)->vew.y_scale = ys, OP(2)->aux = AUX;
+    int clamped = ew_check("copy qout 2");
+    ck_assert_msg(clamped > 0 && clamped < M * H * W, "%d codes clamp", clamped);
+    memcpy(work, blob, size);
+    OP(2)->vew.qout = 1, OP(2)->vew.y_scale = ys, OP(2)->dst = AUX;
+    ew_check("copy qout 1");
+    /* y = a + a * b over the convolution's NHWC output, b from tensor 0
+     * (the input scales: 2, 2, -1, -1 by channel, then zeros) */
+    const struct nib_vew_params madd = {.dims = {1, H, W, M},
+                                        .sa = {0, W * M, M, 1},
+                                        .sb = {0, 0, 0, 1},
+                                        .fn = NIB_VBIN_MULADD,
+                                        .a_tensor = UINT32_MAX,
+                                        .b_tensor = 0};
+    const struct nib_op bin = {
+        .code = NIB_VOP_BINARY, .tensor = UINT32_MAX, .src0 = 512, .dst = 1024, .vew = madd};
+    const uint32_t dense_b[4] = {0, W * M, M, 1}, nchw_a[4] = {0, 1, W * M, M};
+    for (int form = 0; form < 3; form++) {
+        memcpy(work, blob, size);
+        *OP(2) = bin;
+        if (form == 1) /* b dense: the first H * W * M of tensor 0's floats */
+            memcpy(OP(2)->vew.sb, dense_b, sizeof dense_b);
+        if (form == 2) { /* a read NCHW: the strided loops; b by channel (dim 1) */
+            OP(2)->vew.dims[1] = M, OP(2)->vew.dims[2] = H, OP(2)->vew.dims[3] = W;
+            memcpy(OP(2)->vew.sa, nchw_a, sizeof nchw_a);
+            const uint32_t sb[4] = {0, 1, 0, 0};
+            memcpy(OP(2)->vew.sb, sb, sizeof sb);
+        }
+        ew_check(form == 0   ? "muladd, b per channel"
+                 : form == 1 ? "muladd, b dense"
+                             : "muladd, a strided");
+        OP(2)->vew.qout = 2, OP(2)->vew.y_scale = ys, OP(2)->aux = AUX;
+        ew_check(form == 0   ? "muladd qout 2, b per channel"
+                 : form == 1 ? "muladd qout 2, b dense"
+                             : "muladd qout 2, a strided");
+    }
+    memcpy(blob, work, size); /* the binary with its copy: the base of the lies */
+    OP(2)->aux = 1024 + 8;
+    EXPECT_REFUSED("(binary): qout 2 with its int8 copy (aux) outside runtime memory, overlapping");
+    OP(2)->aux = 512 + 8;
+    EXPECT_REFUSED("overlapping an operand");
+    OP(2)->aux = ACT - M * H * W + 1;
+    EXPECT_REFUSED("outside runtime memory");
+    OP(2)->vew.qout = 1;
+    EXPECT_REFUSED("(binary): qout 1 or y_scale");
+    OP(2)->vew.qout = 3;
+    EXPECT_REFUSED("qout 3");
+    OP(2)->vew.y_scale = NAN;
+    EXPECT_REFUSED("qout 2 or y_scale nan");
+    OP(2)->vew.qout = 0, OP(2)->vew.y_scale = 0.0f;
+    EXPECT_REFUSED("qout 0 with its int8 copy (aux)");
+    OP(2)->vew.qout = 0, OP(2)->aux = 0;
+    EXPECT_REFUSED("qout 0 or y_scale 0.004");
+    *OP(2) = bin;
+    OP(2)->vew.fn = NIB_VBIN_MULADD + 1;
+    EXPECT_REFUSED("function 6 is unknown");
+    const struct nib_op codes = {/* the NHWC -> NCHW copy, codes alone: 64 bytes, not 256 */
+                                 .code = NIB_VOP_COPY,
+                                 .tensor = UINT32_MAX,
+                                 .src0 = 512,
+                                 .dst = ACT - M * H * W,
+                                 .vew = {.dims = {1, M, H, W},
+                                         .sa = {0, 1, W * M, M},
+                                         .sd = {0, H * W, W, 1},
+                                         .a_tensor = UINT32_MAX,
+                                         .b_tensor = UINT32_MAX,
+                                         .qout = 1,
+                                         .y_scale = ys}};
+    *OP(2) = codes;
+    ck_assert_int_eq(open_work(), 0);
+    *OP(2) = codes;
+    OP(2)->dst = ACT - M * H * W + 1;
+    EXPECT_REFUSED("(copy): destination outside runtime memory");
+    *OP(2) = codes;
+    OP(2)->dst = 512 + 16;
+    EXPECT_REFUSED("(copy): source 0 outside its memory or overlapping");
+}
+END_TEST
+
 START_TEST(lies_refused)
 {
     OP(1)->dst = ACT - 64;
@@ -434,6 +573,7 @@ int main(void)
     tcase_add_test(tc, valid_blob_runs);
     tcase_add_test(tc, residual_runs);
     tcase_add_test(tc, int8_copy_runs);
+    tcase_add_test(tc, ew_int8_runs);
     tcase_add_test(tc, lies_refused);
     tcase_add_test(tc, other_ops_refused);
     tcase_add_test(tc, norm_and_bmatmul_refused);

@@ -292,6 +292,43 @@ convt_tile = save("convt_tile", convt_tile_nodes, convt_tile_inits, [fvi("x", [1
                   [fvi("y5", None), fvi("y6", None), fvi("y7", None), fvi("y8", None),
                    fvi("y9", None)], 11)
 
+# A detector neck as PaddleOCR's has it: squeeze-excite written x + x * s
+# (one fused MULADD op, format 10), an FPN sum of it and an upsampled map
+# read by a quantized convolution and a Resize, and a Concat of upsampled
+# maps read only by
+# the quantized head, whose copies then write int8 codes (qout 1) so that
+# no f32 concat and no QUANT of it is left.
+neck_nodes = [
+    helper.make_node("Conv", ["x", "n1", "n1b"], ["c1"], name="lat", kernel_shape=[1, 1]),
+    helper.make_node("GlobalAveragePool", ["c1"], ["g"], name="se_pool"),
+    helper.make_node("Conv", ["g", "s1", "s1b"], ["g1"], name="se_down", kernel_shape=[1, 1]),
+    helper.make_node("Relu", ["g1"], ["g2"], name="se_relu"),
+    helper.make_node("Conv", ["g2", "s2", "s2b"], ["g3"], name="se_up", kernel_shape=[1, 1]),
+    helper.make_node("HardSigmoid", ["g3"], ["s"], name="se_gate", alpha=0.2, beta=0.5),
+    helper.make_node("Mul", ["c1", "s"], ["m"], name="se_mul"),
+    helper.make_node("Add", ["c1", "m"], ["r"], name="se_add"),
+    helper.make_node("Conv", ["r", "n2"], ["c2"], name="smooth", kernel_shape=[3, 3],
+                     pads=[1, 1, 1, 1]),
+    helper.make_node("MaxPool", ["c2"], ["p2"], name="down", kernel_shape=[2, 2], strides=[2, 2]),
+    helper.make_node("Resize", ["p2", "", "sc"], ["u2"], name="up_p", mode="nearest"),
+    helper.make_node("Add", ["r", "u2"], ["a"], name="fpn_add"),
+    helper.make_node("Conv", ["a", "n3"], ["c3"], name="fpn_out", kernel_shape=[3, 3],
+                     pads=[1, 1, 1, 1]),
+    helper.make_node("Resize", ["a", "", "sc"], ["ua"], name="up_a", mode="nearest"),
+    helper.make_node("Resize", ["c3", "", "sc"], ["uc"], name="up_c", mode="nearest"),
+    helper.make_node("Concat", ["ua", "uc"], ["cat"], name="cat", axis=1),
+    helper.make_node("Conv", ["cat", "n4", "n4b"], ["y"], name="head", kernel_shape=[3, 3],
+                     pads=[1, 1, 1, 1]),
+]
+neck_inits = [const("n1", f32(8, 3, 1, 1, scale=0.5)), const("n1b", f32(8, scale=0.1)),
+              const("s1", f32(2, 8, 1, 1, scale=0.5)), const("s1b", f32(2, scale=0.1)),
+              const("s2", f32(8, 2, 1, 1, scale=0.5)), const("s2b", f32(8, scale=0.1)),
+              const("n2", f32(8, 8, 3, 3, scale=0.2)), const("n3", f32(8, 8, 3, 3, scale=0.2)),
+              const("n4", f32(4, 16, 3, 3, scale=0.2)), const("n4b", f32(4, scale=0.1)),
+              const("sc", np.array([1, 1, 2, 2], np.float32))]
+neck = save("neck", neck_nodes, neck_inits, [fvi("x", [1, 3, 10, 8])], [fvi("y", None)], 13)
+
+
 
 def compile_model(path, dims, blob, *extra, quant="f32"):
     r = run("compile", path, "--input", "x=" + dims, "-o", blob, "--quant", quant, *extra)
@@ -313,7 +350,8 @@ def blob_run(blob, xfile, outdir, *extra):
 avx2 = "avx2" in open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else False
 for name, path, dims, n_out in (("mobile", mobile, "1x3x20x18", 2), ("other", other, "1x3x16x12", 4),
                                 ("attn", attn, "1x3x4x6", 2), ("convt", convt, "1x2x17x17", 4),
-                                ("convt_tile", convt_tile, "1x12x40x40", 5)):
+                                ("convt_tile", convt_tile, "1x12x40x40", 5),
+                                ("neck", neck, "1x3x10x8", 1)):
     shape = tuple(int(d) for d in dims.split("x"))
     xfile = os.path.join(work, name + "-x.npy")
     np.save(xfile, f32(*shape))
@@ -415,6 +453,7 @@ dwq_inits = [const("p1", f32(16, 3, 1, 1, scale=0.5)), const("p1b", f32(16, scal
 dwq = save("dwq", dwq_nodes, dwq_inits, [fvi("x", [1, 3, 12, 10])], [fvi("y", None)], 14)
 
 
+
 def rel_err(got, want):
     """max|got - want| / max|want| and mean|got - want| / mean|want|"""
     d = np.abs(got.astype(np.float64) - want)
@@ -433,7 +472,7 @@ os.makedirs(calib)
 TOL = {"q8": (0.06, 0.06), "q4": (0.25, 0.16), "q4-all": (0.3, 0.22)}
 for name, path, dims, n_out in (("qnet", qnet, "1x3x32x32", 1), ("mobile", mobile, "1x3x20x18", 2),
                                 ("other", other, "1x3x16x12", 4), ("attn", attn, "1x3x4x6", 2),
-                                ("dwq", dwq, "1x3x12x10", 1)):
+                                ("dwq", dwq, "1x3x12x10", 1), ("neck", neck, "1x3x10x8", 1)):
     shape = tuple(int(d) for d in dims.split("x"))
     cdir = os.path.join(calib, name)
     os.makedirs(cdir)
@@ -488,16 +527,23 @@ def vision_ops(path):
     """(opcode, qout, res) of each op of a vision blob: the header's plan
     section (struct nib_section at byte 120 of struct nib_blob_header), ops
     of 192 bytes, the parameters at byte 72, and of a conv's (33) or
-    qconv's (44) parameters qout at byte 100 and res at byte 108
-    (model_blob/blob_format.h)."""
+    qconv's (44) parameters qout at byte 100 and res at byte 108; for a
+    binary (35), unary (36) or copy (37), (opcode, qout, fn) with fn at
+    byte 64 of its parameters and qout at byte 84 (model_blob/blob_format.h)."""
     b = open(path, "rb").read()
     off, size = struct.unpack_from("<QQ", b, 120)
     ops = []
     for i in range(size // 192):
         code = struct.unpack_from("<I", b, off + 192 * i)[0]
-        qout, res = (struct.unpack_from("<III", b, off + 192 * i + 72 + 4 * 25)[0::2]
-                     if code in (33, 44) else (0, 0))
-        ops.append((code, qout, res))
+        prm = off + 192 * i + 72
+        if code in (33, 44):
+            qout, res = struct.unpack_from("<III", b, prm + 4 * 25)[0::2]
+            ops.append((code, qout, res))
+        elif code in (35, 36, 37):
+            ops.append((code, struct.unpack_from("<I", b, prm + 84)[0],
+                        struct.unpack_from("<I", b, prm + 64)[0]))
+        else:
+            ops.append((code, 0, 0))
     return ops
 
 
@@ -544,6 +590,23 @@ for tag in ("q8", "q4"):
               and ops.count((44, 0, 0)) == 2,
               f"dwq {tag}: the depthwise convolution writes f32 and int8 (qout 2), one QUANT "
               f"(the image's) for two QCONVs: {ops}")
+
+# neck: the Mul and Add of squeeze-excite are one MULADD (binary fn 5),
+# whose int8 copy (qout 2) is smooth's input; the FPN sum keeps one for
+# fpn_out (an ADD with qout 2); the two copies into the concat write only
+# codes (qout 1); the image's is the one QUANT left. In f32 the MULADD
+# stands alone and no op has codes.
+for tag, want in (("q8", True), ("q4", True), ("f32", False)):
+    blob = os.path.join(work, f"neck-{tag}.blob" if want else "neck.blob")
+    if os.path.exists(blob):
+        ops = vision_ops(blob)
+        bins = [o for o in ops if o[0] == 35]
+        fused = [(35, 2, 5), (35, 2, 0)] if want else [(35, 0, 5), (35, 0, 0)]
+        copies = [o for o in ops if o[0] == 37 and o[1] == 1]
+        check(bins == fused and (len(copies) == 2 and ops.count((43, 0, 0)) == 1 if want else
+                                 not copies and (43, 0, 0) not in ops),
+              f"neck {tag}: x + x * s is one MULADD, the FPN sum keeps int8 codes, the "
+              f"concat's copies write only codes: {ops}")
 
 # The built-in synthetic set on image-like input (values in [0, 1), what an
 # image file gives), against the reference.

@@ -23,6 +23,14 @@ static void print_name(const char *s, size_t max)
         putchar((unsigned char)s[i] < 0x20 || (unsigned char)s[i] == 0x7f ? '?' : s[i]);
 }
 
+/* An op's int8 output: 1 instead of its floats, 2 beside them (at aux). */
+static void print_qout(uint32_t qout, float y_scale)
+{
+    printf("%s", qout == 1 ? " int8-out" : qout == 2 ? " f32-and-int8-out" : "");
+    if (qout)
+        printf(" y_scale=%g", (double)y_scale);
+}
+
 static void print_vparams(const struct nib_op *op)
 {
     const struct nib_vconv_params *c = &op->vconv;
@@ -43,9 +51,7 @@ static void print_vparams(const struct nib_op *op)
             printf(" residual=%s", c->res == 1 ? "before-act" : "after-act");
         if (op->code == NIB_VOP_QCONV)
             printf(" x_scale=%g", (double)c->x_scale);
-        printf("%s", c->qout == 1 ? " int8-out" : c->qout == 2 ? " f32-and-int8-out" : "");
-        if (c->qout)
-            printf(" y_scale=%g", (double)c->y_scale);
+        print_qout(c->qout, c->y_scale);
         break;
     case NIB_VOP_QUANT:
         printf(" n=%" PRIu64 " scale=%g", (uint64_t)op->vquant.n, (double)op->vquant.scale);
@@ -58,6 +64,9 @@ static void print_vparams(const struct nib_op *op)
     case NIB_VOP_COPY:
         printf(" dims=%ux%ux%ux%u fn=%u", op->vew.dims[0], op->vew.dims[1], op->vew.dims[2],
                op->vew.dims[3], op->vew.fn);
+        if (op->code == NIB_VOP_BINARY && op->vew.fn == NIB_VBIN_MULADD)
+            printf(" (a+a*b)");
+        print_qout(op->vew.qout, op->vew.y_scale);
         break;
     default: break;
     }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "kernels/conv.h"
+#include "model_blob/blob_validate_vision.h"
 #include "tools/compiler/vision_plan.h"
 #include "tools/compiler/vision_gptq.h"
 #include "tools/compiler/vision_quant.h"
@@ -1240,58 +1241,68 @@ static void note_values(struct lower *L, const int32_t *ts, uint32_t n)
     }
 }
 
-/* A QUANT of a value that one convolution wrote whole, in f32, becomes
- * that convolution's int8 copy (qout 2), rounded exactly as the QUANT
- * would have rounded it, so no bit changes and one pass over the value
- * goes. A quantized convolution (its activation in the kernel) rounds in
- * its epilogue: ResNet's block outputs are such values, the next block's
- * residual (f32) and its first convolution's input (int8). An f32 one
- * (since format 9) rounds each few rows after its epilogue, while they
- * are in cache: the depthwise convolutions before the PaddleOCR
- * networks' quantized 1x1 ones. Ops are renumbered; each buffer's lifetime
- * follows (the int8 copy's starts at the convolution). 0, or -1 (memory). */
-static int fold_quants(struct vision_plan *p)
+/* Who writes and reads each buffer: writer[b] the op writing it (-1
+ * none, -2 more than one), readers[b] how many operand slots read it, an
+ * io buffer counting as a reader that stays. */
+struct buf_use {
+    int32_t *writer;
+    uint32_t *readers;
+};
+
+static int buf_use(const struct vision_plan *p, struct buf_use *u)
 {
-    int32_t *writer = malloc(p->n_bufs * sizeof *writer + 1),
-            *map = malloc(p->n_ops * sizeof *map + 1);
-    if (!writer || !map) {
-        free(writer);
-        free(map);
+    u->writer = malloc(p->n_bufs * sizeof *u->writer + 1);
+    u->readers = calloc(p->n_bufs + 1, sizeof *u->readers);
+    if (!u->writer || !u->readers)
         return -1;
-    }
     for (uint32_t b = 0; b < p->n_bufs; b++)
-        writer[b] = -1; /* the op writing buffer b: -1 none yet, -2 more than one */
+        u->writer[b] = -1;
     for (uint32_t i = 0; i < p->n_ops; i++) {
-        int32_t d = p->ops[i].buf[2];
-        if (d >= 0)
-            writer[d] = writer[d] == -1 ? (int32_t)i : -2;
+        const struct vp_op *o = &p->ops[i];
+        for (int k = 0; k < 2; k++)
+            if (o->buf[k] >= 0)
+                u->readers[o->buf[k]]++;
+        if (o->buf[2] >= 0)
+            u->writer[o->buf[2]] = u->writer[o->buf[2]] == -1 ? (int32_t)i : -2;
     }
+    for (uint32_t k = 0; k < p->n_io; k++)
+        if (p->io[k].buf >= 0)
+            u->readers[p->io[k].buf]++;
+    return 0;
+}
+
+static void buf_use_free(struct buf_use *u)
+{
+    free(u->writer);
+    free(u->readers);
+}
+
+/* Buffer b is no longer written or read: it takes no arena bytes, and no
+ * IR value lives there any more. */
+static void drop_buf(struct vision_plan *p, int32_t b)
+{
+    p->bufs[b] = (struct vp_buf){0, INT32_MAX, -1, 0};
+    for (uint32_t t = 0; t < p->n_t; t++)
+        if (p->t_buf[t] == b)
+            p->t_buf[t] = -1;
+}
+
+/* Remove the ops marked in gone, renumbering the rest: a removed op's
+ * place in lifetimes and t_done goes to the op before it (its reads end
+ * there; whatever it wrote was moved to an earlier op by the caller). */
+static int drop_ops(struct vision_plan *p, const uint8_t *gone)
+{
+    int32_t *map = malloc(p->n_ops * sizeof *map + 1);
+    if (!map)
+        return -1;
     uint32_t n = 0;
     for (uint32_t i = 0; i < p->n_ops; i++) {
-        struct vp_op *q = &p->ops[i];
-        int32_t b = q->buf[0], j = b >= 0 ? writer[b] : -1;
-        /* ops before i are already moved down: op j is at map[j] now */
-        struct vp_op *c = j >= 0 && j < (int32_t)i ? &p->ops[map[j]] : NULL;
-        const struct nib_vconv_params *cp = c ? &c->op.vconv : NULL;
-        const int qconv =
-                      c && c->op.code == NIB_VOP_QCONV && !cp->post && cp->act <= NIB_VACT_HSWISH,
-                  conv = c && c->op.code == NIB_VOP_CONV; /* direct or transposed */
-        int fold = q->op.code == NIB_VOP_QUANT && q->add[0] == 0 && (qconv || conv) && !cp->qout &&
-                   c->add[2] == 0 && c->buf[3] < 0 &&
-                   (uint64_t)cp->oh * cp->ow * cp->c_out == q->op.vquant.n;
-        if (fold) {
-            c->op.vconv.qout = 2;
-            c->op.vconv.y_scale = q->op.vquant.scale;
-            c->buf[3] = q->buf[2];
-            c->add[3] = q->add[2];
-            struct vp_buf *d = &p->bufs[q->buf[2]];
-            if (d->first > j)
-                d->first = j;
-            map[i] = n ? (int32_t)n - 1 : 0; /* its reads end with the op before it */
+        if (gone[i]) {
+            map[i] = n ? (int32_t)n - 1 : 0;
             continue;
         }
         map[i] = (int32_t)n;
-        p->ops[n++] = *q;
+        p->ops[n++] = p->ops[i];
     }
     p->n_ops = n;
     for (uint32_t b = 0; b < p->n_bufs; b++) {
@@ -1304,9 +1315,193 @@ static int fold_quants(struct vision_plan *p)
     for (uint32_t t = 0; t < p->n_t; t++)
         if (p->t_done[t] >= 0)
             p->t_done[t] = map[p->t_done[t]];
-    free(writer);
     free(map);
     return 0;
+}
+
+static uint64_t vew_elems(const struct nib_vew_params *v)
+{
+    return (uint64_t)v->dims[0] * v->dims[1] * v->dims[2] * v->dims[3];
+}
+
+static int dense_strides(const uint32_t *dims, const uint32_t *s)
+{
+    uint64_t want = 1;
+    for (int d = 3; d >= 0; d--) {
+        if (dims[d] > 1 && s[d] != want)
+            return 0;
+        want *= dims[d];
+    }
+    return 1;
+}
+
+/* Operand k of an element-wise op: the same arena bytes read the same way
+ * as operand kk of another with the same dims. */
+static int same_operand(const struct vp_op *a, int k, const struct vp_op *b, int kk)
+{
+    const uint32_t *sa = k ? a->op.vew.sb : a->op.vew.sa, *sb = kk ? b->op.vew.sb : b->op.vew.sa;
+    return a->buf[k] >= 0 && a->buf[k] == b->buf[kk] && a->add[k] == b->add[kk] &&
+           (k ? a->op.vew.b_tensor : a->op.vew.a_tensor) == UINT32_MAX &&
+           (kk ? b->op.vew.b_tensor : b->op.vew.a_tensor) == UINT32_MAX &&
+           !memcmp(a->op.vew.dims, b->op.vew.dims, sizeof a->op.vew.dims) &&
+           !memcmp(sa, sb, 4 * sizeof *sa);
+}
+
+/* y = x + x * s, written by the graph as a Mul whose only reader is an
+ * Add of the same x (squeeze-excite in the PaddleOCR networks), becomes
+ * one NIB_VBIN_MULADD op: the same two roundings per element, one pass
+ * over memory instead of two and no buffer for the product. The Mul's x
+ * becomes its first operand (a * b is b * a, bit for bit), dense as the
+ * flat loops want it. 0, or -1 (memory). */
+static int fold_scale_adds(struct vision_plan *p)
+{
+    struct buf_use u;
+    uint8_t *gone = calloc(p->n_ops + 1, 1);
+    if (!gone || buf_use(p, &u)) {
+        free(gone);
+        buf_use_free(&u);
+        return -1;
+    }
+    for (uint32_t j = 0; j < p->n_ops; j++) {
+        struct vp_op *add = &p->ops[j];
+        if (add->op.code != NIB_VOP_BINARY || add->op.vew.fn != NIB_VBIN_ADD || add->op.vew.qout)
+            continue;
+        for (int k = 0; k < 2; k++) {
+            const int32_t m = add->buf[k], i = m >= 0 ? u.writer[m] : -1;
+            struct vp_op *mul = i >= 0 && i < (int32_t)j && !gone[i] ? &p->ops[i] : NULL;
+            if (!mul || mul->op.code != NIB_VOP_BINARY || mul->op.vew.fn != NIB_VBIN_MUL ||
+                mul->op.vew.qout || u.readers[m] != 1 || add->add[k] || mul->add[2] ||
+                (k ? add->op.vew.b_tensor : add->op.vew.a_tensor) != UINT32_MAX ||
+                memcmp(mul->op.vew.dims, add->op.vew.dims, sizeof mul->op.vew.dims) ||
+                !dense_strides(add->op.vew.dims, k ? add->op.vew.sb : add->op.vew.sa))
+                continue;
+            int kk = same_operand(mul, 0, add, 1 - k)   ? 0
+                     : same_operand(mul, 1, add, 1 - k) ? 1
+                                                        : -1;
+            if (kk < 0 || !dense_strides(mul->op.vew.dims, kk ? mul->op.vew.sb : mul->op.vew.sa))
+                continue;
+            struct nib_vew_params *v = &mul->op.vew;
+            if (kk) { /* x first */
+                uint32_t t[4];
+                memcpy(t, v->sa, sizeof t), memcpy(v->sa, v->sb, sizeof t),
+                    memcpy(v->sb, t, sizeof t);
+                uint32_t tt = v->a_tensor;
+                v->a_tensor = v->b_tensor, v->b_tensor = tt;
+                int32_t tb = mul->buf[0];
+                mul->buf[0] = mul->buf[1], mul->buf[1] = tb;
+                uint64_t ta = mul->add[0];
+                mul->add[0] = mul->add[1], mul->add[1] = ta;
+            }
+            v->fn = NIB_VBIN_MULADD;
+            mul->buf[2] = add->buf[2];
+            mul->add[2] = add->add[2];
+            struct vp_buf *d = &p->bufs[add->buf[2]];
+            if (d->first > i)
+                d->first = i;
+            drop_buf(p, m);
+            gone[j] = 1;
+            break;
+        }
+    }
+    int rc = drop_ops(p, gone);
+    free(gone);
+    buf_use_free(&u);
+    return rc;
+}
+
+/* A QUANT of an f32 value becomes the int8 copy of the op that wrote it
+ * (qout 2), rounded exactly as the QUANT would have rounded it, so no bit
+ * changes and one pass over the value goes:
+ *   - a quantized convolution (its activation in the kernel) rounds in its
+ *     epilogue: ResNet's block outputs are such values, the next block's
+ *     residual (f32) and its first convolution's input (int8);
+ *   - an f32 convolution (since format 9) rounds each few rows after its
+ *     epilogue, while they are in cache: the depthwise convolutions before
+ *     the PaddleOCR networks' quantized 1x1 ones;
+ *   - an element-wise op or copy (since format 10) rounds each chunk it
+ *     wrote: the detector's FPN sums and squeeze-excite outputs;
+ *   - the copies that assemble a concat read by nothing but the QUANT
+ *     write the codes instead of the floats (qout 1), and the f32 concat
+ *     is gone: the detector's head input.
+ * Ops are renumbered; each buffer's lifetime follows (the int8 copy's
+ * starts at its first writer). 0, or -1 (memory). */
+static int fold_quants(struct vision_plan *p)
+{
+    struct buf_use u;
+    uint8_t *gone = calloc(p->n_ops + 1, 1);
+    if (!gone || buf_use(p, &u)) {
+        free(gone);
+        buf_use_free(&u);
+        return -1;
+    }
+    for (uint32_t i = 0; i < p->n_ops; i++) {
+        const struct vp_op *q = &p->ops[i];
+        const int32_t b = q->buf[0];
+        if (q->op.code != NIB_VOP_QUANT || q->add[0] != 0 || b < 0)
+            continue;
+        const uint64_t n = q->op.vquant.n;
+        const int32_t j = u.writer[b];
+        struct vp_op *c = j >= 0 && j < (int32_t)i ? &p->ops[j] : NULL;
+        const struct nib_vconv_params *cp = c ? &c->op.vconv : NULL;
+        const uint32_t code = c ? c->op.code : 0;
+        const int qconv = code == NIB_VOP_QCONV && !cp->post && cp->act <= NIB_VACT_HSWISH,
+                  conv = code == NIB_VOP_CONV, /* direct or transposed */
+            ew = code == NIB_VOP_BINARY || code == NIB_VOP_UNARY || code == NIB_VOP_COPY;
+        if ((qconv || conv) && !cp->qout && c->add[2] == 0 && c->buf[3] < 0 &&
+            (uint64_t)cp->oh * cp->ow * cp->c_out == n) {
+            c->op.vconv.qout = 2;
+            c->op.vconv.y_scale = q->op.vquant.scale;
+        } else if (ew && !c->op.vew.qout && c->add[2] == 0 && c->buf[3] < 0 &&
+                   vew_elems(&c->op.vew) == n &&
+                   (code != NIB_VOP_COPY || nib_vew_span(c->op.vew.dims, c->op.vew.sd) == n * 4)) {
+            c->op.vew.qout = 2;
+            c->op.vew.y_scale = q->op.vquant.scale;
+        } else if (j == -2 && u.readers[b] == 1 && p->bufs[b].bytes == n * 4) {
+            /* every writer a plain copy into 4-byte places, before the QUANT,
+             * the parts adding up to the whole */
+            uint64_t cover = 0;
+            for (uint32_t k = 0; k < i; k++) {
+                const struct vp_op *w = &p->ops[k];
+                if (w->buf[2] != b)
+                    continue;
+                if (w->op.code != NIB_VOP_COPY || w->op.vew.qout || w->buf[3] >= 0 ||
+                    w->add[2] % 4) {
+                    cover = UINT64_MAX;
+                    break;
+                }
+                cover += vew_elems(&w->op.vew);
+            }
+            if (cover != n)
+                continue;
+            struct vp_buf *d = &p->bufs[q->buf[2]];
+            for (uint32_t k = 0; k < i; k++) {
+                struct vp_op *w = &p->ops[k];
+                if (w->buf[2] != b)
+                    continue;
+                w->op.vew.qout = 1;
+                w->op.vew.y_scale = q->op.vquant.scale;
+                w->buf[2] = q->buf[2];
+                w->add[2] = q->add[2] + w->add[2] / 4;
+                if (d->first > (int32_t)k)
+                    d->first = (int32_t)k;
+            }
+            drop_buf(p, b);
+            gone[i] = 1;
+            continue;
+        } else {
+            continue;
+        }
+        c->buf[3] = q->buf[2];
+        c->add[3] = q->add[2];
+        struct vp_buf *d = &p->bufs[q->buf[2]];
+        if (d->first > j)
+            d->first = j;
+        gone[i] = 1;
+    }
+    int rc = drop_ops(p, gone);
+    free(gone);
+    buf_use_free(&u);
+    return rc;
 }
 
 int vp_lower(const struct nx_graph *g, const struct vision_opts *o, const struct vp_quant *q,
@@ -1346,7 +1541,7 @@ int vp_lower(const struct nx_graph *g, const struct vision_opts *o, const struct
     }
     if (lower_outputs(&L))
         goto out;
-    if (fold_quants(p)) {
+    if (fold_scale_adds(p) || fold_quants(p)) {
         nib_fail(err, errlen, "out of memory");
         goto out;
     }
