@@ -64,9 +64,12 @@ static int32_t sum_s8_32(const int8_t *p, size_t n)
 }
 
 /* Gather the window of output pixel p for group g into row t of a
- * (codes in the order (ky, kx, ic), zeros outside the input) with its sum. */
+ * (codes in the order (ky, kx, ic), zeros outside the input) with its sum
+ * when the matmul reads it (with_sum: q4c's +8 correction; q8c's kernels
+ * never read a->sum, and the sums were a tenth of the detector's 3x3 q8c
+ * head, so it is 0 there). */
 static void qconv_gather(const struct nib_conv_shape *s, const int8_t *x, float x_scale, uint32_t g,
-                         size_t p, const struct nib_qact *a, uint32_t t)
+                         size_t p, const struct nib_qact *a, uint32_t t, int with_sum)
 {
     uint32_t icg = s->c_in / s->groups, oy = (uint32_t)(p / s->ow), ox = (uint32_t)(p % s->ow);
     int8_t *row = a->q + (size_t)t * a->k_pad;
@@ -125,7 +128,7 @@ static void qconv_gather(const struct nib_conv_shape *s, const int8_t *x, float 
     if (a->k_pad > k) /* the row's padding to a multiple of 32 */
         memset(row + k, 0, a->k_pad - k);
     a->scale[t] = x_scale;
-    a->sum[t] = sum_s8_32(row, a->k_pad);
+    a->sum[t] = with_sum ? sum_s8_32(row, a->k_pad) : 0;
 }
 
 /* 1 when the input's rows are the matmul's rows as they stand. */
@@ -160,7 +163,7 @@ void nib_qconv_run_epi(nib_qgemm_fn gemm, nib_qconv_epi_fn epi, const struct nib
         (float *)((uint8_t *)scratch + align64(nib_qact_footprint(NIB_QCONV_TILE, l.cols, 0)));
     uint32_t ocg = s->c_out / s->groups;
     size_t p_end = (size_t)oh_end * s->ow;
-    int direct = qconv_direct(s, x, &l);
+    const int direct = qconv_direct(s, x, &l), with_sum = wt->dtype != NIB_DT_Q8C;
     for (size_t p0 = (size_t)oh_begin * s->ow; p0 < p_end; p0 += NIB_QCONV_TILE) {
         uint32_t m = (uint32_t)(p_end - p0 < NIB_QCONV_TILE ? p_end - p0 : NIB_QCONV_TILE);
         if (direct) {
@@ -168,13 +171,13 @@ void nib_qconv_run_epi(nib_qgemm_fn gemm, nib_qconv_epi_fn epi, const struct nib
             d.q = (int8_t *)(uintptr_t)(x + p0 * s->c_in); /* read only by the matmul */
             for (uint32_t t = 0; t < m; t++) {
                 d.scale[t] = x_scale;
-                d.sum[t] = sum_s8_32(d.q + (size_t)t * s->c_in, s->c_in);
+                d.sum[t] = with_sum ? sum_s8_32(d.q + (size_t)t * s->c_in, s->c_in) : 0;
             }
             gemm(&l, wt->packed, &d, m, v, s->c_out, e->bias, 0, 0, ocg);
         } else {
             for (uint32_t g = 0; g < s->groups; g++) {
                 for (uint32_t t = 0; t < m; t++)
-                    qconv_gather(s, x, x_scale, g, p0 + t, &a, t);
+                    qconv_gather(s, x, x_scale, g, p0 + t, &a, t, with_sum);
                 gemm(&l, wt->packed + (size_t)g * l.size, &a, m, v + (size_t)g * ocg, s->c_out,
                      e->bias ? e->bias + (size_t)g * ocg : NULL, 0, 0, ocg);
             }
