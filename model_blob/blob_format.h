@@ -403,11 +403,19 @@ struct nib_vconv_params {
     float x_scale; /* QCONV: the scale of src0's codes (> 0, finite) */
     uint32_t qout; /* QCONV: 1 = int8 dst of scale y_scale; 2 = f32 dst and int8 aux;
                     * CONV (since format 9): 0, or 2 = f32 dst and its int8 copy at aux,
-                    * rounded after the whole epilogue as NIB_VOP_QUANT rounds */
+                    * rounded after the whole epilogue as NIB_VOP_QUANT rounds; since
+                    * format 10 also 1 = only the codes, at dst: the f32 rows are made
+                    * NIB_VCONV_CHUNK_FLOATS at a time in the worker's private scratch */
     float y_scale; /* QCONV, CONV with qout: > 0, finite */
     uint32_t res;  /* CONV (mode 0), QCONV: 0 none; an f32 residual of dst's shape at src1,
                     * added before (1) or after (2) the activation (since format 7) */
 };
+
+/* A convolution that rounds its output to int8 (CONV qout 1 or 2, element-wise
+ * qout 2) makes and rounds about this many floats at a time, while they are in
+ * cache; CONV qout 1 makes them in the worker's private scratch, which must
+ * hold 4 x max(NIB_VCONV_CHUNK_FLOATS, ow x c_out) bytes. */
+#define NIB_VCONV_CHUNK_FLOATS 16384u
 
 /* NIB_VOP_QUANT: n f32 values at src0 -> n int8 codes at dst,
  * q = clamp(rne(x * (1 / scale)), -127, 127) as kernels/common/conv-epi.h

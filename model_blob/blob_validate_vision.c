@@ -178,8 +178,9 @@ static int check_conv(const struct nib_blob_view *v, const struct nib_op *op, ch
     if (op->code == NIB_VOP_CONV && p->mode > 1)
         return nib_blob_fail(err, errlen, "plan op %u (conv): mode %u (0 direct, 1 transposed)", i,
                              p->mode);
-    /* a convolution may keep an int8 copy of its output (qout 2, since format 9) */
-    const int qcopy = op->code == NIB_VOP_CONV && p->qout == 2;
+    /* a convolution may keep an int8 copy of its output (qout 2, since format 9)
+     * or write only that (qout 1, since format 10) */
+    const int qcopy = op->code == NIB_VOP_CONV && (p->qout == 1 || p->qout == 2);
     if (p->x_scale != 0.0f || (p->qout && !qcopy) ||
         (qcopy ? !isfinite(p->y_scale) || !(p->y_scale > 0.0f) : p->y_scale != 0.0f))
         return nib_blob_fail(err, errlen, "plan op %u (%s): x_scale %g, qout %u or y_scale %g", i,
@@ -209,14 +210,28 @@ static int check_conv(const struct nib_blob_view *v, const struct nib_op *op, ch
                                  "plan op %u (conv): epilogue %u/%u not known or not finite", i,
                                  p->act, p->post);
     }
-    uint64_t in = (uint64_t)p->h * p->w * p->c_in * 4, out = (uint64_t)p->oh * p->ow * p->c_out * 4;
-    if (!in_mem(v, op->src0, in) || !in_mem(v, op->dst, out) || overlap(op->src0, in, op->dst, out))
+    const int codes = qcopy && p->qout == 1; /* int8 dst; the f32 rows in the scratch */
+    uint64_t in = (uint64_t)p->h * p->w * p->c_in * 4,
+             out = (uint64_t)p->oh * p->ow * p->c_out * (codes ? 1 : 4);
+    if (!in_mem(v, op->src0, in) ||
+        !(codes ? in_mem_s8(v, op->dst, out) : in_mem(v, op->dst, out)) ||
+        overlap(op->src0, in, op->dst, out))
         return nib_blob_fail(err, errlen,
                              "plan op %u (%s): operands outside runtime memory or overlapping", i,
                              name);
     if (op->code == NIB_VOP_CONV && check_qcopy(v, op, in, out, err, errlen, i))
         return -1;
-    return check_res(v, op, out, out, err, errlen, i);
+    if (codes) {
+        const uint64_t row = (uint64_t)p->ow * p->c_out,
+                       need = 4 * (row > NIB_VCONV_CHUNK_FLOATS ? row : NIB_VCONV_CHUNK_FLOATS);
+        if (v->h->wscratch_size < need || in_scratch(v, op->src0, in) ||
+            in_scratch(v, op->dst, out))
+            return nib_blob_fail(err, errlen,
+                                 "plan op %u (conv): qout 1 needs %llu bytes of worker scratch "
+                                 "(header has %u) and operands outside it",
+                                 i, (unsigned long long)need, v->h->wscratch_size);
+    }
+    return check_res(v, op, codes ? out * 4 : out, out, err, errlen, i);
 }
 
 /* A quantized convolution: int8 NHWC in, q4c|q8c weights of c_out rows by

@@ -293,8 +293,6 @@ static void quant_run(const float *x, int8_t *q, float scale, uint64_t n)
         q[i] = nib_requant_s8(x[i], inv);
 }
 
-#define CONV_CHUNK_FLOATS 16384u /* about 64 KiB at a time, still in cache */
-
 /* Binary and unary ops over flat output elements [b, e), in f32. */
 static void ew_f32(const struct nib_blob_view *v, uint8_t *mem, const struct nib_op *op, uint32_t b,
                    uint32_t e)
@@ -385,8 +383,8 @@ static void exec_ew(const struct nib_blob_view *v, uint8_t *mem, const struct ni
         ew_f32(v, mem, op, b, e);
         return;
     }
-    for (uint32_t r = b; r < e; r += CONV_CHUNK_FLOATS) {
-        const uint32_t re = e - r < CONV_CHUNK_FLOATS ? e : r + CONV_CHUNK_FLOATS;
+    for (uint32_t r = b; r < e; r += NIB_VCONV_CHUNK_FLOATS) {
+        const uint32_t re = e - r < NIB_VCONV_CHUNK_FLOATS ? e : r + NIB_VCONV_CHUNK_FLOATS;
         ew_f32(v, mem, op, r, re);
         quant_run(f32_at(mem, op->dst) + r, (int8_t *)(mem + op->aux) + r, p->y_scale, re - r);
     }
@@ -416,26 +414,26 @@ static void conv_epilogue(const struct nib_vconv_params *p, float *y, int in_ker
 }
 
 static void exec_convt(const struct nib_blob_view *v, uint8_t *mem, const struct nib_op *op,
-                       uint32_t b, uint32_t e)
+                       float *y, uint32_t b, uint32_t e)
 {
     const struct nib_vconv_params *p = &op->vconv;
     nib_vision_convt(p, f32_at(mem, op->src0), nib_tensor_f32(v, op->tensor),
-                     p->bias == UINT32_MAX ? NULL : nib_tensor_f32(v, p->bias),
-                     f32_at(mem, op->dst), b, e);
-    conv_epilogue(p, f32_at(mem, op->dst), 0, b, e);
+                     p->bias == UINT32_MAX ? NULL : nib_tensor_f32(v, p->bias), y, b, e);
+    conv_epilogue(p, y, 0, b, e);
 }
 
+/* Output rows [b, e) into y (the whole output's base: row r at y + r x
+ * ow x c_out). */
 static void conv_rows(const struct nib_conv_kernels *ck, const struct nib_blob_view *v,
-                      uint8_t *mem, const struct nib_op *op, uint32_t b, uint32_t e)
+                      uint8_t *mem, const struct nib_op *op, float *y, uint32_t b, uint32_t e)
 {
     const struct nib_vconv_params *p = &op->vconv;
     if (p->mode == 1) {
-        exec_convt(v, mem, op, b, e);
+        exec_convt(v, mem, op, y, b, e);
         return;
     }
     struct nib_conv_shape s;
     conv_shape(p, &s);
-    float *y = f32_at(mem, op->dst);
     const int in_kernel = p->act <= NIB_VACT_HSWISH;
     struct nib_conv_epi epi = {p->bias == UINT32_MAX ? NULL : nib_tensor_f32(v, p->bias),
                                in_kernel ? p->act : NIB_ACT_NONE,
@@ -449,26 +447,35 @@ static void conv_rows(const struct nib_conv_kernels *ck, const struct nib_blob_v
         conv_epilogue(p, y, in_kernel, b, e);
 }
 
-/* A convolution over output rows [b, e). With qout 2 (its int8 copy) or
+/* A convolution over output rows [b, e). With an int8 output or
  * transposed (its activation a pass of its own), a few rows at a time, so
  * the quantizer and the activation read values still in cache (the rows
- * split any way gives the same bits). */
+ * split any way give the same bits). With qout 1 the rows are made in the
+ * worker's private scratch (the validator saw it hold a chunk) and only
+ * their codes reach dst: y is set so that the chunk's first row lands at
+ * the scratch's start (integer arithmetic: the base itself lies outside
+ * any object, only rows [r, re) are touched). */
 static void exec_conv(const struct nib_conv_kernels *ck, const struct nib_blob_view *v,
-                      uint8_t *mem, const struct nib_op *op, uint32_t b, uint32_t e)
+                      uint8_t *mem, uint8_t *wscratch, const struct nib_op *op, uint32_t b,
+                      uint32_t e)
 {
     const struct nib_vconv_params *p = &op->vconv;
-    if (p->qout != 2 && p->mode != 1) {
-        conv_rows(ck, v, mem, op, b, e);
+    float *y = f32_at(mem, op->dst);
+    if (!p->qout && p->mode != 1) {
+        conv_rows(ck, v, mem, op, y, b, e);
         return;
     }
     const uint64_t row = (uint64_t)p->ow * p->c_out;
-    const uint32_t step = row >= CONV_CHUNK_FLOATS ? 1 : (uint32_t)(CONV_CHUNK_FLOATS / row);
+    const uint32_t step =
+        row >= NIB_VCONV_CHUNK_FLOATS ? 1 : (uint32_t)(NIB_VCONV_CHUNK_FLOATS / row);
+    int8_t *q = (int8_t *)(mem + (p->qout == 1 ? op->dst : op->aux));
     for (uint32_t r = b; r < e; r += step) {
         const uint32_t re = e - r < step ? e : r + step;
-        conv_rows(ck, v, mem, op, r, re);
-        if (p->qout == 2)
-            quant_run(f32_at(mem, op->dst) + r * row, (int8_t *)(mem + op->aux) + r * row,
-                      p->y_scale, (re - r) * row);
+        if (p->qout == 1)
+            y = (float *)(uintptr_t)((uintptr_t)wscratch - (uintptr_t)(r * row * 4));
+        conv_rows(ck, v, mem, op, y, r, re);
+        if (p->qout)
+            quant_run(y + r * row, q + r * row, p->y_scale, (re - r) * row);
     }
 }
 
@@ -642,7 +649,7 @@ void nib_vision_op(const struct nib_qkernels *qk, const struct nib_blob_view *v,
     const struct nib_conv_kernels *ck = conv_kernels(qk);
     switch (op->code) {
     case NIB_VOP_INPUT: exec_input(mem, v, op, b, e); break;
-    case NIB_VOP_CONV: exec_conv(ck, v, mem, op, b, e); break;
+    case NIB_VOP_CONV: exec_conv(ck, v, mem, wscratch, op, b, e); break;
     case NIB_VOP_QCONV: exec_qconv(ck, v, mem, wscratch, op, b, e); break;
     case NIB_VOP_QUANT: exec_quant(mem, op, b, e); break;
     case NIB_VOP_POOL: {
@@ -700,8 +707,8 @@ int nib_vision_access(const struct nib_op *op, uint32_t b, uint32_t e, struct ni
     case NIB_VOP_QCONV:
     case NIB_VOP_POOL: {
         const struct nib_vconv_params *p = &op->vconv;
-        const int q = op->code == NIB_VOP_QCONV; /* int8 src0; int8 dst with qout */
-        const uint64_t row = (uint64_t)p->ow * p->c_out * (q && p->qout == 1 ? 1 : 4);
+        const int q = op->code == NIB_VOP_QCONV; /* int8 src0; int8 dst with qout 1 */
+        const uint64_t row = (uint64_t)p->ow * p->c_out * (p->qout == 1 ? 1 : 4);
         acc(out, &c, op->src0, op->src0 + (uint64_t)p->h * p->w * p->c_in * (q ? 1 : 4), 0);
         acc(out, &c, op->dst + b * row, op->dst + e * row, 1);
         if (op->code != NIB_VOP_POOL && p->res) /* the f32 residual at dst's places */

@@ -13,7 +13,7 @@
 #include "rt/exec.h"
 #include "tests/common/blob_lie.h"
 
-enum { C = 2, H = 4, W = 4, M = 4, ACT = 2048 };
+enum { C = 2, H = 4, W = 4, M = 4, SCRATCH = 2048, ACT = SCRATCH + 65536 };
 
 static uint8_t *blob, *work;
 static uint64_t size;
@@ -248,8 +248,9 @@ END_TEST
 /* qout 2 (format 9): the convolution also writes the int8 codes of its
  * NHWC output at aux, rounded after its whole epilogue (the ReLU) as a
  * QUANT op rounds, round half to even of y / y_scale clamped to 127
- * (here from float64); its f32 output does not move. Then every lie
- * about the copy is refused. */
+ * (here from float64); its f32 output does not move. qout 1 (format 10)
+ * writes the same codes alone at dst. Then every lie about them is
+ * refused. */
 START_TEST(int8_copy_runs)
 {
     enum { AUX = 1900, N = M * H * W };
@@ -269,6 +270,31 @@ START_TEST(int8_copy_runs)
                       ((const int8_t *)dual)[AUX + i], want);
     }
     ck_assert_msg(clamped > 0 && clamped < N, "%d of %d codes clamp", clamped, N);
+    /* qout 1 (format 10): only the codes, at dst, the f32 rows made in
+     * worker 0's scratch (a chunk of NIB_VCONV_CHUNK_FLOATS floats) */
+    const struct nib_op two = *OP(1);
+    OP(1)->vconv.qout = 1, OP(1)->dst = AUX, OP(1)->aux = 0;
+    HDR()->wscratch_off = SCRATCH, HDR()->wscratch_size = 4 * NIB_VCONV_CHUNK_FLOATS;
+    uint8_t *codes = run_arena(work, NULL);
+    ck_assert(memcmp(codes + AUX, dual + AUX, N) == 0);
+    free(codes);
+    static const struct {
+        uint64_t dst, aux;
+        uint32_t scratch;
+        const char *what;
+    } lies[] = {
+        {AUX, 0, 4 * NIB_VCONV_CHUNK_FLOATS - 64,
+         "(conv): qout 1 needs 65536 bytes of worker scratch (header has 65472)"},
+        {SCRATCH + 64, 0, 4 * NIB_VCONV_CHUNK_FLOATS, "and operands outside it"},
+        {AUX, AUX + 128, 4 * NIB_VCONV_CHUNK_FLOATS, "qout 1 with its int8 copy (aux)"},
+    };
+    for (size_t k = 0; k < sizeof lies / sizeof lies[0]; k++) {
+        *OP(1) = two;
+        OP(1)->vconv.qout = 1, OP(1)->dst = lies[k].dst, OP(1)->aux = lies[k].aux;
+        HDR()->wscratch_off = SCRATCH, HDR()->wscratch_size = lies[k].scratch;
+        EXPECT_REFUSED(lies[k].what);
+    }
+    *OP(1) = two;
     free(plain), free(dual);
     memcpy(blob, work, size); /* the valid blob with the copy is the base of the lies below */
     OP(1)->aux = 512 + 8;     /* over its own output */
@@ -281,8 +307,8 @@ START_TEST(int8_copy_runs)
     EXPECT_REFUSED("qout 2 or y_scale 0");
     OP(1)->vconv.y_scale = INFINITY;
     EXPECT_REFUSED("qout 2 or y_scale inf");
-    OP(1)->vconv.qout = 1; /* int8 alone: a quantized convolution's */
-    EXPECT_REFUSED("qout 1");
+    OP(1)->vconv.qout = 1, OP(1)->aux = 0; /* codes alone at dst: they need the scratch */
+    EXPECT_REFUSED("qout 1 needs 65536 bytes of worker scratch (header has 0)");
     OP(1)->vconv.qout = 0, OP(1)->vconv.y_scale = 0.0f;
     EXPECT_REFUSED("qout 0 with its int8 copy (aux)");
 }
@@ -475,9 +501,9 @@ START_TEST(lies_refused)
     EXPECT_REFUSED("overlapping");
     OP(2)->vew.sd[0] = 1u << 29;
     EXPECT_REFUSED("stride");
-    OP(2)->vew.sd[1] = 256;
+    OP(2)->vew.sd[1] = 1u << 20;
     EXPECT_REFUSED("destination outside");
-    OP(2)->vew.sa[1] = 1000;
+    OP(2)->vew.sa[1] = 100000;
     EXPECT_REFUSED("source 0");
     OP(2)->vew.dims[2] = 0;
     EXPECT_REFUSED("dimension 2");

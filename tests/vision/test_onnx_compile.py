@@ -438,7 +438,8 @@ qnet = save("qnet", qnet_nodes, qnet_inits, [fvi("x", [1, 3, 32, 32])], [fvi("y"
 
 # A depthwise convolution (f32) between two quantized 1x1 ones, as the
 # PaddleOCR networks have them: the depthwise one writes the int8 input of
-# the next itself (qout 2, format 9), so the only QUANT left is the image's.
+# the next itself and, since nothing reads its floats, only that (qout 1,
+# format 10), so the only QUANT left is the image's.
 dwq_nodes = [
     helper.make_node("Conv", ["x", "p1", "p1b"], ["e1"], name="expand", kernel_shape=[1, 1]),
     helper.make_node("Relu", ["e1"], ["e2"], name="expand_relu"),
@@ -586,10 +587,10 @@ for tag in ("q8", "q4"):
     blob = os.path.join(work, f"dwq-{tag}.blob")
     if os.path.exists(blob):
         ops = vision_ops(blob)
-        check(ops.count((33, 2, 0)) == 1 and ops.count((43, 0, 0)) == 1
+        check(ops.count((33, 1, 0)) == 1 and ops.count((43, 0, 0)) == 1
               and ops.count((44, 0, 0)) == 2,
-              f"dwq {tag}: the depthwise convolution writes f32 and int8 (qout 2), one QUANT "
-              f"(the image's) for two QCONVs: {ops}")
+              f"dwq {tag}: the depthwise convolution writes only int8 (qout 1: nothing reads "
+              f"its floats), one QUANT (the image's) for two QCONVs: {ops}")
 
 # neck: the Mul and Add of squeeze-excite are one MULADD (binary fn 5),
 # whose int8 copy (qout 2) is smooth's input; the FPN sum keeps one for

@@ -1417,7 +1417,9 @@ static int fold_scale_adds(struct vision_plan *p)
  *     residual (f32) and its first convolution's input (int8);
  *   - an f32 convolution (since format 9) rounds each few rows after its
  *     epilogue, while they are in cache: the depthwise convolutions before
- *     the PaddleOCR networks' quantized 1x1 ones;
+ *     the PaddleOCR networks' quantized 1x1 ones; when nothing else reads
+ *     its floats (since format 10) it makes them in the worker's scratch
+ *     and writes only the codes (qout 1), and its f32 buffer is gone;
  *   - an element-wise op or copy (since format 10) rounds each chunk it
  *     wrote: the detector's FPN sums and squeeze-excite outputs;
  *   - the copies that assemble a concat read by nothing but the QUANT
@@ -1447,8 +1449,25 @@ static int fold_quants(struct vision_plan *p)
         const int qconv = code == NIB_VOP_QCONV && !cp->post && cp->act <= NIB_VACT_HSWISH,
                   conv = code == NIB_VOP_CONV, /* direct or transposed */
             ew = code == NIB_VOP_BINARY || code == NIB_VOP_UNARY || code == NIB_VOP_COPY;
-        if ((qconv || conv) && !cp->qout && c->add[2] == 0 && c->buf[3] < 0 &&
+        if (conv && !cp->qout && c->add[2] == 0 && c->buf[3] < 0 && u.readers[b] == 1 &&
             (uint64_t)cp->oh * cp->ow * cp->c_out == n) {
+            /* nothing reads its floats: only the codes, made in the scratch */
+            const uint64_t row = (uint64_t)cp->ow * cp->c_out,
+                           need = 4 * (row > NIB_VCONV_CHUNK_FLOATS ? row : NIB_VCONV_CHUNK_FLOATS);
+            c->op.vconv.qout = 1;
+            c->op.vconv.y_scale = q->op.vquant.scale;
+            if (p->wscratch < need)
+                p->wscratch = (uint32_t)((need + 63) & ~(uint64_t)63);
+            c->buf[2] = q->buf[2];
+            c->add[2] = q->add[2];
+            struct vp_buf *d = &p->bufs[q->buf[2]];
+            if (d->first > j)
+                d->first = j;
+            drop_buf(p, b);
+            gone[i] = 1;
+            continue;
+        } else if ((qconv || conv) && !cp->qout && c->add[2] == 0 && c->buf[3] < 0 &&
+                   (uint64_t)cp->oh * cp->ow * cp->c_out == n) {
             c->op.vconv.qout = 2;
             c->op.vconv.y_scale = q->op.vquant.scale;
         } else if (ew && !c->op.vew.qout && c->add[2] == 0 && c->buf[3] < 0 &&
