@@ -26,4 +26,17 @@ static inline uint64_t nib_vew_span(const uint32_t *dims, const uint32_t *s)
     return (last + 1) * 4;
 }
 
+/* 1 when strides s address dims densely in row-major order: element i
+ * of the loops is element i of the operand (dims of 1 take any stride). */
+static inline int nib_vew_dense(const uint32_t *dims, const uint32_t *s)
+{
+    uint64_t want = 1;
+    for (int d = 3; d >= 0; d--) {
+        if (dims[d] > 1 && s[d] != want)
+            return 0;
+        want *= dims[d];
+    }
+    return 1;
+}
+
 #endif

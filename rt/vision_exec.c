@@ -183,20 +183,6 @@ static const float *operand(const struct nib_blob_view *v, uint8_t *mem, uint64_
     return tensor == UINT32_MAX ? f32_at(mem, off) : nib_tensor_f32(v, tensor);
 }
 
-/* Element-wise ops and copies over flat output elements [b, e). */
-/* 1 when strides s address dims densely in row-major order: element i
- * of the loops is element i of the operand (dims of 1 take any stride). */
-static int dense(const uint32_t *dims, const uint32_t *s)
-{
-    uint64_t want = 1;
-    for (int d = 3; d >= 0; d--) {
-        if (dims[d] > 1 && s[d] != want)
-            return 0;
-        want *= dims[d];
-    }
-    return 1;
-}
-
 /* Element-wise ops whose operands are dense (or, for b, one value per
  * element of the last dim: a per-channel constant of an NHWC image), in
  * flat loops the compiler vectorises: each element gets the same single
@@ -205,14 +191,14 @@ static int dense(const uint32_t *dims, const uint32_t *s)
 static int exec_ew_dense(const struct nib_vew_params *p, uint32_t code, const float *a,
                          const float *bb, float *y, uint32_t b, uint32_t e)
 {
-    if (!dense(p->dims, p->sa))
+    if (!nib_vew_dense(p->dims, p->sa))
         return 0;
     if (code == NIB_VOP_UNARY) {
         vact_map(p->fn, p->p0, p->p1, a + b, y + b, e - b);
         return 1;
     }
     const uint32_t n = p->dims[3];
-    const int b_dense = dense(p->dims, p->sb);
+    const int b_dense = nib_vew_dense(p->dims, p->sb);
     const int row = p->sb[0] == 0 && p->sb[1] == 0 && p->sb[2] == 0 && (p->sb[3] == 1 || n == 1);
     if (code != NIB_VOP_BINARY || p->fn == NIB_VBIN_POW || (!b_dense && !row))
         return 0;
@@ -337,7 +323,7 @@ static void exec_copy(const struct nib_blob_view *v, uint8_t *mem, const struct 
     int8_t *q = p->qout == 1   ? (int8_t *)(mem + op->dst)
                 : p->qout == 2 ? (int8_t *)(mem + op->aux)
                                : NULL;
-    if (dense(p->dims, p->sa) && dense(p->dims, p->sd)) {
+    if (nib_vew_dense(p->dims, p->sa) && nib_vew_dense(p->dims, p->sd)) {
         if (y)
             memcpy(y + b, a + b, (size_t)(e - b) * 4);
         if (q)

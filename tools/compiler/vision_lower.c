@@ -1324,17 +1324,6 @@ static uint64_t vew_elems(const struct nib_vew_params *v)
     return (uint64_t)v->dims[0] * v->dims[1] * v->dims[2] * v->dims[3];
 }
 
-static int dense_strides(const uint32_t *dims, const uint32_t *s)
-{
-    uint64_t want = 1;
-    for (int d = 3; d >= 0; d--) {
-        if (dims[d] > 1 && s[d] != want)
-            return 0;
-        want *= dims[d];
-    }
-    return 1;
-}
-
 /* Operand k of an element-wise op: the same arena bytes read the same way
  * as operand kk of another with the same dims. */
 static int same_operand(const struct vp_op *a, int k, const struct vp_op *b, int kk)
@@ -1352,33 +1341,26 @@ static int same_operand(const struct vp_op *a, int k, const struct vp_op *b, int
  * one NIB_VBIN_MULADD op: the same two roundings per element, one pass
  * over memory instead of two and no buffer for the product. The Mul's x
  * becomes its first operand (a * b is b * a, bit for bit), dense as the
- * flat loops want it. 0, or -1 (memory). */
-static int fold_scale_adds(struct vision_plan *p)
+ * flat loops want it. */
+static void fold_scale_adds(struct vision_plan *p, const struct buf_use *u, uint8_t *gone)
 {
-    struct buf_use u;
-    uint8_t *gone = calloc(p->n_ops + 1, 1);
-    if (!gone || buf_use(p, &u)) {
-        free(gone);
-        buf_use_free(&u);
-        return -1;
-    }
     for (uint32_t j = 0; j < p->n_ops; j++) {
         struct vp_op *add = &p->ops[j];
         if (add->op.code != NIB_VOP_BINARY || add->op.vew.fn != NIB_VBIN_ADD || add->op.vew.qout)
             continue;
         for (int k = 0; k < 2; k++) {
-            const int32_t m = add->buf[k], i = m >= 0 ? u.writer[m] : -1;
+            const int32_t m = add->buf[k], i = m >= 0 ? u->writer[m] : -1;
             struct vp_op *mul = i >= 0 && i < (int32_t)j && !gone[i] ? &p->ops[i] : NULL;
             if (!mul || mul->op.code != NIB_VOP_BINARY || mul->op.vew.fn != NIB_VBIN_MUL ||
-                mul->op.vew.qout || u.readers[m] != 1 || add->add[k] || mul->add[2] ||
+                mul->op.vew.qout || u->readers[m] != 1 || add->add[k] || mul->add[2] ||
                 (k ? add->op.vew.b_tensor : add->op.vew.a_tensor) != UINT32_MAX ||
                 memcmp(mul->op.vew.dims, add->op.vew.dims, sizeof mul->op.vew.dims) ||
-                !dense_strides(add->op.vew.dims, k ? add->op.vew.sb : add->op.vew.sa))
+                !nib_vew_dense(add->op.vew.dims, k ? add->op.vew.sb : add->op.vew.sa))
                 continue;
             int kk = same_operand(mul, 0, add, 1 - k)   ? 0
                      : same_operand(mul, 1, add, 1 - k) ? 1
                                                         : -1;
-            if (kk < 0 || !dense_strides(mul->op.vew.dims, kk ? mul->op.vew.sb : mul->op.vew.sa))
+            if (kk < 0 || !nib_vew_dense(mul->op.vew.dims, kk ? mul->op.vew.sb : mul->op.vew.sa))
                 continue;
             struct nib_vew_params *v = &mul->op.vew;
             if (kk) { /* x first */
@@ -1403,10 +1385,6 @@ static int fold_scale_adds(struct vision_plan *p)
             break;
         }
     }
-    int rc = drop_ops(p, gone);
-    free(gone);
-    buf_use_free(&u);
-    return rc;
 }
 
 /* A QUANT of an f32 value becomes the int8 copy of the op that wrote it
@@ -1426,30 +1404,23 @@ static int fold_scale_adds(struct vision_plan *p)
  *     write the codes instead of the floats (qout 1), and the f32 concat
  *     is gone: the detector's head input.
  * Ops are renumbered; each buffer's lifetime follows (the int8 copy's
- * starts at its first writer). 0, or -1 (memory). */
-static int fold_quants(struct vision_plan *p)
+ * starts at its first writer). */
+static void fold_quants(struct vision_plan *p, const struct buf_use *u, uint8_t *gone)
 {
-    struct buf_use u;
-    uint8_t *gone = calloc(p->n_ops + 1, 1);
-    if (!gone || buf_use(p, &u)) {
-        free(gone);
-        buf_use_free(&u);
-        return -1;
-    }
     for (uint32_t i = 0; i < p->n_ops; i++) {
         const struct vp_op *q = &p->ops[i];
         const int32_t b = q->buf[0];
         if (q->op.code != NIB_VOP_QUANT || q->add[0] != 0 || b < 0)
             continue;
         const uint64_t n = q->op.vquant.n;
-        const int32_t j = u.writer[b];
+        const int32_t j = u->writer[b];
         struct vp_op *c = j >= 0 && j < (int32_t)i ? &p->ops[j] : NULL;
         const struct nib_vconv_params *cp = c ? &c->op.vconv : NULL;
         const uint32_t code = c ? c->op.code : 0;
         const int qconv = code == NIB_VOP_QCONV && !cp->post && cp->act <= NIB_VACT_HSWISH,
                   conv = code == NIB_VOP_CONV, /* direct or transposed */
             ew = code == NIB_VOP_BINARY || code == NIB_VOP_UNARY || code == NIB_VOP_COPY;
-        if (conv && !cp->qout && c->add[2] == 0 && c->buf[3] < 0 && u.readers[b] == 1 &&
+        if (conv && !cp->qout && c->add[2] == 0 && c->buf[3] < 0 && u->readers[b] == 1 &&
             (uint64_t)cp->oh * cp->ow * cp->c_out == n) {
             /* nothing reads its floats: only the codes, made in the scratch */
             const uint64_t row = (uint64_t)cp->ow * cp->c_out,
@@ -1475,7 +1446,7 @@ static int fold_quants(struct vision_plan *p)
                    (code != NIB_VOP_COPY || nib_vew_span(c->op.vew.dims, c->op.vew.sd) == n * 4)) {
             c->op.vew.qout = 2;
             c->op.vew.y_scale = q->op.vquant.scale;
-        } else if (j == -2 && u.readers[b] == 1 && p->bufs[b].bytes == n * 4) {
+        } else if (j == -2 && u->readers[b] == 1 && p->bufs[b].bytes == n * 4) {
             /* every writer a plain copy into 4-byte places, before the QUANT,
              * the parts adding up to the whole */
             uint64_t cover = 0;
@@ -1517,7 +1488,21 @@ static int fold_quants(struct vision_plan *p)
             d->first = j;
         gone[i] = 1;
     }
-    int rc = drop_ops(p, gone);
+}
+
+/* One fold over the plan: f marks the ops it makes redundant (having
+ * moved what they did onto others), and they are dropped. 0, or -1
+ * (memory). */
+static int fold(struct vision_plan *p,
+                void (*f)(struct vision_plan *, const struct buf_use *, uint8_t *))
+{
+    struct buf_use u = {0};
+    uint8_t *gone = calloc(p->n_ops + 1, 1);
+    int rc = !gone || buf_use(p, &u) ? -1 : 0;
+    if (!rc) {
+        f(p, &u, gone);
+        rc = drop_ops(p, gone);
+    }
     free(gone);
     buf_use_free(&u);
     return rc;
@@ -1560,7 +1545,7 @@ int vp_lower(const struct nx_graph *g, const struct vision_opts *o, const struct
     }
     if (lower_outputs(&L))
         goto out;
-    if (fold_scale_adds(p) || fold_quants(p)) {
+    if (fold(p, fold_scale_adds) || fold(p, fold_quants)) {
         nib_fail(err, errlen, "out of memory");
         goto out;
     }
