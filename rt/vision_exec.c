@@ -185,8 +185,9 @@ static const float *operand(const struct nib_blob_view *v, uint8_t *mem, uint64_
 
 /* Element-wise ops whose operands are dense (or, for b, one value per
  * element of the last dim: a per-channel constant of an NHWC image), in
- * flat loops the compiler vectorises: each element gets the same single
- * IEEE operation as in the strided loops below, so the bits are the same.
+ * flat loops the compiler vectorises: each element gets the same IEEE
+ * operations as in the strided loops of ew_f32 (muladd's two included),
+ * so the bits are the same.
  * 0 when the op is not of that form. */
 static int exec_ew_dense(const struct nib_vew_params *p, uint32_t code, const float *a,
                          const float *bb, float *y, uint32_t b, uint32_t e)
