@@ -222,8 +222,7 @@ static int check_conv(const struct nib_blob_view *v, const struct nib_op *op, ch
     if (op->code == NIB_VOP_CONV && check_qcopy(v, op, in, out, err, errlen, i))
         return -1;
     if (codes) {
-        const uint64_t row = (uint64_t)p->ow * p->c_out,
-                       need = 4 * (row > NIB_VCONV_CHUNK_FLOATS ? row : NIB_VCONV_CHUNK_FLOATS);
+        const uint64_t need = nib_vconv_codes_scratch(p);
         if (v->h->wscratch_size < need || in_scratch(v, op->src0, in) ||
             in_scratch(v, op->dst, out))
             return nib_blob_fail(err, errlen,

@@ -26,6 +26,20 @@ static inline uint64_t nib_vew_span(const uint32_t *dims, const uint32_t *s)
     return (last + 1) * 4;
 }
 
+/* Elements an element-wise op runs over. */
+static inline uint64_t nib_vew_elems(const struct nib_vew_params *p)
+{
+    return (uint64_t)p->dims[0] * p->dims[1] * p->dims[2] * p->dims[3];
+}
+
+/* Bytes of worker scratch a convolution writing only its codes (CONV
+ * qout 1) makes its f32 rows in: a chunk, or one row when a row is more. */
+static inline uint64_t nib_vconv_codes_scratch(const struct nib_vconv_params *p)
+{
+    const uint64_t row = (uint64_t)p->ow * p->c_out;
+    return 4 * (row > NIB_VCONV_CHUNK_FLOATS ? row : NIB_VCONV_CHUNK_FLOATS);
+}
+
 /* 1 when strides s address dims densely in row-major order: element i
  * of the loops is element i of the operand (dims of 1 take any stride). */
 static inline int nib_vew_dense(const uint32_t *dims, const uint32_t *s)

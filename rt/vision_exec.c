@@ -46,11 +46,6 @@ static float *f32_at(uint8_t *mem, uint64_t off)
     return (float *)(void *)(mem + off);
 }
 
-uint64_t nib_vew_elems(const struct nib_vew_params *p)
-{
-    return (uint64_t)p->dims[0] * p->dims[1] * p->dims[2] * p->dims[3];
-}
-
 uint32_t nib_vision_units(const struct nib_op *op, uint32_t *block)
 {
     *block = 1;

@@ -29,7 +29,5 @@ int nib_vision_access(const struct nib_op *op, uint32_t b, uint32_t e, struct ni
 
 /* One element-wise function (enum nib_vact). */
 float nib_vact_apply(uint32_t act, float p0, float p1, float v);
-/* Elements of an element-wise op. */
-uint64_t nib_vew_elems(const struct nib_vew_params *p);
 
 #endif

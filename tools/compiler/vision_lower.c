@@ -1319,11 +1319,6 @@ static int drop_ops(struct vision_plan *p, const uint8_t *gone)
     return 0;
 }
 
-static uint64_t vew_elems(const struct nib_vew_params *v)
-{
-    return (uint64_t)v->dims[0] * v->dims[1] * v->dims[2] * v->dims[3];
-}
-
 /* Operand k of an element-wise op: the same arena bytes read the same way
  * as operand kk of another with the same dims. */
 static int same_operand(const struct vp_op *a, int k, const struct vp_op *b, int kk)
@@ -1423,8 +1418,7 @@ static void fold_quants(struct vision_plan *p, const struct buf_use *u, uint8_t 
         if (conv && !cp->qout && c->add[2] == 0 && c->buf[3] < 0 && u->readers[b] == 1 &&
             (uint64_t)cp->oh * cp->ow * cp->c_out == n) {
             /* nothing reads its floats: only the codes, made in the scratch */
-            const uint64_t row = (uint64_t)cp->ow * cp->c_out,
-                           need = 4 * (row > NIB_VCONV_CHUNK_FLOATS ? row : NIB_VCONV_CHUNK_FLOATS);
+            const uint64_t need = nib_vconv_codes_scratch(cp);
             c->op.vconv.qout = 1;
             c->op.vconv.y_scale = q->op.vquant.scale;
             if (p->wscratch < need)
@@ -1442,7 +1436,7 @@ static void fold_quants(struct vision_plan *p, const struct buf_use *u, uint8_t 
             c->op.vconv.qout = 2;
             c->op.vconv.y_scale = q->op.vquant.scale;
         } else if (ew && !c->op.vew.qout && c->add[2] == 0 && c->buf[3] < 0 &&
-                   vew_elems(&c->op.vew) == n &&
+                   nib_vew_elems(&c->op.vew) == n &&
                    (code != NIB_VOP_COPY || nib_vew_span(c->op.vew.dims, c->op.vew.sd) == n * 4)) {
             c->op.vew.qout = 2;
             c->op.vew.y_scale = q->op.vquant.scale;
@@ -1459,7 +1453,7 @@ static void fold_quants(struct vision_plan *p, const struct buf_use *u, uint8_t 
                     cover = UINT64_MAX;
                     break;
                 }
-                cover += vew_elems(&w->op.vew);
+                cover += nib_vew_elems(&w->op.vew);
             }
             if (cover != n)
                 continue;
