@@ -9,8 +9,15 @@
  * The integer sums are exact (|sum| <= K * 15 * 127 or K * 127 * 127
  * < 2^31 for K <= 2^20), the same sums every other variant forms; each
  * half then goes through the same per-channel finish as the AVX2 kernels
- * (nib_qc_finish_avx2), so the bits are those of every ISA. An odd last
- * block is run as a pair with itself and its copy dropped.
+ * (nib_qc_finish_avx2), so the bits are those of every ISA.
+ *
+ * An odd last block (24 channels: the detector's 3x3 heads, most of its
+ * work) has no partner, so its two halves hold two parts of k instead:
+ * each row's chunk is spread to lanes 2i and 2i + 1 once per k step,
+ * each token's 8 input bytes fill every lane pair with one 64-bit
+ * broadcast load, and at the end lane 2i + 1 is added to lane 2i. One
+ * vpdpbusd does 8 rows over 8 inputs, full width, where pairing the
+ * block with itself did 8 rows over 4.
  *
  * Used by the quantized convolution where CPUID and the OS report AVX-512
  * F, BW and VNNI with the zmm state enabled (kernels/conv/conv-s8-qcs8-avx2.c
@@ -36,7 +43,7 @@ static inline __attribute__((always_inline)) AVX512VNNI __m512i pair_load(const 
 }
 
 /* Integer sums of tokens t0..t0+M-1 (M <= 8) against the N-blocks at b0
- * and b1 (b1 may be b0): isum[t] low half for b0's 8 rows, high half for
+ * and b1: isum[t] low half for b0's 8 rows, high half for
  * b1's. J accumulators per token: 4 (low/high nibbles, even/odd chunks)
  * for up to 4 tokens, 2 (low/high) for 8, so that 16 independent vpdpbusd
  * chains cover its latency at two per cycle either way; 8 tokens load and
@@ -120,13 +127,128 @@ q8c_pair_sums(const uint8_t *b0, const uint8_t *b1, const struct nib_qlayout *l,
         isum[t] = _mm512_add_epi32(acc[0][t], acc[1][t]);
 }
 
+/* Lanes 2i and 2i + 1 of the interleaved sums added: row i's sum per
+ * token, in the order the finish takes (exact: integers). */
+static inline __attribute__((always_inline)) AVX512VNNI __m256i fold_lane_pairs(__m512i s)
+{
+    return _mm512_cvtepi64_epi32(_mm512_add_epi32(s, _mm512_srli_epi64(s, 32)));
+}
+
+/* q4c sums of one block at b (the odd last one) for tokens t0..t0+M-1,
+ * with the two halves of the register on two parts of k: lane 2i holds
+ * row i's low nibbles (against the token's bytes 0..3 of the chunk),
+ * lane 2i + 1 its high nibbles (bytes 4..7), so one 64-bit broadcast of
+ * the token's 8 bytes feeds both. J accumulators per token as above. */
+static inline __attribute__((always_inline)) AVX512VNNI void
+q4c_odd_sums(const uint8_t *b, const struct nib_qlayout *l, const struct nib_qact *a, uint32_t t0,
+             const int M, const int J, __m256i *isum)
+{
+    const size_t kp = a->k_pad;
+    const int8_t *ak = a->q + t0 * kp;
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512i dup = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+    __m512i acc[4][8];
+#pragma GCC unroll 8
+    for (int t = 0; t < M; t++)
+        for (int j = 0; j < J; j++)
+            acc[j][t] = _mm512_setzero_si512();
+    const uint8_t *p = b;
+    for (uint32_t k = 0; k < l->k_pad; k += 32, p += 128, ak += 32) {
+        nib_prefetch(p, 128);
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            __m512i wv =
+                _mm512_permutexvar_epi32(dup, _mm512_castsi256_si512(_mm256_loadu_si256(
+                                                  (const __m256i *)(const void *)(p + c * 32))));
+            wv = _mm512_and_si512(_mm512_mask_srli_epi32(wv, 0xAAAA, wv, 4), m4);
+            const int j = J == 4 ? c : c & 1;
+#pragma GCC unroll 8
+            for (int t = 0; t < M; t++)
+                acc[j][t] = _mm512_dpbusd_epi32(acc[j][t], wv,
+                                                _mm512_set1_epi64(nib_ld64(ak + t * kp + c * 8)));
+        }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < M; t++) {
+        __m512i s = _mm512_add_epi32(acc[0][t], acc[1][t]);
+        if (J == 4)
+            s = _mm512_add_epi32(s, _mm512_add_epi32(acc[2][t], acc[3][t]));
+        isum[t] = _mm256_sub_epi32(fold_lane_pairs(s), _mm256_set1_epi32(8 * a->sum[t0 + t]));
+    }
+}
+
+/* q8c sums of the odd last block: lane 2i holds row i's first chunk of
+ * each 8 inputs (against the token's bytes 0..3), lane 2i + 1 its second
+ * (bytes 4..7); signs as in q8c_pair_sums. J accumulators over the four
+ * 8-input steps of each 32. */
+static inline __attribute__((always_inline)) AVX512VNNI void
+q8c_odd_sums(const uint8_t *b, const struct nib_qlayout *l, const struct nib_qact *a, uint32_t t0,
+             const int M, const int J, __m256i *isum)
+{
+    const size_t kp = a->k_pad;
+    const int8_t *ak = a->q + t0 * kp;
+    const __m512i zero = _mm512_setzero_si512();
+    const __m512i zip = _mm512_set_epi32(15, 7, 14, 6, 13, 5, 12, 4, 11, 3, 10, 2, 9, 1, 8, 0);
+    __m512i acc[4][8];
+#pragma GCC unroll 8
+    for (int t = 0; t < M; t++)
+        for (int j = 0; j < J; j++)
+            acc[j][t] = _mm512_setzero_si512();
+    const uint8_t *p = b;
+    for (uint32_t k = 0; k < l->k_pad; k += 32, p += 256, ak += 32) {
+        nib_prefetch(p, 256);
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            __m512i wv =
+                _mm512_permutexvar_epi32(zip, _mm512_loadu_si512((const void *)(p + c * 64)));
+            __m512i wa = _mm512_abs_epi8(wv);
+            __mmask64 neg = _mm512_movepi8_mask(wv);
+            const int j = J == 4 ? c : c & 1;
+#pragma GCC unroll 8
+            for (int t = 0; t < M; t++) {
+                __m512i av = _mm512_set1_epi64(nib_ld64(ak + t * kp + c * 8));
+                av = _mm512_mask_sub_epi8(av, neg, zero, av);
+                acc[j][t] = _mm512_dpbusd_epi32(acc[j][t], wa, av);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < M; t++) {
+        __m512i s = _mm512_add_epi32(acc[0][t], acc[1][t]);
+        if (J == 4)
+            s = _mm512_add_epi32(s, _mm512_add_epi32(acc[2][t], acc[3][t]));
+        isum[t] = fold_lane_pairs(s);
+    }
+}
+
+/* Final values of tokens t0..t0+M-1 for the odd last block at b (rows
+ * e), written to y. */
+static inline __attribute__((always_inline)) AVX512VNNI void
+q_odd(const uint8_t *b, const struct nib_qlayout *l, const struct nib_qact *a, uint32_t t0,
+      const int M, const struct nib_qrows *e, float *y, size_t y_stride, const int Q8)
+{
+    __m256i isum[8];
+    __m256 out[8];
+    if (Q8)
+        q8c_odd_sums(b, l, a, t0, M, M > 4 ? 2 : 4, isum);
+    else
+        q4c_odd_sums(b, l, a, t0, M, M > 4 ? 2 : 4, isum);
+    nib_qc_finish_avx2(b, l, a, t0, M, e, isum, out);
+    for (int t = 0; t < M; t++)
+        nib_qrows_store(e, out[t], y + (t0 + t) * y_stride);
+}
+
 /* Final values of tokens t0..t0+M-1 for the blocks at b0 (rows e0) and
- * b1 (rows e1), written to y. */
+ * b1 (rows e1), written to y; b1 NULL: b0 is the odd last block. */
 static inline __attribute__((always_inline)) AVX512VNNI void
 q_pair(const uint8_t *b0, const uint8_t *b1, const struct nib_qlayout *l, const struct nib_qact *a,
        uint32_t t0, const int M, const struct nib_qrows *e0, const struct nib_qrows *e1, float *y,
        size_t y_stride, const int Q8)
 {
+    if (!b1) {
+        q_odd(b0, l, a, t0, M, e0, y, y_stride, Q8);
+        return;
+    }
     __m512i isum[8];
     __m256i lo[8], hi[8];
     __m256 out[8];
@@ -142,8 +264,6 @@ q_pair(const uint8_t *b0, const uint8_t *b1, const struct nib_qlayout *l, const 
     nib_qc_finish_avx2(b0, l, a, t0, M, e0, lo, out);
     for (int t = 0; t < M; t++)
         nib_qrows_store(e0, out[t], y + (t0 + t) * y_stride);
-    if (!e1)
-        return;
     nib_qc_finish_avx2(b1, l, a, t0, M, e1, hi, out);
     for (int t = 0; t < M; t++)
         nib_qrows_store(e1, out[t], y + (t0 + t) * y_stride);
@@ -161,7 +281,7 @@ q_pairs(const struct nib_qlayout *l, const uint8_t *w, const struct nib_qact *a,
         const struct nib_qrows e0 = {add, add_stride, nb * NIB_Q_TILE_N, n_begin, n_end};
         const struct nib_qrows e1 = {add, add_stride, (nb + 1) * NIB_Q_TILE_N, n_begin, n_end};
         int pair = (nb + 1) * NIB_Q_TILE_N < n_end; /* block nb + 1 has rows in range */
-        const uint8_t *b1 = pair ? b0 + l->nblock_bytes : b0;
+        const uint8_t *b1 = pair ? b0 + l->nblock_bytes : NULL;
         const struct nib_qrows *r1 = pair ? &e1 : NULL;
         uint32_t t0 = 0;
         for (; t0 + 8 <= m; t0 += 8)

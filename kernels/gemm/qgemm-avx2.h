@@ -57,6 +57,13 @@ static inline int32_t nib_ld32(const void *p)
     return v;
 }
 
+static inline long long nib_ld64(const void *p)
+{
+    long long v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
 /* acc32[t] += per-row sums of 8 * NC inputs of 4-bit codes (NC constant,
  * at most 4): NC chunks at p (8 rows x 8 inputs each) against the
  * activations at ak + t * kp; nib_q4_block32 is NC = 4.
