@@ -144,7 +144,7 @@ int nib_qconv_pack(const struct nib_conv_shape *s, uint32_t dtype, const int8_t 
                    const float *scale, uint8_t *dst);
 /* The layout of one group's matrix (the same for every group); group g's
  * starts at byte g * l->size of the packed weights. 0, or -1 when dtype is
- * not q4c/q8c or K is over 1<<20. */
+ * not q4c/q8c or K is over 1<<20 (q8c: 1<<17, nib_qlayout_get). */
 int nib_qconv_layout(const struct nib_conv_shape *s, uint32_t dtype, struct nib_qlayout *l);
 
 /* Caller scratch for one call (any row range): an activation object of
@@ -172,11 +172,14 @@ void nib_qconv_run(nib_qgemm_fn gemm, const struct nib_conv_shape *s, const int8
     void name(const struct nib_qconv_epi *e, const float *v, size_t p0, uint32_t m, uint32_t c_out)
 typedef NIB_QCONV_EPI_DECL((*nib_qconv_epi_fn));
 
-/* nib_qconv_run with an ISA's epilogue (nib_qconv_run: the scalar one). */
-void nib_qconv_run_epi(nib_qgemm_fn gemm, nib_qconv_epi_fn epi, const struct nib_conv_shape *s,
-                       const int8_t *x, float x_scale, const struct nib_qconv_weights *wt,
-                       const struct nib_qconv_epi *e, void *scratch, uint32_t oh_begin,
-                       uint32_t oh_end);
+/* nib_qconv_run with an ISA's epilogue (nib_qconv_run: the scalar one);
+ * sums 1 when the matmul reads the activation rows' sums (a->sum: every
+ * q4c kernel, for its +8 correction, and AVX-512's q8c), 0 when it never
+ * does (they are then not computed). */
+void nib_qconv_run_epi(nib_qgemm_fn gemm, nib_qconv_epi_fn epi, int sums,
+                       const struct nib_conv_shape *s, const int8_t *x, float x_scale,
+                       const struct nib_qconv_weights *wt, const struct nib_qconv_epi *e,
+                       void *scratch, uint32_t oh_begin, uint32_t oh_end);
 
 /* ---- depthwise int8 convolution ----
  *

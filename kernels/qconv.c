@@ -65,9 +65,9 @@ static int32_t sum_s8_32(const int8_t *p, size_t n)
 
 /* Gather the window of output pixel p for group g into row t of a
  * (codes in the order (ky, kx, ic), zeros outside the input) with its sum
- * when the matmul reads it (with_sum: q4c's +8 correction; q8c's kernels
- * never read a->sum, and the sums were a tenth of the detector's 3x3 q8c
- * head, so it is 0 there). */
+ * when the matmul reads it (with_sum: q4c's +8 correction, AVX-512's
+ * q8c; the other q8c kernels never read a->sum, and the sums were a
+ * tenth of the detector's 3x3 q8c head, so it is 0 there). */
 static void qconv_gather(const struct nib_conv_shape *s, const int8_t *x, float x_scale, uint32_t g,
                          size_t p, const struct nib_qact *a, uint32_t t, int with_sum)
 {
@@ -146,10 +146,10 @@ static NIB_QCONV_EPI_DECL(qconv_epi_scalar)
         nib_qconv_epi_px(e, v + (size_t)t * c_out, p0 + t, c_out, 0, c_out);
 }
 
-void nib_qconv_run_epi(nib_qgemm_fn gemm, nib_qconv_epi_fn epi, const struct nib_conv_shape *s,
-                       const int8_t *x, float x_scale, const struct nib_qconv_weights *wt,
-                       const struct nib_qconv_epi *e, void *scratch, uint32_t oh_begin,
-                       uint32_t oh_end)
+void nib_qconv_run_epi(nib_qgemm_fn gemm, nib_qconv_epi_fn epi, int sums,
+                       const struct nib_conv_shape *s, const int8_t *x, float x_scale,
+                       const struct nib_qconv_weights *wt, const struct nib_qconv_epi *e,
+                       void *scratch, uint32_t oh_begin, uint32_t oh_end)
 {
     struct nib_qlayout l;
     int rc = nib_qconv_layout(s, wt->dtype, &l);
@@ -163,7 +163,8 @@ void nib_qconv_run_epi(nib_qgemm_fn gemm, nib_qconv_epi_fn epi, const struct nib
         (float *)((uint8_t *)scratch + align64(nib_qact_footprint(NIB_QCONV_TILE, l.cols, 0)));
     uint32_t ocg = s->c_out / s->groups;
     size_t p_end = (size_t)oh_end * s->ow;
-    const int direct = qconv_direct(s, x, &l), with_sum = wt->dtype != NIB_DT_Q8C;
+    const int direct = qconv_direct(s, x, &l), with_sum = sums;
+    assert(sums || wt->dtype != NIB_DT_Q4C);
     for (size_t p0 = (size_t)oh_begin * s->ow; p0 < p_end; p0 += NIB_QCONV_TILE) {
         uint32_t m = (uint32_t)(p_end - p0 < NIB_QCONV_TILE ? p_end - p0 : NIB_QCONV_TILE);
         if (direct) {
@@ -190,5 +191,6 @@ void nib_qconv_run(nib_qgemm_fn gemm, const struct nib_conv_shape *s, const int8
                    float x_scale, const struct nib_qconv_weights *wt, const struct nib_qconv_epi *e,
                    void *scratch, uint32_t oh_begin, uint32_t oh_end)
 {
-    nib_qconv_run_epi(gemm, qconv_epi_scalar, s, x, x_scale, wt, e, scratch, oh_begin, oh_end);
+    nib_qconv_run_epi(gemm, qconv_epi_scalar, wt->dtype == NIB_DT_Q4C, s, x, x_scale, wt, e,
+                      scratch, oh_begin, oh_end);
 }

@@ -5,6 +5,10 @@
 /* Inputs of a quantized tensor: the vocabulary can be a matmul's K (a tied
  * embedding used as input is never quantized, but stay generous). */
 #define NIB_Q_MAX_COLS (1u << 20)
+/* ... and of an 8-bit one per channel, whose row sums are int32: |sum| <=
+ * K * 127 * 127 < 2^31 needs K <= 2^17 (4 bits: K * 15 * 127, or 2^20;
+ * per group the sums are taken a group at a time). */
+#define NIB_Q8C_MAX_COLS (1u << 17)
 
 static int group_ok(uint32_t g)
 {
@@ -39,7 +43,8 @@ int nib_qlayout_get(struct nib_qlayout *l, uint32_t dtype, uint32_t group, uint3
 {
     memset(l, 0, sizeof *l);
     if (dtype == NIB_DT_F32 || !nib_qformat_valid(dtype, group) || rows == 0 || cols == 0 ||
-        rows > NIB_Q_MAX_ROWS || cols > NIB_Q_MAX_COLS)
+        rows > NIB_Q_MAX_ROWS || cols > NIB_Q_MAX_COLS ||
+        (dtype == NIB_DT_Q8C && group == 0 && cols > NIB_Q8C_MAX_COLS))
         return -1;
     l->dtype = dtype;
     l->group = group;

@@ -195,7 +195,7 @@ static AVX512 NIB_QCONV_EPI_DECL(qconv_epi_avx512)
  * (u8 x s8, 4 products summed into each int32 lane without an int16
  * step) in place of vpmaddubsw + vpmaddwd: the same layouts, the same
  * exact integer sums (|sum| <= K * 15 * 127 or K * 127 * 127 < 2^31 for
- * K <= 2^20), then the same per-channel finish, so the same bits. q4c: the
+ * K <= 2^20 at q4c, 2^17 at q8c), then the same per-channel finish, so the same bits. q4c: the
  * unsigned codes (q + 8) times the activations, minus 8 x the row's sum;
  * q8c: |w| times a * sign(w), as the AVX2 kernel does. Used only where
  * the CPU reports AVX-VNNI (CPUID.(7,1):EAX bit 4). */
@@ -295,9 +295,10 @@ NIB_QCONV_DECL(nib_conv_s8_qcs8_avx2vnni)
 {
     assert(nib_conv_shape_ok(s) && wt && (wt->dtype == NIB_DT_Q4C || wt->dtype == NIB_DT_Q8C));
     if (nib_avx512vnni_available()) {
+        /* both 512-bit matmuls read the row sums (q8c: kernels/gemm) */
         nib_qconv_run_epi(wt->dtype == NIB_DT_Q4C ? nib_gemm_f32_q4cs8_n16_avx512vnni
                                                   : nib_gemm_f32_q8cs8_n16_avx512vnni,
-                          qconv_epi_avx512, s, x, x_scale, wt, e, scratch, oh_begin, oh_end);
+                          qconv_epi_avx512, 1, s, x, x_scale, wt, e, scratch, oh_begin, oh_end);
         return;
     }
     nib_conv_s8_qcs8_avxvnni(s, x, x_scale, wt, e, scratch, oh_begin, oh_end);
@@ -311,7 +312,8 @@ NIB_QCONV_DECL(nib_conv_s8_qcs8_avxvnni)
         return;
     }
     nib_qconv_run_epi(wt->dtype == NIB_DT_Q4C ? qconv_gemm_q4c_vnni : qconv_gemm_q8c_vnni,
-                      qconv_epi_avx2, s, x, x_scale, wt, e, scratch, oh_begin, oh_end);
+                      qconv_epi_avx2, wt->dtype == NIB_DT_Q4C, s, x, x_scale, wt, e, scratch,
+                      oh_begin, oh_end);
 }
 
 int nib_conv_s8_avxvnni_available(void)
@@ -322,9 +324,9 @@ int nib_conv_s8_avxvnni_available(void)
 NIB_QCONV_DECL(nib_conv_s8_qcs8_avx2)
 {
     assert(nib_conv_shape_ok(s) && wt && (wt->dtype == NIB_DT_Q4C || wt->dtype == NIB_DT_Q8C));
-    nib_qconv_run_epi(wt->dtype == NIB_DT_Q4C ? nib_gemm_f32_q4cs8_n8_avx2
-                                              : nib_gemm_f32_q8cs8_n8_avx2,
-                      qconv_epi_avx2, s, x, x_scale, wt, e, scratch, oh_begin, oh_end);
+    nib_qconv_run_epi(
+        wt->dtype == NIB_DT_Q4C ? nib_gemm_f32_q4cs8_n8_avx2 : nib_gemm_f32_q8cs8_n8_avx2,
+        qconv_epi_avx2, wt->dtype == NIB_DT_Q4C, s, x, x_scale, wt, e, scratch, oh_begin, oh_end);
 }
 #else
 typedef int nib_conv_s8_qcs8_avx2_unused;

@@ -7,9 +7,10 @@
  * multiply-adds per cycle).
  *
  * The integer sums are exact (|sum| <= K * 15 * 127 or K * 127 * 127
- * < 2^31 for K <= 2^20), the same sums every other variant forms; each
- * half then goes through the same per-channel finish as the AVX2 kernels
- * (nib_qc_finish_avx2), so the bits are those of every ISA.
+ * < 2^31 for K <= 2^20 at q4c, 2^17 at q8c), the same sums every other
+ * variant forms; each half then goes through the same per-channel finish
+ * as the AVX2 kernels (nib_qc_finish_avx2), so the bits are those of
+ * every ISA.
  *
  * An odd last block (24 channels: the detector's 3x3 heads, most of its
  * work) has no partner, so its two halves hold two parts of k instead:
@@ -89,18 +90,22 @@ q4c_pair_sums(const uint8_t *b0, const uint8_t *b1, const struct nib_qlayout *l,
     }
 }
 
-/* The same for q8c per channel (chunks of 8 rows x 4 inputs): vpdpbusd
- * multiplies |w| (u8) by a with w's sign (s8: AVX-512 has no vpsignb, so
- * a is negated under the mask of w's sign bits; where w is 0, |w| is 0
- * and the product 0 either way; a is never -128), the products the
- * 256-bit kernel sums. Two accumulators per token (even and odd chunks). */
+/* The same for q8c per channel (chunks of 8 rows x 4 inputs), with the
+ * weights made unsigned: vpdpbusd multiplies w + 128 (w ^ 0x80, u8) by
+ * the activations (s8, broadcast straight from memory), and 128 x the
+ * row's sum of activations comes off at the end: sum (w + 128) a - 128
+ * sum a = sum w a exactly (the int32 lanes wrap alike on the way; the
+ * result fits, nib_qlayout_get bounds K). Taking |w| and the activation
+ * negated under w's sign mask, as the 256-bit kernel does, cost an
+ * instruction per product. Two accumulators per token (even and odd
+ * chunks). */
 static inline __attribute__((always_inline)) AVX512VNNI void
 q8c_pair_sums(const uint8_t *b0, const uint8_t *b1, const struct nib_qlayout *l,
               const struct nib_qact *a, uint32_t t0, const int M, __m512i *isum)
 {
     const size_t kp = a->k_pad;
     const int8_t *ak = a->q + t0 * kp;
-    const __m512i zero = _mm512_setzero_si512();
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
     __m512i acc[2][8];
 #pragma GCC unroll 8
     for (int t = 0; t < M; t++)
@@ -111,20 +116,17 @@ q8c_pair_sums(const uint8_t *b0, const uint8_t *b1, const struct nib_qlayout *l,
         nib_prefetch(p1, 64);
 #pragma GCC unroll 2
         for (int c = 0; c < 2; c++) {
-            __m512i wv = pair_load(p0 + c * 32, p1 + c * 32);
-            __m512i wa = _mm512_abs_epi8(wv);
-            __mmask64 neg = _mm512_movepi8_mask(wv);
+            __m512i wu = _mm512_xor_si512(pair_load(p0 + c * 32, p1 + c * 32), flip);
 #pragma GCC unroll 8
-            for (int t = 0; t < M; t++) {
-                __m512i av = _mm512_set1_epi32(nib_ld32(ak + t * kp + c * 4));
-                av = _mm512_mask_sub_epi8(av, neg, zero, av);
-                acc[c][t] = _mm512_dpbusd_epi32(acc[c][t], wa, av);
-            }
+            for (int t = 0; t < M; t++)
+                acc[c][t] = _mm512_dpbusd_epi32(acc[c][t], wu,
+                                                _mm512_set1_epi32(nib_ld32(ak + t * kp + c * 4)));
         }
     }
 #pragma GCC unroll 8
     for (int t = 0; t < M; t++)
-        isum[t] = _mm512_add_epi32(acc[0][t], acc[1][t]);
+        isum[t] = _mm512_sub_epi32(_mm512_add_epi32(acc[0][t], acc[1][t]),
+                                   _mm512_set1_epi32(128 * a->sum[t0 + t]));
 }
 
 /* Lanes 2i and 2i + 1 of the interleaved sums added: row i's sum per
@@ -179,15 +181,15 @@ q4c_odd_sums(const uint8_t *b, const struct nib_qlayout *l, const struct nib_qac
 
 /* q8c sums of the odd last block: lane 2i holds row i's first chunk of
  * each 8 inputs (against the token's bytes 0..3), lane 2i + 1 its second
- * (bytes 4..7); signs as in q8c_pair_sums. J accumulators over the four
- * 8-input steps of each 32. */
+ * (bytes 4..7); weights unsigned as in q8c_pair_sums. J accumulators
+ * over the four 8-input steps of each 32. */
 static inline __attribute__((always_inline)) AVX512VNNI void
 q8c_odd_sums(const uint8_t *b, const struct nib_qlayout *l, const struct nib_qact *a, uint32_t t0,
              const int M, const int J, __m256i *isum)
 {
     const size_t kp = a->k_pad;
     const int8_t *ak = a->q + t0 * kp;
-    const __m512i zero = _mm512_setzero_si512();
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
     const __m512i zip = _mm512_set_epi32(15, 7, 14, 6, 13, 5, 12, 4, 11, 3, 10, 2, 9, 1, 8, 0);
     __m512i acc[4][8];
 #pragma GCC unroll 8
@@ -199,17 +201,14 @@ q8c_odd_sums(const uint8_t *b, const struct nib_qlayout *l, const struct nib_qac
         nib_prefetch(p, 256);
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
-            __m512i wv =
-                _mm512_permutexvar_epi32(zip, _mm512_loadu_si512((const void *)(p + c * 64)));
-            __m512i wa = _mm512_abs_epi8(wv);
-            __mmask64 neg = _mm512_movepi8_mask(wv);
+            __m512i wu = _mm512_xor_si512(
+                _mm512_permutexvar_epi32(zip, _mm512_loadu_si512((const void *)(p + c * 64))),
+                flip);
             const int j = J == 4 ? c : c & 1;
 #pragma GCC unroll 8
-            for (int t = 0; t < M; t++) {
-                __m512i av = _mm512_set1_epi64(nib_ld64(ak + t * kp + c * 8));
-                av = _mm512_mask_sub_epi8(av, neg, zero, av);
-                acc[j][t] = _mm512_dpbusd_epi32(acc[j][t], wa, av);
-            }
+            for (int t = 0; t < M; t++)
+                acc[j][t] = _mm512_dpbusd_epi32(acc[j][t], wu,
+                                                _mm512_set1_epi64(nib_ld64(ak + t * kp + c * 8)));
         }
     }
 #pragma GCC unroll 8
@@ -217,7 +216,7 @@ q8c_odd_sums(const uint8_t *b, const struct nib_qlayout *l, const struct nib_qac
         __m512i s = _mm512_add_epi32(acc[0][t], acc[1][t]);
         if (J == 4)
             s = _mm512_add_epi32(s, _mm512_add_epi32(acc[2][t], acc[3][t]));
-        isum[t] = fold_lane_pairs(s);
+        isum[t] = _mm256_sub_epi32(fold_lane_pairs(s), _mm256_set1_epi32(128 * a->sum[t0 + t]));
     }
 }
 

@@ -104,6 +104,11 @@ START_TEST(test_format_sizes)
     ck_assert_uint_eq(nib_qformat_size(NIB_DT_Q4, 32, 0, 64), 0);
     ck_assert_int_eq(nib_qlayout_get(&l, NIB_DT_F32, 0, 8, 8), -1);
     ck_assert_uint_eq(l.size, 0);
+    /* int32 row sums: K up to 2^20 at 4 bits, 2^17 at 8 per channel */
+    ck_assert_int_eq(nib_qlayout_get(&l, NIB_DT_Q4C, 0, 8, 1u << 20), 0);
+    ck_assert_int_eq(nib_qlayout_get(&l, NIB_DT_Q8C, 0, 8, 1u << 17), 0);
+    ck_assert_int_eq(nib_qlayout_get(&l, NIB_DT_Q8C, 0, 8, (1u << 17) + 1), -1);
+    ck_assert_int_eq(nib_qlayout_get(&l, NIB_DT_Q8C, 32, 8, 1u << 20), 0);
     /* q4f and q8f: codes, 8 f32 scales, 8 f32 minimums per group; bytes per
      * weight 0.75 (q4f/32), 1.0 (q4f/16), 1.25 (q8f/32), 1.5 (q8f/16) */
     ck_assert_uint_eq(nib_qformat_size(NIB_DT_Q4F, 32, 2048, 2048), 2048ull * 2048 * 3 / 4);
