@@ -312,10 +312,11 @@ convt_c1_tile(const struct nib_vconv_params *p, const float *x, const float *w, 
     int64_t ic = 0;
     for (; ic + 8 <= cin; ic += 8) {
         v8f xt[CONVT_PX_TAPS][8]; /* tap t of chain v at t * nv + v: n * nv <= CONVT_PX_TAPS */
-        for (int t = 0; t < n; t++)
+        for (int t = 0; t < n; t++) {
 #pragma GCC unroll 4
             for (int v = 0; v < nv; v++)
                 v8f_transpose(x + xo[t] + 8 * v * cin + ic, cin, xt[t * nv + v]);
+        }
         /* unrolled, so that acc stays in registers: rolled, GCC kept it
          * in memory and each fma waited on the last one's store, the
          * most of the detector's head */
