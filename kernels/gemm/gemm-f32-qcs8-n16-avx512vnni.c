@@ -136,33 +136,47 @@ static inline __attribute__((always_inline)) AVX512VNNI __m256i fold_lane_pairs(
     return _mm512_cvtepi64_epi32(_mm512_add_epi32(s, _mm512_srli_epi64(s, 32)));
 }
 
-/* q4c sums of one block at b (the odd last one) for tokens t0..t0+M-1,
- * with the two halves of the register on two parts of k: lane 2i holds
- * row i's low nibbles (against the token's bytes 0..3 of the chunk),
- * lane 2i + 1 its high nibbles (bytes 4..7), so one 64-bit broadcast of
- * the token's 8 bytes feeds both. J accumulators per token as above. */
+/* Sums of the odd last block at b for tokens t0..t0+M-1, the register's
+ * two halves on two parts of k, so that one 64-bit broadcast of a
+ * token's 8 bytes feeds both:
+ *   q4c: lane 2i holds row i's low nibbles (against the token's bytes
+ *        0..3 of each 8), lane 2i + 1 its high nibbles (bytes 4..7);
+ *   q8c: lane 2i holds row i's first chunk of each 8 inputs (bytes 0..3),
+ *        lane 2i + 1 its second (bytes 4..7), unsigned as in
+ *        q8c_pair_sums.
+ * J accumulators per token over the four 8-input steps of each 32; the
+ * correction (8 or 128 x the token's sum) comes off at the end. */
 static inline __attribute__((always_inline)) AVX512VNNI void
-q4c_odd_sums(const uint8_t *b, const struct nib_qlayout *l, const struct nib_qact *a, uint32_t t0,
-             const int M, const int J, __m256i *isum)
+odd_sums(const uint8_t *b, const struct nib_qlayout *l, const struct nib_qact *a, uint32_t t0,
+         const int M, const int J, const int Q8, __m256i *isum)
 {
     const size_t kp = a->k_pad;
     const int8_t *ak = a->q + t0 * kp;
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512i m4 = _mm512_set1_epi8(0x0f), flip = _mm512_set1_epi8((char)0x80);
     const __m512i dup = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+    const __m512i zip = _mm512_set_epi32(15, 7, 14, 6, 13, 5, 12, 4, 11, 3, 10, 2, 9, 1, 8, 0);
+    const uint32_t step = Q8 ? 256 : 128; /* weight bytes per 32 inputs */
     __m512i acc[4][8];
 #pragma GCC unroll 8
     for (int t = 0; t < M; t++)
         for (int j = 0; j < J; j++)
             acc[j][t] = _mm512_setzero_si512();
     const uint8_t *p = b;
-    for (uint32_t k = 0; k < l->k_pad; k += 32, p += 128, ak += 32) {
-        nib_prefetch(p, 128);
+    for (uint32_t k = 0; k < l->k_pad; k += 32, p += step, ak += 32) {
+        nib_prefetch(p, step);
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
-            __m512i wv =
-                _mm512_permutexvar_epi32(dup, _mm512_castsi256_si512(_mm256_loadu_si256(
-                                                  (const __m256i *)(const void *)(p + c * 32))));
-            wv = _mm512_and_si512(_mm512_mask_srli_epi32(wv, 0xAAAA, wv, 4), m4);
+            __m512i wv;
+            if (Q8) {
+                wv = _mm512_xor_si512(
+                    _mm512_permutexvar_epi32(zip, _mm512_loadu_si512((const void *)(p + c * 64))),
+                    flip);
+            } else {
+                wv = _mm512_permutexvar_epi32(
+                    dup, _mm512_castsi256_si512(
+                             _mm256_loadu_si256((const __m256i *)(const void *)(p + c * 32))));
+                wv = _mm512_and_si512(_mm512_mask_srli_epi32(wv, 0xAAAA, wv, 4), m4);
+            }
             const int j = J == 4 ? c : c & 1;
 #pragma GCC unroll 8
             for (int t = 0; t < M; t++)
@@ -175,48 +189,8 @@ q4c_odd_sums(const uint8_t *b, const struct nib_qlayout *l, const struct nib_qac
         __m512i s = _mm512_add_epi32(acc[0][t], acc[1][t]);
         if (J == 4)
             s = _mm512_add_epi32(s, _mm512_add_epi32(acc[2][t], acc[3][t]));
-        isum[t] = _mm256_sub_epi32(fold_lane_pairs(s), _mm256_set1_epi32(8 * a->sum[t0 + t]));
-    }
-}
-
-/* q8c sums of the odd last block: lane 2i holds row i's first chunk of
- * each 8 inputs (against the token's bytes 0..3), lane 2i + 1 its second
- * (bytes 4..7); weights unsigned as in q8c_pair_sums. J accumulators
- * over the four 8-input steps of each 32. */
-static inline __attribute__((always_inline)) AVX512VNNI void
-q8c_odd_sums(const uint8_t *b, const struct nib_qlayout *l, const struct nib_qact *a, uint32_t t0,
-             const int M, const int J, __m256i *isum)
-{
-    const size_t kp = a->k_pad;
-    const int8_t *ak = a->q + t0 * kp;
-    const __m512i flip = _mm512_set1_epi8((char)0x80);
-    const __m512i zip = _mm512_set_epi32(15, 7, 14, 6, 13, 5, 12, 4, 11, 3, 10, 2, 9, 1, 8, 0);
-    __m512i acc[4][8];
-#pragma GCC unroll 8
-    for (int t = 0; t < M; t++)
-        for (int j = 0; j < J; j++)
-            acc[j][t] = _mm512_setzero_si512();
-    const uint8_t *p = b;
-    for (uint32_t k = 0; k < l->k_pad; k += 32, p += 256, ak += 32) {
-        nib_prefetch(p, 256);
-#pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) {
-            __m512i wu = _mm512_xor_si512(
-                _mm512_permutexvar_epi32(zip, _mm512_loadu_si512((const void *)(p + c * 64))),
-                flip);
-            const int j = J == 4 ? c : c & 1;
-#pragma GCC unroll 8
-            for (int t = 0; t < M; t++)
-                acc[j][t] = _mm512_dpbusd_epi32(acc[j][t], wu,
-                                                _mm512_set1_epi64(nib_ld64(ak + t * kp + c * 8)));
-        }
-    }
-#pragma GCC unroll 8
-    for (int t = 0; t < M; t++) {
-        __m512i s = _mm512_add_epi32(acc[0][t], acc[1][t]);
-        if (J == 4)
-            s = _mm512_add_epi32(s, _mm512_add_epi32(acc[2][t], acc[3][t]));
-        isum[t] = _mm256_sub_epi32(fold_lane_pairs(s), _mm256_set1_epi32(128 * a->sum[t0 + t]));
+        isum[t] = _mm256_sub_epi32(fold_lane_pairs(s),
+                                   _mm256_set1_epi32((Q8 ? 128 : 8) * a->sum[t0 + t]));
     }
 }
 
@@ -228,10 +202,7 @@ q_odd(const uint8_t *b, const struct nib_qlayout *l, const struct nib_qact *a, u
 {
     __m256i isum[8];
     __m256 out[8];
-    if (Q8)
-        q8c_odd_sums(b, l, a, t0, M, M > 4 ? 2 : 4, isum);
-    else
-        q4c_odd_sums(b, l, a, t0, M, M > 4 ? 2 : 4, isum);
+    odd_sums(b, l, a, t0, M, M > 4 ? 2 : 4, Q8, isum);
     nib_qc_finish_avx2(b, l, a, t0, M, e, isum, out);
     for (int t = 0; t < M; t++)
         nib_qrows_store(e, out[t], y + (t0 + t) * y_stride);
