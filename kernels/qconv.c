@@ -73,9 +73,9 @@ static int32_t copy_sum_s8(int8_t *dst, const int8_t *src, size_t n, int with_su
         memcpy(dst, src, n);
         return 0;
     }
+#if NIB_HAVE_AVX2
     size_t i = 0;
     int64_t total = 0;
-#if NIB_HAVE_AVX2
     const __m256i flip = _mm256_set1_epi8((char)0x80), zero = _mm256_setzero_si256();
     __m256i acc = zero; /* four u64 lanes of sums of codes + 128 */
     for (; i + 32 <= n; i += 32) {
@@ -114,12 +114,19 @@ static int32_t copy_sum_s8(int8_t *dst, const int8_t *src, size_t n, int with_su
     __m128i h = _mm_add_epi64(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
     h = _mm_add_epi64(h, _mm_unpackhi_epi64(h, h));
     total = (int64_t)_mm_cvtsi128_si64(h) - 128 * (int64_t)i;
-#endif
     for (; i < n; i++) {
         dst[i] = src[i];
         total += src[i];
     }
     return (int32_t)total;
+#else
+    /* two loops the compiler vectorizes (int32 lanes for the sum) */
+    memcpy(dst, src, n);
+    int32_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += src[i];
+    return total;
+#endif
 }
 
 /* Gather the window of output pixel p for group g into row t of a
