@@ -195,8 +195,9 @@ static AVX512 NIB_QCONV_EPI_DECL(qconv_epi_avx512)
  * (u8 x s8, 4 products summed into each int32 lane without an int16
  * step) in place of vpmaddubsw + vpmaddwd: the same layouts, the same
  * exact integer sums (|sum| <= K * 15 * 127 or K * 127 * 127 < 2^31 for
- * K <= 2^20 at q4c, 2^17 at q8c), then the same per-channel finish, so the same bits. q4c: the
- * unsigned codes (q + 8) times the activations, minus 8 x the row's sum;
+ * K <= 2^20 at q4c, 2^17 at q8c), then the same per-channel finish, so
+ * the same bits. q4c: the unsigned codes (q + 8) times the activations,
+ * minus 8 x the row's sum;
  * q8c: |w| times a * sign(w), as the AVX2 kernel does. Used only where
  * the CPU reports AVX-VNNI (CPUID.(7,1):EAX bit 4). */
 #include "kernels/gemm/qgemm-avx2.h"
