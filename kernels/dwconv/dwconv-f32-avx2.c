@@ -1,10 +1,15 @@
 /* AVX2 depthwise f32 convolution: one channel per lane, the reference's
  * taps in its order. The taps inside the input are listed once per output
- * pixel, then up to 4 blocks of 8 channels run side by side (4 independent
- * fma chains, each still its lane's sequence) with the epilogue applied in
- * registers; a last partial block is read and written with masks and gets
- * the scalar epilogue. Pixels whose window lies inside the input share one
- * list of tap offsets, made once per call. */
+ * pixel, then up to 4 blocks of 8 channels of up to 4 pixels run side by
+ * side (independent fma chains, each still its lane's sequence) with the
+ * epilogue applied in registers; a last partial block is read and written
+ * with masks and gets the scalar epilogue. Pixels whose window lies inside
+ * the input share one list of tap offsets, made once per call.
+ *
+ * Why 4 pixels: an fma waits about 4 cycles for the one before it in its
+ * chain, so 8 chains are needed to issue 2 per cycle. Narrow layers (16 or
+ * 24 channels: 2 or 3 blocks) get them only from 4 pixels, which also
+ * share each weight load. */
 #include "kernels/common/isa.h"
 
 #if NIB_HAVE_AVX2
@@ -13,8 +18,8 @@
 
 #define DW_MAX_TAPS 64 /* windows up to 8x8 list their taps; larger ones walk them */
 
-/* NB (1..4, constant) full blocks of channels c0.. of P (1 or 2,
- * constant) pixels over the n listed taps (input offsets xo from x, the
+/* NB (1..4, constant) full blocks of channels c0.. of P (1, 2 or 4,
+ * constant; 4 only with NB <= 3, which fits the 16 registers) pixels over the n listed taps (input offsets xo from x, the
  * next pixel's xstep floats further; weight rows wo), epilogue, store (the
  * next pixel's outputs and residual c_out further). */
 static inline __attribute__((always_inline)) void
@@ -22,8 +27,8 @@ dw_blocks(const float *x, size_t xstep, const float *wp, const struct nib_conv_e
           const float *res, uint32_t c_out, const size_t *xo, const size_t *wo, uint32_t n,
           uint32_t c0, const int P, const int NB)
 {
-    __m256 acc[2][4];
-#pragma GCC unroll 2
+    __m256 acc[4][4];
+#pragma GCC unroll 4
     for (int q = 0; q < P; q++)
 #pragma GCC unroll 4
         for (int b = 0; b < NB; b++)
@@ -33,12 +38,12 @@ dw_blocks(const float *x, size_t xstep, const float *wp, const struct nib_conv_e
 #pragma GCC unroll 4
         for (int b = 0; b < NB; b++) {
             __m256 w = _mm256_loadu_ps(wt + 8 * b);
-#pragma GCC unroll 2
+#pragma GCC unroll 4
             for (int q = 0; q < P; q++)
                 acc[q][b] = _mm256_fmadd_ps(_mm256_loadu_ps(xp + q * xstep + 8 * b), w, acc[q][b]);
         }
     }
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int q = 0; q < P; q++)
 #pragma GCC unroll 4
         for (int b = 0; b < NB; b++) {
@@ -48,15 +53,23 @@ dw_blocks(const float *x, size_t xstep, const float *wp, const struct nib_conv_e
         }
 }
 
-/* The full blocks of channels of P pixels (see dw_blocks). */
+/* The full blocks of channels of P pixels (see dw_blocks); 4 pixels take
+ * blocks of 32 channels as two pairs. */
 static inline __attribute__((always_inline)) void
 dw_full(const float *x, size_t xstep, const float *wp, const struct nib_conv_epi *e, float *yp,
         const float *res, uint32_t c_out, const size_t *xo, const size_t *wo, uint32_t n,
         uint32_t c8, const int P)
 {
     uint32_t c0 = 0;
-    for (; c0 + 32 <= c8; c0 += 32)
-        dw_blocks(x, xstep, wp, e, yp, res, c_out, xo, wo, n, c0, P, 4);
+    for (; c0 + 32 <= c8; c0 += 32) {
+        if (P < 4) {
+            dw_blocks(x, xstep, wp, e, yp, res, c_out, xo, wo, n, c0, P, 4);
+            continue;
+        }
+        dw_blocks(x, xstep, wp, e, yp, res, c_out, xo, wo, n, c0, 2, 4);
+        dw_blocks(x + 2 * xstep, xstep, wp, e, yp + 2 * (size_t)c_out,
+                  res ? res + 2 * (size_t)c_out : NULL, c_out, xo, wo, n, c0, 2, 4);
+    }
     switch ((c8 - c0) / 8) {
     case 3: dw_blocks(x, xstep, wp, e, yp, res, c_out, xo, wo, n, c0, P, 3); break;
     case 2: dw_blocks(x, xstep, wp, e, yp, res, c_out, xo, wo, n, c0, P, 2); break;
@@ -119,6 +132,20 @@ static inline int dw_inside(uint32_t o, uint32_t k, uint32_t stride, uint32_t pa
     return first >= 0 && first + (int64_t)dil * (k - 1) < (int64_t)in;
 }
 
+/* How many pixels from ox, whose window lies inside the input, to run in
+ * one step: 4 (when quad, that is when a block of 32 channels leaves 1 to
+ * 3 blocks over, which 2 pixels would run on too few chains) or 2 when the
+ * window of the run's last one does too (the pixels inside form one run,
+ * so its ends decide), else 1. */
+static uint32_t dw_inner_run(const struct nib_conv_shape *s, uint32_t ox, int quad)
+{
+    for (uint32_t r = quad ? 4 : 2; r > 1; r /= 2)
+        if (ox + r - 1 < s->ow &&
+            dw_inside(ox + r - 1, s->kw, s->stride_w, s->pad_left, s->dil_w, s->w))
+            return r;
+    return 1;
+}
+
 NIB_DWCONV_F32_DECL(nib_dwconv_f32_avx2)
 {
     assert(nib_conv_shape_ok(s) && s->groups == s->c_in && s->c_in == s->c_out);
@@ -166,17 +193,17 @@ NIB_DWCONV_F32_DECL(nib_dwconv_f32_avx2)
                     }
                 }
             }
-            /* two neighbours inside the input: 2 pixels per step */
-            int pair = n == n_all && xt == rel && ox + 1 < s->ow &&
-                       dw_inside(ox + 1, s->kw, s->stride_w, s->pad_left, s->dil_w, s->w);
-            if (pair) {
-                dw_full(xw, (size_t)s->stride_w * c, wp, e, yp, res, c, xt, wt, n, c8, 2);
-                if (c8 < c) {
-                    dw_tail(xw, wp, e, yp, res, xt, wt, n, c8, c);
-                    dw_tail(xw + (size_t)s->stride_w * c, wp, e, yp + c, res ? res + c : NULL, xt,
-                            wt, n, c8, c);
-                }
-                ox++;
+            size_t xs = (size_t)s->stride_w * c;
+            uint32_t run = n == n_all && xt == rel ? dw_inner_run(s, ox, c8 % 32 != 0) : 1;
+            if (run == 4)
+                dw_full(xw, xs, wp, e, yp, res, c, xt, wt, n, c8, 4);
+            else if (run == 2)
+                dw_full(xw, xs, wp, e, yp, res, c, xt, wt, n, c8, 2);
+            if (run > 1) {
+                for (uint32_t q = 0; c8 < c && q < run; q++)
+                    dw_tail(xw + q * xs, wp, e, yp + (size_t)q * c,
+                            res ? res + (size_t)q * c : NULL, xt, wt, n, c8, c);
+                ox += run - 1;
                 continue;
             }
             dw_full(xw, 0, wp, e, yp, res, c, xt, wt, n, c8, 1);
