@@ -346,7 +346,11 @@ static int check_s8(const struct nib_conv_kernels *ref, const struct nib_conv_ke
                 break;
             }
             struct nib_qconv_weights wt = {dtype, wp};
-            void *scratch = xalloc(nib_qconv_scratch_size(&sh, dtype));
+            size_t ns = nib_qconv_scratch_size(&sh, dtype);
+            void *scratch = xalloc(ns);
+            /* the runtime hands over scratch another op wrote: nothing may
+             * rely on zeros there (padding of a row, say) */
+            memset(scratch, 0xa5, ns);
             e.y_q = s8_out ? q0 : NULL, e.y_f32 = f32_out ? f0 : NULL;
             ref->conv_s8(&sh, x, xs, &wt, &e, scratch, 0, sh.oh);
             e.y_q = s8_out ? q1 : NULL, e.y_f32 = f32_out ? f1 : NULL;
