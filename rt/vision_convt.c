@@ -342,6 +342,92 @@ convt_c1_tile(const struct nib_vconv_params *p, const float *x, const float *w, 
             yr[(8 * v + q) * sx] = bias ? acc[v][q] + bias[0] : acc[v][q];
 }
 
+/* 1 when every output of a one-channel transposed convolution has one
+ * tap, output (oy, ox) reading input (oy / 2, ox / 2) at kernel tap
+ * (oy % 2, ox % 2) or (oy % stride_h, ...): kernel = stride, width 2, no
+ * pads, no dilation, outputs exactly stride x inputs (a probability map's
+ * last upsampling). */
+static int convt_c1_k2(const struct nib_vconv_params *p)
+{
+    return p->c_out == 1 && p->groups == 1 && p->kw == 2 && p->stride_w == 2 &&
+           p->kh == p->stride_h && p->pad_top == 0 && p->pad_left == 0 && p->dil_h == 1 &&
+           p->dil_w == 1 && p->ow == 2 * (int64_t)p->w && p->oh == (int64_t)p->stride_h * p->h;
+}
+
+/* 8 * nv input pixels from xr of a convt_c1_k2 layer, kernel row ky: both
+ * outputs of each (kx 0 and 1, two chains of 8 pixels per chain v) from
+ * one turning of the inputs, which convt_c1_tile would turn once per
+ * output. Each output is still the chain over input channels of its one
+ * tap, then the bias; the two results of a pixel are interleaved into
+ * the output row from yr. nv is a constant where it is inlined. */
+static inline __attribute__((always_inline)) void convt_c1_k2_tile(const struct nib_vconv_params *p,
+                                                                   const float *xr, const float *w,
+                                                                   const float *bias, int64_t ky,
+                                                                   const int nv, float *yr)
+{
+    const int64_t taps = (int64_t)p->kh * p->kw, cin = p->c_in, w0 = ky * p->kw * 8;
+    v8f acc[2][CONVT_C1_CHAINS] = {{{0}}};
+    int64_t ic = 0;
+    for (; ic + 8 <= cin; ic += 8) {
+        v8f xt[CONVT_C1_CHAINS][8];
+#pragma GCC unroll 4
+        for (int v = 0; v < nv; v++)
+            v8f_transpose(xr + 8 * v * cin + ic, cin, xt[v]);
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++) {
+            const float *wi = w + (ic + i) * taps * 8 + w0;
+            const v8f w0v = {wi[0], wi[0], wi[0], wi[0], wi[0], wi[0], wi[0], wi[0]};
+            const v8f w1v = {wi[8], wi[8], wi[8], wi[8], wi[8], wi[8], wi[8], wi[8]};
+#pragma GCC unroll 4
+            for (int v = 0; v < nv; v++) {
+                acc[0][v] = v8f_fma(xt[v][i], w0v, acc[0][v]);
+                acc[1][v] = v8f_fma(xt[v][i], w1v, acc[1][v]);
+            }
+        }
+    }
+    for (; ic < cin; ic++) {
+        const float *wi = w + ic * taps * 8 + w0, *xp = xr + ic;
+        for (int v = 0; v < nv; v++)
+            for (int q = 0; q < 8; q++)
+                for (int kx = 0; kx < 2; kx++)
+                    acc[kx][v][q] =
+                        __builtin_fmaf(xp[(8 * v + q) * cin], wi[8 * kx], acc[kx][v][q]);
+    }
+    const float b = bias ? bias[0] : 0.0f;
+#pragma GCC unroll 4
+    for (int v = 0; v < nv; v++) {
+        v8f a0 = acc[0][v], a1 = acc[1][v];
+        if (bias) {
+            a0 += b;
+            a1 += b;
+        }
+        const v8f lo = __builtin_shufflevector(a0, a1, 0, 8, 1, 9, 2, 10, 3, 11);
+        const v8f hi = __builtin_shufflevector(a0, a1, 4, 12, 5, 13, 6, 14, 7, 15);
+        memcpy(yr + 16 * v, &lo, sizeof lo);
+        memcpy(yr + 16 * v + 8, &hi, sizeof hi);
+    }
+}
+
+/* Row oy of a convt_c1_k2 layer: 32 input pixels at a time, then 8, then
+ * the last pixels' outputs one by one. */
+static void convt_row_c1_k2(const struct nib_vconv_params *p, const float *x, const float *w,
+                            const float *bias, const int64_t *iys, const int64_t *kys, int ny,
+                            int64_t oy, float *y)
+{
+    const int64_t iy = oy / p->stride_h, ky = oy % p->stride_h;
+    const float *xr = x + iy * p->w * p->c_in;
+    float *yr = y + oy * p->ow;
+    int64_t ix = 0;
+    for (; ix + 8 * CONVT_C1_CHAINS <= p->w; ix += 8 * CONVT_C1_CHAINS)
+        convt_c1_k2_tile(p, xr + ix * p->c_in, w, bias, ky, CONVT_C1_CHAINS, yr + 2 * ix);
+    for (; ix + 8 <= p->w; ix += 8)
+        convt_c1_k2_tile(p, xr + ix * p->c_in, w, bias, ky, 1, yr + 2 * ix);
+    for (; ix < p->w; ix++) {
+        convt_pixel(p, x, w, bias, iys, kys, ny, oy, 2 * ix, y);
+        convt_pixel(p, x, w, bias, iys, kys, ny, oy, 2 * ix + 1, y);
+    }
+}
+
 /* Row oy of a transposed convolution with one output channel (a
  * probability map's head): seven of the eight lanes of a channel block
  * would idle, so here the lanes are pixels of a group (convt_group), 32
@@ -387,7 +473,10 @@ void nib_vision_convt(const struct nib_vconv_params *p, const float *x, const fl
          * taps than that, or none (ny 0) */
         const int ny = p->kh > CONVT_MAX_TAPS ? -1 : convt_row_taps(p, oy, iys, kys);
         if (p->c_out == 1) {
-            convt_row_c1(p, x, w, bias, iys, kys, ny, oy, y);
+            if (convt_c1_k2(p))
+                convt_row_c1_k2(p, x, w, bias, iys, kys, ny, oy, y);
+            else
+                convt_row_c1(p, x, w, bias, iys, kys, ny, oy, y);
             continue;
         }
         for (int64_t r = 0; r < sx && r < p->ow; r++)

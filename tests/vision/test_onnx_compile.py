@@ -267,7 +267,8 @@ convt = save("convt", convt_nodes, convt_inits, [fvi("x", [1, 2, 17, 17])],
 
 # The same over 12 input channels and 40 columns, where the runtime's
 # tiles engage: a block of 8 input channels turned so that 32 (then 8)
-# one-channel pixels share the lanes, plus 4 channels read lane by lane;
+# one-channel pixels share the lanes, plus 4 channels read lane by lane
+# (2x2 stride 2: both outputs of an input pixel from one turning);
 # and pixels stride_w apart beside 24 output channels at once (20: the
 # third block partial; 30: three blocks, then one partial), the edges
 # one pixel at a time; and a 3x3 stride-1 map, whose nine taps per pixel
