@@ -252,7 +252,6 @@ void nib_qconv_run_epi(nib_qgemm_fn gemm, nib_qconv_epi_fn epi, int sums,
     uint32_t ocg = s->c_out / s->groups;
     size_t p_end = (size_t)oh_end * s->ow;
     const int direct = qconv_direct(s, x, &l), pointwise = !direct && qconv_pointwise(s);
-    const int with_sum = sums;
     assert(sums || wt->dtype != NIB_DT_Q4C);
     for (uint32_t t = 0; pointwise && t < NIB_QCONV_TILE; t++)
         memset(a.q + (size_t)t * a.k_pad + s->c_in, 0, a.k_pad - s->c_in);
@@ -263,16 +262,16 @@ void nib_qconv_run_epi(nib_qgemm_fn gemm, nib_qconv_epi_fn epi, int sums,
             d.q = (int8_t *)(uintptr_t)(x + p0 * s->c_in); /* read only by the matmul */
             for (uint32_t t = 0; t < m; t++) {
                 d.scale[t] = x_scale;
-                d.sum[t] = with_sum ? sum_s8_32(d.q + (size_t)t * s->c_in, s->c_in) : 0;
+                d.sum[t] = sums ? sum_s8_32(d.q + (size_t)t * s->c_in, s->c_in) : 0;
             }
             gemm(&l, wt->packed, &d, m, v, s->c_out, e->bias, 0, 0, ocg);
         } else if (pointwise) {
-            qconv_gather_pointwise(x, s->c_in, x_scale, p0, m, &a, with_sum);
+            qconv_gather_pointwise(x, s->c_in, x_scale, p0, m, &a, sums);
             gemm(&l, wt->packed, &a, m, v, s->c_out, e->bias, 0, 0, ocg);
         } else {
             for (uint32_t g = 0; g < s->groups; g++) {
                 for (uint32_t t = 0; t < m; t++)
-                    qconv_gather(s, x, x_scale, g, p0 + t, &a, t, with_sum);
+                    qconv_gather(s, x, x_scale, g, p0 + t, &a, t, sums);
                 gemm(&l, wt->packed + (size_t)g * l.size, &a, m, v + (size_t)g * ocg, s->c_out,
                      e->bias ? e->bias + (size_t)g * ocg : NULL, 0, 0, ocg);
             }

@@ -343,10 +343,10 @@ convt_c1_tile(const struct nib_vconv_params *p, const float *x, const float *w, 
 }
 
 /* 1 when every output of a one-channel transposed convolution has one
- * tap, output (oy, ox) reading input (oy / 2, ox / 2) at kernel tap
- * (oy % 2, ox % 2) or (oy % stride_h, ...): kernel = stride, width 2, no
- * pads, no dilation, outputs exactly stride x inputs (a probability map's
- * last upsampling). */
+ * tap: output (oy, ox) reads input (oy / stride_h, ox / 2) at kernel tap
+ * (oy % stride_h, ox % 2). Kernel = stride, width 2, no pads, no
+ * dilation, outputs exactly stride x inputs (a probability map's last
+ * upsampling). */
 static int convt_c1_k2(const struct nib_vconv_params *p)
 {
     return p->c_out == 1 && p->groups == 1 && p->kw == 2 && p->stride_w == 2 &&

@@ -19,9 +19,10 @@
 #define DW_MAX_TAPS 64 /* windows up to 8x8 list their taps; larger ones walk them */
 
 /* NB (1..4, constant) full blocks of channels c0.. of P (1, 2 or 4,
- * constant; 4 only with NB <= 3, which fits the 16 registers) pixels over the n listed taps (input offsets xo from x, the
- * next pixel's xstep floats further; weight rows wo), epilogue, store (the
- * next pixel's outputs and residual c_out further). */
+ * constant; 4 only with NB <= 3, which fits the 16 registers) pixels
+ * over the n listed taps (input offsets xo from x, the next pixel's
+ * xstep floats further; weight rows wo), epilogue, store (the next
+ * pixel's outputs and residual c_out further). */
 static inline __attribute__((always_inline)) void
 dw_blocks(const float *x, size_t xstep, const float *wp, const struct nib_conv_epi *e, float *yp,
           const float *res, uint32_t c_out, const size_t *xo, const size_t *wo, uint32_t n,
