@@ -39,14 +39,15 @@ static void usage(FILE *f)
         "                for the least error weighted by calibration), gptq (default: error\n"
         "                feedback through the calibration Hessian)\n"
         "  --calib FILE  calibration text for search and gptq (default: a built-in story)\n"
-        "  --calib-tokens N  calibration tokens at most (default 512)\n"
+        "  --calib-tokens N  calibration tokens at most (default %d)\n"
         "  --ctx N       context positions the appliance holds (default: the model's, at most "
         "2048)\n"
         "  --batch N     prompt tokens per prefill pass, 1..64 (default 16): each weight is read\n"
         "                once per pass; every activation buffer holds N rows\n"
         "  --chat-template FAMILY  nibble's own chat template for a model family (llama2,\n"
         "                llama3, chatml, phi3, gemma, mistral, zephyr) instead of the model's\n"
-        "  --no-chat-template      no chat template in the blob\n");
+        "  --no-chat-template      no chat template in the blob\n",
+        NIB_CALIB_TOKENS);
 }
 
 static int write_blob(const struct llama_model *m, const struct plan_opts *po, const char *out,
