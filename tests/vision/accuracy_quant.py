@@ -11,13 +11,17 @@ accuracy.mjs's, unchanged. Extra arguments go to accuracy.mjs (--only
 cls, --cls N, --keep DIR), except --compile ARG (repeatable), which goes to
 nib compile (to try --quant q8, --precision, --auto-precision by hand).
 
---perturb f16|w8|w4 compiles a perturbed copy of each model instead
+--perturb f16|w8|w4|w4gN compiles a perturbed copy of each model instead
 (pass --compile --quant --compile f32 with it, so that nothing else is
 rounded): f16 rounds every weight (every float tensor of rank >= 2) to
 the nearest float16; w8 and w4 round the weights of every convolution
 with group 1 to 8 or 4 bits per output channel (symmetric: absmax / 127
-or / 7, round to nearest), the rest untouched. These runs measure how much of a bar any weight
-format can keep (docs/vision.md, "How sensitive the two models are").
+or / 7, round to nearest), the rest untouched; w4gN (N = 8..256) rounds
+them to 4 bits with one scale per N consecutive weights of an output
+channel in kh, kw, c_in order (as nibble packs a window: absmax / 7,
+codes -8..7), the finer scales a grouped 4-bit format would store. These
+runs measure how much of a bar any weight format can keep
+(docs/vision.md, "How sensitive the two models are").
 
 --expect-miss TEXT (repeatable) names a bar the configuration is known to
 miss (a substring of accuracy.mjs's line): it is printed as a known miss,
@@ -25,7 +29,7 @@ never hidden, and the run fails when it stops missing, so the list and
 docs/vision.md's table stay true.
 
 usage: accuracy_quant.py NIB NODE [--compile ARG]... [--expect-miss TEXT]...
-                         [--perturb f16|w8|w4] [ACCURACY.MJS ARGS...]
+                         [--perturb f16|w8|w4|w4gN] [ACCURACY.MJS ARGS...]
 Exit 77 (skip, saying why) where accuracy.mjs skips or the npm models,
 numpy or ImageMagick are missing.
 """
@@ -59,6 +63,11 @@ def assets_dir():
          "run .ci/install-deps.sh")
 
 
+def valid_group(how):
+    """w4gN with N in 8..256."""
+    return how.startswith("w4g") and how[3:].isdigit() and 8 <= int(how[3:]) <= 256
+
+
 def perturb_model(src, dst, how):
     """Write src with its weights rounded as --perturb says (see above).
     The models keep their weights in Constant nodes; initializers are
@@ -86,6 +95,18 @@ def perturb_model(src, dst, how):
         a = numpy_helper.to_array(t).astype(np.float32)
         if how == "f16":
             r = a.astype(np.float16).astype(np.float32)
+        elif how.startswith("w4g"):
+            n = int(how[3:])
+            win = a.transpose(0, 2, 3, 1).astype(np.float64)  # c_out, kh, kw, c_in
+            rows = win.reshape(win.shape[0], -1)
+            k = rows.shape[1]
+            groups = np.zeros((rows.shape[0], -(-k // n) * n))
+            groups[:, :k] = rows
+            groups = groups.reshape(rows.shape[0], -1, n)
+            scale = np.abs(groups).max(axis=2, keepdims=True) / 7.0
+            scale[scale == 0] = 1.0
+            q = (np.clip(np.round(groups / scale), -8, 7) * scale).reshape(rows.shape[0], -1)
+            r = q[:, :k].reshape(win.shape).transpose(0, 3, 1, 2)
         else:
             rows = a.reshape(a.shape[0], -1).astype(np.float64)
             qmax = 127.0 if how == "w8" else 7.0
@@ -109,7 +130,10 @@ def main():
             compile_args.append(rest.pop(0))
         elif a == "--expect-miss" and rest:
             misses.append(rest.pop(0))
-        elif a == "--perturb" and rest and rest[0] in ("f16", "w8", "w4"):
+        elif a == "--perturb":
+            if not rest or not (rest[0] in ("f16", "w8", "w4") or valid_group(rest[0])):
+                print("accuracy_quant.py: --perturb wants f16, w8, w4 or w4gN (N 8..256)")
+                return 2
             perturb = rest.pop(0)
         else:
             extra.append(a)
