@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "boot/boot.h"
+#include "kernels/qkernels.h"
 
 void boot_log(const char *fmt, ...)
 {
@@ -48,6 +49,11 @@ int boot_topology(int ignore, uint32_t max_workers, struct boot_workers *out, ch
         boot_log("topology: this machine matches the table built in (%u cpus, %u node%s, from %s)",
                  table->n_cpus, table->n_nodes, table->n_nodes == 1 ? "" : "s", nib_topology_from);
     }
+    /* the table's, even when --ignore-topology boots on this machine's shape:
+     * /sys cannot say it, and it changes no bit of any result */
+    if (table->prefetch && nib_prefetch_set(table->prefetch) == 0)
+        boot_log("kernels: weights prefetched %u bytes ahead (the topology table's)",
+                 table->prefetch);
     uint32_t all = nib_topo_workers(use, out->cpus, out->nodes, NIB_TEAM_MAX_WORKERS);
     if (max_workers > all) {
         snprintf(err, errlen, "--workers %u: this machine has %u physical cores", max_workers, all);

@@ -131,6 +131,22 @@ struct nib_qkernels {
     nib_gemv_f32_fn gemv_f32;
 };
 
+/* How far ahead of the line being read the AVX2 and AVX-512 kernels
+ * prefetch their weight stream, in bytes (docs/kernels.md, "Prefetch").
+ * The best distance is the machine's: 2 KiB on one VM, 8 KiB on another.
+ * The appliance sets it at boot from its topology table, nib from
+ * NIB_PREFETCH; kernels only read it. It changes no bit of any result,
+ * so a kernel that reads a stale value (relaxed atomics on both sides:
+ * nothing is published through it) only runs at another speed. */
+#ifndef NIB_PF_DIST /* -DNIB_PF_DIST=N: another build default */
+#define NIB_PF_DIST 2048
+#endif
+#define NIB_PREFETCH_MAX 65536
+extern uint32_t nib_prefetch_bytes;
+/* 0, or -1 (nothing changed) when bytes is not a multiple of 64 in
+ * 0..NIB_PREFETCH_MAX. 0 prefetches the line being read: none ahead. */
+int nib_prefetch_set(uint32_t bytes);
+
 /* The kernels for one ISA (NIB_ISA_SCALAR, NIB_ISA_AVX2, NIB_ISA_NEON_DOT);
  * NULL when this build has no such variant. AVX-512 VNNI has none. */
 const struct nib_qkernels *nib_qkernels_get(uint32_t isa);

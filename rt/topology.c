@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kernels/qkernels.h"
+
 #define CPU_WORDS (NIB_TOPO_MAX_CPUS / 64)
 
 static void msg(char *err, size_t errlen, const char *fmt, ...)
@@ -208,6 +210,8 @@ void nib_topo_write(FILE *f, const struct nib_topo *t)
     for (uint32_t i = 0; i < t->n_caches; i++)
         fprintf(f, "cache %s %llu shared %u\n", t->caches[i].name,
                 (unsigned long long)t->caches[i].size, t->caches[i].shared);
+    if (t->prefetch)
+        fprintf(f, "prefetch %u\n", t->prefetch);
 }
 
 static int next_u32(char **s, const char *key, uint32_t *v)
@@ -330,8 +334,16 @@ int nib_topo_parse(struct nib_topo *t, const char *text, size_t len, char *err, 
                 return -1;
             }
             t->n_caches++;
+        } else if (!strncmp(s, "prefetch ", 9)) {
+            char *p = s + 8;
+            if (next_u32(&p, "", &t->prefetch) || !line_end(p) || t->prefetch % 64 ||
+                t->prefetch > NIB_PREFETCH_MAX) {
+                msg(err, errlen, "line %u: expected \"prefetch BYTES\", a multiple of 64 up to %d",
+                    lineno, NIB_PREFETCH_MAX);
+                return -1;
+            }
         } else {
-            msg(err, errlen, "line %u: unknown entry (expected cpu or cache)", lineno);
+            msg(err, errlen, "line %u: unknown entry (expected cpu, cache or prefetch)", lineno);
             return -1;
         }
     }
@@ -370,7 +382,7 @@ void nib_topo_write_c(FILE *f, const struct nib_topo *t, const char *from)
     for (uint32_t i = 0; i < t->n_caches; i++)
         fprintf(f, "        {.name = \"%s\", .size = %lluull, .shared = %u},\n", t->caches[i].name,
                 (unsigned long long)t->caches[i].size, t->caches[i].shared);
-    fprintf(f, "    },\n};\n");
+    fprintf(f, "    },\n    .prefetch = %u,\n};\n", t->prefetch);
 }
 
 /* --- comparison --------------------------------------------------------------- */

@@ -284,6 +284,8 @@ def case_topology(a):
     log_line(log, r"^nibble: topology: WARNING: this machine differs from the table.*"
                   r"booting anyway because of --ignore-topology")
     ok("--ignore-topology boots and logs the override")
+    log_line(log, r"^nibble: kernels: weights prefetched 8192 bytes ahead \(the topology table's\)")
+    ok("the table's prefetch distance is applied")
 
 
 def case_no_alloc(a):

@@ -149,6 +149,20 @@ with tempfile.TemporaryDirectory() as d:
                "nib %s with an unknown option" % c)
     expect(["bench", "--latency", "--help"], 0, "", "nib bench --latency --help", "usage")
     expect(["bench", "--latency", "--no-such-option"], 2, "unknown option", "bench --latency unknown")
+    # NIB_PREFETCH (the kernels' prefetch distance) is checked before any command runs.
+    for v in ["100", "65600", "-64", "4k", ""]:
+        r = subprocess.run([nib, "version"], capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, NIB_PREFETCH=v))
+        if r.returncode != 2 or "NIB_PREFETCH wants a multiple of 64" not in r.stderr:
+            failures += 1
+            print("FAIL: NIB_PREFETCH=%r: exit %d, %r" % (v, r.returncode, r.stderr[:200]))
+        else:
+            print("ok: NIB_PREFETCH=%r refused" % v)
+    r = subprocess.run([nib, "version"], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, NIB_PREFETCH="8192"))
+    if r.returncode != 0:
+        failures += 1
+        print("FAIL: NIB_PREFETCH=8192: exit %d, %r" % (r.returncode, r.stderr[:200]))
     if appliance:
         r = subprocess.run([appliance, "--version"], capture_output=True, text=True, timeout=60)
         want = "appliance %s (blob format %u)" % (version, blob_format)

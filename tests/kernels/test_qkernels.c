@@ -421,6 +421,27 @@ START_TEST(test_gemm_simd_equals_scalar)
 }
 END_TEST
 
+/* The prefetch distance is the machine's tuning: any valid one gives the
+ * same bits, and a bad one is refused without changing the current one. */
+START_TEST(test_prefetch_distance)
+{
+    const uint32_t before = nib_prefetch_bytes;
+    ck_assert_int_eq(nib_prefetch_set(100), -1);
+    ck_assert_int_eq(nib_prefetch_set(NIB_PREFETCH_MAX + 64), -1);
+    ck_assert_uint_eq(nib_prefetch_bytes, before);
+    const struct nib_qkernels *v = simd();
+    const uint32_t dist[] = {0, 64, 8192, NIB_PREFETCH_MAX};
+    for (size_t i = 0; i < sizeof dist / sizeof dist[0]; i++) {
+        ck_assert_int_eq(nib_prefetch_set(dist[i]), 0);
+        ck_assert_uint_eq(nib_prefetch_bytes, dist[i]);
+        if (v)
+            ck_assert_msg(qcheck_gemm(scalar(), v, 7, msg, sizeof msg) == 0, "prefetch %u: %s",
+                          dist[i], msg);
+    }
+    ck_assert_int_eq(nib_prefetch_set(before), 0);
+}
+END_TEST
+
 START_TEST(test_f32_ops_simd_equals_scalar)
 {
     ck_assert_msg(qcheck_f32_ops(scalar(), scalar(), 1, msg, sizeof msg) == 0, "%s", msg);
@@ -943,9 +964,9 @@ Suite *nib_test_suite(void)
     TU_CASE(s, "format", NULL, NULL, 60, test_format_validity, test_format_sizes, test_f16,
             test_qrow_f32);
     TU_CASE(s, "kernels", NULL, NULL, 120, test_qact_contract, test_qact_simd,
-            test_gemm_simd_equals_scalar, test_gemm_equals_gemvs, test_attention_simd_equals_scalar,
-            test_qact_by_blocks, test_f32_ops_simd_equals_scalar, test_gemv_vs_double,
-            test_int16_headroom, test_dispatch);
+            test_gemm_simd_equals_scalar, test_prefetch_distance, test_gemm_equals_gemvs,
+            test_attention_simd_equals_scalar, test_qact_by_blocks, test_f32_ops_simd_equals_scalar,
+            test_gemv_vs_double, test_int16_headroom, test_dispatch);
     TU_CASE(s, "ops", NULL, NULL, 120, test_tanh, test_gelu_mul_simd_equals_scalar,
             test_attention_window_softcap);
     TCase *pre = tcase_create("preconditions");

@@ -107,6 +107,20 @@ START_TEST(text_round_trip_and_diff)
     ck_assert_msg(nib_topo_parse(&b, buf, strlen(buf), err, sizeof err) == 0, "%s", err);
     ck_assert(memcmp(&a, &b, sizeof a) == 0);
     ck_assert_int_eq(nib_topo_diff(&a, &b, err, sizeof err), 0);
+    ck_assert_msg(!strstr(buf, "prefetch"), "%s", buf); /* 0: the build's default, not written */
+
+    /* The prefetch tuning goes through the text form but is not compared:
+     * /sys cannot say it. */
+    a.prefetch = 8192;
+    f = fmemopen(buf, sizeof buf, "w");
+    nib_topo_write(f, &a);
+    fclose(f);
+    ck_assert_msg(strstr(buf, "\nprefetch 8192\n"), "%s", buf);
+    ck_assert_msg(nib_topo_parse(&b, buf, strlen(buf), err, sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq(b.prefetch, 8192);
+    b.prefetch = 0;
+    ck_assert_int_eq(nib_topo_diff(&a, &b, err, sizeof err), 0);
+    b.prefetch = 8192;
 
     /* CPU 3 gone, CPU 1 on another node. */
     b.n_cpus = 3;
@@ -144,6 +158,11 @@ START_TEST(parse_errors_name_the_line)
     bad("nibble-topology 1\n# no cpus\n", "no cpu lines");
     bad("nibble-topology 1\ngpu 0\n", "line 2: unknown entry");
     bad("nibble-topology 1\ncpu 9999 node 0 package 0 core 0 smt 0\n", "must be below");
+    bad("nibble-topology 1\nprefetch 100\n",
+        "line 2: expected \"prefetch BYTES\", a multiple of 64");
+    bad("nibble-topology 1\nprefetch 131072\n", "line 2: expected \"prefetch BYTES\"");
+    bad("nibble-topology 1\nprefetch 4096 ahead\n", "line 2: expected \"prefetch BYTES\"");
+    bad("nibble-topology 1\nprefetch\n", "line 2: unknown entry");
     bad("", "not a topology file");
 }
 END_TEST

@@ -1,7 +1,10 @@
 /* nib: the nibble toolchain and host CLI. */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "kernels/qkernels.h"
 #include "tools/cli/cli.h"
 #include "tools/compiler/onnx/onnx_synth.h"
 #include "tools/compiler/synth.h"
@@ -76,12 +79,36 @@ static void usage(FILE *f)
     fprintf(f, "usage: nib COMMAND [ARGS]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].help);
-    fprintf(f, "\n'nib COMMAND --help' describes each; every command takes --help, --version\n"
-               "and '--' (the end of options: an argument after it may start with '-').\n");
+    fprintf(f,
+            "\n'nib COMMAND --help' describes each; every command takes --help, --version\n"
+            "and '--' (the end of options: an argument after it may start with '-').\n"
+            "NIB_PREFETCH=BYTES: how far ahead the kernels that nib runs prefetch weights\n"
+            "(a multiple of 64 up to %d; default %d; docs/kernels.md, \"Prefetch\").\n",
+            NIB_PREFETCH_MAX, NIB_PF_DIST);
+}
+
+/* NIB_PREFETCH, when set, before any kernel runs: 0, or -1 with a message. */
+static int prefetch_from_env(void)
+{
+    const char *v = getenv("NIB_PREFETCH");
+    if (!v)
+        return 0;
+    char *end;
+    errno = 0;
+    unsigned long long b = strtoull(v, &end, 10);
+    if (!*v || *end || errno || v[0] == '-' || b > NIB_PREFETCH_MAX ||
+        nib_prefetch_set((uint32_t)b)) {
+        fprintf(stderr, "nib: NIB_PREFETCH wants a multiple of 64 in 0..%d bytes, not '%s'\n",
+                NIB_PREFETCH_MAX, v);
+        return -1;
+    }
+    return 0;
 }
 
 int main(int argc, char **argv)
 {
+    if (prefetch_from_env())
+        return 2;
     if (argc < 2) {
         usage(stderr);
         return 2;
