@@ -136,6 +136,20 @@ with tempfile.TemporaryDirectory() as d:
     expect(["inspect", "--", good_blob], 0, "", "inspect -- BLOB", "checksum: ok")
     expect(["topo", "--check", os.path.join(d, "none.txt"), "-o", out], 1, "-o is ignored",
            "topo reports an ignored -o")
+    # A topology file that goes wrong after its cpu lines: one message
+    # naming the line, nothing else (it once printed an unset buffer too).
+    bad_topo = os.path.join(d, "bad-topo.txt")
+    with open(bad_topo, "w") as f:
+        f.write("nibble-topology 1\ncpu 0 node 0 package 0 core 0 smt 0\nprefetch 100\n")
+    r = subprocess.run([nib, "topo", "--check", bad_topo], capture_output=True, text=True,
+                       errors="replace", timeout=60)
+    if r.returncode != 1 or r.stderr.strip().splitlines() != [
+            "nib topo: %s: line 3: expected \"prefetch BYTES\", a multiple of 64 up to 65536"
+            % bad_topo]:
+        failures += 1
+        print("FAIL: topo --check of a bad prefetch line: exit %d, %r" % (r.returncode, r.stderr))
+    else:
+        print("ok: topo --check names the bad prefetch line, once")
     blob_format = struct.unpack_from("<I", blob, 12)[0]
     version_line = "nib %s (blob format %u)" % (version, blob_format)
     expect(["--version"], 0, "", "nib --version", version_line)

@@ -63,9 +63,9 @@ int nib_topo_main(int argc, char **argv)
     static struct nib_topo t, here;
     char err[512];
     if (check) {
-        if (load(check, &t) || nib_topo_read_sys(&here, sysfs, err, sizeof err)) {
-            if (!t.n_cpus)
-                return 1;
+        if (load(check, &t)) /* it said why */
+            return 1;
+        if (nib_topo_read_sys(&here, sysfs, err, sizeof err)) {
             fprintf(stderr, "nib topo: %s\n", err);
             return 1;
         }
