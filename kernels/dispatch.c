@@ -50,7 +50,7 @@ uint32_t nib_prefetch_bytes = NIB_PF_DIST;
 
 int nib_prefetch_set(uint32_t bytes)
 {
-    if (bytes % 64 || bytes > NIB_PREFETCH_MAX)
+    if (!nib_prefetch_valid(bytes))
         return -1;
     __atomic_store_n(&nib_prefetch_bytes, bytes, __ATOMIC_RELAXED);
     return 0;

@@ -143,8 +143,13 @@ struct nib_qkernels {
 #endif
 #define NIB_PREFETCH_MAX 65536
 extern uint32_t nib_prefetch_bytes;
-/* 0, or -1 (nothing changed) when bytes is not a multiple of 64 in
- * 0..NIB_PREFETCH_MAX. 0 prefetches the line being read: none ahead. */
+/* A distance the kernels take: a multiple of 64 in 0..NIB_PREFETCH_MAX
+ * (0 prefetches the line being read: none ahead). */
+static inline int nib_prefetch_valid(uint32_t bytes)
+{
+    return bytes % 64 == 0 && bytes <= NIB_PREFETCH_MAX;
+}
+/* 0, or -1 (nothing changed) when !nib_prefetch_valid(bytes). */
 int nib_prefetch_set(uint32_t bytes);
 
 /* The kernels for one ISA (NIB_ISA_SCALAR, NIB_ISA_AVX2, NIB_ISA_NEON_DOT);

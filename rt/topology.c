@@ -336,8 +336,8 @@ int nib_topo_parse(struct nib_topo *t, const char *text, size_t len, char *err, 
             t->n_caches++;
         } else if (!strncmp(s, "prefetch ", 9)) {
             char *p = s + 8;
-            if (next_u32(&p, "", &t->prefetch) || !line_end(p) || t->prefetch % 64 ||
-                t->prefetch > NIB_PREFETCH_MAX) {
+            if (next_u32(&p, "", &t->prefetch) || !line_end(p) ||
+                !nib_prefetch_valid(t->prefetch)) {
                 msg(err, errlen, "line %u: expected \"prefetch BYTES\", a multiple of 64 up to %d",
                     lineno, NIB_PREFETCH_MAX);
                 return -1;
