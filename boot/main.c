@@ -297,7 +297,7 @@ int main(int argc, char **argv)
         return refuse("name", err);
     /* The executor, bound to its memory and team in step 3; the server runs it. */
     struct nib_exec ex = {.v = &v, .qk = nib_exec_kernels(nib_cpu_isa())};
-    fprintf(stderr, "nibble: quantized kernels: %s\n", ex.qk->name);
+    fprintf(stderr, "nibble: quantized kernels: %s\n", nib_qkernels_label(ex.qk));
 
     /* 2. the machine */
     static struct boot_workers w;

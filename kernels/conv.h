@@ -284,7 +284,6 @@ NIB_QCONV_DECL(nib_conv_s8_qcs8_avxvnni);
 int nib_conv_s8_avxvnni_available(void);
 NIB_QGEMM_DECL(nib_gemm_f32_q4cs8_n16_avx512vnni);
 NIB_QGEMM_DECL(nib_gemm_f32_q8cs8_n16_avx512vnni);
-int nib_avx512vnni_available(void);
 
 /* The vision kernels of one ISA (NULL when this build has none). */
 struct nib_conv_kernels {

@@ -41,9 +41,16 @@ const struct nib_qkernels *nib_qkernels_get(uint32_t isa)
     case bit: return &k_##sfx;
     switch (isa) {
         NIB_COMPILED_ISAS(CASE)
-    default: return NULL; /* AVX-512 VNNI: no variant is written */
+    default: return NULL; /* AVX-512 VNNI: no table; the AVX2 one takes its kernels */
     }
 #undef CASE
+}
+
+const char *nib_qkernels_label(const struct nib_qkernels *k)
+{
+    if (k->isa == NIB_ISA_AVX2 && nib_avx512vnni_available())
+        return "avx2, q4 and convolutions on avx512-vnni";
+    return k->name;
 }
 
 uint32_t nib_prefetch_bytes = NIB_PF_DIST;

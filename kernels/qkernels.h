@@ -114,6 +114,19 @@ typedef NIB_QGEMM_DECL((*nib_qgemm_fn));
     NIB_QGEMM_FORMATS(NIB_QGEMM_DECLARE1, isa)
 NIB_ISA_SUFFIXES(NIB_QKERNELS_DECLARE)
 
+/* x86 builds with AVX2: the AVX2 table's q4 GEMM (nib_gemm_f32_q4s8_n8_avx2)
+ * runs the 512-bit VNNI kernel (two N-blocks per register, the same bits)
+ * where nib_avx512vnni_available(): CPUID reports AVX-512 F, BW and VNNI
+ * and the OS enables the zmm state. nib_gemm_f32_q4s8_n8_avx2plain is the
+ * AVX2 kernel alone (tests, and CPUs without AVX-512). */
+NIB_QGEMM_DECL(nib_gemm_f32_q4s8_n8_avx2plain);
+NIB_QGEMM_DECL(nib_gemm_f32_q4s8_n16_avx512vnni);
+int nib_avx512vnni_available(void);
+/* on = 0: nib_avx512vnni_available() says 0 from now on, so every kernel
+ * takes its AVX2 (or AVX-VNNI) variant; on = 1: the CPU decides again.
+ * Changes speed only (nib's NIB_AVX512=0, to compare the two). */
+void nib_avx512vnni_allow(int on);
+
 /* ---- dispatch ---- */
 
 /* The kernels of one ISA: the quantized ones, and the f32 ones of
@@ -153,8 +166,12 @@ static inline int nib_prefetch_valid(uint32_t bytes)
 int nib_prefetch_set(uint32_t bytes);
 
 /* The kernels for one ISA (NIB_ISA_SCALAR, NIB_ISA_AVX2, NIB_ISA_NEON_DOT);
- * NULL when this build has no such variant. AVX-512 VNNI has none. */
+ * NULL when this build has no such variant. AVX-512 VNNI has
+ * no table of its own: the AVX2 table takes its kernels where the CPU has it. */
 const struct nib_qkernels *nib_qkernels_get(uint32_t isa);
+/* What runs for k, for logs: its name, and where the AVX2 table takes
+ * the 512-bit VNNI kernels, says so. */
+const char *nib_qkernels_label(const struct nib_qkernels *k);
 
 /* One token: m = 1. */
 static inline void nib_qgemv(const struct nib_qkernels *kt, const struct nib_qlayout *l,

@@ -31,17 +31,7 @@
 #include <cpuid.h>
 
 #include "kernels/conv.h"
-
-#define AVX512VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
-
-/* 32 bytes at p0 in the low half, 32 at p1 in the high half. */
-static inline __attribute__((always_inline)) AVX512VNNI __m512i pair_load(const uint8_t *p0,
-                                                                          const uint8_t *p1)
-{
-    return _mm512_inserti64x4(
-        _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)p0)),
-        _mm256_loadu_si256((const __m256i *)(const void *)p1), 1);
-}
+#include "kernels/gemm/qgemm-avx512.h"
 
 /* Integer sums of tokens t0..t0+M-1 (M <= 8) against the N-blocks at b0
  * and b1: isum[t] low half for b0's 8 rows, high half for
@@ -281,12 +271,14 @@ AVX512VNNI NIB_QGEMM_DECL(nib_gemm_f32_q8cs8_n16_avx512vnni)
     q_pairs(l, w, a, m, y, y_stride, add, add_stride, n_begin, n_end, 1);
 }
 
-/* 1 when this CPU and OS run AVX-512 F, BW and VNNI (zmm state enabled). */
+/* -1 until asked, then 1 when this CPU and OS run AVX-512 F, BW and VNNI
+ * (zmm state enabled), else 0; 0 for good after nib_avx512vnni_allow(0). */
+static int avx512vnni_state = -1;
+
 int nib_avx512vnni_available(void)
 {
     /* workers racing on the first call all store the same answer */
-    static int known = -1;
-    int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
+    int k = __atomic_load_n(&avx512vnni_state, __ATOMIC_RELAXED);
     if (k < 0) {
         unsigned int a = 0, b = 0, c = 0, d = 0;
         k = 0;
@@ -298,10 +290,26 @@ int nib_avx512vnni_available(void)
             k = zmm_ok && __get_cpuid_count(7, 0, &a, &b, &c, &d) && ((b >> 16) & 1) &&
                 ((b >> 30) & 1) && ((c >> 11) & 1);
         }
-        __atomic_store_n(&known, k, __ATOMIC_RELAXED);
+        __atomic_store_n(&avx512vnni_state, k, __ATOMIC_RELAXED);
     }
     return k;
 }
+
+void nib_avx512vnni_allow(int on)
+{
+    /* relaxed, as nib_prefetch_set: a kernel that reads the old value
+     * runs the other variant, with the same bits */
+    __atomic_store_n(&avx512vnni_state, on ? -1 : 0, __ATOMIC_RELAXED);
+}
 #else
-typedef int nib_gemm_f32_qcs8_n16_avx512vnni_unused;
+/* not an x86 build with AVX2: no AVX-512 kernels either */
+int nib_avx512vnni_available(void)
+{
+    return 0;
+}
+
+void nib_avx512vnni_allow(int on)
+{
+    (void)on;
+}
 #endif

@@ -83,7 +83,9 @@ static void usage(FILE *f)
             "\n'nib COMMAND --help' describes each; every command takes --help, --version\n"
             "and '--' (the end of options: an argument after it may start with '-').\n"
             "NIB_PREFETCH=BYTES: how far ahead the kernels that nib runs prefetch weights\n"
-            "(a multiple of 64 up to %d; default %d; docs/kernels.md, \"Prefetch\").\n",
+            "(a multiple of 64 up to %d; default %d; docs/kernels.md, \"Prefetch\").\n"
+            "NIB_AVX512=0: nib's kernels use no AVX-512 where the CPU has it (the AVX2\n"
+            "ones, the same bits: to compare the two; docs/kernels.md, \"AVX-512\").\n",
             NIB_PREFETCH_MAX, NIB_PF_DIST);
 }
 
@@ -105,9 +107,23 @@ static int prefetch_from_env(void)
     return 0;
 }
 
+/* NIB_AVX512, when set: 0 or 1 (the CPU decides), else -1 with a message. */
+static int avx512_from_env(void)
+{
+    const char *v = getenv("NIB_AVX512");
+    if (!v)
+        return 0;
+    if (strcmp(v, "0") && strcmp(v, "1")) {
+        fprintf(stderr, "nib: NIB_AVX512 wants 0 (no AVX-512 kernels) or 1, not '%s'\n", v);
+        return -1;
+    }
+    nib_avx512vnni_allow(v[0] == '1');
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    if (prefetch_from_env())
+    if (prefetch_from_env() || avx512_from_env())
         return 2;
     if (argc < 2) {
         usage(stderr);

@@ -636,7 +636,7 @@ int nib_bench_main(int argc, char **argv)
     char cpu[128];
     cpu_name(cpu, sizeof cpu);
     printf("nib bench: %s, %ld CPUs online, L3 %.0f MiB; kernels: %s; %d round(s), median shown\n",
-           cpu, sysconf(_SC_NPROCESSORS_ONLN), l3 / MIB, o.kt->name, o.rounds);
+           cpu, sysconf(_SC_NPROCESSORS_ONLN), l3 / MIB, nib_qkernels_label(o.kt), o.rounds);
 
     uint8_t *sbuf = big_alloc(o.stream_bytes), *rot = big_alloc(o.rotate_bytes);
     struct result *res = calloc(N_SHAPES * N_FORMATS, sizeof *res);

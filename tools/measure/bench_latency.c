@@ -243,7 +243,7 @@ static int bench_blob(const struct bench_opts *o)
         for (uint32_t i = 0; pinned && i < n; i++)
             printf("%s%u", i ? "," : "", cpus[i]);
         printf("; %u barriers per token over %u ops; kernels %s\n", n_barriers, v.h->n_ops,
-               qk->name);
+               nib_qkernels_label(qk));
     }
     static struct nib_ref ref; /* 16 KiB of per-worker slots */
     ref = (struct nib_ref){.e = &e};

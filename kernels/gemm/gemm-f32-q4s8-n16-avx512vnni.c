@@ -1,0 +1,152 @@
+/* AVX-512 VNNI GEMM for q4 (4-bit, zero point 8, f16 scale per row and
+ * group of 32, 64 or 128 inputs), two N-blocks at a time: the packed
+ * layout is unchanged (8-row blocks); a chunk of block nb and the same
+ * chunk of block nb + 1 fill the two halves of one zmm register, so each
+ * vpdpbusd does 16 rows x 4 inputs for one token, where the AVX2 kernel
+ * needs a vpmaddubsw, an int16 add and a share of the widening for 8
+ * rows. Decode from DRAM on one core was compute-bound: the AVX2 kernel
+ * reads 42 GB/s from cache against the machine's 29-32 GB/s stream read
+ * (docs/benchmarks.md, "A 512-bit q4 kernel").
+ *
+ * Per group, the integer sums are exact (|sum| <= 128 x 15 x 128) and
+ * the same every variant forms: the unsigned codes (q + 8) times the
+ * activations, minus 8 x the group's activation sum. Then, per row, the
+ * same float steps as the AVX2 kernel in the same order (convert,
+ * ws x sa, one fma into the row's accumulator per group; the add last),
+ * lane for lane in 16 lanes instead of 8, so the bits are every ISA's.
+ * Block nb + 1 without rows in range (an odd count, or a worker's range
+ * ending inside a pair) runs the AVX2 block.
+ *
+ * The AVX2 table's q4 GEMM calls it where nib_avx512vnni_available();
+ * nib_gemm_f32_q4s8_n8_avx2plain is the AVX2 kernel alone (tests). */
+#include "kernels/gemm/qgemm-avx2.h"
+
+#if NIB_HAVE_AVX2
+#include "kernels/gemm/qgemm-avx512.h"
+
+/* Prefetch for one of the two blocks read side by side: bytes at p plus
+ * the distance, where they lie in the block (which ends at end); past
+ * its end they would be the partner block, already read, so they are
+ * taken nbb bytes further, in the same block of the next pair. Crossing
+ * into the partner instead left the first lines of every pair unfetched
+ * (decode of K = 2048 from DRAM fell to 0.7 of the stream read). */
+static inline void pf_block(const uint8_t *p, const uint8_t *end, size_t nbb, uint32_t bytes)
+{
+    uintptr_t q = (uintptr_t)p + __atomic_load_n(&nib_prefetch_bytes, __ATOMIC_RELAXED);
+    if (q >= (uintptr_t)end)
+        q += nbb;
+#pragma GCC unroll 16
+    for (uint32_t o = 0; o < bytes; o += 64)
+        _mm_prefetch((const char *)(q + o), _MM_HINT_T0);
+}
+
+/* Tokens t0..t0+M-1 (M 1..4) of blocks b0 (rows e0) and b1 (rows e1),
+ * groups of G inputs: the final values, add included, written to y.
+ * Four accumulators per token (low/high nibbles, even/odd chunks) keep
+ * the vpdpbusd chains of a group short; groups are independent until
+ * the fma, so consecutive groups overlap. */
+static inline __attribute__((always_inline)) AVX512VNNI void
+q4_pair(const uint8_t *b0, const uint8_t *b1, const struct nib_qlayout *l, const struct nib_qact *a,
+        uint32_t t0, const int M, const uint32_t G, const struct nib_qrows *e0,
+        const struct nib_qrows *e1, float *y, size_t y_stride)
+{
+    const uint32_t nsg = l->n_sgroups, sgb = l->sgroup_bytes, cb = l->code_bytes;
+    const size_t kp = a->k_pad, nbk = a->n_blocks, nbb = l->nblock_bytes;
+    const int8_t *aq = a->q + t0 * kp;
+    const float *sa = a->scale + t0 * nbk;
+    const int32_t *as = a->sum + t0 * nbk;
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    __m512 accf[4];
+#pragma GCC unroll 4
+    for (int t = 0; t < M; t++)
+        accf[t] = _mm512_setzero_ps();
+    for (uint32_t j = 0; j < nsg; j++) {
+        const uint8_t *p0 = b0 + (size_t)j * sgb, *p1 = b1 + (size_t)j * sgb;
+        const int8_t *ak = aq + (size_t)j * G;
+        pf_block(p0, b1, nbb, 4 * G + 16); /* sgb, as a constant */
+        pf_block(p1, b1 + nbb, nbb, 4 * G + 16);
+        __m512i acc[4][4];
+#pragma GCC unroll 4
+        for (int t = 0; t < M; t++)
+            for (int i = 0; i < 4; i++)
+                acc[i][t] = _mm512_setzero_si512();
+#pragma GCC unroll 16
+        for (uint32_t c = 0; c < G / 8; c++) { /* chunks of 8 rows x 8 inputs */
+            __m512i wv = pair_load(p0 + c * 32, p1 + c * 32);
+            __m512i lo = _mm512_and_si512(wv, m4);
+            __m512i hi = _mm512_and_si512(_mm512_srli_epi16(wv, 4), m4);
+            const int i = (c & 1) * 2;
+#pragma GCC unroll 4
+            for (int t = 0; t < M; t++) {
+                const int8_t *at = ak + t * kp + c * 8;
+                acc[i][t] = _mm512_dpbusd_epi32(acc[i][t], lo, _mm512_set1_epi32(nib_ld32(at)));
+                acc[i + 1][t] =
+                    _mm512_dpbusd_epi32(acc[i + 1][t], hi, _mm512_set1_epi32(nib_ld32(at + 4)));
+            }
+        }
+        __m512 ws = _mm512_cvtph_ps(_mm256_inserti128_si256(
+            _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(p0 + cb))),
+            _mm_loadu_si128((const __m128i *)(const void *)(p1 + cb)), 1));
+#pragma GCC unroll 4
+        for (int t = 0; t < M; t++) {
+            __m512i s = _mm512_add_epi32(_mm512_add_epi32(acc[0][t], acc[1][t]),
+                                         _mm512_add_epi32(acc[2][t], acc[3][t]));
+            s = _mm512_sub_epi32(s, _mm512_set1_epi32((int32_t)((uint32_t)as[t * nbk + j] << 3)));
+            __m512 sc = _mm512_mul_ps(ws, _mm512_set1_ps(sa[t * nbk + j]));
+            accf[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), sc, accf[t]);
+        }
+    }
+    __m256 lo[4], hi[4];
+#pragma GCC unroll 4
+    for (int t = 0; t < M; t++) {
+        lo[t] = _mm512_castps512_ps256(accf[t]);
+        hi[t] = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(accf[t]), 1));
+    }
+    nib_qrows_plus_add(e0, t0, M, lo);
+    nib_qrows_plus_add(e1, t0, M, hi);
+    for (int t = 0; t < M; t++) {
+        nib_qrows_store(e0, lo[t], y + (t0 + t) * y_stride);
+        nib_qrows_store(e1, hi[t], y + (t0 + t) * y_stride);
+    }
+}
+
+/* One N-pair (b1 NULL: the AVX2 block alone) for tokens t0..t0+M-1. */
+static inline __attribute__((always_inline)) AVX512VNNI void
+q4_step(const uint8_t *b0, const uint8_t *b1, const struct nib_qlayout *l, const struct nib_qact *a,
+        uint32_t t0, const int M, const struct nib_qrows *e0, const struct nib_qrows *e1, float *y,
+        size_t y_stride)
+{
+    if (!b1) {
+        __m256 out[4];
+        nib_qg_block(b0, l, a, t0, M, e0, out, 4, NIB_ZP_8);
+        for (int t = 0; t < M; t++)
+            nib_qrows_store(e0, out[t], y + (t0 + t) * y_stride);
+        return;
+    }
+#define Q4_PAIR(G) q4_pair(b0, b1, l, a, t0, M, G, e0, e1, y, y_stride)
+    NIB_QGEMM_BY_GROUP(l->gsize, Q4_PAIR)
+#undef Q4_PAIR
+}
+
+AVX512VNNI NIB_QGEMM_DECL(nib_gemm_f32_q4s8_n16_avx512vnni)
+{
+    nib_pre_qgemm(NIB_DT_Q4, l, w, a, m, y, y_stride, n_begin, n_end);
+    for (uint32_t nb = n_begin / NIB_Q_TILE_N; nb * NIB_Q_TILE_N < n_end; nb += 2) {
+        const uint8_t *b0 = w + (size_t)nb * l->nblock_bytes;
+        const struct nib_qrows e0 = {add, add_stride, nb * NIB_Q_TILE_N, n_begin, n_end};
+        const struct nib_qrows e1 = {add, add_stride, (nb + 1) * NIB_Q_TILE_N, n_begin, n_end};
+        const int pair = (nb + 1) * NIB_Q_TILE_N < n_end; /* block nb + 1 has rows in range */
+        const uint8_t *b1 = pair ? b0 + l->nblock_bytes : NULL;
+        for (uint32_t t0 = 0; t0 < m; t0 += 4) {
+            switch (m - t0 < 4 ? m - t0 : 4) {
+            case 1: q4_step(b0, b1, l, a, t0, 1, &e0, &e1, y, y_stride); break;
+            case 2: q4_step(b0, b1, l, a, t0, 2, &e0, &e1, y, y_stride); break;
+            case 3: q4_step(b0, b1, l, a, t0, 3, &e0, &e1, y, y_stride); break;
+            default: q4_step(b0, b1, l, a, t0, 4, &e0, &e1, y, y_stride); break;
+            }
+        }
+    }
+}
+#else
+typedef int nib_gemm_f32_q4s8_n16_avx512vnni_unused;
+#endif
