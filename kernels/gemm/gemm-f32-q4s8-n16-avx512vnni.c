@@ -55,7 +55,6 @@ q4_pair(const uint8_t *b0, const uint8_t *b1, const struct nib_qlayout *l, const
     const int8_t *aq = a->q + t0 * kp;
     const float *sa = a->scale + t0 * nbk;
     const int32_t *as = a->sum + t0 * nbk;
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
     __m512 accf[4];
 #pragma GCC unroll 4
     for (int t = 0; t < M; t++)
@@ -72,17 +71,8 @@ q4_pair(const uint8_t *b0, const uint8_t *b1, const struct nib_qlayout *l, const
                 acc[i][t] = _mm512_setzero_si512();
 #pragma GCC unroll 16
         for (uint32_t c = 0; c < G / 8; c++) { /* chunks of 8 rows x 8 inputs */
-            __m512i wv = pair_load(p0 + c * 32, p1 + c * 32);
-            __m512i lo = _mm512_and_si512(wv, m4);
-            __m512i hi = _mm512_and_si512(_mm512_srli_epi16(wv, 4), m4);
             const int i = (c & 1) * 2;
-#pragma GCC unroll 4
-            for (int t = 0; t < M; t++) {
-                const int8_t *at = ak + t * kp + c * 8;
-                acc[i][t] = _mm512_dpbusd_epi32(acc[i][t], lo, _mm512_set1_epi32(nib_ld32(at)));
-                acc[i + 1][t] =
-                    _mm512_dpbusd_epi32(acc[i + 1][t], hi, _mm512_set1_epi32(nib_ld32(at + 4)));
-            }
+            q4_pair_chunk(p0 + c * 32, p1 + c * 32, ak + c * 8, kp, M, acc[i], acc[i + 1]);
         }
         __m512 ws = _mm512_cvtph_ps(_mm256_inserti128_si256(
             _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(p0 + cb))),

@@ -46,7 +46,6 @@ q4c_pair_sums(const uint8_t *b0, const uint8_t *b1, const struct nib_qlayout *l,
 {
     const size_t kp = a->k_pad;
     const int8_t *ak = a->q + t0 * kp;
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
     __m512i acc[4][8];
 #pragma GCC unroll 8
     for (int t = 0; t < M; t++)
@@ -58,17 +57,8 @@ q4c_pair_sums(const uint8_t *b0, const uint8_t *b1, const struct nib_qlayout *l,
         nib_prefetch(p1, 128);
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
-            __m512i wv = pair_load(p0 + c * 32, p1 + c * 32);
-            __m512i lo = _mm512_and_si512(wv, m4);
-            __m512i hi = _mm512_and_si512(_mm512_srli_epi16(wv, 4), m4);
             const int j = J == 4 ? (c & 1) * 2 : 0;
-#pragma GCC unroll 8
-            for (int t = 0; t < M; t++) {
-                const int8_t *at = ak + t * kp + c * 8;
-                acc[j][t] = _mm512_dpbusd_epi32(acc[j][t], lo, _mm512_set1_epi32(nib_ld32(at)));
-                acc[j + 1][t] =
-                    _mm512_dpbusd_epi32(acc[j + 1][t], hi, _mm512_set1_epi32(nib_ld32(at + 4)));
-            }
+            q4_pair_chunk(p0 + c * 32, p1 + c * 32, ak + c * 8, kp, M, acc[j], acc[j + 1]);
         }
     }
 #pragma GCC unroll 8

@@ -19,6 +19,26 @@ static inline __attribute__((always_inline)) AVX512VNNI __m512i pair_load(const 
         _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)p0)),
         _mm256_loadu_si256((const __m256i *)(const void *)p1), 1);
 }
+
+/* One 8-input chunk of two blocks (p0 in the low half, p1 in the high)
+ * for tokens 0..M-1 (M <= 8) whose activations are at ak, kp apart:
+ * the low nibbles (inputs 0..3) into lo[t], the high (4..7) into hi[t],
+ * the unsigned codes against the signed activations (vpdpbusd). */
+static inline __attribute__((always_inline)) AVX512VNNI void
+q4_pair_chunk(const uint8_t *p0, const uint8_t *p1, const int8_t *ak, size_t kp, const int M,
+              __m512i *lo, __m512i *hi)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512i wv = pair_load(p0, p1);
+    const __m512i wl = _mm512_and_si512(wv, m4);
+    const __m512i wh = _mm512_and_si512(_mm512_srli_epi16(wv, 4), m4);
+#pragma GCC unroll 8
+    for (int t = 0; t < M; t++) {
+        const int8_t *at = ak + t * kp;
+        lo[t] = _mm512_dpbusd_epi32(lo[t], wl, _mm512_set1_epi32(nib_ld32(at)));
+        hi[t] = _mm512_dpbusd_epi32(hi[t], wh, _mm512_set1_epi32(nib_ld32(at + 4)));
+    }
+}
 #endif
 
 #endif
