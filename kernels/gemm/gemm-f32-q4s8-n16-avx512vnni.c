@@ -4,9 +4,9 @@
  * chunk of block nb + 1 fill the two halves of one zmm register, so each
  * vpdpbusd does 16 rows x 4 inputs for one token, where the AVX2 kernel
  * needs a vpmaddubsw, an int16 add and a share of the widening for 8
- * rows. Decode from DRAM on one core was compute-bound: the AVX2 kernel
- * reads 42 GB/s from cache against the machine's 29-32 GB/s stream read
- * (docs/benchmarks.md, "A 512-bit q4 kernel").
+ * rows. From cache, on one Zen 5 core, 60-73 GB/s against the AVX2
+ * kernel's 42, and prefill 1.5-1.8x; decode from DRAM stays bounded by
+ * the read (docs/benchmarks.md, "A 512-bit q4 kernel").
  *
  * Per group, the integer sums are exact (|sum| <= 128 x 15 x 128) and
  * the same every variant forms: the unsigned codes (q + 8) times the
