@@ -33,11 +33,7 @@
 static inline void pf_block(const uint8_t *p, const uint8_t *end, size_t nbb, uint32_t bytes)
 {
     uintptr_t q = (uintptr_t)p + __atomic_load_n(&nib_prefetch_bytes, __ATOMIC_RELAXED);
-    if (q >= (uintptr_t)end)
-        q += nbb;
-#pragma GCC unroll 16
-    for (uint32_t o = 0; o < bytes; o += 64)
-        _mm_prefetch((const char *)(q + o), _MM_HINT_T0);
+    nib_prefetch_lines(q >= (uintptr_t)end ? q + nbb : q, bytes);
 }
 
 /* Tokens t0..t0+M-1 (M 1..4) of blocks b0 (rows e0) and b1 (rows e1),

@@ -34,17 +34,23 @@ static inline nib_f32x8 nib_f32x8_add(nib_f32x8 a, nib_f32x8 b)
  * (GEMM of 4 tokens: 3.0M -> 2.5M instructions per 2048x2048 call). */
 #define NIB_KEEP(v) __asm__("" : "+x"(v))
 
-/* Prefetch the lines nib_prefetch_bytes past [p, p + bytes): one
- * instruction per 64-byte line, no fault past the end of the tensor. The
+/* One prefetch per 64-byte line of [q, q + bytes); a prefetch never
+ * faults, so q may lie past the end of the tensor. */
+static inline void nib_prefetch_lines(uintptr_t q, uint32_t bytes)
+{
+#pragma GCC unroll 16
+    for (uint32_t o = 0; o < bytes; o += 64)
+        _mm_prefetch((const char *)(q + o), _MM_HINT_T0);
+}
+
+/* Prefetch the lines nib_prefetch_bytes past [p, p + bytes). The
  * hardware prefetcher alone left q4/32 GEMV from DRAM at 0.63-0.77 of the
  * stream read; prefetching ahead gave 0.87-0.99 at the machine's best
  * distance (docs/kernels.md). */
 static inline void nib_prefetch(const uint8_t *p, uint32_t bytes)
 {
-    const char *q = (const char *)p + __atomic_load_n(&nib_prefetch_bytes, __ATOMIC_RELAXED);
-#pragma GCC unroll 16
-    for (uint32_t o = 0; o < bytes; o += 64)
-        _mm_prefetch(q + o, _MM_HINT_T0);
+    nib_prefetch_lines((uintptr_t)p + __atomic_load_n(&nib_prefetch_bytes, __ATOMIC_RELAXED),
+                       bytes);
 }
 
 static inline int32_t nib_ld32(const void *p)
