@@ -185,10 +185,11 @@ try {
         `of the rendered lines (floor ${pct(FLOORS.clsRotation)})`);
       Object.assign(s, { agreement: agree, ortRotationRate: rot });
     } else if (kind === 'rec') {
-      let agree = 0, exact = 0, nospace = 0;
+      let agree = 0, agreeTrim = 0, exact = 0, nospace = 0;
       for (const r of rows) {
         const a = ctcDecode(r.ref, r.dims), b = ctcDecode(r.cand, r.dims);
         if (a === b) agree++;
+        if (a.trim() === b.trim()) agreeTrim++;
         // The model reads the blank right of the text as a trailing space.
         const read = a.trim();
         if (read === r.it.text) exact++;
@@ -198,10 +199,14 @@ try {
       }
       const n = list.length;
       check(agree / n >= BARS.recAgree, `rec: decoded text equal on ${pct(agree / n)} of lines (bar >= ${pct(BARS.recAgree)})`);
+      // Reported beside the bar, never instead of it: most misses under
+      // reduced precision are a space read or not in the blank margin
+      // after the text, where onnxruntime's own choice is a near-tie.
+      console.log(`     rec: equal but for spaces at the line's ends on ${pct(agreeTrim / n)} of lines (no bar)`);
       check(exact / n >= FLOORS.recExact, `rec: onnxruntime reads the rendered text (trimmed) exactly on ${pct(exact / n)} ` +
         `(floor ${pct(FLOORS.recExact)}), ignoring spaces on ${pct(nospace / n)} (floor ${pct(FLOORS.recNoSpace)})`);
       if (nospace / n < FLOORS.recNoSpace) check(false, 'rec: the no-space rate is under its floor');
-      Object.assign(s, { agreement: agree / n, ortExactRate: exact / n, ortNoSpaceRate: nospace / n });
+      Object.assign(s, { agreement: agree / n, agreementTrimmed: agreeTrim / n, ortExactRate: exact / n, ortNoSpaceRate: nospace / n });
     } else {
       let maxAll = 0, worstMean = 0, lines = 0, found = 0, far = 0, farOn = 0;
       for (const r of rows) {

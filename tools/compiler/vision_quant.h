@@ -23,8 +23,11 @@
 #define VQ_MAX_OVERRIDES 512
 #define VQ_CALIB_DEFAULT 16 /* calibration inputs used when calib_max is 0 */
 /* gptq's Hessians come from the first calibration inputs: at most this
- * many, and only as many as VQ_HESS_BYTES of kept values hold (>= 1). */
-#define VQ_HESS_INPUTS 4
+ * many (as many as the default calibration set holds: with 4, the
+ * recogniser's late layers had fewer columns than a Hessian's rank, and
+ * its text on 120 rendered lines agreed with f32 half as often), and only
+ * as many as VQ_HESS_BYTES of kept values hold (>= 1). */
+#define VQ_HESS_INPUTS 16
 #define VQ_HESS_BYTES (512ull << 20)
 
 /* How 4-bit weights are rounded: per-channel scale search then nearest
