@@ -27,7 +27,7 @@
  * recogniser's late layers had fewer columns than a Hessian's rank, and
  * its text on 120 rendered lines agreed with f32 half as often), and only
  * as many as VQ_HESS_BYTES of kept values hold (>= 1). */
-#define VQ_HESS_INPUTS 16
+#define VQ_HESS_INPUTS VQ_CALIB_DEFAULT
 #define VQ_HESS_BYTES (512ull << 20)
 
 /* How 4-bit weights are rounded: per-channel scale search then nearest
