@@ -9,10 +9,13 @@ here with Debian's python3-onnx (three Conv, a Gemm, Softmax-free logits):
   0; each quantised format that nib compile builds, too);
 - the built-in synthetic set is named as such, --count limits it, and the
   same command gives the same JSON twice;
-- --auto-precision prints one row per weighted node; --auto-budget 0
-  leaves no node at 8 bits, --auto-budget 1 keeps exactly the nodes of
-  positive sensitivity at 8, and nib compile --auto-precision writes the
-  blob that --precision with the table's choices writes;
+- --auto-precision prints one row per weighted node but the first and
+  the last (conv1 and fc, which the 4-bit default keeps at 8 bits and it
+  does not measure; with --precision conv1=q4 conv1 is not measured
+  either, and fc is); --auto-budget 0 leaves no other node at 8 bits,
+  --auto-budget 1 keeps exactly the nodes of positive sensitivity at 8,
+  and nib compile --auto-precision writes the blob that --precision with
+  the table's choices writes;
 - refusals: bad options exit 2; a missing folder, a file of the wrong
   shape (named) and a --precision naming no weighted node exit 1.
 
@@ -175,16 +178,23 @@ try:
         if r.returncode == 0:
             rows = [ln.split()[0] for ln in r.stderr.splitlines()
                     if ln.split() and ln.split()[0] in ("conv1", "conv2", "conv3", "fc")]
-            check(sorted(rows) == ["conv1", "conv2", "conv3", "fc"],
-                  f"the table has one row per weighted node: {rows}")
-            check(json.loads(r.stdout)["nodes"]["q8"] == 0, "budget 0: no node at 8 bits")
+            check(sorted(rows) == ["conv2", "conv3"],
+                  f"the table has one row per weighted node but the two ends: {rows}")
+            check("(conv1, fc) stay at 8 bits" in r.stderr, "the ends are named as kept at 8 bits")
+            check(json.loads(r.stdout)["nodes"]["q8"] == 2, "budget 0: no node at 8 bits but the ends")
+        r = run("eval", m, "--auto-precision", "--auto-budget", "0", "--precision", "conv1=q4", "--json")
+        rows = [ln.split()[0] for ln in r.stderr.splitlines()
+                if ln.split() and ln.split()[0] in ("conv1", "conv2", "conv3", "fc")]
+        check(r.returncode == 0 and sorted(rows) == ["conv2", "conv3"] and
+              json.loads(r.stdout)["nodes"]["q8"] == 1,
+              f"--precision conv1=q4: conv1 at 4 bits and not measured, fc at 8: {rows} {r.stderr[-300:]}")
         # nib compile --auto-precision: the blob its table describes
         auto_blob, by_hand = os.path.join(work, "auto.blob"), os.path.join(work, "hand.blob")
         r = run("compile", m, "--auto-precision", "--auto-budget", "1", "-o", auto_blob)
         rows = [ln.split() for ln in r.stderr.splitlines()
                 if ln.split() and ln.split()[0] in ("conv1", "conv2", "conv3", "fc")]
-        check(r.returncode == 0 and len(rows) == 4, "nib compile --auto-precision --auto-budget 1 "
-              f"prints 4 rows: {r.stderr[-400:]}")
+        check(r.returncode == 0 and len(rows) == 2, "nib compile --auto-precision --auto-budget 1 "
+              f"prints 2 rows: {r.stderr[-400:]}")
         check(all((float(x[3]) > 0) == (x[4] == "q8") for x in rows),
               "budget 1: exactly the nodes of positive sensitivity at q8: " + str(rows))
         prec = [a for x in rows for a in ("--precision", f"{x[0]}={x[4]}")]

@@ -76,6 +76,8 @@ int vq_auto_precision(const struct nx_graph *g, const struct vision_opts *o,
     uint64_t total = 0, fixed8 = 0;
     if (!c)
         return nib_fail(err, errlen, "out of memory");
+    int64_t first, last;
+    vq_kept_ends(g, q, &first, &last);
     for (uint32_t k = 0; k < g->n_order; k++) {
         uint32_t i = g->order[k];
         if (!vq_weighted(g, i))
@@ -85,6 +87,8 @@ int vq_auto_precision(const struct nx_graph *g, const struct vision_opts *o,
         const struct vq_override *u = named(q, g->n[i].name);
         if (u)
             fixed8 += u->bits == 8 ? p : 0;
+        else if ((int64_t)i == first || (int64_t)i == last)
+            fixed8 += p; /* the default's ends: 8 bits, not measured */
         else
             c[n_c++] = (struct cand){.node = i, .params = p};
     }
@@ -149,6 +153,11 @@ int vq_auto_precision(const struct nx_graph *g, const struct vision_opts *o,
         }
         *n_over = q->n_over + n_c;
         if (ao->report) {
+            if (first >= 0)
+                fprintf(ao->report,
+                        "auto-precision: the first and the last weighted node (%s, %s) stay at 8 "
+                        "bits, not measured (--precision NODE=q4 sets one to 4)\n",
+                        g->n[first].name, g->n[last].name);
             fprintf(ao->report,
                     "auto-precision: %u weighted nodes measured on %u %s inputs; every node at 8 "
                     "bits scores %.4g (rms error / max |f32|)\n"

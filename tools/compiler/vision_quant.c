@@ -35,6 +35,19 @@ int vq_weighted(const struct nx_graph *g, uint32_t i)
     return nd->op == NX_OP_MATMUL && g->t[nd->in[1]].rank == 2;
 }
 
+void vq_kept_ends(const struct nx_graph *g, const struct vq_opts *q, int64_t *first, int64_t *last)
+{
+    *first = *last = -1;
+    if (!q || !q->keep_ends || q->bits != 4)
+        return;
+    for (uint32_t k = 0; k < g->n_order; k++)
+        if (vq_weighted(g, g->order[k])) {
+            if (*first < 0)
+                *first = g->order[k];
+            *last = g->order[k];
+        }
+}
+
 int vq_node_bits(const struct nx_graph *g, const struct vq_opts *q, uint8_t *bits, char *err,
                  size_t errlen)
 {
@@ -42,19 +55,12 @@ int vq_node_bits(const struct nx_graph *g, const struct vq_opts *q, uint8_t *bit
     const uint32_t def = q ? q->bits : 0;
     if (def != 0 && def != 4 && def != 8)
         return nib_fail(err, errlen, "weight bits %u: 4, 8 or 0 (f32)", def);
-    int64_t first = -1, last = -1;
-    for (uint32_t k = 0; k < g->n_order; k++) {
-        uint32_t i = g->order[k];
-        if (!vq_weighted(g, i))
-            continue;
-        bits[i] = (uint8_t)def;
-        if (first < 0)
-            first = i;
-        last = i;
-    }
-    /* The seed's advice: the first layer sees raw pixels, the last one
-     * makes the answer; both keep 8 bits when the default is 4. */
-    if (q && q->keep_ends && def == 4 && first >= 0)
+    for (uint32_t k = 0; k < g->n_order; k++)
+        if (vq_weighted(g, g->order[k]))
+            bits[g->order[k]] = (uint8_t)def;
+    int64_t first, last;
+    vq_kept_ends(g, q, &first, &last);
+    if (first >= 0)
         bits[first] = bits[last] = 8;
     for (uint32_t o = 0; q && o < q->n_over; o++) {
         const struct vq_override *v = &q->over[o];

@@ -74,6 +74,12 @@ void vq_capture_free(struct vq_capture *cap);
 /* 1 when node i of g is weighted (quantizable). */
 int vq_weighted(const struct nx_graph *g, uint32_t i);
 
+/* The first and the last weighted node in graph order when q keeps them
+ * at 8 bits (q->keep_ends with a 4-bit default: the seed's advice, the
+ * first layer sees raw pixels, the last one makes the answer), else -1
+ * for both. --precision still overrides them; --auto-precision does not
+ * measure them. */
+void vq_kept_ends(const struct nx_graph *g, const struct vq_opts *q, int64_t *first, int64_t *last);
 /* The bits each node gets under q (per node of g; 0 for f32 and for
  * nodes that are not weighted): defaults, ends, then overrides. -1 with a
  * message when an override names no weighted node. */
