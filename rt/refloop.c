@@ -93,25 +93,34 @@ static uint64_t fold(const uint8_t *p, uint64_t len)
     return s + a0[0] + a0[1] + a0[2] + a0[3];
 }
 
+uint64_t nib_ref_op(const struct nib_exec *e, uint32_t i, uint32_t pos, uint32_t w, uint32_t n,
+                    uint64_t *sink)
+{
+    const struct nib_blob_view *v = e->v;
+    struct nib_ref_span s[NIB_REF_SPANS_MAX];
+    int k = nib_ref_spans(v, &v->ops[i], pos, w, n, s);
+    uint64_t bytes = 0, acc = *sink;
+    for (int j = 0; j < k; j++) {
+        const uint8_t *base = (s[j].weights ? v->weights : e->mem) + s[j].off;
+        for (uint32_t c = 0; c < s[j].count; c++)
+            acc += fold(base + (uint64_t)c * s[j].stride, s[j].len);
+        bytes += s[j].len * s[j].count;
+    }
+    *sink = acc;
+    return bytes;
+}
+
 /* Worker w's share of every op, with the executor's barriers. */
 static void ref_share(uint32_t w, void *arg)
 {
     struct nib_ref *r = arg;
     const struct nib_exec *e = r->e;
-    const struct nib_blob_view *v = e->v;
     const uint32_t n = e->team ? nib_team_workers(e->team) : 1;
     uint64_t sink = r->slot[w].sink, bytes = 0;
-    for (uint32_t i = 0; i < v->h->n_ops; i++) {
+    for (uint32_t i = 0; i < e->v->h->n_ops; i++) {
         if (n > 1 && e->barrier_before[i])
             nib_team_barrier(e->team, w);
-        struct nib_ref_span s[NIB_REF_SPANS_MAX];
-        int k = nib_ref_spans(v, &v->ops[i], r->pos, w, n, s);
-        for (int j = 0; j < k; j++) {
-            const uint8_t *base = (s[j].weights ? v->weights : e->mem) + s[j].off;
-            for (uint32_t c = 0; c < s[j].count; c++)
-                sink += fold(base + (uint64_t)c * s[j].stride, s[j].len);
-            bytes += s[j].len * s[j].count;
-        }
+        bytes += nib_ref_op(e, i, r->pos, w, n, &sink);
     }
     r->slot[w].sink = sink;
     r->slot[w].bytes += bytes;

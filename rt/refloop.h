@@ -61,6 +61,11 @@ struct nib_ref {
     struct nib_ref_slot slot[NIB_TEAM_MAX_WORKERS];
 };
 
+/* Worker w of n's reads for op i at pos, folded into *sink; returns the
+ * bytes read. An iteration is this for every op, with the barriers. */
+uint64_t nib_ref_op(const struct nib_exec *e, uint32_t i, uint32_t pos, uint32_t w, uint32_t n,
+                    uint64_t *sink);
+
 /* One iteration at pos on e's team (or the calling thread without one).
  * Returns -1 when pos >= ctx_len, else 0. Adds every worker's bytes to
  * its slot's bytes. */

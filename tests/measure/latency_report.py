@@ -3,8 +3,12 @@
 parses; both comparisons (across positions, at the fixed position) carry
 every field; per side p50 <= p90 <= p99 <= p99.9 <= max; each ratio is the
 quotient of the fields it is made of; the text form names the same parts;
-bad values are refused with a message. Times are never compared with
-anything: this checks the report, not the machine.
+bad values are refused with a message. --ops: one row per op kind and a
+"pass" row, whose op count and bytes are the rows' sums, the bytes equal
+to the fixed comparison's bytes per iteration at the same position, each
+row's ratio its times' quotient, and the op-by-op pass's logits equal to
+the executor's. Times are never compared with anything: this checks the
+report, not the machine.
 
   latency_report.py NIB BLOB
 """
@@ -74,10 +78,34 @@ check(fx.get("bytes_per_iteration", 0) > 0, "fixed: bytes per iteration reported
 check("bytes_per_iteration" not in vs.get("positions", {}),
       "positions: no single byte count (it grows with the position)")
 
+o = run(["--ops", "--tokens", "8", "--block", "4", "--pos", str(POS), "--workers", "1", "--json"])
+check(o.returncode == 0, "--ops run exits 0 (%d: %s)" % (o.returncode, o.stderr.strip()))
+rows = [json.loads(line) for line in o.stdout.splitlines() if line.startswith("{")]
+per = [x for x in rows if x.get("source") == "per-op" and x.get("row") != "pass"]
+total = [x for x in rows if x.get("source") == "per-op" and x.get("row") == "pass"]
+check(len(total) == 1 and len(per) >= 3, "--ops: op rows (%d) and one pass row" % len(per))
+if total and per:
+    p = total[0]
+    check(sum(x["ops"] for x in per) == p["ops"], "--ops: the rows' ops sum to the pass's")
+    check(sum(x["bytes"] for x in per) == p["bytes"], "--ops: the rows' bytes sum to the pass's")
+    check(p["bytes"] == fx.get("bytes_per_iteration"),
+          "--ops: the pass reads the fixed comparison's bytes per iteration (%d, %s)"
+          % (p["bytes"], fx.get("bytes_per_iteration")))
+    check(p.get("same_logits") is True, "--ops: the op-by-op pass gives the executor's logits")
+    check(any(x["row"] == "attention" and x["bytes"] > 0 for x in per),
+          "--ops: attention has a row, reading the KV cache")
+    for x in per + [p]:
+        check(x["pos"] == POS and x["passes"] == 8, "--ops %s: at --pos, 8 passes" % x["row"])
+        check(x["reference_us"] <= 0 or close(x["ratio"], x["nibble_us"] / x["reference_us"]),
+              "--ops %s: ratio = nibble / reference" % x["row"])
+
 t = run(["--tokens", "16", "--block", "4", "--workers", "1"])
 check(t.returncode == 0, "text run exits 0")
 for part in ("across positions", "at position", "reference", "nibble p99/p50 / reference p99/p50"):
     check(part in t.stdout, "text names %r" % part)
+t = run(["--ops", "--tokens", "4", "--workers", "1"])
+check(t.returncode == 0 and "per op at position" in t.stdout and "logits equal" in t.stdout,
+      "--ops text names its table and the logits' check")
 
 for args, what in ((["--pos", "100000"], "position 100000"), (["--block", "0"], "--block")):
     b = run(args + ["--tokens", "4"])

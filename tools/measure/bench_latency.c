@@ -44,6 +44,7 @@
 #include "rt/tokenizer.h"
 #include "rt/topology.h"
 #include "tools/measure/bench_noise.h"
+#include "tools/measure/bench_ops.h"
 #include "tools/measure/bench_vsref.h"
 #include "rt/refloop.h"
 #include "tools/measure/measure.h"
@@ -58,21 +59,24 @@
 struct bench_opts {
     const char *blob, *name, *prompt;
     uint32_t tokens, workers, gen, block, pos;
-    int json;
+    int json, ops;
 };
 
 static void usage(FILE *f)
 {
     fprintf(
         f, "usage: nib bench --latency MODEL.blob [--tokens N] [--workers N] [--gen N] [--block N] "
-           "[--pos N] [--prompt TEXT] [--json]\n"
+           "[--pos N] [--prompt TEXT] [--ops] [--json]\n"
            "       nib bench --latency --name NAME [--tokens N] [--block N] [--prompt TEXT] "
            "[--json]\n"
            "  --tokens N   generated tokens to time (default 1000, at least 1)\n"
            "  --workers N  threads (default: one per physical core of this machine)\n"
            "  --gen N      generated tokens per request (default: to the end of the context)\n"
            "  --block N    tokens, then reference iterations, per block (default 64)\n"
-           "  --pos N      the fixed position (default: half the context, at most 512)\n");
+           "  --pos N      the fixed position (default: half the context, at most 512)\n"
+           "  --ops        instead: where a token's time goes, op by op, beside the reference\n"
+           "               loop's time for each op's bytes (worker 0 alone, at the fixed "
+           "position)\n");
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -265,6 +269,28 @@ static int bench_blob(const struct bench_opts *o)
                             .lat = lat,
                             .lat2 = lat2,
                             .pos_of = pos_of};
+    uint32_t fixed_pos = o->pos ? o->pos : hp->ctx_len / 2 < 512 ? hp->ctx_len / 2 : 512;
+    if (fixed_pos < (uint32_t)n_ids)
+        fixed_pos = (uint32_t)n_ids;
+    if (o->ops) {
+        /* the cache filled by the team, then worker 0 alone, op by op */
+        vsref_prefill(&run, fixed_pos);
+        struct nib_exec alone = e;
+        alone.team = NULL;
+        rc =
+            bench_ops(stdout, &alone, nib_exec_argmax(&e), fixed_pos, o->tokens, o->block, o->json);
+        nib_team_join(t, tids);
+        free(pos_of);
+        free(ids);
+        free(lat);
+        free(lat2);
+        munmap(arena, arena_size + team_size);
+        munmap(raw, map);
+        if (rc)
+            fprintf(stderr, "nib bench: %s\n",
+                    rc == -1 ? "out of memory" : "the op-by-op pass's logits differ from a pass's");
+        return rc ? 1 : 0;
+    }
     /* Across positions: requests through the context, as the appliance serves them. */
     struct vsref_result across, fixed;
     uint64_t t_start = nib_now_ns();
@@ -275,9 +301,6 @@ static int bench_blob(const struct bench_opts *o)
     size_t jn = position_jitter(timed, pos_of + WARMUP, o->tokens, hp->ctx_len, &jit);
     vsref_finish(&run, &across);
     /* At one position: the same bytes every time, so any spread is jitter. */
-    uint32_t fixed_pos = o->pos ? o->pos : hp->ctx_len / 2 < 512 ? hp->ctx_len / 2 : 512;
-    if (fixed_pos < (uint32_t)n_ids)
-        fixed_pos = (uint32_t)n_ids;
     vsref_fixed(&run, fixed_pos, &fixed);
     vsref_finish(&run, &fixed);
     uint64_t sleeps = nib_team_sleeps(t);
@@ -442,17 +465,24 @@ enum {
     O_WORKERS,
     O_GEN,
     O_BLOCK,
-    O_POS
+    O_POS,
+    O_OPS
 };
 
 int nib_bench_latency_main(int argc, char **argv)
 {
     static const struct nib_opt opts[] = {
-        {"--latency", O_LATENCY, 0}, {"--json", O_JSON, 0},
-        {"--name", O_NAME, 1},       {"--prompt", O_PROMPT, 1},
-        {"--tokens", O_TOKENS, 1},   {"--workers", O_WORKERS, 1},
-        {"--gen", O_GEN, 1},         {"--block", O_BLOCK, 1},
-        {"--pos", O_POS, 1},         {NULL, 0, 0},
+        {"--latency", O_LATENCY, 0},
+        {"--json", O_JSON, 0},
+        {"--name", O_NAME, 1},
+        {"--prompt", O_PROMPT, 1},
+        {"--tokens", O_TOKENS, 1},
+        {"--workers", O_WORKERS, 1},
+        {"--gen", O_GEN, 1},
+        {"--block", O_BLOCK, 1},
+        {"--pos", O_POS, 1},
+        {"--ops", O_OPS, 0},
+        {NULL, 0, 0},
     };
     struct bench_opts o = {.prompt = "Once upon a time", .tokens = 1000, .block = 64};
     int latency = 0;
@@ -464,6 +494,8 @@ int nib_bench_latency_main(int argc, char **argv)
             latency = 1;
         else if (opt == O_JSON)
             o.json = 1;
+        else if (opt == O_OPS)
+            o.ops = 1;
         else if (opt == O_NAME)
             o.name = a.value;
         else if (opt == O_PROMPT)

@@ -120,9 +120,7 @@ static uint64_t timed_iteration(struct nib_ref *r, uint32_t pos)
     return nib_now_ns() - t0;
 }
 
-/* Feed the prompt (and, to reach upto, the prompt again and again) in
- * passes of up to max_batch tokens. */
-static void prefill(const struct vsref_run *run, uint32_t upto)
+void vsref_prefill(const struct vsref_run *run, uint32_t upto)
 {
     const struct nib_blob_view *v = run->e->v;
     uint32_t buf[64], pos = 0;
@@ -141,7 +139,7 @@ void vsref_positions(const struct vsref_run *run, struct vsref_result *out)
     const uint32_t ctx = run->e->v->h->hp.ctx_len, want = run->tokens + run->warmup;
     uint32_t got = 0, lo = UINT32_MAX, hi = 0;
     while (got < want) {
-        prefill(run, run->n_ids);
+        vsref_prefill(run, run->n_ids);
         uint32_t pos = run->n_ids;
         uint32_t end = run->gen && pos + run->gen < ctx ? pos + run->gen : ctx;
         while (got < want && pos < end) {
@@ -172,7 +170,7 @@ void vsref_positions(const struct vsref_run *run, struct vsref_result *out)
 void vsref_fixed(const struct vsref_run *run, uint32_t pos, struct vsref_result *out)
 {
     const uint32_t want = run->tokens + run->warmup;
-    prefill(run, pos);
+    vsref_prefill(run, pos);
     for (uint32_t got = 0; got < want;) {
         uint32_t b = run->block < want - got ? run->block : want - got;
         for (uint32_t i = 0; i < b; i++) {

@@ -44,6 +44,9 @@ struct vsref_run {
     uint64_t *lat, *lat2;
     uint32_t *pos_of; /* position of each nibble sample (for the jitter) */
 };
+/* Feed the prompt (and, to reach upto, the prompt again and again) in
+ * passes of up to max_batch tokens: the KV cache filled below upto. */
+void vsref_prefill(const struct vsref_run *run, uint32_t upto);
 /* Decode through the context in requests (prompt, then greedy to the
  * end or gen tokens), each block of tokens followed by a block of
  * reference iterations at the same positions. Fills run->lat (tokens),
