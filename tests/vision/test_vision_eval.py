@@ -9,6 +9,10 @@ here with Debian's python3-onnx (three Conv, a Gemm, Softmax-free logits):
   0; each quantised format that nib compile builds, too);
 - the built-in synthetic set is named as such, --count limits it, and the
   same command gives the same JSON twice;
+- a model whose output is a sequence of score rows (1 x 12 x 6): nib
+  eval reports how many steps' argmax agrees with f32's (all 72 for f32,
+  and for q4 the count recomputed in numpy from the two blobs' outputs),
+  and a classifier's output has no steps;
 - --auto-precision prints one row per weighted node but the first and
   the last (conv1 and fc, which the 4-bit default keeps at 8 bits and it
   does not measure; with --precision conv1=q4 conv1 is not measured
@@ -83,6 +87,31 @@ def model():
                           inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
     path = os.path.join(work, "cls.onnx")
+    with open(path, "wb") as f:
+        f.write(m.SerializeToString())
+    return path
+
+
+def seq_model():
+    """A sequence output, 1 x 12 steps x 6 scores (a CTC recogniser's shape)."""
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="sconv1", kernel_shape=[1, 3],
+                         pads=[0, 1, 0, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"], name="srelu"),
+        helper.make_node("Conv", ["r1", "w2"], ["c2"], name="sconv2", kernel_shape=[1, 1]),
+        helper.make_node("Reshape", ["c2", "shape"], ["s"], name="sreshape"),
+        helper.make_node("Transpose", ["s"], ["steps"], name="strans", perm=[0, 2, 1]),
+    ]
+    inits = [const("w1", rng.standard_normal((16, 3, 1, 3)) * 0.5),
+             const("b1", rng.standard_normal(16) * 0.1),
+             const("w2", rng.standard_normal((6, 16, 1, 1)) * 0.4),
+             numpy_helper.from_array(np.array([1, 6, 12], dtype=np.int64), "shape")]
+    g = helper.make_graph(nodes, "seq", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                      [1, 3, 1, 12])],
+                          [helper.make_tensor_value_info("steps", TensorProto.FLOAT, [1, 12, 6])],
+                          inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    path = os.path.join(work, "seq.onnx")
     with open(path, "wb") as f:
         f.write(m.SerializeToString())
     return path
@@ -172,6 +201,37 @@ try:
                   f"--quant {quant}: nib eval max {o['max_abs']:.6g} mean {o['mean_abs']:.6g} "
                   f"rms {o['rms']:.6g} top-1 {o['top1']}; recomputed {mx:.6g} {mean:.6g} {rms:.6g} {top1}")
             check(0 < o["max_abs"] < mref, f"--quant {quant}: an error, smaller than max|f32| ({o['max_abs']:.4g} < {mref:.4g})")
+        check(j is None or "steps" not in j["outputs"][0], f"--quant {quant}: a classifier has no steps")
+
+    # a sequence output: per step, whether the argmax agrees with f32's
+    sm = seq_model()
+    sdata = os.path.join(work, "sdata")
+    os.makedirs(sdata)
+    sfiles = []
+    for k in range(6):
+        sfiles.append(os.path.join(sdata, f"{k:02d}.npy"))
+        np.save(sfiles[-1], rng.uniform(-1, 1, (1, 3, 1, 12)).astype(np.float32))
+    j, r = eval_json(sm, "--quant", "f32", "--data", sdata)
+    check(j is not None and j["outputs"][0].get("steps") == 72 and
+          j["outputs"][0].get("steps_same") == 72,
+          "f32 against f32: every one of 6 x 12 steps agrees: " + (str(j["outputs"]) if j else r.stderr))
+    j, r = eval_json(sm, "--quant", "q4", "--data", sdata)
+    ref_blob, q4_blob = os.path.join(work, "s-f32.blob"), os.path.join(work, "s-q4.blob")
+    ok = (run("compile", sm, "--quant", "f32", "-o", ref_blob).returncode == 0 and
+          run("compile", sm, "--quant", "q4", "-o", q4_blob).returncode == 0)
+    if j and ok:
+        a, b = blob_outputs(ref_blob, sfiles), blob_outputs(q4_blob, sfiles)
+        same = int(sum((np.argmax(x.reshape(12, 6), axis=1) == np.argmax(y.reshape(12, 6), axis=1)).sum()
+                       for x, y in zip(a, b)))
+        o = j["outputs"][0]
+        check(o.get("steps") == 72 and o.get("steps_same") == same,
+              f"--quant q4: steps {o.get('steps')}, agreeing {o.get('steps_same')}; recomputed 72, {same}")
+    else:
+        check(False, "--quant q4 on the sequence model runs: " + r.stderr[-300:])
+    r = run("eval", sm, "--quant", "q4", "--data", sdata)
+    check(r.returncode == 0 and "steps (" in r.stdout and "argmax agrees on" in r.stdout,
+          "the text report gives the steps' agreement: " + r.stdout.strip()[-200:])
+
     if True:
         r = run("eval", m, "--auto-precision", "--auto-budget", "0", "--json")
         check(r.returncode == 0, "--auto-precision --auto-budget 0 runs: " + r.stderr[-300:])

@@ -139,6 +139,11 @@ static void report(const struct eval_args *ea, const struct vision_runner *q,
             if (d[j].classifier)
                 printf(", top-1 agrees on %u of %u (%.1f %%)", d[j].top1_same, s->n,
                        100.0 * d[j].top1_same / s->n);
+            if (d[j].steps)
+                printf(", argmax agrees on %llu of %llu steps (%.1f %%)",
+                       (unsigned long long)(d[j].steps - d[j].steps_changed),
+                       (unsigned long long)d[j].steps,
+                       100.0 * (double)(d[j].steps - d[j].steps_changed) / (double)d[j].steps);
             printf("\n");
         }
         return;
@@ -165,6 +170,9 @@ static void report(const struct eval_args *ea, const struct vision_runner *q,
                d[j].mean_abs / m);
         if (d[j].classifier)
             printf(",\"top1\":%.9g", (double)d[j].top1_same / s->n);
+        if (d[j].steps)
+            printf(",\"steps\":%llu,\"steps_same\":%llu", (unsigned long long)d[j].steps,
+                   (unsigned long long)(d[j].steps - d[j].steps_changed));
         printf("}");
     }
     printf("]}\n");

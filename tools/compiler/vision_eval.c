@@ -68,6 +68,13 @@ int vision_is_classifier(const struct nib_io_rec *rec)
     return rec->rank >= 1 && rec->dims[rec->rank - 1] >= 2;
 }
 
+uint64_t vision_sequence_steps(const struct nib_io_rec *rec)
+{
+    return rec->rank == 3 && rec->dims[0] == 1 && rec->dims[1] > 1 && rec->dims[2] >= 2
+               ? rec->dims[1]
+               : 0;
+}
+
 static uint64_t argmax(const float *x, uint64_t n)
 {
     uint64_t b = 0;
@@ -115,6 +122,10 @@ int vision_compare(const struct vision_ref *rf, struct vision_runner *cand,
             }
             if (d[j].classifier)
                 d[j].top1_same += argmax(q, n) == argmax(r, n);
+            const uint64_t steps = vision_sequence_steps(&cand->v.io[cand->v.n_inputs + j]);
+            for (uint64_t t = 0, w = steps ? n / steps : 0; t < steps; t++)
+                d[j].steps_changed += argmax(q + t * w, w) != argmax(r + t * w, w);
+            d[j].steps += steps;
         }
     }
     for (uint32_t j = 0; j < rf->n_out; j++) {

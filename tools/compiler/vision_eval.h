@@ -28,11 +28,17 @@ struct vision_out_diff {
     double max_ref;           /* max |f32| */
     int classifier;           /* one row of scores: top-1 is compared */
     uint32_t top1_same;       /* samples whose argmax agrees */
+    uint64_t steps;           /* a sequence of score rows: rows compared, over every sample */
+    uint64_t steps_changed;   /* rows whose argmax differs from f32's */
 };
 
 /* 1 when an output of these dims is one row of scores (every dim but the
  * last is 1, the last >= 2). */
 int vision_is_classifier(const struct nib_io_rec *rec);
+
+/* The rows of an output read as a sequence of score rows: dims 1 x T x C
+ * with T > 1 and C >= 2 (a CTC recogniser's steps); 0 otherwise. */
+uint64_t vision_sequence_steps(const struct nib_io_rec *rec);
 
 /* Run cand on every sample of s and compare with rf. d: rf->n_out
  * entries. 0, or -1 with a message. */
@@ -43,7 +49,8 @@ int vision_compare(const struct vision_ref *rf, struct vision_runner *cand,
 /* One number for a comparison, the score --auto-precision ranks nodes by:
  * the mean over outputs of rms / max_ref. Squares, so that a few large
  * differences (a class or a pixel that flips) outweigh diffuse noise over
- * the many near-zero scores of a softmax. */
+ * the many near-zero scores of a softmax. (Adding a sequence output's
+ * share of changed steps was tried and ranked worse: docs/vision.md.) */
 double vision_diff_score(const struct vision_out_diff *d, uint32_t n_out);
 
 #endif
