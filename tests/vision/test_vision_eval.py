@@ -151,14 +151,20 @@ def recompute(m, data, files, quant):
     return diff.max(), diff.mean(), max(np.abs(x).max() for x in a), top1, np.sqrt((diff ** 2).mean())
 
 
+def inputs(name, n, shape):
+    """A folder of n random .npy inputs of shape; (folder, files)."""
+    folder = os.path.join(work, name)
+    os.makedirs(folder)
+    files = []
+    for k in range(n):
+        files.append(os.path.join(folder, f"{k:02d}.npy"))
+        np.save(files[-1], rng.uniform(-1, 1, shape).astype(np.float32))
+    return folder, files
+
+
 try:
     m = model()
-    data = os.path.join(work, "data")
-    os.makedirs(data)
-    files = []
-    for k in range(5):
-        files.append(os.path.join(data, f"{k:02d}.npy"))
-        np.save(files[-1], rng.uniform(-1, 1, (1, 3, 24, 24)).astype(np.float32))
+    data, files = inputs("data", 5, (1, 3, 24, 24))
 
     # f32 against f32: nothing differs, every top-1 agrees
     j, r = eval_json(m, "--quant", "f32", "--data", data)
@@ -205,12 +211,7 @@ try:
 
     # a sequence output: per step, whether the argmax agrees with f32's
     sm = seq_model()
-    sdata = os.path.join(work, "sdata")
-    os.makedirs(sdata)
-    sfiles = []
-    for k in range(6):
-        sfiles.append(os.path.join(sdata, f"{k:02d}.npy"))
-        np.save(sfiles[-1], rng.uniform(-1, 1, (1, 3, 1, 12)).astype(np.float32))
+    sdata, sfiles = inputs("sdata", 6, (1, 3, 1, 12))
     j, r = eval_json(sm, "--quant", "f32", "--data", sdata)
     check(j is not None and j["outputs"][0].get("steps") == 72 and
           j["outputs"][0].get("steps_same") == 72,

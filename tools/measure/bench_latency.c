@@ -280,16 +280,11 @@ static int bench_blob(const struct bench_opts *o)
         rc =
             bench_ops(stdout, &alone, nib_exec_argmax(&e), fixed_pos, o->tokens, o->block, o->json);
         nib_team_join(t, tids);
-        free(pos_of);
-        free(ids);
-        free(lat);
-        free(lat2);
-        munmap(arena, arena_size + team_size);
-        munmap(raw, map);
         if (rc)
             fprintf(stderr, "nib bench: %s\n",
                     rc == -1 ? "out of memory" : "the op-by-op pass's logits differ from a pass's");
-        return rc ? 1 : 0;
+        rc = rc ? 1 : 0;
+        goto done;
     }
     /* Across positions: requests through the context, as the appliance serves them. */
     struct vsref_result across, fixed;
@@ -350,13 +345,14 @@ static int bench_blob(const struct bench_opts *o)
                    (unsigned long long)nz.gaps_100us, nz.lost_pct, nz.max_gap_us, l.p50 / 1e3,
                    nz.floor_p99, nz.floor_p999);
     }
+done:
     free(pos_of);
     free(ids);
     free(lat);
     free(lat2);
     munmap(arena, arena_size + team_size);
     munmap(raw, map);
-    return 0;
+    return rc;
 }
 
 /* --- a running appliance --------------------------------------------------------- */
