@@ -61,6 +61,17 @@ def const(name, a):
     return numpy_helper.from_array(np.asarray(a, dtype=np.float32), name)
 
 
+def save(name, nodes, inits, in_dims, out, out_dims):
+    """An opset-13 model of input x (in_dims) and one output, written as NAME.onnx."""
+    g = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, in_dims)],
+                          [helper.make_tensor_value_info(out, TensorProto.FLOAT, out_dims)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    path = os.path.join(work, name + ".onnx")
+    with open(path, "wb") as f:
+        f.write(m.SerializeToString())
+    return path
+
+
 def model():
     nodes = [
         helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", kernel_shape=[3, 3],
@@ -81,15 +92,7 @@ def model():
              const("w3", rng.standard_normal((32, 32, 1, 1)) * 0.25),
              const("fc", rng.standard_normal((10, 32)) * 0.5),
              const("fcb", rng.standard_normal(10) * 0.1)]
-    g = helper.make_graph(nodes, "cls", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
-                                                                      [1, 3, 24, 24])],
-                          [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 10])],
-                          inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
-    path = os.path.join(work, "cls.onnx")
-    with open(path, "wb") as f:
-        f.write(m.SerializeToString())
-    return path
+    return save("cls", nodes, inits, [1, 3, 24, 24], "logits", [1, 10])
 
 
 def seq_model():
@@ -106,15 +109,7 @@ def seq_model():
              const("b1", rng.standard_normal(16) * 0.1),
              const("w2", rng.standard_normal((6, 16, 1, 1)) * 0.4),
              numpy_helper.from_array(np.array([1, 6, 12], dtype=np.int64), "shape")]
-    g = helper.make_graph(nodes, "seq", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
-                                                                      [1, 3, 1, 12])],
-                          [helper.make_tensor_value_info("steps", TensorProto.FLOAT, [1, 12, 6])],
-                          inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
-    path = os.path.join(work, "seq.onnx")
-    with open(path, "wb") as f:
-        f.write(m.SerializeToString())
-    return path
+    return save("seq", nodes, inits, [1, 3, 1, 12], "steps", [1, 12, 6])
 
 
 def eval_json(*args):
