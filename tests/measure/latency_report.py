@@ -7,14 +7,16 @@ bad values are refused with a message. --ops: one row per op kind and a
 "pass" row, whose op count and bytes are the rows' sums, the bytes equal
 to the fixed comparison's bytes per iteration at the same position, each
 row's ratio its times' quotient, and the op-by-op pass's logits equal to
-the executor's. Times are never compared with anything: this checks the
+the executor's. A vision blob is refused as one. Times are never compared with anything: this checks the
 report, not the machine.
 
   latency_report.py NIB BLOB
 """
 import json
+import os
 import subprocess
 import sys
+import tempfile
 
 nib, blob = sys.argv[1], sys.argv[2]
 failures = 0
@@ -111,4 +113,16 @@ for args, what in ((["--pos", "100000"], "position 100000"), (["--block", "0"], 
     b = run(args + ["--tokens", "4"])
     check(b.returncode == 2 and what.split()[0] in b.stderr,
           "%s refused with a message (%d: %s)" % (" ".join(args), b.returncode, b.stderr.strip()))
+# a vision blob (a small model of the ONNX fuzz corpus): refused by name
+with tempfile.TemporaryDirectory() as tmp:
+    onnx = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fuzz", "corpus", "onnx",
+                        "pool-gemm.onnx")
+    vblob = os.path.join(tmp, "vision.blob")
+    c = subprocess.run([nib, "compile", onnx, "--quant", "f32", "-o", vblob], capture_output=True,
+                       text=True, timeout=120)
+    check(c.returncode == 0, "the vision blob compiles (%s)" % c.stderr.strip()[-200:])
+    b = subprocess.run([nib, "bench", "--latency", vblob, "--tokens", "4"], capture_output=True,
+                       text=True, timeout=120)
+    check(b.returncode == 2 and "is a vision model" in b.stderr,
+          "a vision blob is refused as one (%d: %s)" % (b.returncode, b.stderr.strip()))
 sys.exit(1 if failures else 0)

@@ -181,6 +181,14 @@ static int bench_blob(const struct bench_opts *o)
         return 1;
     }
     const struct nib_hparams *hp = &v.h->hp;
+    if (v.h->model_kind == NIB_MODEL_VISION) {
+        fprintf(stderr,
+                "nib bench: %s is a vision model: --latency times a decoder's tokens (a vision "
+                "blob's per-image latency: nib bench --model %s)\n",
+                o->blob, o->blob);
+        munmap(raw, map);
+        return 2;
+    }
     if (o->pos >= hp->ctx_len) {
         fprintf(stderr, "nib bench: --pos %u: the context holds positions 0..%u\n", o->pos,
                 hp->ctx_len - 1);
