@@ -113,6 +113,11 @@ for args, what in ((["--pos", "100000"], "position 100000"), (["--block", "0"], 
     b = run(args + ["--tokens", "4"])
     check(b.returncode == 2 and what.split()[0] in b.stderr,
           "%s refused with a message (%d: %s)" % (" ".join(args), b.returncode, b.stderr.strip()))
+b = subprocess.run([nib, "bench", "--latency", "--name", "nosuch", "--ops"], capture_output=True,
+                   text=True, timeout=60)
+check(b.returncode == 2 and "--ops" in b.stderr,
+      "--ops with --name refused, not ignored (%d: %s)" % (b.returncode, b.stderr.strip()))
+
 # a vision blob (a small model of the ONNX fuzz corpus): refused by name
 with tempfile.TemporaryDirectory() as tmp:
     onnx = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fuzz", "corpus", "onnx",

@@ -520,6 +520,9 @@ int nib_bench_latency_main(int argc, char **argv)
         fprintf(stderr, "nib bench: give a MODEL.blob or --name NAME (one of them)\n");
         return nib_args_missing(&a);
     }
+    if (o.name && o.ops)
+        return nib_args_fail(&a, "--ops runs a blob in this process; it has no form for an "
+                                 "appliance (--name)");
     if (o.name && (o.workers || o.gen || o.pos))
         nib_args_note(a.cmd, "--workers, --gen and --pos are ignored with --name: the appliance "
                              "has its own");
