@@ -559,6 +559,48 @@ END_TEST
  * description, and every run is bitwise equal (f32 and q4). */
 static const char *const fx_archs[] = {"llama", "qwen2", "qwen3", "phi3", "gemma2"};
 
+/* Layer 0's fused QKV of a quantized blob q holds, at the rows its op
+ * names (Q, K and V each where rope_kv says: a part can start past the
+ * previous part's end, on a whole head), the f32 blob f's rows: every
+ * row's dequantized weights within a fifth of the row's norm. A part
+ * packed at the wrong rows (another part's weights, or zeros) is off by
+ * about its whole norm. */
+static void qkv_rows_in_place(const struct nib_blob_view *f, const struct nib_blob_view *q,
+                              const char *what)
+{
+    const struct nib_op *of = NULL, *oq = NULL;
+    for (uint32_t i = 0; i < f->h->n_ops && !of; i++)
+        if (f->ops[i].code == NIB_OP_MATMUL && (f->ops[i].flags & NIB_EPI_ROPE_KV))
+            of = &f->ops[i];
+    for (uint32_t i = 0; i < q->h->n_ops && !oq; i++)
+        if (q->ops[i].code == NIB_OP_MATMUL && (q->ops[i].flags & NIB_EPI_ROPE_KV))
+            oq = &q->ops[i];
+    ck_assert_msg(of && oq, "%s: no fused QKV", what);
+    const struct nib_rope_kv_params *pf = &of->matmul.rope_kv, *pq = &oq->matmul.rope_kv;
+    const struct nib_tensor_rec *tf = &f->tensors[of->tensor], *tq = &q->tensors[oq->tensor];
+    ck_assert_uint_eq(tf->dtype, NIB_DT_F32);
+    ck_assert_uint_eq(pf->q_rows, pq->q_rows);
+    ck_assert_uint_eq(pf->kv_rows, pq->kv_rows);
+    struct nib_qlayout l;
+    ck_assert_int_eq(nib_qlayout_get(&l, tq->dtype, tq->group, tq->rows, tq->cols), 0);
+    const float *w32 = (const float *)(const void *)(f->weights + tf->offset);
+    float *row = malloc(l.k_pad * sizeof *row);
+    const uint32_t first[3][2] = {{0, 0}, {pf->k_off, pq->k_off}, {pf->v_off, pq->v_off}};
+    for (int part = 0; part < 3; part++)
+        for (uint32_t i = 0; i < (part ? pf->kv_rows : pf->q_rows); i++) {
+            const float *want = w32 + (uint64_t)(first[part][0] + i) * tf->cols;
+            nib_dequantize_row(&l, q->weights + tq->offset, first[part][1] + i, row);
+            double e = 0, n = 0;
+            for (uint32_t k = 0; k < tf->cols; k++) {
+                e += ((double)row[k] - want[k]) * ((double)row[k] - want[k]);
+                n += (double)want[k] * want[k];
+            }
+            ck_assert_msg(e <= 0.04 * n, "%s: QKV part %d row %u: error %g of norm %g", what, part,
+                          i, sqrt(e), sqrt(n));
+        }
+    free(row);
+}
+
 START_TEST(fixture_archs)
 {
     const char *arch = fx_archs[_i];
@@ -589,11 +631,13 @@ START_TEST(fixture_archs)
     barriers_cover(&v, arch);
     free(ref);
     run_free(&r);
+    struct nib_blob_view vq;
+    uint8_t *blob_q = am_compile(&m, "q4", &vq);
+    qkv_rows_in_place(&v, &vq, arch);
     free(blob);
-    blob = am_compile(&m, "q4", &v);
-    bitwise_everywhere(&v, arch);
-    barriers_cover(&v, arch);
-    free(blob);
+    bitwise_everywhere(&vq, arch);
+    barriers_cover(&vq, arch);
+    free(blob_q);
     llama_model_free(&m);
     gguf_close(&g);
     fx_file_free(&file);

@@ -109,37 +109,50 @@ static int pack_source(const struct nib_plan *p, const struct plan_tensor *t,
     return rc;
 }
 
-/* A quantized tensor. Sources start on an N-block, so packed sources
- * simply follow each other; tile pairs (gate|up) alternate N-blocks. */
+/* A quantized tensor. Each source is placed at its first row in the plan
+ * (row_off: an N-block, or a whole head where the fused QKV normalizes
+ * heads; rows between sources are zero, scale 0) or, as tile pairs
+ * (gate|up), in N-blocks alternating with the other source's. */
 static int write_quantized(struct sink *s, const struct nib_plan *p, const struct plan_tensor *t,
                            int source, char *err, size_t errlen)
 {
     const struct nib_tensor_rec *rec = &t->rec;
-    uint8_t *buf[3] = {NULL, NULL, NULL};
-    uint64_t size[3] = {0, 0, 0};
-    int rc = 0;
-    for (uint32_t k = 0; k < t->n_src && rc == 0; k++) {
-        size[k] = nib_qformat_size(rec->dtype, rec->group, t->src[k]->rows, rec->cols);
-        buf[k] = malloc(size[k] ? size[k] : 1);
-        if (!buf[k]) {
+    struct nib_qlayout tl, sl;
+    uint8_t *src = NULL, *tensor = NULL;
+    int rc = nib_qlayout_get(&tl, rec->dtype, rec->group, rec->rows, rec->cols);
+    if (rc == 0) {
+        src = malloc(tl.size);
+        tensor = calloc(1, tl.size);
+        if (!src || !tensor) {
             snprintf(err, errlen, "out of memory packing '%s'", rec->name);
+            rc = -1;
+        }
+    } else {
+        snprintf(err, errlen, "packing '%s': no layout for its format and shape", rec->name);
+    }
+    for (uint32_t k = 0; k < t->n_src && rc == 0; k++) {
+        const uint64_t at = (uint64_t)t->row_off[k] / NIB_Q_TILE_N * tl.nblock_bytes;
+        if (nib_qlayout_get(&sl, rec->dtype, rec->group, t->src[k]->rows, rec->cols) ||
+            (t->tile_pairs ? t->n_src != 2 || 2 * sl.size != tl.size
+                           : t->row_off[k] % NIB_Q_TILE_N || at + sl.size > tl.size)) {
+            snprintf(err, errlen, "packing '%s': source %u does not fit its place", rec->name, k);
             rc = -1;
             break;
         }
-        rc = pack_source(p, t, t->src[k], source, buf[k], err, errlen);
-        if (rc == 0 && !t->tile_pairs)
-            put(s, buf[k], size[k]);
-    }
-    if (rc == 0 && t->tile_pairs) {
-        struct nib_qlayout l;
-        nib_qlayout_get(&l, rec->dtype, rec->group, t->src[0]->rows, rec->cols);
-        for (uint64_t off = 0; off < size[0]; off += l.nblock_bytes) {
-            put(s, buf[0] + off, l.nblock_bytes);
-            put(s, buf[1] + off, l.nblock_bytes);
+        rc = pack_source(p, t, t->src[k], source, src, err, errlen);
+        if (rc)
+            break;
+        if (!t->tile_pairs) {
+            memcpy(tensor + at, src, sl.size);
+            continue;
         }
+        for (uint64_t off = 0; off < sl.size; off += sl.nblock_bytes)
+            memcpy(tensor + 2 * off + k * sl.nblock_bytes, src + off, sl.nblock_bytes);
     }
-    for (int k = 0; k < 3; k++)
-        free(buf[k]);
+    if (rc == 0)
+        put(s, tensor, tl.size);
+    free(src);
+    free(tensor);
     return rc;
 }
 
