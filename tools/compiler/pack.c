@@ -121,9 +121,9 @@ static int write_quantized(struct sink *s, const struct nib_plan *p, const struc
     uint8_t *src = NULL, *tensor = NULL;
     int rc = nib_qlayout_get(&tl, rec->dtype, rec->group, rec->rows, rec->cols);
     if (rc == 0) {
-        src = malloc(tl.size);
+        src = t->tile_pairs ? malloc(tl.size / 2) : NULL; /* one source's blocks, to deal out */
         tensor = calloc(1, tl.size);
-        if (!src || !tensor) {
+        if ((t->tile_pairs && !src) || !tensor) {
             snprintf(err, errlen, "out of memory packing '%s'", rec->name);
             rc = -1;
         }
@@ -139,13 +139,9 @@ static int write_quantized(struct sink *s, const struct nib_plan *p, const struc
             rc = -1;
             break;
         }
-        rc = pack_source(p, t, t->src[k], source, src, err, errlen);
-        if (rc)
-            break;
-        if (!t->tile_pairs) {
-            memcpy(tensor + at, src, sl.size);
+        rc = pack_source(p, t, t->src[k], source, t->tile_pairs ? src : tensor + at, err, errlen);
+        if (rc || !t->tile_pairs)
             continue;
-        }
         for (uint64_t off = 0; off < sl.size; off += sl.nblock_bytes)
             memcpy(tensor + 2 * off + k * sl.nblock_bytes, src + off, sl.nblock_bytes);
     }
