@@ -565,17 +565,19 @@ static const char *const fx_archs[] = {"llama", "qwen2", "qwen3", "phi3", "gemma
  * row's dequantized weights within a fifth of the row's norm. A part
  * packed at the wrong rows (another part's weights, or zeros) is off by
  * about its whole norm. */
+static const struct nib_op *first_qkv(const struct nib_blob_view *v, const char *what)
+{
+    for (uint32_t i = 0; i < v->h->n_ops; i++)
+        if (v->ops[i].code == NIB_OP_MATMUL && (v->ops[i].flags & NIB_EPI_ROPE_KV))
+            return &v->ops[i];
+    ck_abort_msg("%s: no fused QKV", what);
+    return NULL;
+}
+
 static void qkv_rows_in_place(const struct nib_blob_view *f, const struct nib_blob_view *q,
                               const char *what)
 {
-    const struct nib_op *of = NULL, *oq = NULL;
-    for (uint32_t i = 0; i < f->h->n_ops && !of; i++)
-        if (f->ops[i].code == NIB_OP_MATMUL && (f->ops[i].flags & NIB_EPI_ROPE_KV))
-            of = &f->ops[i];
-    for (uint32_t i = 0; i < q->h->n_ops && !oq; i++)
-        if (q->ops[i].code == NIB_OP_MATMUL && (q->ops[i].flags & NIB_EPI_ROPE_KV))
-            oq = &q->ops[i];
-    ck_assert_msg(of && oq, "%s: no fused QKV", what);
+    const struct nib_op *of = first_qkv(f, what), *oq = first_qkv(q, what);
     const struct nib_rope_kv_params *pf = &of->matmul.rope_kv, *pq = &oq->matmul.rope_kv;
     const struct nib_tensor_rec *tf = &f->tensors[of->tensor], *tq = &q->tensors[oq->tensor];
     ck_assert_uint_eq(tf->dtype, NIB_DT_F32);
