@@ -98,6 +98,34 @@ uint32_t nib_qformat_act_block(uint32_t dtype, uint32_t group)
     return dtype == NIB_DT_F32 ? 0 : group;
 }
 
+/* In place, one complete pair at a time through scratch: group j of
+ * block b of the pair between b x nblock_bytes + j x sgroup_bytes (whole
+ * blocks) and j x 2 sgroup_bytes + b x sgroup_bytes (stored). A last
+ * block without a partner is the same bytes in both layouts. */
+static void move_groups(const struct nib_qlayout *l, uint8_t *w, uint8_t *scratch, int to_stored)
+{
+    const uint64_t nbb = l->nblock_bytes, sgb = l->sgroup_bytes;
+    for (uint32_t nb = 0; nib_ql_paired(l, nb); nb += 2) {
+        uint8_t *pair = w + (uint64_t)nb * nbb;
+        memcpy(scratch, pair, 2 * nbb);
+        for (uint32_t b = 0; b < 2; b++)
+            for (uint32_t j = 0; j < l->n_sgroups; j++) {
+                const uint64_t st = (uint64_t)j * 2 * sgb + b * sgb, li = b * nbb + j * sgb;
+                memcpy(pair + (to_stored ? st : li), scratch + (to_stored ? li : st), sgb);
+            }
+    }
+}
+
+void nib_ql_pair_blocks(const struct nib_qlayout *l, uint8_t *w, uint8_t *scratch)
+{
+    move_groups(l, w, scratch, 1);
+}
+
+void nib_ql_unpair_blocks(const struct nib_qlayout *l, uint8_t *w, uint8_t *scratch)
+{
+    move_groups(l, w, scratch, 0);
+}
+
 void nib_qrow_f32(const struct nib_qlayout *l, const uint8_t *w, uint32_t r, uint32_t c0,
                   uint32_t c1, float *out)
 {

@@ -4,7 +4,19 @@
  * AVX2 and NEON kernels, so a blob is packed once.
  *
  * Every quantized format packs rows in N-blocks of NIB_Q_TILE_N = 8 rows.
- * An N-block is a run of "scale groups", each covering `gsize` inputs:
+ * An N-block is a run of "scale groups", each covering `gsize` inputs.
+ * N-blocks come in pairs (0 and 1, 2 and 3, ...; a last block without a
+ * partner stands alone) whose scale groups alternate:
+ *
+ *   pair p = [group 0 of block 2p][group 0 of block 2p+1][group 1 of 2p]...
+ *
+ * so a kernel computing 16 rows at once reads one sequential stream. Read
+ * as two streams side by side (the blocks one after the other), the q4
+ * decode GEMV from DRAM ran at 0.71-0.86 of a linear read of the same
+ * bytes on a Zen 5 core; as one, at 0.91-0.95 (docs/kernels.md). With one
+ * scale group per block (the per-channel formats) a pair is simply the two
+ * blocks in order.
+ *
  *
  *   scale group = [codes: 8 rows x gsize][8 scales][8 zero points (q4a only)]
  *                                                  [8 f32 minimums (q4f, q8f)]
@@ -91,11 +103,38 @@ uint32_t nib_qformat_act_block(uint32_t dtype, uint32_t group);
 
 /* ---- addressing (used by the scalar kernels, packers and tests) ---- */
 
+/* 1 when N-block nb has a partner (the pair is complete). */
+static inline int nib_ql_paired(const struct nib_qlayout *l, uint32_t nb)
+{
+    return (nb | 1u) < l->n_pad / NIB_Q_TILE_N;
+}
+
+/* Start of scale group 0 of N-block nb. */
+static inline uint64_t nib_ql_block_off(const struct nib_qlayout *l, uint32_t nb)
+{
+    const uint64_t pair = (uint64_t)(nb & ~1u) * l->nblock_bytes;
+    return nib_ql_paired(l, nb) ? pair + (nb & 1u) * (uint64_t)l->sgroup_bytes
+                                : (uint64_t)nb * l->nblock_bytes;
+}
+
+/* Bytes from one scale group of N-block nb to its next. */
+static inline uint32_t nib_ql_group_stride(const struct nib_qlayout *l, uint32_t nb)
+{
+    return nib_ql_paired(l, nb) ? 2 * l->sgroup_bytes : l->sgroup_bytes;
+}
+
 /* Start of scale group j of N-block nb. */
 static inline uint64_t nib_ql_sgroup_off(const struct nib_qlayout *l, uint32_t nb, uint32_t j)
 {
-    return (uint64_t)nb * l->nblock_bytes + (uint64_t)j * l->sgroup_bytes;
+    return nib_ql_block_off(l, nb) + (uint64_t)j * nib_ql_group_stride(l, nb);
 }
+
+/* A tensor, in place, between the stored layout (pairs interleaved) and
+ * one with every N-block whole, one after the other (how the packer
+ * composes a fused tensor from its sources). scratch holds
+ * 2 x l->nblock_bytes. */
+void nib_ql_pair_blocks(const struct nib_qlayout *l, uint8_t *w, uint8_t *scratch);
+void nib_ql_unpair_blocks(const struct nib_qlayout *l, uint8_t *w, uint8_t *scratch);
 
 /* Byte holding code (r, k), r and k within the padded tensor; for 4-bit
  * codes *shift is 0 (low nibble) or 4 (high nibble). */

@@ -29,8 +29,9 @@
 /* 6: vision models (model_kind, the io table); 7: conv residual; 8: a quantized
  * convolution's f32 and int8 outputs at once (qout 2); 9: an f32 convolution's
  * int8 copy; 10: element-wise ops' int8 outputs (qout in nib_vew_params) and
- * the fused scale-and-add NIB_VBIN_MULADD */
-#define NIB_BLOB_VERSION 10u
+ * the fused scale-and-add NIB_VBIN_MULADD; 11: quantized tensors store their
+ * N-blocks in pairs whose scale groups alternate (kernels/qformat.h) */
+#define NIB_BLOB_VERSION 11u
 #define NIB_WEIGHT_ALIGN (2u * 1024u * 1024u) /* huge page */
 #define NIB_SECTION_ALIGN 64u
 #define NIB_CRC_START 12u /* magic[8] + crc32c[4] */

@@ -20,7 +20,11 @@ int nib_ref_spans(const struct nib_blob_view *v, const struct nib_op *op, uint32
             lo = (uint64_t)b * t->cols * 4;
             hi = (uint64_t)e * t->cols * 4;
         } else if (nib_qlayout_get(&l, t->dtype, t->group, t->rows, t->cols) == 0) {
-            /* the N-blocks (tiles of NIB_Q_TILE_N rows) holding rows [b, e) */
+            /* the N-blocks (tiles of NIB_Q_TILE_N rows) holding rows [b, e);
+             * shares split rows in whole pairs of them (NIB_EXEC_ROW_BLOCK),
+             * so these are the pairs' bytes exactly; a share bound inside a
+             * pair (a head size not a multiple of 16 rows) moves half a
+             * pair's bytes between two workers, the total unchanged */
             lo = (uint64_t)(b / NIB_Q_TILE_N) * l.nblock_bytes;
             hi = (uint64_t)((e + NIB_Q_TILE_N - 1) / NIB_Q_TILE_N) * l.nblock_bytes;
         } else {

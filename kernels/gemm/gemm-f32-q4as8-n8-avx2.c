@@ -4,7 +4,7 @@
 #include "kernels/gemm/qgemm-avx2.h"
 
 #if NIB_HAVE_AVX2
-NIB_QGEMM_KERNEL(nib_gemm_f32_q4as8_n8_avx2, NIB_DT_Q4A, nib_qg_block, 4, NIB_ZP_STORED)
+NIB_QGEMM_KERNEL_PAIRS(nib_gemm_f32_q4as8_n8_avx2, NIB_DT_Q4A, nib_qg_block, 4, NIB_ZP_STORED)
 #else
 typedef int nib_gemm_f32_q4as8_n8_avx2_unused;
 #endif

@@ -14,8 +14,9 @@
  * same float steps as the AVX2 kernel in the same order (convert,
  * ws x sa, one fma into the row's accumulator per group; the add last),
  * lane for lane in 16 lanes instead of 8, so the bits are every ISA's.
- * Block nb + 1 without rows in range (an odd count, or a worker's range
- * ending inside a pair) runs the AVX2 block.
+ * It reads the stored N-block pairs (kernels/qformat.h), whose scale
+ * groups alternate, as one stream; a block without its partner in the
+ * range runs the AVX2 block.
  *
  * The AVX2 table's q4 GEMM calls it where nib_avx512vnni_available();
  * nib_gemm_f32_q4s8_n8_avx2plain is the AVX2 kernel alone (tests). */
@@ -24,30 +25,19 @@
 #if NIB_HAVE_AVX2
 #include "kernels/gemm/qgemm-avx512.h"
 
-/* Prefetch for one of the two blocks read side by side: bytes at p plus
- * the distance, where they lie in the block (which ends at end); past
- * its end they would be the partner block, already read, so they are
- * taken nbb bytes further, in the same block of the next pair. Crossing
- * into the partner instead left the first lines of every pair unfetched
- * (decode of K = 2048 from DRAM fell to 0.7 of the stream read). */
-static inline void pf_block(const uint8_t *p, const uint8_t *end, size_t nbb, uint32_t bytes)
-{
-    uintptr_t q = (uintptr_t)p + __atomic_load_n(&nib_prefetch_bytes, __ATOMIC_RELAXED);
-    nib_prefetch_lines(q >= (uintptr_t)end ? q + nbb : q, bytes);
-}
-
-/* Tokens t0..t0+M-1 (M 1..4) of blocks b0 (rows e0) and b1 (rows e1),
+/* Tokens t0..t0+M-1 (M 1..4) of the N-block pair at b0 (rows e0, and e1
+ * for its second block, whose groups follow the first's: one stream),
  * groups of G inputs: the final values, add included, written to y.
  * Four accumulators per token (low/high nibbles, even/odd chunks) keep
  * the vpdpbusd chains of a group short; groups are independent until
  * the fma, so consecutive groups overlap. */
 static inline __attribute__((always_inline)) AVX512VNNI void
-q4_pair(const uint8_t *b0, const uint8_t *b1, const struct nib_qlayout *l, const struct nib_qact *a,
-        uint32_t t0, const int M, const uint32_t G, const struct nib_qrows *e0,
-        const struct nib_qrows *e1, float *y, size_t y_stride)
+q4_pair(const uint8_t *b0, const struct nib_qlayout *l, const struct nib_qact *a, uint32_t t0,
+        const int M, const uint32_t G, const struct nib_qrows *e0, const struct nib_qrows *e1,
+        float *y, size_t y_stride)
 {
     const uint32_t nsg = l->n_sgroups, sgb = l->sgroup_bytes, cb = l->code_bytes;
-    const size_t kp = a->k_pad, nbk = a->n_blocks, nbb = l->nblock_bytes;
+    const size_t kp = a->k_pad, nbk = a->n_blocks;
     const int8_t *aq = a->q + t0 * kp;
     const float *sa = a->scale + t0 * nbk;
     const int32_t *as = a->sum + t0 * nbk;
@@ -56,10 +46,9 @@ q4_pair(const uint8_t *b0, const uint8_t *b1, const struct nib_qlayout *l, const
     for (int t = 0; t < M; t++)
         accf[t] = _mm512_setzero_ps();
     for (uint32_t j = 0; j < nsg; j++) {
-        const uint8_t *p0 = b0 + (size_t)j * sgb, *p1 = b1 + (size_t)j * sgb;
+        const uint8_t *p0 = b0 + (size_t)j * 2 * sgb, *p1 = p0 + sgb;
         const int8_t *ak = aq + (size_t)j * G;
-        pf_block(p0, b1, nbb, 4 * G + 16); /* sgb, as a constant */
-        pf_block(p1, b1 + nbb, nbb, 4 * G + 16);
+        nib_prefetch_nb(p0, 2 * (4 * G + 16), 2); /* both groups: 2 x sgb, as a constant */
         __m512i acc[4][4];
 #pragma GCC unroll 4
         for (int t = 0; t < M; t++)
@@ -96,41 +85,45 @@ q4_pair(const uint8_t *b0, const uint8_t *b1, const struct nib_qlayout *l, const
     }
 }
 
-/* One N-pair (b1 NULL: the AVX2 block alone) for tokens t0..t0+M-1. */
+/* N-block nb alone (the AVX2 block, reading its groups gs bytes apart)
+ * or, pair set, the pair nb, nb + 1, for tokens t0..t0+M-1. */
 static inline __attribute__((always_inline)) AVX512VNNI void
-q4_step(const uint8_t *b0, const uint8_t *b1, const struct nib_qlayout *l, const struct nib_qact *a,
-        uint32_t t0, const int M, const struct nib_qrows *e0, const struct nib_qrows *e1, float *y,
-        size_t y_stride)
+q4_step(const uint8_t *w, const struct nib_qlayout *l, const struct nib_qact *a, uint32_t nb,
+        int pair, uint32_t t0, const int M, const struct nib_qrows *e0, const struct nib_qrows *e1,
+        float *y, size_t y_stride)
 {
-    if (!b1) {
+    const uint8_t *b0 = w + nib_ql_block_off(l, nb);
+    if (!pair) {
         __m256 out[4];
-        nib_qg_block(b0, l, a, t0, M, e0, out, 4, NIB_ZP_8);
+        nib_qg_block(b0, nib_ql_group_stride(l, nb), l, a, t0, M, 1, e0, e0, out, 4, NIB_ZP_8);
         for (int t = 0; t < M; t++)
             nib_qrows_store(e0, out[t], y + (t0 + t) * y_stride);
         return;
     }
-#define Q4_PAIR(G) q4_pair(b0, b1, l, a, t0, M, G, e0, e1, y, y_stride)
+#define Q4_PAIR(G) q4_pair(b0, l, a, t0, M, G, e0, e1, y, y_stride)
     NIB_QGEMM_BY_GROUP(l->gsize, Q4_PAIR)
 #undef Q4_PAIR
 }
 
+/* Whole stored pairs (an even block with its partner in the range) run
+ * 16 rows at a time; a block whose partner lies outside the range (a
+ * share starting or ending inside a pair) or that has none runs alone. */
 AVX512VNNI NIB_QGEMM_DECL(nib_gemm_f32_q4s8_n16_avx512vnni)
 {
     nib_pre_qgemm(NIB_DT_Q4, l, w, a, m, y, y_stride, n_begin, n_end);
-    for (uint32_t nb = n_begin / NIB_Q_TILE_N; nb * NIB_Q_TILE_N < n_end; nb += 2) {
-        const uint8_t *b0 = w + (size_t)nb * l->nblock_bytes;
+    for (uint32_t nb = n_begin / NIB_Q_TILE_N; nb * NIB_Q_TILE_N < n_end;) {
+        const int pair = !(nb & 1) && nib_ql_paired(l, nb) && (nb + 1) * NIB_Q_TILE_N < n_end;
         const struct nib_qrows e0 = {add, add_stride, nb * NIB_Q_TILE_N, n_begin, n_end};
         const struct nib_qrows e1 = {add, add_stride, (nb + 1) * NIB_Q_TILE_N, n_begin, n_end};
-        const int pair = (nb + 1) * NIB_Q_TILE_N < n_end; /* block nb + 1 has rows in range */
-        const uint8_t *b1 = pair ? b0 + l->nblock_bytes : NULL;
         for (uint32_t t0 = 0; t0 < m; t0 += 4) {
             switch (m - t0 < 4 ? m - t0 : 4) {
-            case 1: q4_step(b0, b1, l, a, t0, 1, &e0, &e1, y, y_stride); break;
-            case 2: q4_step(b0, b1, l, a, t0, 2, &e0, &e1, y, y_stride); break;
-            case 3: q4_step(b0, b1, l, a, t0, 3, &e0, &e1, y, y_stride); break;
-            default: q4_step(b0, b1, l, a, t0, 4, &e0, &e1, y, y_stride); break;
+            case 1: q4_step(w, l, a, nb, pair, t0, 1, &e0, &e1, y, y_stride); break;
+            case 2: q4_step(w, l, a, nb, pair, t0, 2, &e0, &e1, y, y_stride); break;
+            case 3: q4_step(w, l, a, nb, pair, t0, 3, &e0, &e1, y, y_stride); break;
+            default: q4_step(w, l, a, nb, pair, t0, 4, &e0, &e1, y, y_stride); break;
             }
         }
+        nb += pair ? 2 : 1;
     }
 }
 #else

@@ -12,7 +12,7 @@
 #include "kernels/gemm/qgemm-avx2.h"
 
 #if NIB_HAVE_AVX2
-NIB_QGEMM_KERNEL(nib_gemm_f32_q4s8_n8_avx2plain, NIB_DT_Q4, nib_qg_block, 4, NIB_ZP_8)
+NIB_QGEMM_KERNEL_PAIRS(nib_gemm_f32_q4s8_n8_avx2plain, NIB_DT_Q4, nib_qg_block, 4, NIB_ZP_8)
 
 NIB_QGEMM_DECL(nib_gemm_f32_q4s8_n8_avx2)
 {

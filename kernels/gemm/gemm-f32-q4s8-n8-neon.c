@@ -7,7 +7,7 @@
 #include "kernels/gemm/qgemm-neon.h"
 
 #if NIB_HAVE_NEON
-NIB_QGEMM_KERNEL(nib_gemm_f32_q4s8_n8_neon, NIB_DT_Q4, nib_qg_block, 4, NIB_ZP_8)
+NIB_QGEMM_KERNEL_PAIRS(nib_gemm_f32_q4s8_n8_neon, NIB_DT_Q4, nib_qg_block, 4, NIB_ZP_8)
 #else
 typedef int nib_gemm_f32_q4s8_n8_neon_unused;
 #endif

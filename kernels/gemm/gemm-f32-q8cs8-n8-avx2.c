@@ -4,7 +4,7 @@
 #include "kernels/gemm/qgemm-avx2.h"
 
 #if NIB_HAVE_AVX2
-NIB_QGEMM_KERNEL(nib_gemm_f32_q8cs8_n8_avx2, NIB_DT_Q8C, nib_q8c_block)
+NIB_QGEMM_KERNEL_PAIRS(nib_gemm_f32_q8cs8_n8_avx2, NIB_DT_Q8C, nib_q8c_block)
 #else
 typedef int nib_gemm_f32_q8cs8_n8_avx2_unused;
 #endif

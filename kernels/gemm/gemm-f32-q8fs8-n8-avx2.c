@@ -5,7 +5,7 @@
 #include "kernels/gemm/qgemm-avx2.h"
 
 #if NIB_HAVE_AVX2
-NIB_QGEMM_KERNEL(nib_gemm_f32_q8fs8_n8_avx2, NIB_DT_Q8F, nib_qf_block, 8)
+NIB_QGEMM_KERNEL_PAIRS(nib_gemm_f32_q8fs8_n8_avx2, NIB_DT_Q8F, nib_qf_block, 8)
 #else
 typedef int nib_gemm_f32_q8fs8_n8_avx2_unused;
 #endif

@@ -4,7 +4,7 @@
 #include "kernels/gemm/qgemm-neon.h"
 
 #if NIB_HAVE_NEON
-NIB_QGEMM_KERNEL(nib_gemm_f32_q8fs8_n8_neon, NIB_DT_Q8F, nib_qf_block, 8)
+NIB_QGEMM_KERNEL_PAIRS(nib_gemm_f32_q8fs8_n8_neon, NIB_DT_Q8F, nib_qf_block, 8)
 #else
 typedef int nib_gemm_f32_q8fs8_n8_neon_unused;
 #endif

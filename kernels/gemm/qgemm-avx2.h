@@ -53,6 +53,20 @@ static inline void nib_prefetch(const uint8_t *p, uint32_t bytes)
                        bytes);
 }
 
+/* The same for a walk that reads NB blocks' bytes per step (a stored
+ * N-block pair read as one stream): NB x nib_prefetch_bytes ahead, so the
+ * lookahead in time stays what the distance gives one block's stream
+ * (the two streams it replaced each ran that far ahead). At the plain
+ * distance, the pair stream of a K = 5632 q4/32 GEMV from DRAM ran at
+ * 0.7 of the stream read; at twice it, 15 % faster than the two streams
+ * (docs/benchmarks.md, "N-block pairs stored as one stream"). */
+static inline void nib_prefetch_nb(const uint8_t *p, uint32_t bytes, const int NB)
+{
+    nib_prefetch_lines((uintptr_t)p +
+                           (uintptr_t)NB * __atomic_load_n(&nib_prefetch_bytes, __ATOMIC_RELAXED),
+                       bytes);
+}
+
 static inline int32_t nib_ld32(const void *p)
 {
     int32_t v;
@@ -144,14 +158,15 @@ static inline __attribute__((always_inline)) void nib_q8_dot(const uint8_t *p, c
     }
 }
 
-/* The per-group formats (q4, q4a, q8c/g): M tokens (1..4), groups of G
- * inputs (32/64/128), BITS (4 or 8) and ZP (NIB_ZP_*) all constant. Per
- * group: the integer sums, minus zero point x activation sum (4-bit: 8,
- * or the stored u8), converted, times ws * sa, one fma into the row's
- * accumulator. */
+/* The per-group formats (q4, q4a, q8c/g): M tokens (1..4) of NB blocks
+ * (qgemm-driver.h), groups of G inputs (32/64/128), BITS (4 or 8) and ZP
+ * (NIB_ZP_*) all constant. Per group: the integer sums, minus zero point
+ * x activation sum (4-bit: 8, or the stored u8), converted, times ws *
+ * sa, one fma into the row's accumulator. */
 static inline __attribute__((always_inline)) void
-nib_qg_group(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_qact *a, uint32_t t0,
-             const int M, const uint32_t G, const int BITS, const int ZP, __m256 *out)
+nib_qg_group(const uint8_t *blk, uint32_t gs, const struct nib_qlayout *l, const struct nib_qact *a,
+             uint32_t t0, const int M, const int NB, const uint32_t G, const int BITS, const int ZP,
+             __m256 *out)
 {
     const int ASYM = ZP == NIB_ZP_STORED;
     const uint32_t nsg = l->n_sgroups, sgb = l->sgroup_bytes, cb = l->code_bytes;
@@ -161,53 +176,58 @@ nib_qg_group(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_q
     const int32_t *as = a->sum + t0 * nbk;
     __m256 accf[4];
 #pragma GCC unroll 8
-    for (int t = 0; t < M; t++)
-        accf[t] = _mm256_setzero_ps();
+    for (int i = 0; i < NB * M; i++)
+        accf[i] = _mm256_setzero_ps();
     for (uint32_t j = 0; j < nsg; j++) {
-        const uint8_t *p = blk + (size_t)j * sgb;
         const int8_t *ak = aq + (size_t)j * G;
-        __m256i acc32[4];
-        if (BITS == 8) {
-            nib_q8_dot(p, ak, kp, G / 4, M, acc32);
-        } else {
-            nib_prefetch(p, 4 * G + 16 + (ASYM ? 8 : 0)); /* sgb, as a constant */
+        if (BITS == 4) /* the NB groups: NB x sgb, as a constant */
+            nib_prefetch_nb(blk + (size_t)j * gs, NB * (4 * G + 16 + (ASYM ? 8 : 0)), NB);
+#pragma GCC unroll 2
+        for (int b = 0; b < NB; b++) {
+            const uint8_t *p = blk + (size_t)j * gs + (size_t)b * sgb;
+            __m256i acc32[4];
+            if (BITS == 8) {
+                nib_q8_dot(p, ak, kp, G / 4, M, acc32);
+            } else {
 #pragma GCC unroll 8
-            for (int t = 0; t < M; t++)
-                acc32[t] = _mm256_setzero_si256();
+                for (int t = 0; t < M; t++)
+                    acc32[t] = _mm256_setzero_si256();
 #pragma GCC unroll 4
-            for (uint32_t c4 = 0; c4 < G / 32; c4++)
-                nib_q4_block32(p + c4 * 128, ak + c4 * 32, kp, M, acc32);
-        }
-        __m256 ws = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p + cb)));
-        __m256i zp = _mm256_set1_epi32(8);
-        if (ASYM)
-            zp =
-                _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(p + cb + 16)));
+                for (uint32_t c4 = 0; c4 < G / 32; c4++)
+                    nib_q4_block32(p + c4 * 128, ak + c4 * 32, kp, M, acc32);
+            }
+            __m256 ws = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p + cb)));
+            __m256i zp = _mm256_set1_epi32(8);
+            if (ASYM)
+                zp = _mm256_cvtepu8_epi32(
+                    _mm_loadl_epi64((const __m128i *)(const void *)(p + cb + 16)));
 #pragma GCC unroll 8
-        for (int t = 0; t < M; t++) {
-            /* zero point x activation sum: one vector multiply per row for
-             * q4a; for q4 (zero point 8 in every row) a scalar shift. */
-            __m256i corr = ASYM ? _mm256_mullo_epi32(zp, _mm256_set1_epi32(as[t * nbk + j]))
-                                : _mm256_set1_epi32((int32_t)((uint32_t)as[t * nbk + j] << 3));
-            __m256 f =
-                _mm256_cvtepi32_ps(ZP == NIB_ZP_NONE ? acc32[t] : _mm256_sub_epi32(acc32[t], corr));
-            __m256 s = _mm256_mul_ps(ws, _mm256_set1_ps(sa[t * nbk + j]));
-            accf[t] = _mm256_fmadd_ps(f, s, accf[t]);
+            for (int t = 0; t < M; t++) {
+                /* zero point x activation sum: one vector multiply per row
+                 * for q4a; for q4 (zero point 8 in every row) a shift. */
+                __m256i corr = ASYM ? _mm256_mullo_epi32(zp, _mm256_set1_epi32(as[t * nbk + j]))
+                                    : _mm256_set1_epi32((int32_t)((uint32_t)as[t * nbk + j] << 3));
+                __m256 f = _mm256_cvtepi32_ps(ZP == NIB_ZP_NONE ? acc32[t]
+                                                                : _mm256_sub_epi32(acc32[t], corr));
+                __m256 s = _mm256_mul_ps(ws, _mm256_set1_ps(sa[t * nbk + j]));
+                accf[b * M + t] = _mm256_fmadd_ps(f, s, accf[b * M + t]);
+            }
         }
     }
 #pragma GCC unroll 8
-    for (int t = 0; t < M; t++)
-        out[t] = accf[t];
+    for (int i = 0; i < NB * M; i++)
+        out[i] = accf[i];
 }
 
-/* The formats with a minimum (q4f, q8f): M tokens, groups of G (16 or 32)
- * inputs, BITS 4 (raw codes 0..15) or 8 (int8), all constant. Per group:
- * the integer sums, converted, one fma with ws * sa, then the activation
- * block sum, converted, one fma with wm * sa (qgemm-scalar.h,
- * nib_qmin_row). A group of 16 4-bit codes is 2 chunks, of 8-bit codes 4. */
+/* The formats with a minimum (q4f, q8f): M tokens of NB blocks, groups of
+ * G (16 or 32) inputs, BITS 4 (raw codes 0..15) or 8 (int8), all
+ * constant. Per group: the integer sums, converted, one fma with ws * sa,
+ * then the activation block sum, converted, one fma with wm * sa
+ * (qgemm-scalar.h, nib_qmin_row). A group of 16 4-bit codes is 2 chunks,
+ * of 8-bit codes 4. */
 static inline __attribute__((always_inline)) void
-nib_qf_group(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_qact *a, uint32_t t0,
-             const int M, const uint32_t G, const int BITS, __m256 *out)
+nib_qf_group(const uint8_t *blk, uint32_t gs, const struct nib_qlayout *l, const struct nib_qact *a,
+             uint32_t t0, const int M, const int NB, const uint32_t G, const int BITS, __m256 *out)
 {
     const uint32_t nsg = l->n_sgroups, sgb = l->sgroup_bytes, cb = l->code_bytes;
     const size_t kp = a->k_pad, nbk = a->n_blocks;
@@ -216,36 +236,40 @@ nib_qf_group(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_q
     const int32_t *as = a->sum + t0 * nbk;
     __m256 accf[4];
 #pragma GCC unroll 8
-    for (int t = 0; t < M; t++)
-        accf[t] = _mm256_setzero_ps();
+    for (int i = 0; i < NB * M; i++)
+        accf[i] = _mm256_setzero_ps();
     for (uint32_t j = 0; j < nsg; j++) {
-        const uint8_t *p = blk + (size_t)j * sgb;
         const int8_t *ak = aq + (size_t)j * G;
-        __m256i acc32[4];
-        if (BITS == 8) {
-            nib_prefetch(p + G * 8, 64); /* scales and minimums; the dot prefetches the codes */
-            nib_q8_dot(p, ak, kp, G / 4, M, acc32);
-        } else {
-            nib_prefetch(p, 4 * G + 64); /* sgb, as a constant */
+        if (BITS == 4) /* the NB groups: NB x sgb, as a constant */
+            nib_prefetch_nb(blk + (size_t)j * gs, NB * (4 * G + 64), NB);
+#pragma GCC unroll 2
+        for (int b = 0; b < NB; b++) {
+            const uint8_t *p = blk + (size_t)j * gs + (size_t)b * sgb;
+            __m256i acc32[4];
+            if (BITS == 8) {
+                nib_prefetch(p + G * 8, 64); /* scales, minimums; the dot prefetches the codes */
+                nib_q8_dot(p, ak, kp, G / 4, M, acc32);
+            } else {
 #pragma GCC unroll 8
-            for (int t = 0; t < M; t++)
-                acc32[t] = _mm256_setzero_si256();
-            nib_q4_chunks(p, ak, kp, (int)(G / 8), M, acc32);
-        }
-        __m256 ws = _mm256_loadu_ps((const float *)(const void *)(p + cb));
-        __m256 wm = _mm256_loadu_ps((const float *)(const void *)(p + cb + 32));
+                for (int t = 0; t < M; t++)
+                    acc32[t] = _mm256_setzero_si256();
+                nib_q4_chunks(p, ak, kp, (int)(G / 8), M, acc32);
+            }
+            __m256 ws = _mm256_loadu_ps((const float *)(const void *)(p + cb));
+            __m256 wm = _mm256_loadu_ps((const float *)(const void *)(p + cb + 32));
 #pragma GCC unroll 8
-        for (int t = 0; t < M; t++) {
-            __m256 sat = _mm256_set1_ps(sa[t * nbk + j]);
-            accf[t] =
-                _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc32[t]), _mm256_mul_ps(ws, sat), accf[t]);
-            accf[t] = _mm256_fmadd_ps(_mm256_set1_ps((float)as[t * nbk + j]),
-                                      _mm256_mul_ps(wm, sat), accf[t]);
+            for (int t = 0; t < M; t++) {
+                __m256 sat = _mm256_set1_ps(sa[t * nbk + j]);
+                __m256 *acc = &accf[b * M + t];
+                *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc32[t]), _mm256_mul_ps(ws, sat), *acc);
+                *acc = _mm256_fmadd_ps(_mm256_set1_ps((float)as[t * nbk + j]),
+                                       _mm256_mul_ps(wm, sat), *acc);
+            }
         }
     }
 #pragma GCC unroll 8
-    for (int t = 0; t < M; t++)
-        out[t] = accf[t];
+    for (int i = 0; i < NB * M; i++)
+        out[i] = accf[i];
 }
 
 /* Per-channel epilogue (q4c, q8c/0): out[t] = fma(isum[t], ws * sa, add

@@ -123,8 +123,9 @@ static inline __attribute__((always_inline)) void nib_group_dot(const uint8_t *p
  * the integer sums, minus zero point x activation sum, converted, times
  * ws * sa, one fma into the row's accumulator. */
 static inline __attribute__((always_inline)) void
-nib_qg_group(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_qact *a, uint32_t t0,
-             const int M, const uint32_t G, const int BITS, const int ZP, nib_f32x8 *out)
+nib_qg_group(const uint8_t *blk, uint32_t gs, const struct nib_qlayout *l, const struct nib_qact *a,
+             uint32_t t0, const int M, const int NB, const uint32_t G, const int BITS, const int ZP,
+             nib_f32x8 *out)
 {
     const int ASYM = ZP == NIB_ZP_STORED;
     const size_t kp = a->k_pad, nbk = a->n_blocks;
@@ -132,31 +133,35 @@ nib_qg_group(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_q
     const float *sa = a->scale + t0 * nbk;
     const int32_t *as = a->sum + t0 * nbk;
 #pragma GCC unroll 8
-    for (int t = 0; t < M; t++)
-        out[t].val[0] = out[t].val[1] = vdupq_n_f32(0.0f);
+    for (int i = 0; i < NB * M; i++)
+        out[i].val[0] = out[i].val[1] = vdupq_n_f32(0.0f);
     for (uint32_t j = 0; j < l->n_sgroups; j++) {
-        const uint8_t *p = blk + (size_t)j * l->sgroup_bytes;
-        int32x4_t acc[4][2];
-        nib_group_dot(p, aq, j, kp, M, G, BITS, acc);
-        const uint8_t *sp = p + l->code_bytes;
-        float32x4_t ws0 = nib_ld_f16x4(sp), ws1 = nib_ld_f16x4(sp + 8);
-        int32x4_t zp0 = vdupq_n_s32(8), zp1 = zp0;
-        if (ASYM) {
-            uint16x8_t z = vmovl_u8(vld1_u8(sp + 16));
-            zp0 = vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(z)));
-            zp1 = vreinterpretq_s32_u32(vmovl_u16(vget_high_u16(z)));
-        }
-#pragma GCC unroll 8
-        for (int t = 0; t < M; t++) {
-            int32_t s = as[t * nbk + j];
-            float sat = sa[t * nbk + j];
-            if (ZP != NIB_ZP_NONE) {
-                acc[t][0] = vsubq_s32(acc[t][0], vmulq_n_s32(zp0, s));
-                acc[t][1] = vsubq_s32(acc[t][1], vmulq_n_s32(zp1, s));
+#pragma GCC unroll 2
+        for (int b = 0; b < NB; b++) {
+            const uint8_t *p = blk + (size_t)j * gs + (size_t)b * l->sgroup_bytes;
+            nib_f32x8 *o = out + b * M;
+            int32x4_t acc[4][2];
+            nib_group_dot(p, aq, j, kp, M, G, BITS, acc);
+            const uint8_t *sp = p + l->code_bytes;
+            float32x4_t ws0 = nib_ld_f16x4(sp), ws1 = nib_ld_f16x4(sp + 8);
+            int32x4_t zp0 = vdupq_n_s32(8), zp1 = zp0;
+            if (ASYM) {
+                uint16x8_t z = vmovl_u8(vld1_u8(sp + 16));
+                zp0 = vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(z)));
+                zp1 = vreinterpretq_s32_u32(vmovl_u16(vget_high_u16(z)));
             }
-            float32x4_t f0 = vcvtq_f32_s32(acc[t][0]), f1 = vcvtq_f32_s32(acc[t][1]);
-            out[t].val[0] = vfmaq_f32(out[t].val[0], f0, vmulq_n_f32(ws0, sat));
-            out[t].val[1] = vfmaq_f32(out[t].val[1], f1, vmulq_n_f32(ws1, sat));
+#pragma GCC unroll 8
+            for (int t = 0; t < M; t++) {
+                int32_t s = as[t * nbk + j];
+                float sat = sa[t * nbk + j];
+                if (ZP != NIB_ZP_NONE) {
+                    acc[t][0] = vsubq_s32(acc[t][0], vmulq_n_s32(zp0, s));
+                    acc[t][1] = vsubq_s32(acc[t][1], vmulq_n_s32(zp1, s));
+                }
+                float32x4_t f0 = vcvtq_f32_s32(acc[t][0]), f1 = vcvtq_f32_s32(acc[t][1]);
+                o[t].val[0] = vfmaq_f32(o[t].val[0], f0, vmulq_n_f32(ws0, sat));
+                o[t].val[1] = vfmaq_f32(o[t].val[1], f1, vmulq_n_f32(ws1, sat));
+            }
         }
     }
 }
@@ -166,33 +171,38 @@ nib_qg_group(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_q
  * then the activation block sum, converted, one fma with wm * sa. A group
  * of 16 4-bit codes is one two-chunk step, of 8-bit codes one 4-chunk one. */
 static inline __attribute__((always_inline)) void
-nib_qf_group(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_qact *a, uint32_t t0,
-             const int M, const uint32_t G, const int BITS, nib_f32x8 *out)
+nib_qf_group(const uint8_t *blk, uint32_t gs, const struct nib_qlayout *l, const struct nib_qact *a,
+             uint32_t t0, const int M, const int NB, const uint32_t G, const int BITS,
+             nib_f32x8 *out)
 {
     const size_t kp = a->k_pad, nbk = a->n_blocks;
     const int8_t *aq = a->q + t0 * kp;
     const float *sa = a->scale + t0 * nbk;
     const int32_t *as = a->sum + t0 * nbk;
 #pragma GCC unroll 8
-    for (int t = 0; t < M; t++)
-        out[t].val[0] = out[t].val[1] = vdupq_n_f32(0.0f);
+    for (int i = 0; i < NB * M; i++)
+        out[i].val[0] = out[i].val[1] = vdupq_n_f32(0.0f);
     for (uint32_t j = 0; j < l->n_sgroups; j++) {
-        const uint8_t *p = blk + (size_t)j * l->sgroup_bytes;
-        int32x4_t acc[4][2];
-        nib_group_dot(p, aq, j, kp, M, G, BITS, acc);
-        const float *sp = (const float *)(const void *)(p + l->code_bytes);
-        float32x4_t ws0 = vld1q_f32(sp), ws1 = vld1q_f32(sp + 4);
-        float32x4_t wm0 = vld1q_f32(sp + 8), wm1 = vld1q_f32(sp + 12);
+#pragma GCC unroll 2
+        for (int b = 0; b < NB; b++) {
+            const uint8_t *p = blk + (size_t)j * gs + (size_t)b * l->sgroup_bytes;
+            nib_f32x8 *o = out + b * M;
+            int32x4_t acc[4][2];
+            nib_group_dot(p, aq, j, kp, M, G, BITS, acc);
+            const float *sp = (const float *)(const void *)(p + l->code_bytes);
+            float32x4_t ws0 = vld1q_f32(sp), ws1 = vld1q_f32(sp + 4);
+            float32x4_t wm0 = vld1q_f32(sp + 8), wm1 = vld1q_f32(sp + 12);
 #pragma GCC unroll 8
-        for (int t = 0; t < M; t++) {
-            float sat = sa[t * nbk + j];
-            float32x4_t fs = vdupq_n_f32((float)as[t * nbk + j]);
-            out[t].val[0] =
-                vfmaq_f32(out[t].val[0], vcvtq_f32_s32(acc[t][0]), vmulq_n_f32(ws0, sat));
-            out[t].val[1] =
-                vfmaq_f32(out[t].val[1], vcvtq_f32_s32(acc[t][1]), vmulq_n_f32(ws1, sat));
-            out[t].val[0] = vfmaq_f32(out[t].val[0], fs, vmulq_n_f32(wm0, sat));
-            out[t].val[1] = vfmaq_f32(out[t].val[1], fs, vmulq_n_f32(wm1, sat));
+            for (int t = 0; t < M; t++) {
+                float sat = sa[t * nbk + j];
+                float32x4_t fs = vdupq_n_f32((float)as[t * nbk + j]);
+                o[t].val[0] =
+                    vfmaq_f32(o[t].val[0], vcvtq_f32_s32(acc[t][0]), vmulq_n_f32(ws0, sat));
+                o[t].val[1] =
+                    vfmaq_f32(o[t].val[1], vcvtq_f32_s32(acc[t][1]), vmulq_n_f32(ws1, sat));
+                o[t].val[0] = vfmaq_f32(o[t].val[0], fs, vmulq_n_f32(wm0, sat));
+                o[t].val[1] = vfmaq_f32(o[t].val[1], fs, vmulq_n_f32(wm1, sat));
+            }
         }
     }
 }

@@ -171,8 +171,8 @@ static void layout_covers(uint32_t dtype, uint32_t group)
 
 /* Weight (r, k) of a rows x cols tensor, decoded straight from the byte
  * layout docs/blob-format.md draws (not through kernels/qformat.h). */
-static float doc_weight(uint32_t dtype, uint32_t group, uint32_t cols, const uint8_t *w, uint32_t r,
-                        uint32_t k)
+static float doc_weight(uint32_t dtype, uint32_t group, uint32_t rows, uint32_t cols,
+                        const uint8_t *w, uint32_t r, uint32_t k)
 {
     const int fmin = dtype == NIB_DT_Q4F || dtype == NIB_DT_Q8F;
     const int bits = dtype == NIB_DT_Q8C || dtype == NIB_DT_Q8F ? 8 : 4;
@@ -180,7 +180,11 @@ static float doc_weight(uint32_t dtype, uint32_t group, uint32_t cols, const uin
     const uint32_t g = group ? group : k_pad, sbytes = group && !fmin ? 2 : 4;
     const uint32_t code_bytes = 8 * g * bits / 8;
     const uint32_t sgb = code_bytes + 8 * sbytes + (dtype == NIB_DT_Q4A ? 8 : 0) + (fmin ? 32 : 0);
-    const uint8_t *base = w + (uint64_t)(r / 8) * (k_pad / g) * sgb + (uint64_t)(k / g) * sgb;
+    /* N-blocks in pairs, scale groups alternating; a last block alone */
+    const uint32_t nb = r / 8, n_blocks = (rows + 7) / 8, nbb = (k_pad / g) * sgb;
+    const uint8_t *base = (nb | 1) < n_blocks ? w + (uint64_t)(nb & ~1u) * nbb +
+                                                    (uint64_t)(k / g) * 2 * sgb + (nb & 1) * sgb
+                                              : w + (uint64_t)nb * nbb + (uint64_t)(k / g) * sgb;
     const uint32_t kk = k % g, rr = r % 8;
     int code;
     if (bits == 4) {
@@ -205,6 +209,41 @@ static float doc_weight(uint32_t dtype, uint32_t group, uint32_t cols, const uin
     int zp = dtype == NIB_DT_Q4A ? base[code_bytes + 16 + rr] : bits == 4 ? 8 : 0;
     return (float)(code - zp) * scale;
 }
+
+/* The stored layout and whole N-blocks one after the other (how the
+ * packer composes fused tensors) hold the same scale groups: unpairing
+ * puts group j of block nb at nb x nblock_bytes + j x sgroup_bytes, in
+ * place, pairing undoes it, for even and odd block counts and one group per
+ * block (where the two layouts are the same bytes). */
+START_TEST(test_pair_blocks)
+{
+    static const uint32_t shapes[][4] = {
+        {NIB_DT_Q4, 32, 16, 96},  {NIB_DT_Q4, 64, 40, 128}, {NIB_DT_Q4F, 16, 9, 64},
+        {NIB_DT_Q8C, 32, 24, 64}, {NIB_DT_Q4C, 0, 24, 64},  {NIB_DT_Q4A, 128, 8, 256},
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        struct nib_qlayout l;
+        ck_assert_int_eq(
+            nib_qlayout_get(&l, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3]), 0);
+        uint8_t *st = malloc(l.size), *li = malloc(l.size), *scratch = malloc(2 * l.nblock_bytes);
+        for (uint64_t b = 0; b < l.size; b++)
+            st[b] = (uint8_t)(b * 2654435761u >> 11);
+        memcpy(li, st, l.size);
+        nib_ql_unpair_blocks(&l, li, scratch);
+        for (uint32_t nb = 0; nb < l.n_pad / 8; nb++)
+            for (uint32_t j = 0; j < l.n_sgroups; j++)
+                ck_assert_msg(memcmp(li + nb * l.nblock_bytes + j * l.sgroup_bytes,
+                                     st + nib_ql_sgroup_off(&l, nb, j), l.sgroup_bytes) == 0,
+                              "shape %zu block %u group %u", i, nb, j);
+        ck_assert_int_eq(memcmp(li, st, l.size) == 0, l.n_sgroups == 1 || l.n_pad == 8);
+        nib_ql_pair_blocks(&l, li, scratch);
+        ck_assert_int_eq(memcmp(li, st, l.size), 0);
+        free(st);
+        free(li);
+        free(scratch);
+    }
+}
+END_TEST
 
 /* nib_qrow_f32 on random bytes (every code, scale and minimum bit
  * pattern), ranges of columns anywhere in the row: bitwise the documented
@@ -232,7 +271,7 @@ START_TEST(test_qrow_f32)
             s = s * 6364136223846793005ull + 1442695040888963407ull;
             nib_qrow_f32(&l, w, r, c0, c1, out);
             for (uint32_t k = c0; k < c1; k++) {
-                float want = doc_weight(dt, g, cols, w, r, k);
+                float want = doc_weight(dt, g, rows, cols, w, r, k);
                 CHECK(memcmp(&want, &out[k - c0], 4) == 0 || (isnan(want) && isnan(out[k - c0])),
                       "format %u/%u row %u col %u: %a, the documented formula gives %a", dt, g, r,
                       k, (double)out[k - c0], (double)want);
@@ -995,8 +1034,8 @@ END_TEST
 Suite *nib_test_suite(void)
 {
     Suite *s = suite_create("qkernels");
-    TU_CASE(s, "format", NULL, NULL, 60, test_format_validity, test_format_sizes, test_f16,
-            test_qrow_f32);
+    TU_CASE(s, "format", NULL, NULL, 60, test_format_validity, test_format_sizes, test_pair_blocks,
+            test_f16, test_qrow_f32);
     TU_CASE(s, "kernels", NULL, NULL, 120, test_qact_contract, test_qact_simd,
             test_gemm_simd_equals_scalar, test_gemm_q4_avx512, test_prefetch_distance,
             test_gemm_equals_gemvs, test_attention_simd_equals_scalar, test_qact_by_blocks,

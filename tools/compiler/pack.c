@@ -109,21 +109,26 @@ static int pack_source(const struct nib_plan *p, const struct plan_tensor *t,
     return rc;
 }
 
-/* A quantized tensor. Each source is placed at its first row in the plan
+/* A quantized tensor. Each source is quantized in its own stored layout
+ * and turned into whole N-blocks, placed at its first row in the plan
  * (row_off: an N-block, or a whole head where the fused QKV normalizes
  * heads; rows between sources are zero, scale 0) or, as tile pairs
- * (gate|up), in N-blocks alternating with the other source's. */
+ * (gate|up), in N-blocks alternating with the other source's. The
+ * composed tensor is written in the stored layout, the scale groups of
+ * each N-block pair interleaved (kernels/qformat.h). Every step is in
+ * place, so a large tensor (an LM head) is in memory once. */
 static int write_quantized(struct sink *s, const struct nib_plan *p, const struct plan_tensor *t,
                            int source, char *err, size_t errlen)
 {
     const struct nib_tensor_rec *rec = &t->rec;
     struct nib_qlayout tl, sl;
-    uint8_t *src = NULL, *tensor = NULL;
+    uint8_t *src = NULL, *tensor = NULL, *scratch = NULL;
     int rc = nib_qlayout_get(&tl, rec->dtype, rec->group, rec->rows, rec->cols);
     if (rc == 0) {
         src = t->tile_pairs ? malloc(tl.size / 2) : NULL; /* one source's blocks, to deal out */
         tensor = calloc(1, tl.size);
-        if ((t->tile_pairs && !src) || !tensor) {
+        scratch = malloc(2 * tl.nblock_bytes);
+        if ((t->tile_pairs && !src) || !tensor || !scratch) {
             snprintf(err, errlen, "out of memory packing '%s'", rec->name);
             rc = -1;
         }
@@ -139,16 +144,23 @@ static int write_quantized(struct sink *s, const struct nib_plan *p, const struc
             rc = -1;
             break;
         }
-        rc = pack_source(p, t, t->src[k], source, t->tile_pairs ? src : tensor + at, err, errlen);
-        if (rc || !t->tile_pairs)
+        uint8_t *dst = t->tile_pairs ? src : tensor + at;
+        rc = pack_source(p, t, t->src[k], source, dst, err, errlen);
+        if (rc)
+            break;
+        nib_ql_unpair_blocks(&sl, dst, scratch); /* the source's whole blocks */
+        if (!t->tile_pairs)
             continue;
         for (uint64_t off = 0; off < sl.size; off += sl.nblock_bytes)
             memcpy(tensor + 2 * off + k * sl.nblock_bytes, src + off, sl.nblock_bytes);
     }
-    if (rc == 0)
+    if (rc == 0) {
+        nib_ql_pair_blocks(&tl, tensor, scratch);
         put(s, tensor, tl.size);
+    }
     free(src);
     free(tensor);
+    free(scratch);
     return rc;
 }
 
