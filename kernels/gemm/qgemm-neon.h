@@ -119,13 +119,18 @@ static inline __attribute__((always_inline)) void nib_group_dot(const uint8_t *p
     }
 }
 
-/* The per-group formats (q4, q4a, q8c/g), see qgemm-driver.h: per group
- * the integer sums, minus zero point x activation sum, converted, times
- * ws * sa, one fma into the row's accumulator. */
+/* Both kinds of per-group rows, see qgemm-driver.h; one walk over the
+ * groups of NB blocks, the kind a constant. MIN 0, the per-group formats
+ * (q4, q4a, q8c/g): per group the integer sums, minus zero point x
+ * activation sum, converted, times ws * sa, one fma into the row's
+ * accumulator. MIN 1, the formats with a minimum (q4f, q8f): the integer
+ * sums of the raw codes, converted, one fma with ws * sa, then the
+ * activation block sum, converted, one fma with wm * sa (a group of 16
+ * 4-bit codes is one two-chunk step, of 8-bit codes one 4-chunk one). */
 static inline __attribute__((always_inline)) void
-nib_qg_group(const uint8_t *blk, uint32_t gs, const struct nib_qlayout *l, const struct nib_qact *a,
-             uint32_t t0, const int M, const int NB, const uint32_t G, const int BITS, const int ZP,
-             nib_f32x8 *out)
+nib_group_walk(const uint8_t *blk, uint32_t gs, const struct nib_qlayout *l,
+               const struct nib_qact *a, uint32_t t0, const int M, const int NB, const uint32_t G,
+               const int BITS, const int ZP, const int MIN, nib_f32x8 *out)
 {
     const int ASYM = ZP == NIB_ZP_STORED;
     const size_t kp = a->k_pad, nbk = a->n_blocks;
@@ -142,6 +147,23 @@ nib_qg_group(const uint8_t *blk, uint32_t gs, const struct nib_qlayout *l, const
             nib_f32x8 *o = out + b * M;
             int32x4_t acc[4][2];
             nib_group_dot(p, aq, j, kp, M, G, BITS, acc);
+            if (MIN) {
+                const float *sp = (const float *)(const void *)(p + l->code_bytes);
+                float32x4_t ws0 = vld1q_f32(sp), ws1 = vld1q_f32(sp + 4);
+                float32x4_t wm0 = vld1q_f32(sp + 8), wm1 = vld1q_f32(sp + 12);
+#pragma GCC unroll 8
+                for (int t = 0; t < M; t++) {
+                    float sat = sa[t * nbk + j];
+                    float32x4_t fs = vdupq_n_f32((float)as[t * nbk + j]);
+                    o[t].val[0] =
+                        vfmaq_f32(o[t].val[0], vcvtq_f32_s32(acc[t][0]), vmulq_n_f32(ws0, sat));
+                    o[t].val[1] =
+                        vfmaq_f32(o[t].val[1], vcvtq_f32_s32(acc[t][1]), vmulq_n_f32(ws1, sat));
+                    o[t].val[0] = vfmaq_f32(o[t].val[0], fs, vmulq_n_f32(wm0, sat));
+                    o[t].val[1] = vfmaq_f32(o[t].val[1], fs, vmulq_n_f32(wm1, sat));
+                }
+                continue;
+            }
             const uint8_t *sp = p + l->code_bytes;
             float32x4_t ws0 = nib_ld_f16x4(sp), ws1 = nib_ld_f16x4(sp + 8);
             int32x4_t zp0 = vdupq_n_s32(8), zp1 = zp0;
@@ -166,45 +188,20 @@ nib_qg_group(const uint8_t *blk, uint32_t gs, const struct nib_qlayout *l, const
     }
 }
 
-/* The formats with a minimum (q4f, q8f), see qgemm-driver.h: per group
- * the integer sums of the raw codes, converted, one fma with ws * sa,
- * then the activation block sum, converted, one fma with wm * sa. A group
- * of 16 4-bit codes is one two-chunk step, of 8-bit codes one 4-chunk one. */
+static inline __attribute__((always_inline)) void
+nib_qg_group(const uint8_t *blk, uint32_t gs, const struct nib_qlayout *l, const struct nib_qact *a,
+             uint32_t t0, const int M, const int NB, const uint32_t G, const int BITS, const int ZP,
+             nib_f32x8 *out)
+{
+    nib_group_walk(blk, gs, l, a, t0, M, NB, G, BITS, ZP, 0, out);
+}
+
 static inline __attribute__((always_inline)) void
 nib_qf_group(const uint8_t *blk, uint32_t gs, const struct nib_qlayout *l, const struct nib_qact *a,
              uint32_t t0, const int M, const int NB, const uint32_t G, const int BITS,
              nib_f32x8 *out)
 {
-    const size_t kp = a->k_pad, nbk = a->n_blocks;
-    const int8_t *aq = a->q + t0 * kp;
-    const float *sa = a->scale + t0 * nbk;
-    const int32_t *as = a->sum + t0 * nbk;
-#pragma GCC unroll 8
-    for (int i = 0; i < NB * M; i++)
-        out[i].val[0] = out[i].val[1] = vdupq_n_f32(0.0f);
-    for (uint32_t j = 0; j < l->n_sgroups; j++) {
-#pragma GCC unroll 2
-        for (int b = 0; b < NB; b++) {
-            const uint8_t *p = blk + (size_t)j * gs + (size_t)b * l->sgroup_bytes;
-            nib_f32x8 *o = out + b * M;
-            int32x4_t acc[4][2];
-            nib_group_dot(p, aq, j, kp, M, G, BITS, acc);
-            const float *sp = (const float *)(const void *)(p + l->code_bytes);
-            float32x4_t ws0 = vld1q_f32(sp), ws1 = vld1q_f32(sp + 4);
-            float32x4_t wm0 = vld1q_f32(sp + 8), wm1 = vld1q_f32(sp + 12);
-#pragma GCC unroll 8
-            for (int t = 0; t < M; t++) {
-                float sat = sa[t * nbk + j];
-                float32x4_t fs = vdupq_n_f32((float)as[t * nbk + j]);
-                o[t].val[0] =
-                    vfmaq_f32(o[t].val[0], vcvtq_f32_s32(acc[t][0]), vmulq_n_f32(ws0, sat));
-                o[t].val[1] =
-                    vfmaq_f32(o[t].val[1], vcvtq_f32_s32(acc[t][1]), vmulq_n_f32(ws1, sat));
-                o[t].val[0] = vfmaq_f32(o[t].val[0], fs, vmulq_n_f32(wm0, sat));
-                o[t].val[1] = vfmaq_f32(o[t].val[1], fs, vmulq_n_f32(wm1, sat));
-            }
-        }
-    }
+    nib_group_walk(blk, gs, l, a, t0, M, NB, G, BITS, NIB_ZP_NONE, 1, out);
 }
 
 /* Per-channel epilogue (q4c, q8c/0): out[t] = fma(isum[t] - corr[t],
