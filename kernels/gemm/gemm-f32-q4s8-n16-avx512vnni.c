@@ -112,7 +112,7 @@ AVX512VNNI NIB_QGEMM_DECL(nib_gemm_f32_q4s8_n16_avx512vnni)
 {
     nib_pre_qgemm(NIB_DT_Q4, l, w, a, m, y, y_stride, n_begin, n_end);
     for (uint32_t nb = n_begin / NIB_Q_TILE_N; nb * NIB_Q_TILE_N < n_end;) {
-        const int pair = !(nb & 1) && nib_ql_paired(l, nb) && (nb + 1) * NIB_Q_TILE_N < n_end;
+        const int pair = nib_qpair_in_range(l, nb, n_end);
         const struct nib_qrows e0 = {add, add_stride, nb * NIB_Q_TILE_N, n_begin, n_end};
         const struct nib_qrows e1 = {add, add_stride, (nb + 1) * NIB_Q_TILE_N, n_begin, n_end};
         for (uint32_t t0 = 0; t0 < m; t0 += 4) {
