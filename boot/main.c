@@ -44,6 +44,7 @@
 #include "proto/shm_name.h"
 #include "rt/cpu_isa.h"
 #include "rt/exec.h"
+#include "rt/prefetch_tune.h"
 #include "rt/serve.h"
 #include "rt/team.h"
 #include "rt/tokenizer.h"
@@ -132,6 +133,7 @@ struct options {
     int digest;
     const char *debug_syscall; /* NULL, "serve" or "worker" */
     const char *vm_region;     /* NULL; "auto": the ivshmem device; else a file */
+    int64_t prefetch;          /* -1: auto (the table's, else measured at boot); else bytes */
 };
 
 static void usage(FILE *f)
@@ -149,6 +151,9 @@ static void usage(FILE *f)
             "  --ignore-topology  boot even if the machine differs from the table built in\n"
             "  --digest           keep a CRC32C of every logit in the stats page\n"
             "  --no-seccomp       run without the seccomp filters (debugging only)\n"
+            "  --prefetch auto|BYTES  how far ahead the kernels prefetch the weights: auto\n"
+            "                     (default) takes the topology table's distance, else\n"
+            "                     measures the candidates at boot (docs/runtime.md)\n"
             "  --vm-region auto|FILE  serve the hosts of the machine around this virtual\n"
             "                     machine through the region shared with its multiplexer\n"
             "                     (docs/ring.md 19): auto finds the ivshmem PCI device;\n"
@@ -171,6 +176,7 @@ static int parse_args(int argc, char **argv, struct options *o)
     o->barrier_spin_us = DEFAULT_BARRIER_SPIN_US;
     o->seccomp = 1;
     o->max_hosts = NIB_HOSTS_DEFAULT;
+    o->prefetch = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int has_val = i + 1 < argc;
@@ -212,6 +218,22 @@ static int parse_args(int argc, char **argv, struct options *o)
             o->digest = 1;
         } else if (!strcmp(a, "--vm-region") && has_val) {
             o->vm_region = argv[++i];
+        } else if (!strcmp(a, "--prefetch") && has_val) {
+            char *end;
+            const char *s = argv[++i];
+            unsigned long v = strtoul(s, &end, 10);
+            if (!strcmp(s, "auto")) {
+                o->prefetch = -1;
+            } else if (*s < '0' || *s > '9' || *end || v > NIB_PREFETCH_MAX ||
+                       !nib_prefetch_valid((uint32_t)v)) {
+                fprintf(stderr,
+                        "appliance: --prefetch wants auto or a multiple of 64 up to %d, "
+                        "not '%s'\n",
+                        NIB_PREFETCH_MAX, s);
+                return -1;
+            } else {
+                o->prefetch = (int64_t)v;
+            }
         } else if (!strcmp(a, "--no-seccomp")) {
             o->seccomp = 0;
         } else if (!strcmp(a, "--debug-forbidden-syscall") && has_val) {
@@ -387,6 +409,22 @@ int main(int argc, char **argv)
                  "spin %u us, then park; barrier waits over %u us sleep",
                  w.n, list, w.n_nodes, w.n_nodes == 1 ? "" : "s", n_barriers, v.h->n_ops, o.spin_us,
                  o.barrier_spin_us);
+    }
+    /* the weight prefetch distance: --prefetch, else the table's (set in
+     * step 2), else measured here on the team (rt/prefetch_tune.h) */
+    if (o.prefetch >= 0) {
+        nib_prefetch_set((uint32_t)o.prefetch);
+        boot_log("kernels: weights prefetched %u bytes ahead (--prefetch)", nib_prefetch_bytes);
+    } else if (!nib_topology_table.prefetch && !vision) {
+        static struct nib_prefetch_tune tune;
+        nib_prefetch_tune_init(&tune);
+        if (nib_prefetch_tune_run(&ex, &tune, NIB_TUNE_ROUNDS, NIB_TUNE_BUDGET_NS) == 0) {
+            char line[256];
+            nib_prefetch_tune_describe(&tune, line, sizeof line);
+            boot_log("kernels: weights prefetched %u bytes ahead (measured at boot, median pass "
+                     "at each distance: %s)",
+                     nib_prefetch_bytes, line);
+        }
     }
 
     /* 5. the header, the socket */

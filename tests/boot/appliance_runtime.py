@@ -185,6 +185,25 @@ def case_boot(a):
     if len(res["generated_token_ids"]) < 1:
         fail("no tokens generated under the filter")
     ok("generation works under the filter")
+    # No prefetch distance in this table: measured at boot, one of its candidates kept.
+    m = log_line(log, r"^nibble: kernels: weights prefetched (\d+) bytes ahead \(measured at boot, "
+                      r"median pass at each distance: (.*); (\d+) rounds of (\d+) passes\)")
+    tried = [int(c.split(" B ")[0]) for c in m.group(2).split(", ")]
+    if len(tried) != 3 or int(m.group(1)) not in tried or int(m.group(3)) < 1:
+        fail("the measured prefetch line does not add up: %s" % m.group(0))
+    ok("prefetch distance measured at boot: %s" % m.group(0).split("nibble: ")[1])
+    app = Appliance(a.appliance, name_for("pf"), "--prefetch", "4096")
+    app.wait_ready(a.nib)
+    ask(a.nib, app.name, "Once upon a time", 2)
+    log = app.stop(a.nib)
+    log_line(log, r"^nibble: kernels: weights prefetched 4096 bytes ahead \(--prefetch\)")
+    if "measured at boot" in log:
+        fail("--prefetch 4096 still measured the distance at boot")
+    r = subprocess.run([a.appliance, "--name", name_for("pfbad"), "--prefetch", "100"],
+                       capture_output=True, text=True, timeout=60)
+    if r.returncode == 0 or "--prefetch wants auto or a multiple of 64" not in r.stderr:
+        fail("--prefetch 100 not refused (rc %d): %s" % (r.returncode, r.stderr))
+    ok("--prefetch 4096 is taken as given, --prefetch 100 refused")
 
 
 def case_hugepages(a):

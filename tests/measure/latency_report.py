@@ -7,7 +7,9 @@ bad values are refused with a message. --ops: one row per op kind and a
 "pass" row, whose op count and bytes are the rows' sums, the bytes equal
 to the fixed comparison's bytes per iteration at the same position, each
 row's ratio its times' quotient, and the op-by-op pass's logits equal to
-the executor's. A vision blob is refused as one. Times are never compared with anything: this checks the
+the executor's. The prefetch distance is measured as the appliance
+measures it (one of its candidates kept), or NIB_PREFETCH's when set. A
+vision blob is refused as one. Times are never compared with anything: this checks the
 report, not the machine.
 
   latency_report.py NIB BLOB
@@ -32,9 +34,9 @@ def close(a, b, rel=2e-3):
     return abs(a - b) <= rel * max(abs(a), abs(b), 1e-9)
 
 
-def run(args):
+def run(args, env=None):
     return subprocess.run([nib, "bench", "--latency", blob] + args, capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=300, env=env)
 
 
 TOKENS, POS = 40, 20
@@ -46,6 +48,13 @@ for line in r.stdout.splitlines():
         objs.append(json.loads(line))
     except ValueError as e:
         check(False, "line parses as JSON: %r (%s)" % (line, e))
+pf = [o for o in objs if o.get("source") == "prefetch"]
+check(len(pf) == 1, "one prefetch line")
+if pf:
+    cands = [c["bytes"] for c in pf[0].get("candidates", [])]
+    check(pf[0].get("from") == "measured" and len(cands) == 3 and pf[0]["bytes"] in cands and
+          all(c["median_us"] > 0 for c in pf[0]["candidates"]),
+          "prefetch measured as the appliance does, one of its candidates kept: %s" % pf[0])
 vs = {o.get("mode"): o for o in objs if o.get("source") == "vs-reference"}
 check(set(vs) == {"positions", "fixed"}, "both comparisons reported: %s" % sorted(vs))
 for mode, o in vs.items():
@@ -108,6 +117,12 @@ for part in ("across positions", "at position", "reference", "nibble p99/p50 / r
 t = run(["--ops", "--tokens", "4", "--workers", "1"])
 check(t.returncode == 0 and "per op at position" in t.stdout and "logits equal" in t.stdout,
       "--ops text names its table and the logits' check")
+check("measured as the appliance does" in t.stdout, "text names the measured prefetch distance")
+t = run(["--tokens", "4", "--workers", "1", "--json"], env=dict(os.environ, NIB_PREFETCH="4096"))
+given = [json.loads(x) for x in t.stdout.splitlines() if '"prefetch"' in x]
+check(t.returncode == 0 and len(given) == 1 and given[0]["bytes"] == 4096 and
+      given[0]["from"] == "NIB_PREFETCH" and "candidates" not in given[0],
+      "NIB_PREFETCH=4096 is taken as given, nothing measured: %s" % given)
 
 for args, what in ((["--pos", "100000"], "position 100000"), (["--block", "0"], "--block")):
     b = run(args + ["--tokens", "4"])

@@ -45,6 +45,7 @@
 #include "rt/topology.h"
 #include "tools/measure/bench_noise.h"
 #include "tools/measure/bench_ops.h"
+#include "rt/prefetch_tune.h"
 #include "tools/measure/bench_vsref.h"
 #include "rt/refloop.h"
 #include "tools/measure/measure.h"
@@ -256,6 +257,28 @@ static int bench_blob(const struct bench_opts *o)
             printf("%s%u", i ? "," : "", cpus[i]);
         printf("; %u barriers per token over %u ops; kernels %s\n", n_barriers, v.h->n_ops,
                nib_qkernels_label(qk));
+    }
+    /* The prefetch distance as the appliance takes it: NIB_PREFETCH (nib's
+     * stand-in for the topology table's) when set, else measured here. */
+    static struct nib_prefetch_tune tune;
+    nib_prefetch_tune_init(&tune);
+    const int tuned = !getenv("NIB_PREFETCH") &&
+                      nib_prefetch_tune_run(&e, &tune, NIB_TUNE_ROUNDS, NIB_TUNE_BUDGET_NS) == 0;
+    if (o->json) {
+        printf("{\"source\": \"prefetch\", \"bytes\": %u, \"from\": \"%s\"", nib_prefetch_bytes,
+               tuned ? "measured" : "NIB_PREFETCH");
+        for (uint32_t i = 0; tuned && i < NIB_TUNE_CANDIDATES; i++)
+            printf("%s{\"bytes\": %u, \"median_us\": %.3f}", i ? ", " : ", \"candidates\": [",
+                   tune.bytes[i], (double)tune.median_ns[i] / 1e3);
+        printf("%s}\n", tuned ? "]" : "");
+    } else if (tuned) {
+        char line[256];
+        nib_prefetch_tune_describe(&tune, line, sizeof line);
+        printf("prefetch: %u bytes ahead, measured as the appliance does (median pass at each "
+               "distance: %s)\n",
+               nib_prefetch_bytes, line);
+    } else {
+        printf("prefetch: %u bytes ahead (NIB_PREFETCH)\n", nib_prefetch_bytes);
     }
     static struct nib_ref ref; /* 16 KiB of per-worker slots */
     ref = (struct nib_ref){.e = &e};

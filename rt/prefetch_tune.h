@@ -1,0 +1,62 @@
+/* The weight prefetch distance, measured on the machine itself.
+ *
+ * How far ahead the quantized kernels prefetch the weight stream
+ * (nib_prefetch_bytes, kernels/qkernels.h) changes no bit of any result,
+ * only speed, and the best distance is a property of the machine: on one
+ * VM 2 KiB read fastest and none ran at two thirds of that; on another, no
+ * prefetch or 8 KiB beat 2 KiB (docs/benchmarks.md). A topology table
+ * that names a distance (`prefetch BYTES`) is taken as it is; otherwise
+ * the appliance and `nib bench --latency` time a few decode passes at each
+ * candidate, interleaved so that every candidate sees the machine at the
+ * same moments, and keep the fastest.
+ *
+ * Memory: the caller's (struct nib_prefetch_tune holds the samples);
+ * nothing is allocated. */
+#ifndef NIB_PREFETCH_TUNE_H
+#define NIB_PREFETCH_TUNE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct nib_exec;
+
+#define NIB_TUNE_CANDIDATES 3
+#define NIB_TUNE_ROUNDS_MAX 16
+#define NIB_TUNE_PASSES_MAX 8
+/* What the appliance and nib bench run: 5 rounds in about 0.4 s. */
+#define NIB_TUNE_ROUNDS 5
+#define NIB_TUNE_BUDGET_NS 400000000ull
+
+struct nib_prefetch_tune {
+    uint32_t bytes[NIB_TUNE_CANDIDATES];     /* the candidates, the build's default first */
+    uint64_t median_ns[NIB_TUNE_CANDIDATES]; /* each one's median pass */
+    uint32_t rounds, passes;                 /* rounds x passes timed per candidate */
+    uint32_t chosen;                         /* index of the distance left set */
+    uint64_t samples[NIB_TUNE_CANDIDATES][NIB_TUNE_ROUNDS_MAX * NIB_TUNE_PASSES_MAX];
+};
+
+/* The candidates: the build's default (NIB_PF_DIST), then none (0) and 8 KiB
+ * (2 KiB for either that is the default). */
+void nib_prefetch_tune_init(struct nib_prefetch_tune *t);
+
+/* The index of the least median, the first candidate kept unless another's
+ * median is at least 2 % below its own (a difference smaller than that is
+ * the machine's noise, not the distance's). */
+uint32_t nib_prefetch_tune_pick(const uint64_t *median_ns, uint32_t n);
+
+/* Time decode passes of e's blob (a decoder) at position min(64, ctx - 1)
+ * with token 0: one warm-up pass per candidate, then rounds in which
+ * every candidate runs t->passes passes, each timed alone, the passes per
+ * slot chosen so that the whole takes about budget_ns (at least 1, at
+ * most NIB_TUNE_PASSES_MAX). Sets nib_prefetch_bytes to the pick and fills
+ * t. The passes write KV-cache row 64, which any later request writes
+ * before it reads it; e's stats and digest are not touched (the passes
+ * run on a copy of e). Returns 0, or -1 (nothing changed) when e's blob
+ * is not a decoder or rounds is not in 1..NIB_TUNE_ROUNDS_MAX. */
+int nib_prefetch_tune_run(const struct nib_exec *e, struct nib_prefetch_tune *t, uint32_t rounds,
+                          uint64_t budget_ns);
+
+/* "2048 B 35 us, 0 B 36 us, 8192 B 36 us; 5 rounds of 8 passes" into out. */
+void nib_prefetch_tune_describe(const struct nib_prefetch_tune *t, char *out, size_t len);
+
+#endif

@@ -1,0 +1,122 @@
+/* The boot-time prefetch measurement (rt/prefetch_tune.h): what it picks
+ * from its medians, that a run on a team picks one of its candidates and
+ * leaves that distance set, that the passes it times change no bit of the
+ * logits a request then gets, and that it touches neither the latency
+ * statistics nor the digest. How fast each distance runs is the machine's
+ * and is not asserted. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/qkernels.h"
+#include "proto/stats.h"
+#include "rt/cpu_isa.h"
+#include "rt/exec.h"
+#include "rt/prefetch_tune.h"
+#include "tests/common/test_util.h"
+#include "tests/rt/rt_fixture.h"
+
+START_TEST(pick_keeps_the_default_within_two_percent)
+{
+    const uint64_t close[] = {1000, 985, 990};  /* 1.5 % below: noise */
+    const uint64_t faster[] = {1000, 990, 975}; /* 2.5 % below */
+    const uint64_t tie[] = {1000, 1000, 1000};
+    const uint64_t slower[] = {1000, 1500, 1200};
+    ck_assert_uint_eq(nib_prefetch_tune_pick(close, 3), 0);
+    ck_assert_uint_eq(nib_prefetch_tune_pick(faster, 3), 2);
+    ck_assert_uint_eq(nib_prefetch_tune_pick(tie, 3), 0);
+    ck_assert_uint_eq(nib_prefetch_tune_pick(slower, 3), 0);
+    const uint64_t second[] = {1000, 900, 950};
+    ck_assert_uint_eq(nib_prefetch_tune_pick(second, 3), 1);
+}
+END_TEST
+
+START_TEST(candidates_start_with_the_default_and_differ)
+{
+    struct nib_prefetch_tune *t = calloc(1, sizeof *t);
+    nib_prefetch_tune_init(t);
+    ck_assert_uint_eq(t->bytes[0], NIB_PF_DIST);
+    for (int i = 0; i < NIB_TUNE_CANDIDATES; i++) {
+        ck_assert(nib_prefetch_valid(t->bytes[i]));
+        for (int j = 0; j < i; j++)
+            ck_assert_uint_ne(t->bytes[i], t->bytes[j]);
+    }
+    free(t);
+}
+END_TEST
+
+#define N_TOKENS 12
+
+/* Logits of N_TOKENS positions (position 64 among them is the row the
+ * measurement writes) through e. */
+static void run_tokens(struct nib_exec *e, float *out)
+{
+    const uint32_t vocab = rtf_view.h->hp.vocab_size;
+    for (uint32_t i = 0; i < N_TOKENS; i++) {
+        uint32_t p = 58 + i;
+        const float *l = nib_exec_token(e, rtf_token(p, 5u), p);
+        ck_assert_ptr_nonnull(l);
+        memcpy(out + (size_t)i * vocab, l, (size_t)vocab * 4);
+    }
+}
+
+START_TEST(run_on_a_team_picks_a_candidate_and_changes_no_bit)
+{
+    ck_assert_uint_gt(rtf_view.h->hp.ctx_len, 58 + N_TOKENS);
+    const uint32_t vocab = rtf_view.h->hp.vocab_size;
+    float *before = malloc((size_t)N_TOKENS * vocab * 4),
+          *after = malloc((size_t)N_TOKENS * vocab * 4);
+    uint8_t *arena = rtf_arena();
+    struct nib_stats *st = calloc(1, sizeof *st), *st_copy = malloc(sizeof *st);
+    struct nib_exec e = {.v = &rtf_view,
+                         .mem = arena,
+                         .qk = nib_exec_kernels(nib_cpu_isa()),
+                         .stats = st,
+                         .digest = 1};
+    struct rtf_team f;
+    rtf_team_start(&f, &e, 2, 50000000, 200000);
+    const uint32_t was = nib_prefetch_bytes;
+    run_tokens(&e, before);
+    memcpy(st_copy, st, sizeof *st);
+    const uint32_t digest = e.digest_crc;
+
+    struct nib_prefetch_tune *t = calloc(1, sizeof *t);
+    nib_prefetch_tune_init(t);
+    ck_assert_int_eq(nib_prefetch_tune_run(&e, t, 0, NIB_TUNE_BUDGET_NS), -1); /* no rounds */
+    ck_assert_int_eq(nib_prefetch_tune_run(&e, t, NIB_TUNE_ROUNDS_MAX + 1, 1), -1);
+    ck_assert_uint_eq(nib_prefetch_bytes, was);
+    ck_assert_int_eq(nib_prefetch_tune_run(&e, t, 3, 20000000ull), 0);
+    ck_assert_uint_lt(t->chosen, NIB_TUNE_CANDIDATES);
+    ck_assert_uint_eq(nib_prefetch_bytes, t->bytes[t->chosen]);
+    ck_assert_uint_eq(t->rounds, 3);
+    ck_assert(t->passes >= 1 && t->passes <= NIB_TUNE_PASSES_MAX);
+    for (int i = 0; i < NIB_TUNE_CANDIDATES; i++)
+        ck_assert_uint_gt(t->median_ns[i], 0);
+    ck_assert_uint_eq(nib_prefetch_tune_pick(t->median_ns, NIB_TUNE_CANDIDATES), t->chosen);
+    ck_assert_msg(memcmp(st, st_copy, sizeof *st) == 0, "the measurement recorded statistics");
+    ck_assert_uint_eq(e.digest_crc, digest);
+    char line[256];
+    nib_prefetch_tune_describe(t, line, sizeof line);
+    ck_assert_msg(strstr(line, "3 rounds of") != NULL, "%s", line);
+
+    /* the same requests again, at every candidate: the same bits */
+    for (int i = 0; i < NIB_TUNE_CANDIDATES; i++) {
+        ck_assert_int_eq(nib_prefetch_set(t->bytes[i]), 0);
+        run_tokens(&e, after);
+        ck_assert_msg(memcmp(before, after, (size_t)N_TOKENS * vocab * 4) == 0,
+                      "logits differ at prefetch %u", t->bytes[i]);
+    }
+    nib_prefetch_set(was);
+    rtf_team_stop(&f);
+    free(t), free(st), free(st_copy), free(arena), free(before), free(after);
+}
+END_TEST
+
+Suite *nib_test_suite(void)
+{
+    Suite *s = suite_create("prefetch-tune");
+    TU_CASE(s, "prefetch-tune", rtf_setup, rtf_teardown, 120,
+            pick_keeps_the_default_within_two_percent, candidates_start_with_the_default_and_differ,
+            run_on_a_team_picks_a_candidate_and_changes_no_bit);
+    return s;
+}
