@@ -36,6 +36,7 @@
 #include "model_blob/blob_view.h"
 #include "rt/cpu_isa.h"
 #include "rt/exec.h"
+#include "rt/prefetch_tune.h"
 #include "rt/team.h"
 #include "rt/tokenizer.h"
 #include "tools/measure/bench_stats.h"
@@ -311,7 +312,7 @@ static uint64_t streamed_bytes(const struct nib_blob_view *v)
  * (blob copied to huge-page memory, a pinned team, fixed shares), in
  * passes of `batch` tokens: 1 is decode, max_batch is prefill. */
 static double model_rate(const struct nib_blob_view *v, uint8_t *mem, uint32_t n_workers,
-                         uint32_t n_tokens, uint32_t batch)
+                         uint32_t n_tokens, uint32_t batch, struct nib_prefetch_tune *tune)
 {
     uint64_t team_size = (nib_team_footprint(n_workers) + 63) & ~63ull;
     void *tm =
@@ -341,6 +342,10 @@ static double model_rate(const struct nib_blob_view *v, uint8_t *mem, uint32_t n
         ids[i] = (v->h->hp.bos_id + 3 * i) % v->h->hp.vocab_size;
     for (uint32_t p = 0; p < warm; p++)
         nib_exec_token(&e, ids[0], p);
+    if (tune) { /* the distance as the appliance picks it, left set */
+        nib_prefetch_tune_init(tune);
+        nib_prefetch_tune_run(&e, tune, NIB_TUNE_ROUNDS, NIB_TUNE_BUDGET_NS);
+    }
     double t0 = bench_now();
     for (uint32_t p = warm; p < warm + n_tokens;) {
         uint32_t m = warm + n_tokens - p < batch ? warm + n_tokens - p : batch;
@@ -411,17 +416,25 @@ static void bench_models(const struct bench_ctx *ctx)
         base = base ? base + 1 : o->models[i];
         for (uint32_t nw = 1; nw <= MAX_THREADS; nw++) {
             double tps[MAX_ROUNDS], pps[MAX_ROUNDS], speedup[MAX_ROUNDS];
+            /* without NIB_PREFETCH, the prefetch distance as the appliance
+             * measures it at boot, taken once for these rounds */
+            static struct nib_prefetch_tune tune;
+            const uint32_t given = nib_prefetch_bytes;
+            const int measure = !getenv("NIB_PREFETCH");
             for (int r = 0; r < rounds; r++) {
                 /* a read beside each figure: the yardstick sees the same machine */
                 size_t sb = ctx->sbytes < PAIR_BYTES ? ctx->sbytes : PAIR_BYTES;
                 stream_gbs(ctx->sbuf, sb, (int)nw, yardstick.variant[nw - 1]);
-                tps[r] = model_rate(&v, mem, nw, o->model_tokens, 1);
-                pps[r] = model_rate(&v, mem, nw, o->model_tokens, v.h->max_batch);
+                tps[r] =
+                    model_rate(&v, mem, nw, o->model_tokens, 1, measure && r == 0 ? &tune : NULL);
+                pps[r] = model_rate(&v, mem, nw, o->model_tokens, v.h->max_batch, NULL);
                 speedup[r] = tps[r] > 0 ? pps[r] / tps[r] : 0;
             }
+            const uint32_t used = nib_prefetch_bytes;
+            nib_prefetch_set(given);
             double t = bench_median(tps, rounds);
-            snprintf(rows[n_rows].line, sizeof rows[n_rows].line, "%-28s %8.1f %8u %12.1f", base,
-                     bytes / 1e6, nw, t);
+            snprintf(rows[n_rows].line, sizeof rows[n_rows].line, "%-28s %8.1f %8u %8u%s %12.1f",
+                     base, bytes / 1e6, nw, used, measure ? "m" : " ", t);
             rows[n_rows].gbs = t * (double)bytes / 1e9;
             rows[n_rows].nw = nw;
             rows[n_rows].pps = bench_median(pps, rounds);
@@ -443,10 +456,12 @@ static void print_models(const struct bench_opts *o)
         "\nwhole models (%u tokens each, median of %d rounds; decode: one token per pass,\n"
         "GB/s = weight bytes streamed per token x tokens/s, (x) = ratio to the strongest stream\n"
         "read with the same threads; prefill: passes of the blob's max_batch\n"
-        "tokens, (x) = median ratio of prefill to decode tokens/s in the same round)\n",
+        "tokens, (x) = median ratio of prefill to decode tokens/s in the same round;\n"
+        "prefetch: the weight prefetch distance in bytes, m: measured as the appliance\n"
+        "measures it at boot, else NIB_PREFETCH's)\n",
         o->model_tokens, o->rounds < 3 ? o->rounds : 3);
-    printf("%-28s %8s %8s %12s %18s %18s\n", "model", "MB/token", "workers", "decode tok/s",
-           "GB/s (x stream)", "prefill tok/s (x)");
+    printf("%-28s %8s %8s %9s %12s %18s %18s\n", "model", "MB/token", "workers", "prefetch",
+           "decode tok/s", "GB/s (x stream)", "prefill tok/s (x)");
     for (int i = 0; i < n_rows; i++) {
         if (rows[i].gbs < 0) {
             printf("%s\n", rows[i].line);
