@@ -49,9 +49,9 @@ uint32_t nib_prefetch_tune_pick(const uint64_t *median_ns, uint32_t n);
  * every candidate runs t->passes passes, each timed alone, the passes per
  * slot chosen so that the whole takes about budget_ns (at least 1, at
  * most NIB_TUNE_PASSES_MAX). Sets nib_prefetch_bytes to the pick and fills
- * t. The passes write KV-cache row 64, which any later request writes
- * before it reads it; e's stats and digest are not touched (the passes
- * run on a copy of e). Returns 0, or -1 (nothing changed) when e's blob
+ * t (each candidate's samples end sorted). The passes write that one
+ * KV-cache row, which any later request writes before it reads it; e's
+ * stats and digest are not touched (the passes run on a copy of e). Returns 0, or -1 (nothing changed) when e's blob
  * is not a decoder or rounds is not in 1..NIB_TUNE_ROUNDS_MAX. */
 int nib_prefetch_tune_run(const struct nib_exec *e, struct nib_prefetch_tune *t, uint32_t rounds,
                           uint64_t budget_ns);
