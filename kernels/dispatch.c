@@ -49,7 +49,7 @@ const struct nib_qkernels *nib_qkernels_get(uint32_t isa)
 const char *nib_qkernels_label(const struct nib_qkernels *k)
 {
     if (k->isa == NIB_ISA_AVX2 && nib_avx512vnni_available())
-        return "avx2, q4 and convolutions on avx512-vnni";
+        return "avx2, q4, attention and convolutions on avx512";
     return k->name;
 }
 

@@ -11,13 +11,19 @@
  * loaded once for all of them, and a block keeps eight independent
  * accumulators (heads x keys for scores, heads x dims for the output).
  * Every accumulator still sees exactly the operations of the reference,
- * in its order, so the bits are unchanged on every ISA. */
+ * in its order, so the bits are unchanged on every ISA.
+ *
+ * Where nib_avx512vnni_available(), the steps attention-avx512.h covers
+ * (scores of four 64-dim heads, outputs 64 dims at a time, the softmax
+ * without a cap) run in 512-bit registers, with the same bits. */
 #include "kernels/common/isa.h"
 
 #if NIB_HAVE_AVX2
 #include <math.h>
 
+#include "kernels/attention/attention-avx512.h"
 #include "kernels/common/f32-avx2.h"
+#include "kernels/qkernels.h"
 
 /* nib_tree8_avx2 of four vectors at once: {tree8(a), tree8(b), tree8(c),
  * tree8(d)} by the same additions in the same order (lane j + lane j+4,
@@ -140,13 +146,13 @@ static inline __attribute__((always_inline)) void out_block(const float *const *
             _mm256_storeu_ps(o[h] + i + c * 8, acc[h][c]);
 }
 
+/* Output dims [i, head_dim) of HB heads over keys [j, j_end). */
 static inline __attribute__((always_inline)) void out_heads(const float *const *w, const float *v,
                                                             size_t row_stride, float *const *o,
-                                                            size_t head_dim, size_t j, size_t j_end,
-                                                            int first, const int HB)
+                                                            size_t i, size_t head_dim, size_t j,
+                                                            size_t j_end, int first, const int HB)
 {
     const int DC = 8 / HB; /* 8 accumulators: 4 heads x 2 chunks ... 1 x 8 */
-    size_t i = 0;
     for (; i + 8 * DC <= head_dim; i += 8 * DC)
         out_block(w, v, row_stride, o, i, j, j_end, first, HB, DC);
     for (; i + 8 <= head_dim; i += 8)
@@ -207,11 +213,12 @@ static size_t chunk_heads(size_t h, size_t h_end, size_t group)
 }
 
 /* Scores (phase 0) or outputs (phase 1) of heads [h, h + HB) over keys
- * [j, j_end). */
+ * [j, j_end); wide: the 512-bit steps (attention-avx512.h) where they
+ * apply. */
 static inline __attribute__((always_inline)) void
 heads_keys(int phase, const float *q, const float *k0, const float *v0, float *out, float *att,
            size_t h, size_t head_dim, size_t group, size_t row_stride, size_t j, size_t j_end,
-           size_t ctx, float scale, const int HB)
+           size_t ctx, float scale, int wide, const int HB)
 {
     const size_t kv_off = (h / group) * head_dim;
     const float *qh[4];
@@ -221,14 +228,21 @@ heads_keys(int phase, const float *q, const float *k0, const float *v0, float *o
         a[b] = att + (h + b) * ctx;
         o[b] = out + (h + b) * head_dim;
     }
+    if (phase == 0 && wide && HB == 4 && head_dim == 64)
+        j = nib_attention_scores4_hd64_avx512(qh, k0 + kv_off, row_stride, scale, a, j, j_end);
     if (phase == 0 && HB == 1)
         scores_heads(qh, k0 + kv_off, row_stride, head_dim, scale, a, j, j_end, 1, 8);
     else if (phase == 0) /* two heads x four keys: one vector of scores per head */
         for (int b = 0; b < HB; b += 2)
             scores_heads(qh + b, k0 + kv_off, row_stride, head_dim, scale, a + b, j, j_end, 2, 4);
-    else
-        out_heads((const float *const *)a, v0 + kv_off, row_stride, o, head_dim, j, j_end, j == 0,
-                  HB);
+    else {
+        size_t i = 0;
+        for (; wide && i + 64 <= head_dim; i += 64)
+            nib_attention_out64_avx512((const float *const *)a, v0 + kv_off, row_stride, o, i, j,
+                                       j_end, j == 0, HB);
+        out_heads((const float *const *)a, v0 + kv_off, row_stride, o, i, head_dim, j, j_end,
+                  j == 0, HB);
+    }
 }
 
 /* Prefetch the floats [p, p + len) into L1, one instruction per line. */
@@ -248,6 +262,7 @@ static inline void prefetch_span(const float *p, size_t len)
 
 NIB_ATTENTION_DECL(nib_attention_f32_avx2)
 {
+    const int wide = nib_avx512vnni_available();
     nib_pre_attention(q, kc, vc, out, att, h_begin, h_end, head_dim, group, row_stride, t0, pos,
                       ctx, softcap);
     const size_t n = pos - t0 + 1;
@@ -262,8 +277,12 @@ NIB_ATTENTION_DECL(nib_attention_f32_avx2)
     const size_t rows_per_chunk = (KEY_BLOCK + chunks - 1) / chunks;
     for (int phase = 0; phase < 2; phase++) {
         if (phase == 1) /* every score is in: cap, softmax, weights */
-            for (size_t h = h_begin; h < h_end; h++)
-                softmax_head(att + h * ctx, n, softcap);
+            for (size_t h = h_begin; h < h_end; h++) {
+                if (wide && softcap <= 0.0f)
+                    nib_attention_softmax_avx512(att + h * ctx, n);
+                else
+                    softmax_head(att + h * ctx, n, softcap);
+            }
         const float *rows = phase == 0 ? k0 : v0;
         for (size_t j = 0; j < n; j += KEY_BLOCK) {
             const size_t j_end = j + KEY_BLOCK < n ? j + KEY_BLOCK : n;
@@ -275,13 +294,13 @@ NIB_ATTENTION_DECL(nib_attention_f32_avx2)
                     prefetch_span(rows + pf * row_stride + span_off, span_len);
                 if (hb == 4)
                     heads_keys(phase, q, k0, v0, out, att, h, head_dim, group, row_stride, j, j_end,
-                               ctx, scale, 4);
+                               ctx, scale, wide, 4);
                 else if (hb == 2)
                     heads_keys(phase, q, k0, v0, out, att, h, head_dim, group, row_stride, j, j_end,
-                               ctx, scale, 2);
+                               ctx, scale, wide, 2);
                 else
                     heads_keys(phase, q, k0, v0, out, att, h, head_dim, group, row_stride, j, j_end,
-                               ctx, scale, 1);
+                               ctx, scale, wide, 1);
             }
         }
     }

@@ -541,8 +541,14 @@ START_TEST(test_attention_simd_equals_scalar)
     const struct nib_qkernels *v = simd();
     if (!v)
         return;
-    for (uint64_t seed = 2; seed <= 4; seed++)
-        ck_assert_msg(qcheck_attention(scalar(), v, seed, msg, sizeof msg) == 0, "%s", msg);
+    /* with the 512-bit steps where the CPU has them, then without */
+    for (int wide = 1; wide >= 0; wide--) {
+        nib_avx512vnni_allow(wide);
+        for (uint64_t seed = 2; seed <= 4; seed++)
+            ck_assert_msg(qcheck_attention(scalar(), v, seed, msg, sizeof msg) == 0,
+                          "512-bit steps %s: %s", wide ? "allowed" : "off", msg);
+    }
+    nib_avx512vnni_allow(1);
 }
 END_TEST
 
@@ -569,8 +575,13 @@ START_TEST(test_attention_window_softcap)
     const struct nib_qkernels *v = simd();
     if (!v)
         return;
-    for (uint64_t seed = 2; seed <= 4; seed++)
-        ck_assert_msg(qcheck_attention_window(scalar(), v, seed, msg, sizeof msg) == 0, "%s", msg);
+    for (int wide = 1; wide >= 0; wide--) {
+        nib_avx512vnni_allow(wide);
+        for (uint64_t seed = 2; seed <= 4; seed++)
+            ck_assert_msg(qcheck_attention_window(scalar(), v, seed, msg, sizeof msg) == 0,
+                          "512-bit steps %s: %s", wide ? "allowed" : "off", msg);
+    }
+    nib_avx512vnni_allow(1);
 }
 END_TEST
 
