@@ -534,21 +534,34 @@ START_TEST(test_qact_by_blocks)
 }
 END_TEST
 
+typedef int (*attention_check_fn)(const struct nib_qkernels *ref, const struct nib_qkernels *var,
+                                  uint64_t seed, char *msg, size_t len);
+
+/* The SIMD table's attention against the scalar reference (seeds 2..4):
+ * with its 512-bit steps where the CPU has AVX-512, then the AVX2 kernel
+ * alone (nib_avx512vnni_allow). */
+static void attention_both_widths(attention_check_fn check)
+{
+    const struct nib_qkernels *v = simd();
+    if (!v)
+        return;
+    if (!nib_avx512vnni_available())
+        fprintf(stderr, "qkernels: this CPU has no AVX-512: the 512-bit attention steps were not "
+                        "checked\n");
+    for (int wide = 1; wide >= 0; wide--) {
+        nib_avx512vnni_allow(wide);
+        for (uint64_t seed = 2; seed <= 4; seed++)
+            ck_assert_msg(check(scalar(), v, seed, msg, sizeof msg) == 0, "512-bit steps %s: %s",
+                          wide ? "allowed" : "off", msg);
+    }
+    nib_avx512vnni_allow(1);
+}
+
 START_TEST(test_attention_simd_equals_scalar)
 {
     /* The scalar reference against double precision (and itself) always. */
     ck_assert_msg(qcheck_attention(scalar(), scalar(), 1, msg, sizeof msg) == 0, "%s", msg);
-    const struct nib_qkernels *v = simd();
-    if (!v)
-        return;
-    /* with the 512-bit steps where the CPU has them, then without */
-    for (int wide = 1; wide >= 0; wide--) {
-        nib_avx512vnni_allow(wide);
-        for (uint64_t seed = 2; seed <= 4; seed++)
-            ck_assert_msg(qcheck_attention(scalar(), v, seed, msg, sizeof msg) == 0,
-                          "512-bit steps %s: %s", wide ? "allowed" : "off", msg);
-    }
-    nib_avx512vnni_allow(1);
+    attention_both_widths(qcheck_attention);
 }
 END_TEST
 
@@ -572,16 +585,7 @@ END_TEST
 START_TEST(test_attention_window_softcap)
 {
     ck_assert_msg(qcheck_attention_window(scalar(), scalar(), 1, msg, sizeof msg) == 0, "%s", msg);
-    const struct nib_qkernels *v = simd();
-    if (!v)
-        return;
-    for (int wide = 1; wide >= 0; wide--) {
-        nib_avx512vnni_allow(wide);
-        for (uint64_t seed = 2; seed <= 4; seed++)
-            ck_assert_msg(qcheck_attention_window(scalar(), v, seed, msg, sizeof msg) == 0,
-                          "512-bit steps %s: %s", wide ? "allowed" : "off", msg);
-    }
-    nib_avx512vnni_allow(1);
+    attention_both_widths(qcheck_attention_window);
 }
 END_TEST
 
