@@ -8,12 +8,20 @@
 
 #include <stddef.h>
 
+/* Head sizes the scores step takes: multiples of 8 up to this many
+ * chunks of 8 (256 dims). */
+#define NIB_ATTENTION_AVX512_MAX_CHUNKS 32
+
 /* Raw scores (tree8 x scale) of the four query heads qh[0..4), head_dim
- * 64, for keys j, j + 1, ... in blocks of four while a whole block fits
- * before j_end; k is their KV head's first row, row_stride floats apart.
- * Returns the first key not done (j_end - (j_end - j) % 4). */
-size_t nib_attention_scores4_hd64_avx512(const float *const *qh, const float *k, size_t row_stride,
-                                         float scale, float *const *a, size_t j, size_t j_end);
+ * a multiple of 8 of at most 8 x NIB_ATTENTION_AVX512_MAX_CHUNKS, for
+ * keys j, j + 1, ... in blocks of four while a whole block fits before
+ * j_end; k is their KV head's first row, row_stride floats apart.
+ * Returns the first key not done (j_end - (j_end - j) % 4). Two heads
+ * are left to the AVX2 steps: one pair per register with eight keys,
+ * eight K broadcasts per eight FMAs, measured slower. */
+size_t nib_attention_scores4_avx512(const float *const *qh, const float *k, size_t row_stride,
+                                    size_t head_dim, float scale, float *const *a, size_t j,
+                                    size_t j_end);
 
 /* Output dims [i, i + 64) of heads 1, 2 or 4 (o[0..heads)) over keys
  * [j, j_end): o_h[d] = fma over keys in order of w_h[t] * v[t][d], from +0

@@ -14,8 +14,9 @@
  * in its order, so the bits are unchanged on every ISA.
  *
  * Where nib_avx512vnni_available(), the steps attention-avx512.h covers
- * (scores of four 64-dim heads, outputs 64 dims at a time, the softmax
- * without a cap) run in 512-bit registers, with the same bits. */
+ * (scores of four heads whose size is a multiple of 8, outputs 64 dims
+ * at a time, the softmax without a cap) run in 512-bit registers, with
+ * the same bits. */
 #include "kernels/common/isa.h"
 
 #if NIB_HAVE_AVX2
@@ -228,8 +229,9 @@ heads_keys(int phase, const float *q, const float *k0, const float *v0, float *o
         a[b] = att + (h + b) * ctx;
         o[b] = out + (h + b) * head_dim;
     }
-    if (phase == 0 && wide && HB == 4 && head_dim == 64)
-        j = nib_attention_scores4_hd64_avx512(qh, k0 + kv_off, row_stride, scale, a, j, j_end);
+    if (phase == 0 && wide && HB == 4 && head_dim % 8 == 0 &&
+        head_dim <= 8 * NIB_ATTENTION_AVX512_MAX_CHUNKS)
+        j = nib_attention_scores4_avx512(qh, k0 + kv_off, row_stride, head_dim, scale, a, j, j_end);
     if (phase == 0 && HB == 1)
         scores_heads(qh, k0 + kv_off, row_stride, head_dim, scale, a, j, j_end, 1, 8);
     else if (phase == 0) /* two heads x four keys: one vector of scores per head */

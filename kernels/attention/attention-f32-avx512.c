@@ -4,8 +4,9 @@
  *
  * Scores: a zmm holds the 8 lanes of two query heads of one KV group
  * (head h low, h + 1 high), so one FMA does both heads' step for a K
- * chunk loaded once and broadcast to both halves; the query pairs stay
- * in registers (16 for four heads of 64 dims) across a block of keys.
+ * chunk loaded once and broadcast to both halves; the query pairs are
+ * built once per call and, for 64-dim heads, stay in 16 registers across
+ * the blocks of keys (other sizes load them per chunk).
  * Each half is the reference's 8-lane accumulator, and the reduction of
  * four keys of two heads does the additions of tree8x4_avx2 in both
  * halves at once.
@@ -69,16 +70,15 @@ tree8x4x2(__m512 x, __m512 y, __m512 z, __m512 w, float scale, float *ah, float 
     _mm_storeu_ps(ah1, _mm256_extractf128_ps(s, 1));
 }
 
-AVX512F_FN size_t nib_attention_scores4_hd64_avx512(const float *const *qh, const float *k,
-                                                    size_t row_stride, float scale, float *const *a,
-                                                    size_t j, size_t j_end)
+/* Keys j, j + 4, ... of two head pairs (heads 0|1 and 2|3: eight
+ * accumulators with four keys), head_dim = 8 x chunks: q2[p x chunks +
+ * c] is chunk c of pair p. Inlined with chunks 8 and q2 filled beside it,
+ * the pairs stay in registers; otherwise they are loaded per chunk,
+ * beside the four K broadcasts. */
+static inline __attribute__((always_inline)) AVX512F_FN size_t
+scores4(const __m512 *q2, const size_t chunks, const float *k, size_t row_stride, float scale,
+        float *const *a, size_t j, size_t j_end)
 {
-    __m512 q2[2][8]; /* heads 0|1 and 2|3, chunk by chunk */
-#pragma GCC unroll 2
-    for (int p = 0; p < 2; p++)
-#pragma GCC unroll 8
-        for (int c = 0; c < 8; c++)
-            q2[p][c] = pair8(qh[2 * p] + c * 8, qh[2 * p + 1] + c * 8);
     for (; j + 4 <= j_end; j += 4) {
         const float *r[4]; /* row pointers: offsets stay immediates */
         r[0] = k + j * row_stride;
@@ -86,8 +86,13 @@ AVX512F_FN size_t nib_attention_scores4_hd64_avx512(const float *const *qh, cons
         for (int t = 1; t < 4; t++)
             r[t] = r[t - 1] + row_stride;
         __m512 acc[2][4];
+#pragma GCC unroll 2
+        for (int p = 0; p < 2; p++)
+#pragma GCC unroll 4
+            for (int t = 0; t < 4; t++)
+                acc[p][t] = _mm512_setzero_ps();
 #pragma GCC unroll 8
-        for (int c = 0; c < 8; c++) {
+        for (size_t c = 0; c < chunks; c++) {
             __m512 kv[4];
 #pragma GCC unroll 4
             for (int t = 0; t < 4; t++)
@@ -96,8 +101,7 @@ AVX512F_FN size_t nib_attention_scores4_hd64_avx512(const float *const *qh, cons
             for (int p = 0; p < 2; p++)
 #pragma GCC unroll 4
                 for (int t = 0; t < 4; t++)
-                    acc[p][t] =
-                        _mm512_fmadd_ps(q2[p][c], kv[t], c ? acc[p][t] : _mm512_setzero_ps());
+                    acc[p][t] = _mm512_fmadd_ps(q2[p * chunks + c], kv[t], acc[p][t]);
         }
 #pragma GCC unroll 2
         for (int p = 0; p < 2; p++)
@@ -105,6 +109,31 @@ AVX512F_FN size_t nib_attention_scores4_hd64_avx512(const float *const *qh, cons
                       a[2 * p + 1] + j);
     }
     return j;
+}
+
+/* The two query pairs, chunk by chunk, into q2[p x chunks + c]. */
+static inline __attribute__((always_inline)) AVX512F_FN void query_pairs(const float *const *qh,
+                                                                         size_t chunks, __m512 *q2)
+{
+#pragma GCC unroll 2
+    for (int p = 0; p < 2; p++)
+#pragma GCC unroll 8
+        for (size_t c = 0; c < chunks; c++)
+            q2[p * chunks + c] = pair8(qh[2 * p] + c * 8, qh[2 * p + 1] + c * 8);
+}
+
+AVX512F_FN size_t nib_attention_scores4_avx512(const float *const *qh, const float *k,
+                                               size_t row_stride, size_t head_dim, float scale,
+                                               float *const *a, size_t j, size_t j_end)
+{
+    if (head_dim == 64) {
+        __m512 q2[2 * 8];
+        query_pairs(qh, 8, q2);
+        return scores4(q2, 8, k, row_stride, scale, a, j, j_end);
+    }
+    __m512 q2[2 * NIB_ATTENTION_AVX512_MAX_CHUNKS];
+    query_pairs(qh, head_dim / 8, q2);
+    return scores4(q2, head_dim / 8, k, row_stride, scale, a, j, j_end);
 }
 
 static inline __attribute__((always_inline)) AVX512F_FN void
