@@ -26,6 +26,9 @@ enum nib_dtype {
                      * 16 or 32: holds GGUF Q4_1, Q4_K, Q2_K, Q3_K exactly */
     NIB_DT_Q8F = 6, /* int8 codes, f32 scale and f32 minimum per group of 16 or
                      * 32: holds GGUF Q5_1, Q5_K, Q6_K, IQ4_XS exactly */
+    NIB_DT_Q4H = 7, /* symmetric int4 in sub-blocks of 16, each with a 6-bit
+                     * signed multiple of an f16 scale per super-block of 32,
+                     * 64 or 128 (two-level scales): 4.5 bits at 128 */
     NIB_DT_COUNT
 };
 

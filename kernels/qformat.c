@@ -21,7 +21,8 @@ int nib_qformat_valid(uint32_t dtype, uint32_t group)
     case NIB_DT_F32:
     case NIB_DT_Q4C: return group == 0;
     case NIB_DT_Q4:
-    case NIB_DT_Q4A: return group_ok(group);
+    case NIB_DT_Q4A:
+    case NIB_DT_Q4H: return group_ok(group);
     case NIB_DT_Q8C: return group == 0 || group_ok(group);
     case NIB_DT_Q4F:
     case NIB_DT_Q8F: return group == 16 || group == 32;
@@ -62,8 +63,10 @@ int nib_qlayout_get(struct nib_qlayout *l, uint32_t dtype, uint32_t group, uint3
     /* f16 per group (q4, q4a, q8c/g); f32 per channel and for q4f, q8f */
     l->scale_bytes = group && !l->has_min ? 2 : 4;
     l->has_zp = dtype == NIB_DT_Q4A;
+    l->sub = dtype == NIB_DT_Q4H ? 16 : 0;
     l->sgroup_bytes = l->code_bytes + NIB_Q_TILE_N * l->scale_bytes +
-                      (l->has_zp ? NIB_Q_TILE_N : 0) + (l->has_min ? 4 * NIB_Q_TILE_N : 0);
+                      (l->has_zp ? NIB_Q_TILE_N : 0) + (l->has_min ? 4 * NIB_Q_TILE_N : 0) +
+                      (l->sub ? 6 * (l->gsize / l->sub) : 0); /* q4h: 6 bits x 8 rows each */
     l->nblock_bytes = (uint64_t)l->n_sgroups * l->sgroup_bytes;
     l->size = (uint64_t)(l->n_pad / NIB_Q_TILE_N) * l->nblock_bytes;
     return 0;
@@ -95,7 +98,7 @@ uint32_t nib_qformat_tile_k(uint32_t dtype, uint32_t group)
 
 uint32_t nib_qformat_act_block(uint32_t dtype, uint32_t group)
 {
-    return dtype == NIB_DT_F32 ? 0 : group;
+    return dtype == NIB_DT_F32 ? 0 : dtype == NIB_DT_Q4H ? 16 : group;
 }
 
 /* In place, one complete pair at a time through scratch: group j of
@@ -143,6 +146,8 @@ void nib_qrow_f32(const struct nib_qlayout *l, const uint8_t *w, uint32_t r, uin
         }
         if (l->has_zp)
             zp = w[nib_ql_zp_off(l, r, j)];
+        const uint8_t *super = w + nib_ql_sgroup_off(l, r / NIB_Q_TILE_N, j);
+        const float D = s;
         if (l->has_min) {
             memcpy(&mn, w + nib_ql_min_off(l, r, j), 4);
             zp = 0; /* raw codes: q4f 0..15, q8f -128..127 */
@@ -151,6 +156,8 @@ void nib_qrow_f32(const struct nib_qlayout *l, const uint8_t *w, uint32_t r, uin
             unsigned shift;
             const uint64_t off = nib_ql_code_off(l, r, c, &shift);
             const int code = l->code_bits == 8 ? (int8_t)w[off] : (w[off] >> shift) & 15;
+            if (l->sub) /* q4h: the sub-block's scale, (float)s * D, exact */
+                s = (float)nib_q4h_sub(super, l, c % l->gsize / l->sub, r % NIB_Q_TILE_N) * D;
             /* one fmaf (q4f, q8f) or one IEEE multiply (the rest) */
             *out = l->has_min ? __builtin_fmaf(s, (float)code, mn) : (float)(code - zp) * s;
         }

@@ -40,6 +40,21 @@
  * Groups of 16 are padded in pairs: K is padded to a multiple of 32 (tile_k
  * 32), so activation rows stay 32-byte aligned.
  *
+ * q4h (two-level scales, docs/accuracy.md): the scale group is a
+ * super-block of G = 32, 64 or 128 inputs holding G / 16 sub-blocks of 16.
+ * Codes as q4's (q + 8); then 8 f16 super-scales D (one per row); then
+ * each sub-block's 6-bit signed sub-scale s (-32..31) per row, split as
+ * Q6_K splits its codes: the low 4 bits of sub-block i's 8 rows in the
+ * 32-bit word at +16 + 4i (row r in bits 4r..4r+3), the high 2 bits in
+ * the 16-bit word at +16 + 4 (G / 16) + 2i (row r in bits 2r, 2r+1):
+ *
+ *   super-block = [codes: 8 rows x G][8 x f16 D][G/16 x u32 low][G/16 x u16 high]
+ *
+ * A weight is (code - 8) * ws with ws = (float)s * D, exact in f32 (an
+ * 11-bit by 6-bit product), so it is q4 with groups of 16 whose scales lie
+ * on a grid: 4 + 6/16 + 16/G bits per weight (4.5 at G = 128, the bytes
+ * of q4/32). Activations come in blocks of 16 (nib_qformat_act_block).
+ *
  * Padding: rows up to a multiple of 8, inputs up to a multiple of the
  * format's tile_k. Padded codes are the format's zero (8 for q4/q4c, the
  * zero point for q4a, 0 for q8c) and padded rows have scale 0; padded
@@ -72,13 +87,14 @@ struct nib_qlayout {
     uint32_t scale_bytes;  /* 2 (f16) or 4 (f32) per scale */
     uint32_t has_zp;       /* q4a: 8 u8 zero points after the scales */
     uint32_t has_min;      /* q4f, q8f: 8 f32 minimums after the scales */
+    uint32_t sub;          /* q4h: inputs per sub-scale (16); 0 otherwise */
     uint32_t sgroup_bytes; /* one scale group: codes + scales (+ zero points, minimums) */
     uint64_t nblock_bytes; /* one N-block: n_sgroups * sgroup_bytes */
     uint64_t size;         /* whole tensor: n_pad / 8 * nblock_bytes */
 };
 
 /* 1 when (dtype, group) is a format nibble packs and runs:
- *   F32 group 0; Q4 and Q4A groups 32, 64, 128; Q4C group 0;
+ *   F32 group 0; Q4, Q4A and Q4H groups 32, 64, 128; Q4C group 0;
  *   Q8C group 0 (per channel, f32 scale) or 32, 64, 128 (per group, f16
  *   scales: holds GGUF Q8_0 exactly); Q4F and Q8F groups 16, 32. */
 int nib_qformat_valid(uint32_t dtype, uint32_t group);
@@ -172,6 +188,36 @@ static inline uint64_t nib_ql_min_off(const struct nib_qlayout *l, uint32_t r, u
  * c0 <= c1 <= k_pad (padding reads as what is stored there). */
 void nib_qrow_f32(const struct nib_qlayout *l, const uint8_t *w, uint32_t r, uint32_t c0,
                   uint32_t c1, float *out);
+
+/* The quantizer's group: the inputs that share one scale (q4h's
+ * sub-block; gsize otherwise), and how many of them a padded row has. */
+static inline uint32_t nib_ql_qgroup(const struct nib_qlayout *l)
+{
+    return l->sub ? l->sub : l->gsize;
+}
+static inline uint32_t nib_ql_n_qgroups(const struct nib_qlayout *l)
+{
+    return l->k_pad / nib_ql_qgroup(l);
+}
+
+/* q4h: the bytes of sub-block i's 8 low-bit fields (a little-endian u32,
+ * row r at bits 4r) and 8 high-bit fields (u16, row r at bits 2r), from
+ * the start of a super-block; and the sub-scale of row rr from them. */
+static inline uint32_t nib_q4h_lo_off(const struct nib_qlayout *l, uint32_t i)
+{
+    return l->code_bytes + 2 * NIB_Q_TILE_N + 4 * i;
+}
+static inline uint32_t nib_q4h_hi_off(const struct nib_qlayout *l, uint32_t i)
+{
+    return l->code_bytes + 2 * NIB_Q_TILE_N + 4 * (l->gsize / l->sub) + 2 * i;
+}
+static inline int nib_q4h_sub(const uint8_t *super, const struct nib_qlayout *l, uint32_t i,
+                              uint32_t rr)
+{
+    const uint8_t lo = super[nib_q4h_lo_off(l, i) + rr / 2] >> (4 * (rr & 1)) & 15;
+    const uint8_t hi = super[nib_q4h_hi_off(l, i) + rr / 4] >> (2 * (rr & 3)) & 3;
+    return (int)(lo | hi << 4) - 32;
+}
 
 static inline uint64_t nib_ql_zp_off(const struct nib_qlayout *l, uint32_t r, uint32_t j)
 {

@@ -105,7 +105,8 @@ typedef NIB_QGEMM_DECL((*nib_qgemm_fn));
     X(NIB_DT_Q4C, q4cs8, isa) /* q4c: per channel */                                               \
     X(NIB_DT_Q8C, q8cs8, isa) /* q8c: per channel or per group */                                  \
     X(NIB_DT_Q4F, q4fs8, isa) /* q4f: f32 scale and minimum per group */                           \
-    X(NIB_DT_Q8F, q8fs8, isa) /* q8f: f32 scale and minimum per group */
+    X(NIB_DT_Q8F, q8fs8, isa) /* q8f: f32 scale and minimum per group */                           \
+    X(NIB_DT_Q4H, q4hs8, isa) /* q4h: 6-bit sub-scales per 16, f16 scale per super-block */
 
 /* nib_qact_s8_f32_<isa> and nib_gemm_f32_<types>_n8_<isa> for every ISA. */
 #define NIB_QGEMM_DECLARE1(dt, types, isa) NIB_QGEMM_DECL(nib_gemm_f32_##types##_n8_##isa);
@@ -184,7 +185,7 @@ static inline void nib_qgemv(const struct nib_qkernels *kt, const struct nib_qla
 /* 1 when a was laid out for weights l (same padded K and block). */
 static inline int nib_qact_fits(const struct nib_qact *a, const struct nib_qlayout *l)
 {
-    return a->k == l->cols && a->k_pad == l->k_pad && a->block == l->gsize;
+    return a->k == l->cols && a->k_pad == l->k_pad && a->block == nib_ql_qgroup(l);
 }
 
 #endif

@@ -272,6 +272,64 @@ nib_qf_group(const uint8_t *blk, uint32_t gs, const struct nib_qlayout *l, const
         out[i] = accf[i];
 }
 
+/* q4h: M tokens of NB blocks, super-blocks of G (32, 64, 128) inputs,
+ * all constant. Per sub-block of 16: the integer sums of 2 chunks minus 8
+ * x the activation block sum, converted, times ws * sa with ws = (float)s
+ * x D (s decoded for the 8 rows at once: the low nibbles and high bit
+ * pairs shifted into place lane by lane), one fma (nib_q4h_row). */
+static inline __attribute__((always_inline)) void
+nib_qh_group(const uint8_t *blk, uint32_t gs, const struct nib_qlayout *l, const struct nib_qact *a,
+             uint32_t t0, const int M, const int NB, const uint32_t G, __m256 *out)
+{
+    const uint32_t ns = G / 16, sgb = l->sgroup_bytes, cb = l->code_bytes;
+    const size_t kp = a->k_pad, nbk = a->n_blocks;
+    const int8_t *aq = a->q + t0 * kp;
+    const float *sa = a->scale + t0 * nbk;
+    const int32_t *as = a->sum + t0 * nbk;
+    const __m256i sh_lo = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+    const __m256i sh_hi = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+    __m256 accf[4];
+#pragma GCC unroll 8
+    for (int i = 0; i < NB * M; i++)
+        accf[i] = _mm256_setzero_ps();
+    for (uint32_t j = 0; j < l->n_sgroups; j++) {
+        nib_prefetch_nb(blk + (size_t)j * gs, NB * (4 * G + 16 + 6 * ns), NB);
+#pragma GCC unroll 2
+        for (int b = 0; b < NB; b++) {
+            const uint8_t *p = blk + (size_t)j * gs + (size_t)b * sgb;
+            const __m256 D = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p + cb)));
+            for (uint32_t i = 0; i < ns; i++) {
+                const uint32_t bi = j * ns + i;
+                __m256i acc32[4];
+#pragma GCC unroll 8
+                for (int t = 0; t < M; t++)
+                    acc32[t] = _mm256_setzero_si256();
+                nib_q4_chunks(p + i * 64, aq + (size_t)bi * 16, kp, 2, M, acc32);
+                uint16_t hi16;
+                memcpy(&hi16, p + cb + 16 + 4 * ns + 2 * i, 2);
+                const __m256i lo = _mm256_and_si256(
+                    _mm256_srlv_epi32(_mm256_set1_epi32(nib_ld32(p + cb + 16 + 4 * i)), sh_lo),
+                    _mm256_set1_epi32(15));
+                const __m256i hi = _mm256_and_si256(
+                    _mm256_srlv_epi32(_mm256_set1_epi32(hi16), sh_hi), _mm256_set1_epi32(3));
+                const __m256i sv = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)),
+                                                    _mm256_set1_epi32(32));
+                const __m256 ws = _mm256_mul_ps(_mm256_cvtepi32_ps(sv), D);
+#pragma GCC unroll 8
+                for (int t = 0; t < M; t++) {
+                    __m256i corr = _mm256_set1_epi32((int32_t)((uint32_t)as[t * nbk + bi] << 3));
+                    __m256 f = _mm256_cvtepi32_ps(_mm256_sub_epi32(acc32[t], corr));
+                    __m256 sc = _mm256_mul_ps(ws, _mm256_set1_ps(sa[t * nbk + bi]));
+                    accf[b * M + t] = _mm256_fmadd_ps(f, sc, accf[b * M + t]);
+                }
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < NB * M; i++)
+        out[i] = accf[i];
+}
+
 /* Per-channel epilogue (q4c, q8c/0): out[t] = fma(isum[t], ws * sa, add
  * or +0), ws the 8 f32 row scales after the codes. */
 static inline __attribute__((always_inline)) void

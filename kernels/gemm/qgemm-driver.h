@@ -194,6 +194,14 @@ nib_qf_group(const uint8_t *blk, uint32_t gs, const struct nib_qlayout *l, const
              uint32_t t0, const int M, const int NB, const uint32_t G, const int BITS,
              nib_f32x8 *out);
 
+/* Defined by the ISA header: the rows of q4h, blocks as nib_qg_group's,
+ * super-blocks of G (32, 64, 128: constant) inputs: out[b * M + t] = sum
+ * over sub-blocks i of 16 inputs in order of fma(isum_i, ws_i * sa_i, .),
+ * ws_i = (float)s_i * D (qgemm-scalar.h, nib_q4h_row), without the add. */
+static inline __attribute__((always_inline)) void
+nib_qh_group(const uint8_t *blk, uint32_t gs, const struct nib_qlayout *l, const struct nib_qact *a,
+             uint32_t t0, const int M, const int NB, const uint32_t G, nib_f32x8 *out);
+
 /* Defined by the ISA header: per-channel q8c rows, add included. */
 static inline __attribute__((always_inline)) void
 nib_q8c_channel(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_qact *a,
@@ -230,6 +238,18 @@ nib_qf_block(const uint8_t *blk, uint32_t gs, const struct nib_qlayout *l, const
         nib_qf_group(blk, gs, l, a, t0, M, NB, 16, BITS, out);
     else
         nib_qf_group(blk, gs, l, a, t0, M, NB, 32, BITS, out);
+    nib_qrows_plus_add_nb(e0, e1, t0, M, NB, out);
+}
+
+/* The blocks of q4h: super-blocks of 32, 64 or 128. */
+static inline __attribute__((always_inline)) void
+nib_qh_block(const uint8_t *blk, uint32_t gs, const struct nib_qlayout *l, const struct nib_qact *a,
+             uint32_t t0, const int M, const int NB, const struct nib_qrows *e0,
+             const struct nib_qrows *e1, nib_f32x8 *out)
+{
+#define NIB_QH(G) nib_qh_group(blk, gs, l, a, t0, M, NB, G, out)
+    NIB_QGEMM_BY_GROUP(l->gsize, NIB_QH)
+#undef NIB_QH
     nib_qrows_plus_add_nb(e0, e1, t0, M, NB, out);
 }
 

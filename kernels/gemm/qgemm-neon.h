@@ -204,6 +204,55 @@ nib_qf_group(const uint8_t *blk, uint32_t gs, const struct nib_qlayout *l, const
     nib_group_walk(blk, gs, l, a, t0, M, NB, G, BITS, NIB_ZP_NONE, 1, out);
 }
 
+/* q4h: M tokens of NB blocks, super-blocks of G (32, 64, 128) inputs,
+ * all constant. Per sub-block of 16 (one two-chunk step): the integer
+ * sums minus 8 x the activation block sum, converted, times ws * sa with
+ * ws = (float)s x D, one fma (nib_q4h_row). */
+static inline __attribute__((always_inline)) void
+nib_qh_group(const uint8_t *blk, uint32_t gs, const struct nib_qlayout *l, const struct nib_qact *a,
+             uint32_t t0, const int M, const int NB, const uint32_t G, nib_f32x8 *out)
+{
+    const uint32_t ns = G / 16;
+    const size_t kp = a->k_pad, nbk = a->n_blocks;
+    const int8_t *aq = a->q + t0 * kp;
+    const float *sa = a->scale + t0 * nbk;
+    const int32_t *as = a->sum + t0 * nbk;
+#pragma GCC unroll 8
+    for (int i = 0; i < NB * M; i++)
+        out[i].val[0] = out[i].val[1] = vdupq_n_f32(0.0f);
+    for (uint32_t j = 0; j < l->n_sgroups; j++) {
+#pragma GCC unroll 2
+        for (int b = 0; b < NB; b++) {
+            const uint8_t *p = blk + (size_t)j * gs + (size_t)b * l->sgroup_bytes;
+            nib_f32x8 *o = out + b * M;
+            const float32x4_t D0 = nib_ld_f16x4(p + l->code_bytes),
+                              D1 = nib_ld_f16x4(p + l->code_bytes + 8);
+            for (uint32_t i = 0; i < ns; i++) {
+                const uint32_t bi = j * ns + i;
+                int32_t s[8];
+                for (uint32_t r = 0; r < 8; r++)
+                    s[r] = nib_q4h_sub(p, l, i, r);
+                const float32x4_t ws0 = vmulq_f32(vcvtq_f32_s32(vld1q_s32(s)), D0),
+                                  ws1 = vmulq_f32(vcvtq_f32_s32(vld1q_s32(s + 4)), D1);
+                int32x4_t acc[4][2];
+#pragma GCC unroll 8
+                for (int t = 0; t < M; t++)
+                    acc[t][0] = acc[t][1] = vdupq_n_s32(0);
+                nib_q4_two_chunks(p + i * 64, aq + (size_t)bi * 16, kp, M, acc);
+#pragma GCC unroll 8
+                for (int t = 0; t < M; t++) {
+                    int32x4_t c = vdupq_n_s32(8 * as[t * nbk + bi]);
+                    float sat = sa[t * nbk + bi];
+                    float32x4_t f0 = vcvtq_f32_s32(vsubq_s32(acc[t][0], c)),
+                                f1 = vcvtq_f32_s32(vsubq_s32(acc[t][1], c));
+                    o[t].val[0] = vfmaq_f32(o[t].val[0], f0, vmulq_n_f32(ws0, sat));
+                    o[t].val[1] = vfmaq_f32(o[t].val[1], f1, vmulq_n_f32(ws1, sat));
+                }
+            }
+        }
+    }
+}
+
 /* Per-channel epilogue (q4c, q8c/0): out[t] = fma(isum[t] - corr[t],
  * ws * sa, add or +0), ws the 8 f32 row scales after the codes. */
 static inline __attribute__((always_inline)) void

@@ -85,6 +85,34 @@ static inline float nib_qmin_row(const struct nib_qlayout *l, const uint8_t *w,
     return acc;
 }
 
+/* Row r, token t of q4h: per sub-block of 16 inputs i in order, acc =
+ * fma(isum_i, ws_i * sa_i, acc), isum_i = dot(codes, a) - 8 * sum(a),
+ * ws_i = (float)s_i * D (exact: D the row's f16 super-scale, s_i its
+ * 6-bit sub-scale). */
+static inline float nib_q4h_row(const struct nib_qlayout *l, const uint8_t *w,
+                                const struct nib_qact *a, uint32_t t, uint32_t r)
+{
+    const uint32_t rr = r % NIB_Q_TILE_N, ns = l->gsize / l->sub;
+    const int8_t *aq = a->q + (size_t)t * a->k_pad;
+    const float *sa = a->scale + (size_t)t * a->n_blocks;
+    const int32_t *asum = a->sum + (size_t)t * a->n_blocks;
+    float acc = 0.0f;
+    for (uint32_t j = 0; j < l->n_sgroups; j++) {
+        const uint8_t *sg = w + nib_ql_sgroup_off(l, r / NIB_Q_TILE_N, j);
+        uint16_t h;
+        memcpy(&h, sg + l->code_bytes + 2 * rr, 2);
+        const float D = nib_f16_to_f32(h);
+        for (uint32_t i = 0; i < ns; i++) {
+            const uint32_t b = j * ns + i;
+            const float ws = (float)nib_q4h_sub(sg, l, i, rr) * D;
+            const int32_t isum =
+                nib_dot_u4s8(sg + i * 2 * NIB_Q_CHUNK, rr, aq + (size_t)b * 16, 16) - 8 * asum[b];
+            acc = __builtin_fmaf((float)isum, ws * sa[b], acc);
+        }
+    }
+    return acc;
+}
+
 /* Row r, token t of a per-channel format: fma(isum, ws * sa, add or +0). */
 static inline float nib_qchannel_row(const struct nib_qlayout *l, const uint8_t *w,
                                      const struct nib_qact *a, uint32_t t, uint32_t r, float base)
@@ -113,6 +141,7 @@ static inline float nib_qchannel_row(const struct nib_qlayout *l, const uint8_t 
                     v = nib_qchannel_row(l, w, a, t, r, base);                                     \
                 } else {                                                                           \
                     v = l->has_min ? nib_qmin_row(l, w, a, t, r)                                   \
+                        : l->sub   ? nib_q4h_row(l, w, a, t, r)                                    \
                                    : nib_qgroups_row(l, w, a, t, r, asym);                         \
                     v = add ? v + base : v;                                                        \
                 }                                                                                  \

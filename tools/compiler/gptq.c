@@ -231,7 +231,7 @@ struct qjob {
 struct qbuf {
     float *acc, *cur, *dl; /* acc: QR x cols; cur: gsize; dl: QR x QB (errors d of the block) */
     int *codes;            /* QR x cols */
-    struct nib_qgroup *g;  /* QR x n_sgroups */
+    struct nib_qgroup *g;  /* QR x nib_ql_n_qgroups */
 };
 
 /* Eight floats, added and multiplied lane by lane (each lane exactly the
@@ -299,7 +299,7 @@ static void trail(const float *v, size_t ldv, const float *dl, float *acc, uint3
 static int qtask(struct qjob *j, struct qbuf *b, uint32_t r0, struct qfail *f)
 {
     const struct nib_qlayout *l = j->l;
-    const uint32_t n = l->cols, gs = l->gsize;
+    const uint32_t n = l->cols, gs = nib_ql_qgroup(l), nq = nib_ql_n_qgroups(l);
     const uint32_t nr = l->rows - r0 < QR ? l->rows - r0 : QR;
     const float *v = j->v, *vd = j->vd;
     const size_t ldv = v_stride(n);
@@ -323,8 +323,12 @@ static int qtask(struct qjob *j, struct qbuf *b, uint32_t r0, struct qfail *f)
                         }
                     }
                     char why[128];
-                    if (nib_qgroup_choose(l, NIB_QM_SEARCH, b->cur, j->imp + i, m,
-                                          &b->g[(size_t)r * l->n_sgroups + i / gs], NULL, why,
+                    struct nib_qgroup *g = &b->g[(size_t)r * nq + i / gs];
+                    if (l->sub) { /* q4h: the super-scale, from the row as given */
+                        const uint32_t s0 = i / l->gsize * l->gsize;
+                        g->bits = nib_q4h_super(wr + s0, n - s0 < l->gsize ? n - s0 : l->gsize);
+                    }
+                    if (nib_qgroup_choose(l, NIB_QM_SEARCH, b->cur, j->imp + i, m, g, NULL, why,
                                           sizeof why)) {
                         f->row = r0 + r;
                         snprintf(f->msg, sizeof f->msg, "row %u, columns %u..%u: %s", r0 + r, i,
@@ -343,7 +347,7 @@ static int qtask(struct qjob *j, struct qbuf *b, uint32_t r0, struct qfail *f)
                     return -1;
                 }
                 b->codes[(size_t)r * n + i] =
-                    nib_qgroup_code(l, &b->g[(size_t)r * l->n_sgroups + i / gs], x, &deq);
+                    nib_qgroup_code(l, &b->g[(size_t)r * nq + i / gs], x, &deq);
                 const float d = wr[i] - deq;
                 b->dl[(size_t)r * QB + (i - b0)] = d;
                 for (uint32_t k = i + 1; k < b1; k++)
@@ -353,9 +357,9 @@ static int qtask(struct qjob *j, struct qbuf *b, uint32_t r0, struct qfail *f)
         trail(v + (size_t)b0 * ldv, ldv, b->dl, b->acc, n, nr, b1 - b0, b1);
     }
     for (uint32_t r = 0; r < nr; r++)
-        for (uint32_t g = 0; g < l->n_sgroups && g * gs < n; g++) {
+        for (uint32_t g = 0; g < nq && g * gs < n; g++) {
             const uint32_t k0 = g * gs, m = n - k0 < gs ? n - k0 : gs;
-            nib_qgroup_put(l, j->out, r0 + r, g, &b->g[(size_t)r * l->n_sgroups + g],
+            nib_qgroup_put(l, j->out, r0 + r, g, &b->g[(size_t)r * nq + g],
                            b->codes + (size_t)r * n + k0, m);
         }
     return 0;
@@ -368,10 +372,10 @@ static void qthread(void *p, uint32_t t, uint32_t nt)
     const struct nib_qlayout *l = j->l;
     struct qbuf b;
     b.acc = malloc((size_t)QR * l->cols * sizeof *b.acc);
-    b.cur = malloc(l->gsize * sizeof *b.cur);
+    b.cur = malloc(nib_ql_qgroup(l) * sizeof *b.cur);
     b.dl = malloc((size_t)QR * QB * sizeof *b.dl);
     b.codes = malloc((size_t)QR * l->cols * sizeof *b.codes);
-    b.g = malloc((size_t)QR * l->n_sgroups * sizeof *b.g);
+    b.g = malloc((size_t)QR * nib_ql_n_qgroups(l) * sizeof *b.g);
     if (!b.acc || !b.cur || !b.dl || !b.codes || !b.g) {
         f->row = t * QR < l->rows ? t * QR : 0;
         snprintf(f->msg, sizeof f->msg, "out of memory quantizing a %ux%u tensor", l->rows,
@@ -479,7 +483,7 @@ int nib_gptq_quantize(const struct nib_qlayout *l, float *w, double *h,
     float *imp = malloc((size_t)n * sizeof *imp), *vd = malloc((size_t)n * sizeof *vd);
     float *v = malloc((size_t)n * v_stride(n) * sizeof *v);
     struct qjob *j = malloc(sizeof *j);
-    const uint32_t gs = l->gsize;
+    const uint32_t gs = nib_ql_qgroup(l);
     float *ub = gs < n ? malloc((size_t)((n + gs - 1) / gs) * gs * gs * sizeof *ub) : NULL;
     if (!imp || !vd || !v || !j || (gs < n && !ub)) {
         free(imp), free(vd), free(v), free(j), free(ub);
@@ -506,7 +510,7 @@ int nib_gptq_quantize(const struct nib_qlayout *l, float *w, double *h,
     if (rc == 0) { /* padding: rows past the tensor, groups past its columns */
         const struct nib_qgroup zero = {0};
         for (uint32_t r = 0; r < l->n_pad; r++)
-            for (uint32_t g = r < rows ? (n + l->gsize - 1) / l->gsize : 0; g < l->n_sgroups; g++)
+            for (uint32_t g = r < rows ? (n + gs - 1) / gs : 0; g < nib_ql_n_qgroups(l); g++)
                 nib_qgroup_put(l, out, r, g, &zero, NULL, 0);
     }
     free(imp), free(vd), free(v), free(j), free(ub);

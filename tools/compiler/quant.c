@@ -24,7 +24,7 @@ int nib_qspec_parse(const char *s, struct nib_qspec *spec, char *err, size_t err
     } base[] = {
         {"f32", NIB_DT_F32, 0},  {"q4", NIB_DT_Q4, 32},  {"q4a", NIB_DT_Q4A, 32},
         {"q4c", NIB_DT_Q4C, 0},  {"q8c", NIB_DT_Q8C, 0}, {"q4f", NIB_DT_Q4F, 32},
-        {"q8f", NIB_DT_Q8F, 32},
+        {"q8f", NIB_DT_Q8F, 32}, {"q4h", NIB_DT_Q4H, 128},
     };
     const char *slash = strchr(s, '/');
     size_t n = slash ? (size_t)(slash - s) : strlen(s);
@@ -45,22 +45,23 @@ int nib_qspec_parse(const char *s, struct nib_qspec *spec, char *err, size_t err
         if (!nib_qformat_valid(spec->dtype, spec->group)) {
             snprintf(
                 err, errlen,
-                "format '%s': invalid group (q4 and q4a take 32, 64 or 128; q8c takes none, 32, "
-                "64 or 128; q4f and q8f take 16 or 32; f32 and q4c take none)",
+                "format '%s': invalid group (q4, q4a and q4h take 32, 64 or 128; q8c takes none, "
+                "32, 64 or 128; q4f and q8f take 16 or 32; f32 and q4c take none)",
                 s);
             return -1;
         }
         return 0;
     }
     snprintf(err, errlen,
-             "unknown format '%s' (expected f32, q4, q4a, q4c, q8c, q4f or q8f, optionally /GROUP)",
+             "unknown format '%s' (expected f32, q4, q4a, q4c, q8c, q4f, q8f or q4h, optionally "
+             "/GROUP)",
              s);
     return -1;
 }
 
 const char *nib_qspec_str(struct nib_qspec spec, char *buf, size_t len)
 {
-    static const char *const names[NIB_DT_COUNT] = {"f32", "q4", "q4a", "q4c", "q8c", "q4f", "q8f"};
+    static const char *const names[NIB_DT_COUNT] = {"f32", "q4", "q4a", "q4c", "q8c", "q4f", "q8f", "q4h"};
     const char *name = spec.dtype < NIB_DT_COUNT ? names[spec.dtype] : "?";
     if (spec.group)
         snprintf(buf, len, "%s/%u", name, spec.group);
@@ -90,6 +91,19 @@ static void put_scale(const struct nib_qlayout *l, uint8_t *out, uint32_t r, uin
         memcpy(out + off, &g.bits, 2);
     else
         memcpy(out + off, &g.scale, 4);
+}
+
+/* q4h: sub-scale s (-32..31) of row r, sub-block j (of the whole row), as
+ * its 6-bit field s + 32 split into the low-nibble and high-pair words. */
+static void put_sub(const struct nib_qlayout *l, uint8_t *out, uint32_t r, uint32_t j, int s)
+{
+    const uint32_t ns = l->gsize / l->sub, rr = r % NIB_Q_TILE_N;
+    uint8_t *super = out + nib_ql_sgroup_off(l, r / NIB_Q_TILE_N, j / ns);
+    const unsigned v = (unsigned)(s + 32) & 63, slo = 4 * (rr & 1), shi = 2 * (rr & 3);
+    uint8_t *lo = super + nib_q4h_lo_off(l, j % ns) + rr / 2;
+    uint8_t *hi = super + nib_q4h_hi_off(l, j % ns) + rr / 4;
+    *lo = (uint8_t)((*lo & ~(15u << slo)) | (v & 15) << slo);
+    *hi = (uint8_t)((*hi & ~(3u << shi)) | (v >> 4) << shi);
 }
 
 static void put_min(const struct nib_qlayout *l, uint8_t *out, uint32_t r, uint32_t j, float m)
@@ -394,6 +408,54 @@ static void search_min(struct best *b, const struct nib_qlayout *l, const float 
     }
 }
 
+/* ---- q4h: a super-scale per super-block, sub-scales on its grid ---- */
+
+uint16_t nib_q4h_super(const float *x, uint32_t n)
+{
+    float amax = 0.0f;
+    for (uint32_t i = 0; i < n; i++)
+        amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+    /* the Q4_0 scale of the largest value, max / 8, at sub-scale 31 */
+    return nib_f32_to_f16(amax / (8.0f * 31.0f));
+}
+
+static struct nib_qgroup q4h_group(float D, uint16_t bits, int s)
+{
+    return (struct nib_qgroup){.scale = (float)s * D, .bits = bits, .zp = s};
+}
+
+/* Sub-block x[0..n) under the super-scale in g->bits: rtn takes the Q4_0
+ * scale (max / -8) rounded to the grid; search every sub-scale -32..31,
+ * rtn's first, by weighted squared error. */
+static int q4h_choose(const struct nib_qlayout *l, enum nib_qmethod m, const float *x,
+                      const float *w, uint32_t n, struct nib_qgroup *g, int *codes, int *tmp)
+{
+    const uint16_t bits = g->bits;
+    const float D = nib_f16_to_f32(bits);
+    if (!isfinite(D))
+        return -1;
+    float amax = 0.0f, max = 0.0f;
+    for (uint32_t i = 0; i < n; i++)
+        if (amax < fabsf(x[i]))
+            amax = fabsf(x[i]), max = x[i];
+    const int s0 = D > 0.0f ? clampi((long)__builtin_rintf(max / -8.0f / D), -32, 31) : 0;
+    *g = q4h_group(D, bits, s0);
+    double best = fit(l, g, x, w, n, codes);
+    if (m == NIB_QM_RTN || D == 0.0f)
+        return 0;
+    for (int s = -32; s <= 31; s++) {
+        const struct nib_qgroup c = q4h_group(D, bits, s);
+        if (s == 0 || s == s0)
+            continue;
+        const double e = fit(l, &c, x, w, n, tmp);
+        if (e < best) {
+            best = e, *g = c;
+            memcpy(codes, tmp, n * sizeof *codes);
+        }
+    }
+    return 0;
+}
+
 int nib_qgroup_choose(const struct nib_qlayout *l, enum nib_qmethod m, const float *x,
                       const float *imp, uint32_t n, struct nib_qgroup *g, int *codes, char *err,
                       size_t errlen)
@@ -414,6 +476,21 @@ int nib_qgroup_choose(const struct nib_qlayout *l, enum nib_qmethod m, const flo
     }
     if (codes)
         c = codes;
+    if (l->sub) { /* q4h: n <= 16, g->bits the super-scale */
+        if (imp) {
+            double mean = 0;
+            for (uint32_t i = 0; i < n; i++)
+                mean += imp[i];
+            mean /= n;
+            for (uint32_t i = 0; i < n; i++)
+                w[i] = (float)(imp[i] + 0.01 * mean + 1e-30);
+        }
+        if (q4h_choose(l, m, x, imp ? w : NULL, n, g, c, tmp)) {
+            snprintf(err, errlen, "weights too large for an f16 scale (use q4c or q8c)");
+            return -1;
+        }
+        return 0;
+    }
     int rc = rtn(l, x, n, g, c);
     float mn = x[0], mx = x[0];
     for (uint32_t i = 1; i < n; i++)
@@ -455,9 +532,16 @@ void nib_qgroup_put(const struct nib_qlayout *l, uint8_t *out, uint32_t r, uint3
                     const struct nib_qgroup *g, const int *codes, uint32_t n)
 {
     const int zero = l->has_zp ? g->zp : l->has_min ? 0 : fixed_zp(l);
-    const uint32_t k0 = j * l->gsize;
-    for (uint32_t i = 0; i < l->gsize; i++) /* padding gets the zero code */
+    const uint32_t qg = nib_ql_qgroup(l), k0 = j * qg;
+    for (uint32_t i = 0; i < qg; i++) /* padding gets the zero code */
         put_code(l, out, r, k0 + i, i < n ? codes[i] : zero);
+    if (l->sub) { /* q4h: the super-block's scale with its first sub-block
+                   * (a later one may be padding, g zeroed) and the sub-scale */
+        if (k0 % l->gsize == 0)
+            memcpy(out + nib_ql_scale_off(l, r, k0 / l->gsize), &g->bits, 2);
+        put_sub(l, out, r, j, g->zp);
+        return;
+    }
     put_scale(l, out, r, j, *g);
     if (l->has_zp)
         out[nib_ql_zp_off(l, r, j)] = (uint8_t)g->zp;
@@ -498,7 +582,8 @@ static void qm_rows(struct qm_job *j, uint32_t t)
     const struct nib_qlayout *l = &j->l;
     const uint32_t rows = j->rows, cols = j->cols;
     float *x = calloc(l->k_pad, sizeof *x);
-    int *codes = malloc(l->gsize * sizeof *codes);
+    const uint32_t qg = nib_ql_qgroup(l);
+    int *codes = malloc(qg * sizeof *codes);
     if (!x || !codes) {
         j->fail[t].row = t * QM_ROWS;
         snprintf(j->fail[t].msg, sizeof j->fail[t].msg, "out of memory quantizing a %ux%u tensor",
@@ -521,12 +606,16 @@ static void qm_rows(struct qm_job *j, uint32_t t)
                         bad = 1;
                     }
             }
-            for (uint32_t g = 0; g < l->n_sgroups && !bad; g++) {
-                uint32_t k0 = g * l->gsize, n = 0;
-                struct nib_qgroup q = mkscale(l, 0.0f);
+            for (uint32_t g = 0; g < nib_ql_n_qgroups(l) && !bad; g++) {
+                uint32_t k0 = g * qg, n = 0;
+                struct nib_qgroup q = l->sub ? (struct nib_qgroup){0} : mkscale(l, 0.0f);
                 if (r < rows && k0 < cols) { /* else padding only (groups of 16 come in pairs) */
-                    n = cols - k0 < l->gsize ? cols - k0 : l->gsize;
+                    n = cols - k0 < qg ? cols - k0 : qg;
                     char e[128];
+                    if (l->sub) { /* q4h: the super-scale of the super-block holding k0 */
+                        const uint32_t s0 = k0 / l->gsize * l->gsize;
+                        q.bits = nib_q4h_super(x + s0, cols - s0 < l->gsize ? cols - s0 : l->gsize);
+                    }
                     if (nib_qgroup_choose(l, j->m, x + k0, j->imp ? j->imp + k0 : NULL, n, &q,
                                           codes, e, sizeof e)) {
                         snprintf(why, sizeof why, "row %u: %.100s", r, e);

@@ -64,6 +64,13 @@ struct nib_qgroup {
 int nib_qgroup_choose(const struct nib_qlayout *l, enum nib_qmethod m, const float *x,
                       const float *imp, uint32_t n, struct nib_qgroup *g, int *codes, char *err,
                       size_t errlen);
+/* q4h: the f16 bits of the super-scale D of a super-block x[0..n): the
+ * largest magnitude / (8 x 31), so the sub-scale 31 gives that value's
+ * Q4_0 scale. nib_qgroup_choose takes q4h's groups as sub-blocks of 16
+ * (nib_ql_qgroup) with D in g->bits on entry, and gives g->zp = the
+ * sub-scale s (-32..31), g->scale = (float)s * D. */
+uint16_t nib_q4h_super(const float *x, uint32_t n);
+
 /* The nearest code of x in group g (rounded, clamped to the format's
  * range), and in *deq the value it dequantizes to (nib_qrow_f32's). */
 int nib_qgroup_code(const struct nib_qlayout *l, const struct nib_qgroup *g, float x, float *deq);
