@@ -185,7 +185,11 @@ static inline void nib_qgemv(const struct nib_qkernels *kt, const struct nib_qla
 /* 1 when a was laid out for weights l (same padded K and block). */
 static inline int nib_qact_fits(const struct nib_qact *a, const struct nib_qlayout *l)
 {
-    return a->k == l->cols && a->k_pad == l->k_pad && a->block == nib_ql_qgroup(l);
+    /* q4h: activations in blocks of 16 pad K to 32, its weights to the
+     * super-block; the kernels stop at the activations' last block (the
+     * weights' codes past it are padding, worth 0) */
+    return a->k == l->cols && a->block == nib_ql_qgroup(l) &&
+           a->k_pad == (l->sub ? (l->cols + 31) / 32 * 32 : l->k_pad);
 }
 
 #endif

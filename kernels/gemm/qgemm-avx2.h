@@ -300,6 +300,8 @@ nib_qh_group(const uint8_t *blk, uint32_t gs, const struct nib_qlayout *l, const
             const __m256 D = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p + cb)));
             for (uint32_t i = 0; i < ns; i++) {
                 const uint32_t bi = j * ns + i;
+                if (bi >= nbk) /* the rest of the super-block: padding */
+                    break;
                 __m256i acc32[4];
 #pragma GCC unroll 8
                 for (int t = 0; t < M; t++)

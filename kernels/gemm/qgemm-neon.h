@@ -229,6 +229,8 @@ nib_qh_group(const uint8_t *blk, uint32_t gs, const struct nib_qlayout *l, const
                               D1 = nib_ld_f16x4(p + l->code_bytes + 8);
             for (uint32_t i = 0; i < ns; i++) {
                 const uint32_t bi = j * ns + i;
+                if (bi >= nbk) /* the rest of the super-block: padding */
+                    break;
                 int32_t s[8];
                 for (uint32_t r = 0; r < 8; r++)
                     s[r] = nib_q4h_sub(p, l, i, r);

@@ -104,6 +104,8 @@ static inline float nib_q4h_row(const struct nib_qlayout *l, const uint8_t *w,
         const float D = nib_f16_to_f32(h);
         for (uint32_t i = 0; i < ns; i++) {
             const uint32_t b = j * ns + i;
+            if (b >= a->n_blocks) /* the rest of the super-block: padding */
+                break;
             const float ws = (float)nib_q4h_sub(sg, l, i, rr) * D;
             const int32_t isum =
                 nib_dot_u4s8(sg + i * 2 * NIB_Q_CHUNK, rr, aq + (size_t)b * 16, 16) - 8 * asum[b];

@@ -38,7 +38,7 @@ static void random_x(uint64_t *s, float *x, size_t n)
 
 static const char *dt_name(uint32_t d)
 {
-    static const char *const names[] = {"f32", "q4", "q4a", "q4c", "q8c", "q4f", "q8f"};
+    static const char *const names[] = {"f32", "q4", "q4a", "q4c", "q8c", "q4f", "q8f", "q4h"};
     return d < sizeof names / sizeof names[0] ? names[d] : "?";
 }
 
@@ -50,6 +50,7 @@ static const struct fmt fmts[] = {
     {NIB_DT_Q4, 32},   {NIB_DT_Q4, 64},  {NIB_DT_Q4, 128}, {NIB_DT_Q4A, 32}, {NIB_DT_Q4A, 64},
     {NIB_DT_Q4A, 128}, {NIB_DT_Q4C, 0},  {NIB_DT_Q8C, 0},  {NIB_DT_Q8C, 32}, {NIB_DT_Q8C, 64},
     {NIB_DT_Q8C, 128}, {NIB_DT_Q4F, 16}, {NIB_DT_Q4F, 32}, {NIB_DT_Q8F, 16}, {NIB_DT_Q8F, 32},
+    {NIB_DT_Q4H, 32},  {NIB_DT_Q4H, 64}, {NIB_DT_Q4H, 128},
 };
 #define N_FMTS (sizeof fmts / sizeof fmts[0])
 
@@ -286,6 +287,10 @@ static double dq_weight(const struct nib_qlayout *l, const uint8_t *w, uint32_t 
         *mn = m;
         return (double)s * code;
     }
+    if (l->sub) /* q4h: the sub-scale (random bits: any of -32..31) times D */
+        s = (float)nib_q4h_sub(w + nib_ql_sgroup_off(l, r / 8, j), l, k % l->gsize / l->sub,
+                               r % 8) *
+            s;
     return (double)s * (code - zp);
 }
 

@@ -63,7 +63,8 @@ START_TEST(test_format_validity)
         {NIB_DT_Q8C, 0, 1},  {NIB_DT_Q8C, 32, 1}, {NIB_DT_Q8C, 48, 0}, {NIB_DT_COUNT, 0, 0},
         {NIB_DT_Q4F, 16, 1}, {NIB_DT_Q4F, 32, 1}, {NIB_DT_Q4F, 0, 0},  {NIB_DT_Q4F, 64, 0},
         {NIB_DT_Q8F, 16, 1}, {NIB_DT_Q8F, 32, 1}, {NIB_DT_Q8F, 0, 0},  {NIB_DT_Q8F, 128, 0},
-        {NIB_DT_Q8C, 16, 0}, {NIB_DT_Q4, 16, 0},
+        {NIB_DT_Q8C, 16, 0}, {NIB_DT_Q4, 16, 0},  {NIB_DT_Q4H, 32, 1}, {NIB_DT_Q4H, 64, 1},
+        {NIB_DT_Q4H, 128, 1}, {NIB_DT_Q4H, 16, 0}, {NIB_DT_Q4H, 0, 0}, {NIB_DT_Q4H, 256, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ck_assert_int_eq(nib_qformat_valid(cases[i].dtype, cases[i].group), cases[i].ok);
@@ -77,6 +78,10 @@ START_TEST(test_format_validity)
     ck_assert_uint_eq(nib_qformat_tile_k(NIB_DT_Q4F, 16), 32);
     ck_assert_uint_eq(nib_qformat_tile_k(NIB_DT_Q8F, 32), 32);
     ck_assert_uint_eq(nib_qformat_act_block(NIB_DT_Q8F, 16), 16);
+    /* q4h: activations in blocks of 16 (its sub-blocks), K padded to the super-block */
+    ck_assert_uint_eq(nib_qformat_act_block(NIB_DT_Q4H, 128), 16);
+    ck_assert_uint_eq(nib_qformat_tile_k(NIB_DT_Q4H, 128), 128);
+    ck_assert_uint_eq(nib_qformat_tile_k(NIB_DT_Q4H, 32), 32);
 }
 END_TEST
 
@@ -179,7 +184,9 @@ static float doc_weight(uint32_t dtype, uint32_t group, uint32_t rows, uint32_t 
     const uint32_t unit = group > 32 ? group : 32, k_pad = (cols + unit - 1) / unit * unit;
     const uint32_t g = group ? group : k_pad, sbytes = group && !fmin ? 2 : 4;
     const uint32_t code_bytes = 8 * g * bits / 8;
-    const uint32_t sgb = code_bytes + 8 * sbytes + (dtype == NIB_DT_Q4A ? 8 : 0) + (fmin ? 32 : 0);
+    const int q4h = dtype == NIB_DT_Q4H;
+    const uint32_t sgb = code_bytes + 8 * sbytes + (dtype == NIB_DT_Q4A ? 8 : 0) + (fmin ? 32 : 0) +
+                         (q4h ? 6 * (g / 16) : 0); /* 6 bits x 8 rows per sub-block of 16 */
     /* N-blocks in pairs, scale groups alternating; a last block alone */
     const uint32_t nb = r / 8, n_blocks = (rows + 7) / 8, nbb = (k_pad / g) * sgb;
     const uint8_t *base = (nb | 1) < n_blocks ? w + (uint64_t)(nb & ~1u) * nbb +
@@ -198,6 +205,14 @@ static float doc_weight(uint32_t dtype, uint32_t group, uint32_t rows, uint32_t 
         uint16_t h;
         memcpy(&h, base + code_bytes + 2 * rr, 2);
         scale = gguf_f16_to_f32(h); /* an independent f16 decoder */
+        if (q4h) { /* field = low nibble | high pair << 4, minus 32 */
+            const uint32_t i = kk / 16, ns = g / 16;
+            const uint32_t lo = (uint32_t)base[code_bytes + 16 + 4 * i + rr / 2] >> (rr % 2 * 4) & 15;
+            const uint32_t hi = (uint32_t)base[code_bytes + 16 + 4 * ns + 2 * i + rr / 4] >>
+                                    (rr % 4 * 2) &
+                                3;
+            scale = (float)((int)(lo + 16 * hi) - 32) * scale;
+        }
     } else {
         memcpy(&scale, base + code_bytes + 4 * rr, 4);
     }
@@ -253,10 +268,12 @@ START_TEST(test_qrow_f32)
     static const uint32_t fmts[][2] = {
         {NIB_DT_Q4, 32},  {NIB_DT_Q4, 128}, {NIB_DT_Q4A, 64}, {NIB_DT_Q4C, 0},  {NIB_DT_Q8C, 0},
         {NIB_DT_Q8C, 32}, {NIB_DT_Q4F, 16}, {NIB_DT_Q4F, 32}, {NIB_DT_Q8F, 16}, {NIB_DT_Q8F, 32},
+        {NIB_DT_Q4H, 32}, {NIB_DT_Q4H, 64}, {NIB_DT_Q4H, 128},
     };
+    const int nf = (int)(sizeof fmts / sizeof fmts[0]);
     uint64_t s = 99;
-    for (int it = 0; it < 200; it++) {
-        uint32_t dt = fmts[it % 10][0], g = fmts[it % 10][1];
+    for (int it = 0; it < 20 * nf; it++) {
+        uint32_t dt = fmts[it % nf][0], g = fmts[it % nf][1];
         s = s * 6364136223846793005ull + 1442695040888963407ull;
         uint32_t rows = 1 + (uint32_t)(s >> 40) % 20, cols = 1 + (uint32_t)(s >> 20) % 300;
         struct nib_qlayout l;
