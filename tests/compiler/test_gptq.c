@@ -150,11 +150,17 @@ static void ref_gptq(const struct nib_qlayout *l, const float *w0, const double 
         char err[128];
         for (uint32_t k = 0; k < n; k++)
             w[k] = w0[(size_t)r * n + k];
+        const uint32_t qg = nib_ql_qgroup(l); /* q4h: sub-blocks of 16 */
         for (uint32_t i = 0; i < n; i++) {
-            if (i % l->gsize == 0) {
-                uint32_t m = n - i < l->gsize ? n - i : l->gsize;
+            if (i % qg == 0) {
+                uint32_t m = n - i < qg ? n - i : qg;
                 for (uint32_t k = 0; k < m; k++)
                     cur[k] = (float)w[i + k];
+                if (l->sub) { /* the super-scale from the row as given */
+                    const uint32_t s0 = i / l->gsize * l->gsize;
+                    g.bits = nib_q4h_super(w0 + (size_t)r * n + s0,
+                                           n - s0 < l->gsize ? n - s0 : l->gsize);
+                }
                 ck_assert_msg(nib_qgroup_choose(l, NIB_QM_SEARCH, cur, imp + i, m, &g, NULL, err,
                                                 sizeof err) == 0,
                               "%s", err);
@@ -245,8 +251,8 @@ static float *diag_f(const double *h, uint32_t n)
     return d;
 }
 
-static const char *const specs[] = {"q4/32",  "q4c",    "q8c",    "q4f/32",
-                                    "q4a/32", "q8c/32", "q4f/16", "q4/128"};
+static const char *const specs[] = {"q4/32",  "q4c",    "q8c",    "q4f/32",  "q4a/32",
+                                    "q8c/32", "q4f/16", "q4/128", "q4h/128", "q4h/32"};
 #define NSPECS (sizeof specs / sizeof *specs)
 
 /* ---- tests ---- */
