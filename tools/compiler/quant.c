@@ -22,8 +22,8 @@ int nib_qspec_parse(const char *s, struct nib_qspec *spec, char *err, size_t err
         const char *name;
         uint32_t dtype, group;
     } base[] = {
-        {"f32", NIB_DT_F32, 0},  {"q4", NIB_DT_Q4, 32},  {"q4a", NIB_DT_Q4A, 32},
-        {"q4c", NIB_DT_Q4C, 0},  {"q8c", NIB_DT_Q8C, 0}, {"q4f", NIB_DT_Q4F, 32},
+        {"f32", NIB_DT_F32, 0},  {"q4", NIB_DT_Q4, 32},    {"q4a", NIB_DT_Q4A, 32},
+        {"q4c", NIB_DT_Q4C, 0},  {"q8c", NIB_DT_Q8C, 0},   {"q4f", NIB_DT_Q4F, 32},
         {"q8f", NIB_DT_Q8F, 32}, {"q4h", NIB_DT_Q4H, 128},
     };
     const char *slash = strchr(s, '/');
@@ -61,7 +61,8 @@ int nib_qspec_parse(const char *s, struct nib_qspec *spec, char *err, size_t err
 
 const char *nib_qspec_str(struct nib_qspec spec, char *buf, size_t len)
 {
-    static const char *const names[NIB_DT_COUNT] = {"f32", "q4", "q4a", "q4c", "q8c", "q4f", "q8f", "q4h"};
+    static const char *const names[NIB_DT_COUNT] = {"f32", "q4",  "q4a", "q4c",
+                                                    "q8c", "q4f", "q8f", "q4h"};
     const char *name = spec.dtype < NIB_DT_COUNT ? names[spec.dtype] : "?";
     if (spec.group)
         snprintf(buf, len, "%s/%u", name, spec.group);
@@ -408,6 +409,17 @@ static void search_min(struct best *b, const struct nib_qlayout *l, const float 
     }
 }
 
+/* The error weights: importance plus 1 % of its mean, so no element is free. */
+static void imp_weights(const float *imp, uint32_t n, float *w)
+{
+    double mean = 0;
+    for (uint32_t i = 0; i < n; i++)
+        mean += imp[i];
+    mean /= n;
+    for (uint32_t i = 0; i < n; i++)
+        w[i] = (float)(imp[i] + 0.01 * mean + 1e-30);
+}
+
 /* ---- q4h: a super-scale per super-block, sub-scales on its grid ---- */
 
 uint16_t nib_q4h_super(const float *x, uint32_t n)
@@ -477,14 +489,8 @@ int nib_qgroup_choose(const struct nib_qlayout *l, enum nib_qmethod m, const flo
     if (codes)
         c = codes;
     if (l->sub) { /* q4h: n <= 16, g->bits the super-scale */
-        if (imp) {
-            double mean = 0;
-            for (uint32_t i = 0; i < n; i++)
-                mean += imp[i];
-            mean /= n;
-            for (uint32_t i = 0; i < n; i++)
-                w[i] = (float)(imp[i] + 0.01 * mean + 1e-30);
-        }
+        if (imp)
+            imp_weights(imp, n, w);
         if (q4h_choose(l, m, x, imp ? w : NULL, n, g, c, tmp)) {
             snprintf(err, errlen, "weights too large for an f16 scale (use q4c or q8c)");
             return -1;
@@ -500,14 +506,8 @@ int nib_qgroup_choose(const struct nib_qlayout *l, enum nib_qmethod m, const flo
         for (uint32_t i = 0; i < n; i++)
             c[i] = 0;
     } else if (rc == 0 && m != NIB_QM_RTN && !(mx == mn && mx == 0.0f)) {
-        if (imp) { /* importance plus 1 % of its mean: no element is free */
-            double mean = 0;
-            for (uint32_t i = 0; i < n; i++)
-                mean += imp[i];
-            mean /= n;
-            for (uint32_t i = 0; i < n; i++)
-                w[i] = (float)(imp[i] + 0.01 * mean + 1e-30);
-        }
+        if (imp)
+            imp_weights(imp, n, w);
         struct best b = {.g = *g, .codes = c, .tmp = tmp, .n = n};
         /* rtn's scale with the nearest codes first (rtn's own codes may
          * round differently), so search is never worse than that */
