@@ -87,6 +87,7 @@ static int precision_rank(struct nib_qspec s)
     case NIB_DT_Q8F: return 950 - (int)s.group; /* f32 scale and minimum per 16 or 32 */
     case NIB_DT_Q8C: return 900 - (int)s.group;
     case NIB_DT_Q4F: return 550 - (int)s.group;
+    case NIB_DT_Q4H: return 510 - (int)s.group / 16; /* finer than q4a/32 (docs/accuracy.md) */
     case NIB_DT_Q4A: return 500 - (int)s.group;
     case NIB_DT_Q4: return 400 - (int)s.group;
     default: return 100;
@@ -170,6 +171,10 @@ static struct nib_qspec choose_spec(struct builder *b, const char *fused_name, i
     struct nib_qspec base = is_output ? b->o->output : b->o->matrix;
     if (b->o->ragged_q8c && !is_output && base.group && n_src && src[0]->cols % base.group)
         base = (struct nib_qspec){NIB_DT_Q8C, 0};
+    /* q4h: a super-block that K fills (128, 64, then 32), so a 64-wide
+     * model does not pay for padding to 128 */
+    while (base.dtype == NIB_DT_Q4H && base.group > 32 && n_src && src[0]->cols % base.group)
+        base.group /= 2;
     struct nib_qspec best = {0, 0}, common;
     int best_rank = -1;
     const int exact = b->o->source && exact_common(src, n_src, &common) == 0;
