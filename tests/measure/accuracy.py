@@ -107,6 +107,13 @@ if q0 and h:
                                                 q0["top1_agreement"], q0["ppl_quant"],
                                                 q0["bits_per_weight"]))
 
+# q4h takes the super-block each matrix's input length fills: stories260K
+# (64 wide, ffn_down 172) at 4 + 6/16 + 16/64 bits and a little padding,
+# not the 8.5 of padding every row to 128.
+h = got.get(("stories260K.gguf", "q4h", "gptq"))
+if h:
+    check(h["bits_per_weight"] < 4.9, "stories260K q4h: %.3f bits per weight" % h["bits_per_weight"])
+
 with tempfile.TemporaryDirectory() as tmp:
     budget = 420000
     r = subprocess.run([nib, "compile", os.path.join(models, "stories260K.gguf"), "--quant", "q4",
