@@ -122,6 +122,8 @@ NIB_ISA_SUFFIXES(NIB_QKERNELS_DECLARE)
  * AVX2 kernel alone (tests, and CPUs without AVX-512). */
 NIB_QGEMM_DECL(nib_gemm_f32_q4s8_n8_avx2plain);
 NIB_QGEMM_DECL(nib_gemm_f32_q4s8_n16_avx512vnni);
+NIB_QGEMM_DECL(nib_gemm_f32_q4hs8_n8_avx2plain); /* q4h, the same way */
+NIB_QGEMM_DECL(nib_gemm_f32_q4hs8_n16_avx512vnni);
 int nib_avx512vnni_available(void);
 /* on = 0: nib_avx512vnni_available() says 0 from now on, so every kernel
  * takes its AVX2 (or AVX-VNNI) variant; on = 1: the CPU decides again.

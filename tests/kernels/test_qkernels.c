@@ -57,14 +57,14 @@ START_TEST(test_format_validity)
         uint32_t dtype, group;
         int ok;
     } cases[] = {
-        {NIB_DT_F32, 0, 1},  {NIB_DT_F32, 32, 0}, {NIB_DT_Q4, 32, 1},  {NIB_DT_Q4, 64, 1},
-        {NIB_DT_Q4, 128, 1}, {NIB_DT_Q4, 0, 0},   {NIB_DT_Q4, 16, 0},  {NIB_DT_Q4, 256, 0},
-        {NIB_DT_Q4A, 32, 1}, {NIB_DT_Q4A, 0, 0},  {NIB_DT_Q4C, 0, 1},  {NIB_DT_Q4C, 32, 0},
-        {NIB_DT_Q8C, 0, 1},  {NIB_DT_Q8C, 32, 1}, {NIB_DT_Q8C, 48, 0}, {NIB_DT_COUNT, 0, 0},
-        {NIB_DT_Q4F, 16, 1}, {NIB_DT_Q4F, 32, 1}, {NIB_DT_Q4F, 0, 0},  {NIB_DT_Q4F, 64, 0},
-        {NIB_DT_Q8F, 16, 1}, {NIB_DT_Q8F, 32, 1}, {NIB_DT_Q8F, 0, 0},  {NIB_DT_Q8F, 128, 0},
-        {NIB_DT_Q8C, 16, 0}, {NIB_DT_Q4, 16, 0},  {NIB_DT_Q4H, 32, 1}, {NIB_DT_Q4H, 64, 1},
-        {NIB_DT_Q4H, 128, 1}, {NIB_DT_Q4H, 16, 0}, {NIB_DT_Q4H, 0, 0}, {NIB_DT_Q4H, 256, 0},
+        {NIB_DT_F32, 0, 1},   {NIB_DT_F32, 32, 0}, {NIB_DT_Q4, 32, 1},  {NIB_DT_Q4, 64, 1},
+        {NIB_DT_Q4, 128, 1},  {NIB_DT_Q4, 0, 0},   {NIB_DT_Q4, 16, 0},  {NIB_DT_Q4, 256, 0},
+        {NIB_DT_Q4A, 32, 1},  {NIB_DT_Q4A, 0, 0},  {NIB_DT_Q4C, 0, 1},  {NIB_DT_Q4C, 32, 0},
+        {NIB_DT_Q8C, 0, 1},   {NIB_DT_Q8C, 32, 1}, {NIB_DT_Q8C, 48, 0}, {NIB_DT_COUNT, 0, 0},
+        {NIB_DT_Q4F, 16, 1},  {NIB_DT_Q4F, 32, 1}, {NIB_DT_Q4F, 0, 0},  {NIB_DT_Q4F, 64, 0},
+        {NIB_DT_Q8F, 16, 1},  {NIB_DT_Q8F, 32, 1}, {NIB_DT_Q8F, 0, 0},  {NIB_DT_Q8F, 128, 0},
+        {NIB_DT_Q8C, 16, 0},  {NIB_DT_Q4, 16, 0},  {NIB_DT_Q4H, 32, 1}, {NIB_DT_Q4H, 64, 1},
+        {NIB_DT_Q4H, 128, 1}, {NIB_DT_Q4H, 16, 0}, {NIB_DT_Q4H, 0, 0},  {NIB_DT_Q4H, 256, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ck_assert_int_eq(nib_qformat_valid(cases[i].dtype, cases[i].group), cases[i].ok);
@@ -205,12 +205,12 @@ static float doc_weight(uint32_t dtype, uint32_t group, uint32_t rows, uint32_t 
         uint16_t h;
         memcpy(&h, base + code_bytes + 2 * rr, 2);
         scale = gguf_f16_to_f32(h); /* an independent f16 decoder */
-        if (q4h) { /* field = low nibble | high pair << 4, minus 32 */
+        if (q4h) {                  /* field = low nibble | high pair << 4, minus 32 */
             const uint32_t i = kk / 16, ns = g / 16;
-            const uint32_t lo = (uint32_t)base[code_bytes + 16 + 4 * i + rr / 2] >> (rr % 2 * 4) & 15;
-            const uint32_t hi = (uint32_t)base[code_bytes + 16 + 4 * ns + 2 * i + rr / 4] >>
-                                    (rr % 4 * 2) &
-                                3;
+            const uint32_t lo =
+                (uint32_t)base[code_bytes + 16 + 4 * i + rr / 2] >> (rr % 2 * 4) & 15;
+            const uint32_t hi =
+                (uint32_t)base[code_bytes + 16 + 4 * ns + 2 * i + rr / 4] >> (rr % 4 * 2) & 3;
             scale = (float)((int)(lo + 16 * hi) - 32) * scale;
         }
     } else {
@@ -266,8 +266,8 @@ END_TEST
 START_TEST(test_qrow_f32)
 {
     static const uint32_t fmts[][2] = {
-        {NIB_DT_Q4, 32},  {NIB_DT_Q4, 128}, {NIB_DT_Q4A, 64}, {NIB_DT_Q4C, 0},  {NIB_DT_Q8C, 0},
-        {NIB_DT_Q8C, 32}, {NIB_DT_Q4F, 16}, {NIB_DT_Q4F, 32}, {NIB_DT_Q8F, 16}, {NIB_DT_Q8F, 32},
+        {NIB_DT_Q4, 32},  {NIB_DT_Q4, 128}, {NIB_DT_Q4A, 64},  {NIB_DT_Q4C, 0},  {NIB_DT_Q8C, 0},
+        {NIB_DT_Q8C, 32}, {NIB_DT_Q4F, 16}, {NIB_DT_Q4F, 32},  {NIB_DT_Q8F, 16}, {NIB_DT_Q8F, 32},
         {NIB_DT_Q4H, 32}, {NIB_DT_Q4H, 64}, {NIB_DT_Q4H, 128},
     };
     const int nf = (int)(sizeof fmts / sizeof fmts[0]);
@@ -477,7 +477,7 @@ START_TEST(test_gemm_simd_equals_scalar)
 }
 END_TEST
 
-/* The AVX2 table's q4 GEMM runs the 512-bit VNNI kernel where the CPU has
+/* The AVX2 table's q4 and q4h GEMMs run 512-bit VNNI kernels where the CPU has
  * AVX-512 VNNI: each variant is checked by itself, in a copy of the table
  * that holds it, against the scalar reference (bits, worst-case
  * magnitudes, GEMM = GEMVs, double precision); and NIB_AVX512=0's switch
@@ -493,8 +493,10 @@ START_TEST(test_gemm_q4_avx512)
     struct nib_qkernels t = *nib_qkernels_get(NIB_ISA_AVX2);
     const nib_qgemm_fn variants[] = {nib_gemm_f32_q4s8_n8_avx2plain,
                                      nib_gemm_f32_q4s8_n16_avx512vnni};
+    const nib_qgemm_fn q4h[] = {nib_gemm_f32_q4hs8_n8_avx2plain, nib_gemm_f32_q4hs8_n16_avx512vnni};
     for (int i = 0; i < (cpu ? 2 : 1); i++) {
         t.gemm[NIB_DT_Q4] = variants[i];
+        t.gemm[NIB_DT_Q4H] = q4h[i];
         for (uint64_t seed = 1; seed <= 3; seed++)
             ck_assert_msg(qcheck_gemm(scalar(), &t, seed, msg, sizeof msg) == 0, "%d: %s", i, msg);
         ck_assert_msg(qcheck_worst_case(&t, msg, sizeof msg) == 0, "%d: %s", i, msg);
