@@ -84,18 +84,7 @@ q4h_pair(const uint8_t *b0, const struct nib_qlayout *l, const struct nib_qact *
             }
         }
     }
-    __m256 lo[4], hi[4];
-#pragma GCC unroll 4
-    for (int t = 0; t < M; t++) {
-        lo[t] = _mm512_castps512_ps256(accf[t]);
-        hi[t] = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(accf[t]), 1));
-    }
-    nib_qrows_plus_add(e0, t0, M, lo);
-    nib_qrows_plus_add(e1, t0, M, hi);
-    for (int t = 0; t < M; t++) {
-        nib_qrows_store(e0, lo[t], y + (t0 + t) * y_stride);
-        nib_qrows_store(e1, hi[t], y + (t0 + t) * y_stride);
-    }
+    pair_store(accf, M, t0, e0, e1, y, y_stride);
 }
 
 static inline __attribute__((always_inline)) AVX512VNNI void
@@ -116,24 +105,7 @@ q4h_step(const uint8_t *w, const struct nib_qlayout *l, const struct nib_qact *a
 #undef Q4H_PAIR
 }
 
-AVX512VNNI NIB_QGEMM_DECL(nib_gemm_f32_q4hs8_n16_avx512vnni)
-{
-    nib_pre_qgemm(NIB_DT_Q4H, l, w, a, m, y, y_stride, n_begin, n_end);
-    for (uint32_t nb = n_begin / NIB_Q_TILE_N; nb * NIB_Q_TILE_N < n_end;) {
-        const int pair = nib_qpair_in_range(l, nb, n_end);
-        const struct nib_qrows e0 = {add, add_stride, nb * NIB_Q_TILE_N, n_begin, n_end};
-        const struct nib_qrows e1 = {add, add_stride, (nb + 1) * NIB_Q_TILE_N, n_begin, n_end};
-        for (uint32_t t0 = 0; t0 < m; t0 += 4) {
-            switch (m - t0 < 4 ? m - t0 : 4) {
-            case 1: q4h_step(w, l, a, nb, pair, t0, 1, &e0, &e1, y, y_stride); break;
-            case 2: q4h_step(w, l, a, nb, pair, t0, 2, &e0, &e1, y, y_stride); break;
-            case 3: q4h_step(w, l, a, nb, pair, t0, 3, &e0, &e1, y, y_stride); break;
-            default: q4h_step(w, l, a, nb, pair, t0, 4, &e0, &e1, y, y_stride); break;
-            }
-        }
-        nb += pair ? 2 : 1;
-    }
-}
+NIB_QGEMM_N16_KERNEL(nib_gemm_f32_q4hs8_n16_avx512vnni, NIB_DT_Q4H, q4h_step)
 #else
 typedef int nib_gemm_f32_q4hs8_n16_avx512vnni_unused;
 #endif

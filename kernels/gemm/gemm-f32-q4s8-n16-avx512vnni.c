@@ -71,18 +71,7 @@ q4_pair(const uint8_t *b0, const struct nib_qlayout *l, const struct nib_qact *a
             accf[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), sc, accf[t]);
         }
     }
-    __m256 lo[4], hi[4];
-#pragma GCC unroll 4
-    for (int t = 0; t < M; t++) {
-        lo[t] = _mm512_castps512_ps256(accf[t]);
-        hi[t] = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(accf[t]), 1));
-    }
-    nib_qrows_plus_add(e0, t0, M, lo);
-    nib_qrows_plus_add(e1, t0, M, hi);
-    for (int t = 0; t < M; t++) {
-        nib_qrows_store(e0, lo[t], y + (t0 + t) * y_stride);
-        nib_qrows_store(e1, hi[t], y + (t0 + t) * y_stride);
-    }
+    pair_store(accf, M, t0, e0, e1, y, y_stride);
 }
 
 /* N-block nb alone (the AVX2 block, reading its groups gs bytes apart)
@@ -108,24 +97,7 @@ q4_step(const uint8_t *w, const struct nib_qlayout *l, const struct nib_qact *a,
 /* Whole stored pairs (an even block with its partner in the range) run
  * 16 rows at a time; a block whose partner lies outside the range (a
  * share starting or ending inside a pair) or that has none runs alone. */
-AVX512VNNI NIB_QGEMM_DECL(nib_gemm_f32_q4s8_n16_avx512vnni)
-{
-    nib_pre_qgemm(NIB_DT_Q4, l, w, a, m, y, y_stride, n_begin, n_end);
-    for (uint32_t nb = n_begin / NIB_Q_TILE_N; nb * NIB_Q_TILE_N < n_end;) {
-        const int pair = nib_qpair_in_range(l, nb, n_end);
-        const struct nib_qrows e0 = {add, add_stride, nb * NIB_Q_TILE_N, n_begin, n_end};
-        const struct nib_qrows e1 = {add, add_stride, (nb + 1) * NIB_Q_TILE_N, n_begin, n_end};
-        for (uint32_t t0 = 0; t0 < m; t0 += 4) {
-            switch (m - t0 < 4 ? m - t0 : 4) {
-            case 1: q4_step(w, l, a, nb, pair, t0, 1, &e0, &e1, y, y_stride); break;
-            case 2: q4_step(w, l, a, nb, pair, t0, 2, &e0, &e1, y, y_stride); break;
-            case 3: q4_step(w, l, a, nb, pair, t0, 3, &e0, &e1, y, y_stride); break;
-            default: q4_step(w, l, a, nb, pair, t0, 4, &e0, &e1, y, y_stride); break;
-            }
-        }
-        nb += pair ? 2 : 1;
-    }
-}
+NIB_QGEMM_N16_KERNEL(nib_gemm_f32_q4s8_n16_avx512vnni, NIB_DT_Q4, q4_step)
 #else
 typedef int nib_gemm_f32_q4s8_n16_avx512vnni_unused;
 #endif

@@ -39,6 +39,51 @@ q4_pair_chunk(const uint8_t *p0, const uint8_t *p1, const int8_t *ak, size_t kp,
         hi[t] = _mm512_dpbusd_epi32(hi[t], wh, _mm512_set1_epi32(nib_ld32(at + 4)));
     }
 }
+
+/* The end of a pair's rows: accf[t] (16 lanes: block e0's 8 rows low,
+ * e1's high) plus the add, stored to y. */
+static inline __attribute__((always_inline)) AVX512VNNI void
+pair_store(const __m512 *accf, const int M, uint32_t t0, const struct nib_qrows *e0,
+           const struct nib_qrows *e1, float *y, size_t y_stride)
+{
+    __m256 lo[4], hi[4];
+#pragma GCC unroll 4
+    for (int t = 0; t < M; t++) {
+        lo[t] = _mm512_castps512_ps256(accf[t]);
+        hi[t] = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(accf[t]), 1));
+    }
+    nib_qrows_plus_add(e0, t0, M, lo);
+    nib_qrows_plus_add(e1, t0, M, hi);
+    for (int t = 0; t < M; t++) {
+        nib_qrows_store(e0, lo[t], y + (t0 + t) * y_stride);
+        nib_qrows_store(e1, hi[t], y + (t0 + t) * y_stride);
+    }
+}
+
+/* Defines the 512-bit GEMM `name` for dtype: whole stored pairs (an even
+ * block with its partner in the range) run 16 rows at a time, a block
+ * whose partner lies outside the range or that has none alone; step(w,
+ * l, a, nb, pair, t0, M, &e0, &e1, y, y_stride) does tokens t0..t0+M-1. */
+#define NIB_QGEMM_N16_KERNEL(name, dtype, step)                                                    \
+    AVX512VNNI NIB_QGEMM_DECL(name)                                                                \
+    {                                                                                              \
+        nib_pre_qgemm(dtype, l, w, a, m, y, y_stride, n_begin, n_end);                             \
+        for (uint32_t nb = n_begin / NIB_Q_TILE_N; nb * NIB_Q_TILE_N < n_end;) {                   \
+            const int pair = nib_qpair_in_range(l, nb, n_end);                                     \
+            const struct nib_qrows e0 = {add, add_stride, nb * NIB_Q_TILE_N, n_begin, n_end};      \
+            const struct nib_qrows e1 = {add, add_stride, (nb + 1) * NIB_Q_TILE_N, n_begin,        \
+                                         n_end};                                                   \
+            for (uint32_t t0 = 0; t0 < m; t0 += 4) {                                               \
+                switch (m - t0 < 4 ? m - t0 : 4) {                                                 \
+                case 1: step(w, l, a, nb, pair, t0, 1, &e0, &e1, y, y_stride); break;              \
+                case 2: step(w, l, a, nb, pair, t0, 2, &e0, &e1, y, y_stride); break;              \
+                case 3: step(w, l, a, nb, pair, t0, 3, &e0, &e1, y, y_stride); break;              \
+                default: step(w, l, a, nb, pair, t0, 4, &e0, &e1, y, y_stride); break;             \
+                }                                                                                  \
+            }                                                                                      \
+            nb += pair ? 2 : 1;                                                                    \
+        }                                                                                          \
+    }
 #endif
 
 #endif
