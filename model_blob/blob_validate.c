@@ -23,7 +23,8 @@ int nib_blob_fail(char *err, size_t errlen, const char *fmt, ...)
 
 const char *nib_dtype_name(uint32_t dtype)
 {
-    static const char *const names[NIB_DT_COUNT] = {"f32", "q4", "q4a", "q4c", "q8c", "q4f", "q8f", "q4h"};
+    static const char *const names[NIB_DT_COUNT] = {"f32", "q4",  "q4a", "q4c",
+                                                    "q8c", "q4f", "q8f", "q4h"};
     return dtype < NIB_DT_COUNT ? names[dtype] : "unknown";
 }
 

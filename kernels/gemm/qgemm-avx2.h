@@ -297,7 +297,8 @@ nib_qh_group(const uint8_t *blk, uint32_t gs, const struct nib_qlayout *l, const
 #pragma GCC unroll 2
         for (int b = 0; b < NB; b++) {
             const uint8_t *p = blk + (size_t)j * gs + (size_t)b * sgb;
-            const __m256 D = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p + cb)));
+            const __m256 D =
+                _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p + cb)));
             for (uint32_t i = 0; i < ns; i++) {
                 const uint32_t bi = j * ns + i;
                 if (bi >= nbk) /* the rest of the super-block: padding */

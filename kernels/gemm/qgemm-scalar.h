@@ -144,7 +144,7 @@ static inline float nib_qchannel_row(const struct nib_qlayout *l, const uint8_t 
                 } else {                                                                           \
                     v = l->has_min ? nib_qmin_row(l, w, a, t, r)                                   \
                         : l->sub   ? nib_q4h_row(l, w, a, t, r)                                    \
-                                   : nib_qgroups_row(l, w, a, t, r, asym);                         \
+                                   : nib_qgroups_row(l, w, a, t, r, asym);                           \
                     v = add ? v + base : v;                                                        \
                 }                                                                                  \
                 y[t * y_stride + r] = v;                                                           \

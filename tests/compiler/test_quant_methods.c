@@ -132,9 +132,9 @@ START_TEST(test_search_beats_rtn)
     random_rows(w, R * C, 3);
     for (int c = 0; c < C; c++) /* a few channels matter far more */
         imp[c] = c % 17 == 0 ? 50.0f : 0.2f + (float)(c % 5);
-    static const struct nib_qspec specs[] = {{NIB_DT_Q4, 32},  {NIB_DT_Q4, 64},  {NIB_DT_Q4A, 32},
-                                             {NIB_DT_Q4C, 0},  {NIB_DT_Q8C, 0},  {NIB_DT_Q8C, 32},
-                                             {NIB_DT_Q4F, 32}, {NIB_DT_Q4F, 16}, {NIB_DT_Q8F, 16},
+    static const struct nib_qspec specs[] = {{NIB_DT_Q4, 32},   {NIB_DT_Q4, 64},  {NIB_DT_Q4A, 32},
+                                             {NIB_DT_Q4C, 0},   {NIB_DT_Q8C, 0},  {NIB_DT_Q8C, 32},
+                                             {NIB_DT_Q4F, 32},  {NIB_DT_Q4F, 16}, {NIB_DT_Q8F, 16},
                                              {NIB_DT_Q4H, 128}, {NIB_DT_Q4H, 32}};
     for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
         struct nib_qlayout l;
@@ -173,9 +173,8 @@ START_TEST(test_threads_same_bytes)
     random_rows(w, R * C, 7);
     for (int c = 0; c < C; c++)
         imp[c] = 0.5f + (float)(c % 7);
-    static const struct nib_qspec specs[] = {
-        {NIB_DT_Q4, 32}, {NIB_DT_Q4A, 32}, {NIB_DT_Q4C, 0}, {NIB_DT_Q8C, 0}, {NIB_DT_Q4F, 16},
-        {NIB_DT_Q4H, 64}};
+    static const struct nib_qspec specs[] = {{NIB_DT_Q4, 32}, {NIB_DT_Q4A, 32}, {NIB_DT_Q4C, 0},
+                                             {NIB_DT_Q8C, 0}, {NIB_DT_Q4F, 16}, {NIB_DT_Q4H, 64}};
     for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
         for (int m = 0; m < 2; m++) {
             const enum nib_qmethod meth = m ? NIB_QM_SEARCH : NIB_QM_RTN;

@@ -47,9 +47,9 @@ struct fmt {
     uint32_t dtype, group;
 };
 static const struct fmt fmts[] = {
-    {NIB_DT_Q4, 32},   {NIB_DT_Q4, 64},  {NIB_DT_Q4, 128}, {NIB_DT_Q4A, 32}, {NIB_DT_Q4A, 64},
-    {NIB_DT_Q4A, 128}, {NIB_DT_Q4C, 0},  {NIB_DT_Q8C, 0},  {NIB_DT_Q8C, 32}, {NIB_DT_Q8C, 64},
-    {NIB_DT_Q8C, 128}, {NIB_DT_Q4F, 16}, {NIB_DT_Q4F, 32}, {NIB_DT_Q8F, 16}, {NIB_DT_Q8F, 32},
+    {NIB_DT_Q4, 32},   {NIB_DT_Q4, 64},  {NIB_DT_Q4, 128},  {NIB_DT_Q4A, 32}, {NIB_DT_Q4A, 64},
+    {NIB_DT_Q4A, 128}, {NIB_DT_Q4C, 0},  {NIB_DT_Q8C, 0},   {NIB_DT_Q8C, 32}, {NIB_DT_Q8C, 64},
+    {NIB_DT_Q8C, 128}, {NIB_DT_Q4F, 16}, {NIB_DT_Q4F, 32},  {NIB_DT_Q8F, 16}, {NIB_DT_Q8F, 32},
     {NIB_DT_Q4H, 32},  {NIB_DT_Q4H, 64}, {NIB_DT_Q4H, 128},
 };
 #define N_FMTS (sizeof fmts / sizeof fmts[0])
