@@ -12,76 +12,110 @@
 #if NIB_HAVE_AVX2
 #include "kernels/gemm/qgemm-avx512.h"
 
-/* The two blocks' 32-bit words (x0 low half, x1 high half) in every lane. */
-static inline __attribute__((always_inline)) AVX512VNNI __m512i pair_set1(int32_t x0, int32_t x1)
+/* A super-block pair's sub-scale fields, read once: the 32-bit words of
+ * the low bits (p0's in lanes 0..ns-1, p1's in 8..8+ns-1) and the 16-bit
+ * words of the high bits widened the same way. Masked loads: no byte
+ * past the fields is read (a masked-off lane never faults). */
+struct q4h_fields {
+    __m512i lo, hi;
+};
+
+static inline __attribute__((always_inline)) AVX512VNNI struct q4h_fields
+q4h_fields_load(const uint8_t *p0, const uint8_t *p1, uint32_t lo_off, uint32_t hi_off,
+                const uint32_t ns)
 {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(x0)), _mm256_set1_epi32(x1),
-                              1);
+    const __mmask16 m = (__mmask16)((1u << ns) - 1);
+    struct q4h_fields f;
+    f.lo = _mm512_maskz_loadu_epi32(m, p0 + lo_off);
+    f.lo = _mm512_mask_loadu_epi32(f.lo, (__mmask16)(m << 8), p1 + lo_off - 32);
+    __m512i h = _mm512_maskz_loadu_epi16(m, p0 + hi_off);
+    h = _mm512_mask_loadu_epi16(h, (__mmask32)m << 8, p1 + hi_off - 16);
+    f.hi = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(h));
+    return f;
 }
 
-static inline int32_t ld16(const uint8_t *p)
+/* Sub-block i's weight scales, 16 rows: ((float)s x D), s the row's
+ * 6-bit field minus 32 (kernels/qformat.h), lane r of each half taking
+ * bits 4r (low) and 2r (high) of its block's word i. */
+static inline __attribute__((always_inline)) AVX512VNNI __m512 q4h_ws(const struct q4h_fields *f,
+                                                                      uint32_t i, __m512 D)
 {
-    uint16_t v;
-    memcpy(&v, p, 2);
-    return v;
+    const __m512i sh_lo =
+        _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
+    const __m512i sh_hi = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 2, 4, 6, 8, 10, 12, 14);
+    const __m512i idx =
+        _mm512_add_epi32(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 8, 8, 8, 8, 8, 8, 8, 8),
+                         _mm512_set1_epi32((int)i));
+    const __m512i lo = _mm512_and_si512(
+        _mm512_srlv_epi32(_mm512_permutexvar_epi32(idx, f->lo), sh_lo), _mm512_set1_epi32(15));
+    const __m512i hi = _mm512_and_si512(
+        _mm512_srlv_epi32(_mm512_permutexvar_epi32(idx, f->hi), sh_hi), _mm512_set1_epi32(3));
+    const __m512i sv =
+        _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), _mm512_set1_epi32(32));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(sv), D);
+}
+
+/* Sub-block i (activation block bi) of the pair for tokens 0..M-1: the
+ * exact integer sum (codes times activations, minus 8 x the block's
+ * activation sum, in any order: int32 is exact), then the scalar
+ * reference's float steps (convert, ws x sa, one fma), in its order. */
+static inline __attribute__((always_inline)) AVX512VNNI void
+q4h_sub(const uint8_t *p0, const uint8_t *p1, uint32_t i, size_t bi, const int8_t *aq, size_t kp,
+        const float *sa, const int32_t *as, size_t nbk, const int M, __m512 ws, __m512 *accf)
+{
+    __m512i lo[4], hi[4];
+#pragma GCC unroll 4
+    for (int t = 0; t < M; t++) {
+        lo[t] = _mm512_set1_epi32(-(int32_t)((uint32_t)as[t * nbk + bi] << 3));
+        hi[t] = _mm512_setzero_si512();
+    }
+    const int8_t *ak = aq + bi * 16;
+    nib_prefetch_nb(p0 + i * 64, 64, 2);
+    nib_prefetch_nb(p1 + i * 64, 64, 2);
+    q4_pair_chunk(p0 + i * 64, p1 + i * 64, ak, kp, M, lo, hi);
+    q4_pair_chunk(p0 + i * 64 + 32, p1 + i * 64 + 32, ak + 8, kp, M, lo, hi);
+#pragma GCC unroll 4
+    for (int t = 0; t < M; t++) {
+        const __m512 sc = _mm512_mul_ps(ws, _mm512_set1_ps(sa[t * nbk + bi]));
+        accf[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(lo[t], hi[t])), sc, accf[t]);
+    }
 }
 
 /* Tokens t0..t0+M-1 (M 1..4) of the N-block pair at b0 (one stream),
- * super-blocks of G inputs: the final values, add included, written to y. */
+ * super-blocks of G inputs: the final values, add included, written to
+ * y. Whole super-blocks run unrolled; a last one cut short by the
+ * activations' end (padding) runs sub-block by sub-block. */
 static inline __attribute__((always_inline)) AVX512VNNI void
 q4h_pair(const uint8_t *b0, const struct nib_qlayout *l, const struct nib_qact *a, uint32_t t0,
          const int M, const uint32_t G, const struct nib_qrows *e0, const struct nib_qrows *e1,
          float *y, size_t y_stride)
 {
     const uint32_t ns = G / 16, sgb = l->sgroup_bytes, cb = l->code_bytes;
+    const uint32_t lo_off = cb + 16, hi_off = cb + 16 + 4 * ns;
     const size_t kp = a->k_pad, nbk = a->n_blocks;
     const int8_t *aq = a->q + t0 * kp;
     const float *sa = a->scale + t0 * nbk;
     const int32_t *as = a->sum + t0 * nbk;
-    const __m512i sh_lo =
-        _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
-    const __m512i sh_hi = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 2, 4, 6, 8, 10, 12, 14);
     __m512 accf[4];
 #pragma GCC unroll 4
     for (int t = 0; t < M; t++)
         accf[t] = _mm512_setzero_ps();
     for (uint32_t j = 0; j < l->n_sgroups; j++) {
         const uint8_t *p0 = b0 + (size_t)j * 2 * sgb, *p1 = p0 + sgb;
-        nib_prefetch_nb(p0, 2 * (4 * G + 16 + 6 * ns), 2); /* both super-blocks */
+        nib_prefetch_nb(p0 + cb, 64, 2); /* both blocks' scales; codes per sub-block */
+        nib_prefetch_nb(p1 + cb, 64, 2);
         const __m512 D = _mm512_cvtph_ps(_mm256_inserti128_si256(
             _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(p0 + cb))),
             _mm_loadu_si128((const __m128i *)(const void *)(p1 + cb)), 1));
-        for (uint32_t i = 0; i < ns; i++) {
-            const uint32_t bi = j * ns + i;
-            if (bi >= nbk) /* the rest of the super-block: padding */
-                break;
-            __m512i acc[4][4];
-#pragma GCC unroll 4
-            for (int t = 0; t < M; t++)
-                for (int q = 0; q < 4; q++)
-                    acc[q][t] = _mm512_setzero_si512();
-            const int8_t *ak = aq + (size_t)bi * 16;
-            q4_pair_chunk(p0 + i * 64, p1 + i * 64, ak, kp, M, acc[0], acc[1]);
-            q4_pair_chunk(p0 + i * 64 + 32, p1 + i * 64 + 32, ak + 8, kp, M, acc[2], acc[3]);
-            const uint32_t lo_off = cb + 16 + 4 * i, hi_off = cb + 16 + 4 * ns + 2 * i;
-            const __m512i lo = _mm512_and_si512(
-                _mm512_srlv_epi32(pair_set1(nib_ld32(p0 + lo_off), nib_ld32(p1 + lo_off)), sh_lo),
-                _mm512_set1_epi32(15));
-            const __m512i hi = _mm512_and_si512(
-                _mm512_srlv_epi32(pair_set1(ld16(p0 + hi_off), ld16(p1 + hi_off)), sh_hi),
-                _mm512_set1_epi32(3));
-            const __m512i sv = _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)),
-                                                _mm512_set1_epi32(32));
-            const __m512 ws = _mm512_mul_ps(_mm512_cvtepi32_ps(sv), D);
-#pragma GCC unroll 4
-            for (int t = 0; t < M; t++) {
-                __m512i s = _mm512_add_epi32(_mm512_add_epi32(acc[0][t], acc[1][t]),
-                                             _mm512_add_epi32(acc[2][t], acc[3][t]));
-                s = _mm512_sub_epi32(s,
-                                     _mm512_set1_epi32((int32_t)((uint32_t)as[t * nbk + bi] << 3)));
-                __m512 sc = _mm512_mul_ps(ws, _mm512_set1_ps(sa[t * nbk + bi]));
-                accf[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), sc, accf[t]);
-            }
+        const struct q4h_fields f = q4h_fields_load(p0, p1, lo_off, hi_off, ns);
+        const size_t b = (size_t)j * ns;
+        if (b + ns <= nbk) {
+#pragma GCC unroll 8
+            for (uint32_t i = 0; i < ns; i++)
+                q4h_sub(p0, p1, i, b + i, aq, kp, sa, as, nbk, M, q4h_ws(&f, i, D), accf);
+        } else {
+            for (uint32_t i = 0; b + i < nbk; i++) /* the rest: padding */
+                q4h_sub(p0, p1, i, b + i, aq, kp, sa, as, nbk, M, q4h_ws(&f, i, D), accf);
         }
     }
     pair_store(accf, M, t0, e0, e1, y, y_stride);
