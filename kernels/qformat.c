@@ -146,8 +146,7 @@ void nib_qrow_f32(const struct nib_qlayout *l, const uint8_t *w, uint32_t r, uin
         }
         if (l->has_zp)
             zp = w[nib_ql_zp_off(l, r, j)];
-        const uint8_t *super = w + nib_ql_sgroup_off(l, r / NIB_Q_TILE_N, j);
-        const float D = s;
+        const float D = s; /* q4h: the super-scale */
         if (l->has_min) {
             memcpy(&mn, w + nib_ql_min_off(l, r, j), 4);
             zp = 0; /* raw codes: q4f 0..15, q8f -128..127 */
@@ -157,7 +156,9 @@ void nib_qrow_f32(const struct nib_qlayout *l, const uint8_t *w, uint32_t r, uin
             const uint64_t off = nib_ql_code_off(l, r, c, &shift);
             const int code = l->code_bits == 8 ? (int8_t)w[off] : (w[off] >> shift) & 15;
             if (l->sub) /* q4h: the sub-block's scale, (float)s * D, exact */
-                s = (float)nib_q4h_sub(super, l, c % l->gsize / l->sub, r % NIB_Q_TILE_N) * D;
+                s = (float)nib_q4h_sub(w + nib_ql_sgroup_off(l, r / NIB_Q_TILE_N, j), l,
+                                       c % l->gsize / l->sub, r % NIB_Q_TILE_N) *
+                    D;
             /* one fmaf (q4f, q8f) or one IEEE multiply (the rest) */
             *out = l->has_min ? __builtin_fmaf(s, (float)code, mn) : (float)(code - zp) * s;
         }

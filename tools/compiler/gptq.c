@@ -324,9 +324,12 @@ static int qtask(struct qjob *j, struct qbuf *b, uint32_t r0, struct qfail *f)
                     }
                     char why[128];
                     struct nib_qgroup *g = &b->g[(size_t)r * nq + i / gs];
-                    if (l->sub) { /* q4h: the super-scale, from the row as given */
+                    if (l->sub) { /* q4h: the super-scale, from the row as given, once
+                                   * per super-block: later sub-blocks copy the first's */
                         const uint32_t s0 = i / l->gsize * l->gsize;
-                        g->bits = nib_q4h_super(wr + s0, n - s0 < l->gsize ? n - s0 : l->gsize);
+                        g->bits =
+                            i == s0 ? nib_q4h_super(wr + s0, n - s0 < l->gsize ? n - s0 : l->gsize)
+                                    : b->g[(size_t)r * nq + s0 / gs].bits;
                     }
                     if (nib_qgroup_choose(l, NIB_QM_SEARCH, b->cur, j->imp + i, m, g, NULL, why,
                                           sizeof why)) {

@@ -606,15 +606,19 @@ static void qm_rows(struct qm_job *j, uint32_t t)
                         bad = 1;
                     }
             }
+            uint16_t super = 0; /* q4h: the current super-block's super-scale */
             for (uint32_t g = 0; g < nib_ql_n_qgroups(l) && !bad; g++) {
                 uint32_t k0 = g * qg, n = 0;
                 struct nib_qgroup q = l->sub ? (struct nib_qgroup){0} : mkscale(l, 0.0f);
                 if (r < rows && k0 < cols) { /* else padding only (groups of 16 come in pairs) */
                     n = cols - k0 < qg ? cols - k0 : qg;
                     char e[128];
-                    if (l->sub) { /* q4h: the super-scale of the super-block holding k0 */
-                        const uint32_t s0 = k0 / l->gsize * l->gsize;
-                        q.bits = nib_q4h_super(x + s0, cols - s0 < l->gsize ? cols - s0 : l->gsize);
+                    if (l->sub) { /* q4h: the super-scale, once per super-block (at its
+                                   * first sub-block, which is never padding when k0 is not) */
+                        if (k0 % l->gsize == 0)
+                            super =
+                                nib_q4h_super(x + k0, cols - k0 < l->gsize ? cols - k0 : l->gsize);
+                        q.bits = super;
                     }
                     if (nib_qgroup_choose(l, j->m, x + k0, j->imp ? j->imp + k0 : NULL, n, &q,
                                           codes, e, sizeof e)) {
