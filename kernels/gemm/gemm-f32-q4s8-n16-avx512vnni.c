@@ -37,10 +37,11 @@ q4_pair(const uint8_t *b0, const struct nib_qlayout *l, const struct nib_qact *a
         float *y, size_t y_stride)
 {
     const uint32_t nsg = l->n_sgroups, sgb = l->sgroup_bytes, cb = l->code_bytes;
-    /* Groups of 64 and 128 put the pair's two halves 272 and 528 bytes
-     * apart, loaded in turn: a read some hosts' prefetchers do not follow
-     * (q4/128 from DRAM at 0.35 of q4/32), so the pair's bytes are
-     * prefetched in stream order, a share per chunk. */
+    /* The pair's two halves (sgb apart: 144, 272, 528 bytes) are loaded
+     * in turn, a read some hosts' prefetchers do not follow (q4/128 from
+     * DRAM at 0.35 of q4/32), so the pair's bytes are prefetched in stream
+     * order, a share per 8-input chunk (for groups of 32 too: 0.75 -> 0.82
+     * of the read, docs/benchmarks.md). */
     const uint32_t pf_step = (2 * (4 * G + 16) + G / 8 - 1) / (G / 8);
     const size_t kp = a->k_pad, nbk = a->n_blocks;
     const int8_t *aq = a->q + t0 * kp;
@@ -53,8 +54,6 @@ q4_pair(const uint8_t *b0, const struct nib_qlayout *l, const struct nib_qact *a
     for (uint32_t j = 0; j < nsg; j++) {
         const uint8_t *p0 = b0 + (size_t)j * 2 * sgb, *p1 = p0 + sgb;
         const int8_t *ak = aq + (size_t)j * G;
-        if (G == 32) /* both groups: 2 x sgb, as a constant */
-            nib_prefetch_nb(p0, 2 * (4 * G + 16), 2);
         __m512i acc[4][4];
 #pragma GCC unroll 4
         for (int t = 0; t < M; t++)
@@ -63,8 +62,7 @@ q4_pair(const uint8_t *b0, const struct nib_qlayout *l, const struct nib_qact *a
 #pragma GCC unroll 16
         for (uint32_t c = 0; c < G / 8; c++) { /* chunks of 8 rows x 8 inputs */
             const int i = (c & 1) * 2;
-            if (G > 32) /* in stream order, a share per chunk (see q4h_pair) */
-                nib_prefetch_nb(p0 + c * pf_step, pf_step, 2);
+            nib_prefetch_nb(p0 + c * pf_step, pf_step, 2);
             q4_pair_chunk(p0 + c * 32, p1 + c * 32, ak + c * 8, kp, M, acc[i], acc[i + 1]);
         }
         __m512 ws = _mm512_cvtph_ps(_mm256_inserti128_si256(
