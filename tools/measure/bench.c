@@ -4,6 +4,10 @@
  *
  *   stream read   a buffer far larger than the L3, 1 and 2 threads, every
  *                 variant of tools/measure/bench_stream.c once per round
+ *   read order    1 thread: the same bytes read in stream order and in the
+ *                 order the 512-bit kernels load an N-block pair (halves in
+ *                 turn), without and with a prefetch in stream order: shows
+ *                 whether this host's prefetchers follow the kernels' order
  *   GEMV          weight GB/s (packed bytes read per second) of every
  *                 quantized format on the LLaMA shapes below: from memory
  *                 (rotating among copies that together exceed the L3 many
@@ -194,6 +198,38 @@ static double stream_gbs(const uint8_t *buf, size_t bytes, int threads, int vari
         yardstick.variant[threads - 1] = variant;
     }
     return gbs;
+}
+
+/* The pair read order (bench_stream.h), one thread: the first 256 MiB of
+ * the stream buffer in 1152-byte chunks (a q4h/128 N-block pair; q4/128's
+ * is 1056) and the prefetch distance the 512-bit kernels use for a pair. */
+#define ORDER_HALF 576
+
+struct order_job {
+    const uint8_t *buf;
+    size_t bytes;
+    enum pair_order order;
+    uint64_t sink;
+};
+
+static void order_worker(void *arg, int w, int nw)
+{
+    (void)w, (void)nw;
+    struct order_job *j = arg;
+    j->sink += pair_order_fold(j->buf, j->bytes, ORDER_HALF, j->order,
+                               2 * (size_t)__atomic_load_n(&nib_prefetch_bytes, __ATOMIC_RELAXED));
+}
+
+static double order_gbs(const uint8_t *buf, size_t bytes, enum pair_order order)
+{
+    struct order_job j = {buf, bytes, order, 0};
+    if (team_begin(1))
+        return 0;
+    double t0 = bench_now();
+    team_run(order_worker, &j, 1);
+    double dt = bench_now() - t0;
+    team_end(1);
+    return (double)bytes / dt / 1e9;
 }
 
 /* ---- GEMV ---- */
@@ -670,6 +706,8 @@ int nib_bench_main(int argc, char **argv)
         x[i] = (float)((i * 7919) % 2001 - 1000) / 1000.0f;
 
     double st[MAX_THREADS][MAX_ROUNDS]; /* the plain 4-accumulator pass, for comparison */
+    double order[PAIR_N_ORDERS][MAX_ROUNDS];
+    const size_t order_bytes = o.stream_bytes < PAIR_BYTES ? o.stream_bytes : PAIR_BYTES;
     int rc = 0;
     for (int round = 0; round < o.rounds && rc == 0; round++) {
         for (int th = 1; th <= MAX_THREADS; th++)
@@ -678,6 +716,8 @@ int nib_bench_main(int argc, char **argv)
                 if (sv == 0)
                     st[th - 1][round] = g;
             }
+        for (int k = 0; k < PAIR_N_ORDERS; k++)
+            order[k][round] = order_gbs(sbuf, order_bytes, (enum pair_order)k);
         for (size_t s = 0; s < N_SHAPES && rc == 0; s++)
             for (size_t f = 0; f < N_FORMATS; f++) {
                 if (o.only_fmt && strcmp(o.only_fmt, formats[f].name))
@@ -742,6 +782,15 @@ int nib_bench_main(int argc, char **argv)
                    th + 1, yardstick.gbs[th], how, bench_median(st[th], o.rounds),
                    yardstick.gbs[th] > 0 ? bench_median(st[th], o.rounds) / yardstick.gbs[th] : 0);
         }
+        const double seq = bench_median(order[PAIR_IN_STREAM], o.rounds),
+                     turns = bench_median(order[PAIR_TURNS], o.rounds),
+                     turns_pf = bench_median(order[PAIR_TURNS_PF], o.rounds);
+        printf("read order, 1 thread, %zu-byte pairs whose halves the 512-bit kernels load in "
+               "turn:\n  in stream order %.1f GB/s; halves in turn %.1f (%.2f); in turn, "
+               "prefetched in stream order %zu B ahead %.1f (%.2f)\n",
+               (size_t)2 * ORDER_HALF, seq, turns, seq > 0 ? turns / seq : 0,
+               2 * (size_t)__atomic_load_n(&nib_prefetch_bytes, __ATOMIC_RELAXED), turns_pf,
+               seq > 0 ? turns_pf / seq : 0);
         printf("\nGEMV weight GB/s (packed bytes / time); (x) = ratio of the median to the "
                "strongest stream read\nwith the same threads;\n");
         printf("prefill = GEMM of %d tokens from memory, 1 thread, weight bytes x tokens / time\n",

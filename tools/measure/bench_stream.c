@@ -85,3 +85,26 @@ void stream_variant_name(const struct stream_variant *v, char *buf, size_t len)
     else
         snprintf(buf, len, "%d accumulators, no software prefetch", v->accumulators);
 }
+
+uint64_t pair_order_fold(const uint8_t *p, size_t n, size_t half, enum pair_order o,
+                         size_t prefetch)
+{
+    u64x4 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+    const size_t lines = half / 64;
+    for (size_t c = 0; c + 2 * half <= n; c += 2 * half) {
+        const uint8_t *q = p + c;
+        for (size_t l = 0; l < lines; l++) {
+            /* line l of each half, or lines 2l and 2l + 1 of the chunk */
+            const uint8_t *x = q + 64 * l, *y = q + half + 64 * l;
+            if (o == PAIR_IN_STREAM)
+                x = q + 128 * l, y = x + 64;
+            if (o == PAIR_TURNS_PF) {
+                __builtin_prefetch(q + 128 * l + prefetch, 0, 3);
+                __builtin_prefetch(q + 128 * l + 64 + prefetch, 0, 3);
+            }
+            a0 += load32(x), a1 += load32(x + 32), a2 += load32(y), a3 += load32(y + 32);
+        }
+    }
+    a0 += a1 + a2 + a3;
+    return a0[0] + a0[1] + a0[2] + a0[3];
+}
