@@ -182,15 +182,25 @@ static struct {
     int variant[MAX_THREADS];
 } yardstick;
 
+/* Seconds one run of fn on n_workers threads takes, the team started
+ * and stopped around it; 0 when the team cannot start. */
+static double team_seconds(job_fn fn, void *arg, int n_workers)
+{
+    if (team_begin(n_workers))
+        return 0;
+    double t0 = bench_now();
+    team_run(fn, arg, n_workers);
+    double dt = bench_now() - t0;
+    team_end(n_workers);
+    return dt;
+}
+
 static double stream_gbs(const uint8_t *buf, size_t bytes, int threads, int variant)
 {
     struct stream_job j = {buf, bytes, &stream_variants[variant], {0}};
-    if (team_begin(threads))
+    double dt = team_seconds(stream_worker, &j, threads);
+    if (dt <= 0)
         return 0;
-    double t0 = bench_now();
-    team_run(stream_worker, &j, threads);
-    double dt = bench_now() - t0;
-    team_end(threads);
     size_t part = bytes / (size_t)threads / 4096 * 4096;
     double gbs = (double)part * threads / dt / 1e9;
     if (gbs > yardstick.gbs[threads - 1]) {
@@ -223,13 +233,8 @@ static void order_worker(void *arg, int w, int nw)
 static double order_gbs(const uint8_t *buf, size_t bytes, enum pair_order order)
 {
     struct order_job j = {buf, bytes, order, 0};
-    if (team_begin(1))
-        return 0;
-    double t0 = bench_now();
-    team_run(order_worker, &j, 1);
-    double dt = bench_now() - t0;
-    team_end(1);
-    return (double)bytes / dt / 1e9;
+    double dt = team_seconds(order_worker, &j, 1);
+    return dt > 0 ? (double)bytes / dt / 1e9 : 0;
 }
 
 /* ---- GEMV ---- */
