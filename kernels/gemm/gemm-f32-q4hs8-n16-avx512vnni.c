@@ -72,12 +72,13 @@ q4h_sub(const uint8_t *p0, const uint8_t *p1, uint32_t i, size_t bi, const int8_
     }
     const int8_t *ak = aq + bi * 16;
     nib_prefetch_nb(p0 + i * pf_step, pf_step, 2);
-    q4_pair_chunk(p0 + i * 64, p1 + i * 64, ak, kp, M, lo, hi);
-    q4_pair_chunk(p0 + i * 64 + 32, p1 + i * 64 + 32, ak + 8, kp, M, lo, hi);
+    q4_pair_chunk(p0 + i * 64, p1 + i * 64, ak, kp, M, lo, hi, 1);
+    q4_pair_chunk(p0 + i * 64 + 32, p1 + i * 64 + 32, ak + 8, kp, M, lo, hi, 1);
 #pragma GCC unroll 4
     for (int t = 0; t < M; t++) {
         const __m512 sc = _mm512_mul_ps(ws, _mm512_set1_ps(sa[t * nbk + bi]));
-        accf[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(lo[t], hi[t])), sc, accf[t]);
+        accf[t] = _mm512_fmadd_ps(
+            _mm512_cvtepi32_ps(_mm512_add_epi32(lo[t], _mm512_srai_epi32(hi[t], 4))), sc, accf[t]);
     }
 }
 

@@ -63,15 +63,16 @@ q4_pair(const uint8_t *b0, const struct nib_qlayout *l, const struct nib_qact *a
         for (uint32_t c = 0; c < G / 8; c++) { /* chunks of 8 rows x 8 inputs */
             const int i = (c & 1) * 2;
             nib_prefetch_nb(p0 + c * pf_step, pf_step, 2);
-            q4_pair_chunk(p0 + c * 32, p1 + c * 32, ak + c * 8, kp, M, acc[i], acc[i + 1]);
+            q4_pair_chunk(p0 + c * 32, p1 + c * 32, ak + c * 8, kp, M, acc[i], acc[i + 1], 1);
         }
         __m512 ws = _mm512_cvtph_ps(_mm256_inserti128_si256(
             _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(p0 + cb))),
             _mm_loadu_si128((const __m128i *)(const void *)(p1 + cb)), 1));
 #pragma GCC unroll 4
         for (int t = 0; t < M; t++) {
-            __m512i s = _mm512_add_epi32(_mm512_add_epi32(acc[0][t], acc[1][t]),
-                                         _mm512_add_epi32(acc[2][t], acc[3][t]));
+            __m512i s =
+                _mm512_add_epi32(_mm512_add_epi32(acc[0][t], acc[2][t]),
+                                 _mm512_srai_epi32(_mm512_add_epi32(acc[1][t], acc[3][t]), 4));
             s = _mm512_sub_epi32(s, _mm512_set1_epi32((int32_t)((uint32_t)as[t * nbk + j] << 3)));
             __m512 sc = _mm512_mul_ps(ws, _mm512_set1_ps(sa[t * nbk + j]));
             accf[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), sc, accf[t]);

@@ -58,7 +58,7 @@ q4c_pair_sums(const uint8_t *b0, const uint8_t *b1, const struct nib_qlayout *l,
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
             const int j = J == 4 ? (c & 1) * 2 : 0;
-            q4_pair_chunk(p0 + c * 32, p1 + c * 32, ak + c * 8, kp, M, acc[j], acc[j + 1]);
+            q4_pair_chunk(p0 + c * 32, p1 + c * 32, ak + c * 8, kp, M, acc[j], acc[j + 1], 0);
         }
     }
 #pragma GCC unroll 8
