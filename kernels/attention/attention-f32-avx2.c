@@ -110,44 +110,90 @@ scores_heads(const float *const *qh, const float *k, size_t row_stride, size_t h
         scores_block(qh, k, row_stride, head_dim, tail, scale, a, j, HB, 1);
 }
 
+/* Chunk c of DC at p: the last one masked by tail when MASKED. */
+static inline __attribute__((always_inline)) __m256 out_load(const float *p, int c, const int DC,
+                                                             __m256i tail, const int MASKED)
+{
+    return MASKED && c == DC - 1 ? _mm256_maskload_ps(p + c * 8, tail) : _mm256_loadu_ps(p + c * 8);
+}
+
 /* Output dims [i, i + 8 * DC) of HB heads over keys [j, j_end): out_h[d]
  * = fma over keys in order of w_h[t] * v[t][d], from +0 at the first
  * block of keys (first), else from what the blocks before left in out_h
- * (HB x DC <= 8 accumulators). */
+ * (HB x DC <= 8 accumulators). MASKED: the last chunk has only tail's
+ * lanes (the end of a head whose size is not a multiple of 8); the lanes
+ * past the head read +0 and are never stored. */
 static inline __attribute__((always_inline)) void out_block(const float *const *w, const float *v,
                                                             size_t row_stride, float *const *o,
                                                             size_t i, size_t j, size_t j_end,
-                                                            int first, const int HB, const int DC)
+                                                            int first, __m256i tail, const int HB,
+                                                            const int DC, const int MASKED)
 {
     __m256 acc[4][8];
 #pragma GCC unroll 4
     for (int h = 0; h < HB; h++)
 #pragma GCC unroll 8
         for (int c = 0; c < DC; c++)
-            acc[h][c] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(o[h] + i + c * 8);
+            acc[h][c] = first ? _mm256_setzero_ps() : out_load(o[h] + i, c, DC, tail, MASKED);
     for (size_t t = j; t < j_end; t++) {
         const float *vt = v + t * row_stride + i;
         __m256 vv[8]; /* one head: loaded where used, as above */
 #pragma GCC unroll 8
         for (int c = 0; c < DC && HB > 1; c++)
-            vv[c] = _mm256_loadu_ps(vt + c * 8);
+            vv[c] = out_load(vt, c, DC, tail, MASKED);
 #pragma GCC unroll 4
         for (int h = 0; h < HB; h++) {
             __m256 wt = _mm256_broadcast_ss(w[h] + t);
 #pragma GCC unroll 8
             for (int c = 0; c < DC; c++)
-                acc[h][c] =
-                    _mm256_fmadd_ps(wt, HB > 1 ? vv[c] : _mm256_loadu_ps(vt + c * 8), acc[h][c]);
+                acc[h][c] = _mm256_fmadd_ps(wt, HB > 1 ? vv[c] : out_load(vt, c, DC, tail, MASKED),
+                                            acc[h][c]);
         }
     }
 #pragma GCC unroll 4
     for (int h = 0; h < HB; h++)
 #pragma GCC unroll 8
-        for (int c = 0; c < DC; c++)
-            _mm256_storeu_ps(o[h] + i + c * 8, acc[h][c]);
+        for (int c = 0; c < DC; c++) {
+            if (MASKED && c == DC - 1)
+                _mm256_maskstore_ps(o[h] + i + c * 8, tail, acc[h][c]);
+            else
+                _mm256_storeu_ps(o[h] + i + c * 8, acc[h][c]);
+        }
 }
 
-/* Output dims [i, head_dim) of HB heads over keys [j, j_end). */
+/* Output dims [i, head_dim) of HB heads, fewer than 8 / HB chunks (the
+ * last one partial or not), over keys [j, j_end) in one block, so the
+ * pass keeps several independent accumulators (a chain per chunk and per
+ * dim left the last 36 dims of a 100-dim head latency-bound). */
+static inline __attribute__((always_inline)) void out_rest(const float *const *w, const float *v,
+                                                           size_t row_stride, float *const *o,
+                                                           size_t i, size_t head_dim, size_t j,
+                                                           size_t j_end, int first, const int HB)
+{
+    const size_t left = (head_dim - i + 7) / 8;
+    const __m256i tail = nib_tail_mask_avx2((head_dim - i) % 8);
+    const int masked = (head_dim - i) % 8 != 0;
+    /* n: a constant at each call, HB x n <= 8 */
+#define OUT_REST(n)                                                                                \
+    if (HB * n <= 8 && left == n) {                                                                \
+        if (masked)                                                                                \
+            out_block(w, v, row_stride, o, i, j, j_end, first, tail, HB, n, 1);                    \
+        else                                                                                       \
+            out_block(w, v, row_stride, o, i, j, j_end, first, tail, HB, n, 0);                    \
+        return;                                                                                    \
+    }
+    OUT_REST(1)
+    OUT_REST(2)
+    OUT_REST(3)
+    OUT_REST(4)
+    OUT_REST(5)
+    OUT_REST(6)
+    OUT_REST(7)
+#undef OUT_REST
+}
+
+/* Output dims [i, head_dim) of HB heads over keys [j, j_end): blocks of
+ * 8 / HB chunks, then the rest. */
 static inline __attribute__((always_inline)) void out_heads(const float *const *w, const float *v,
                                                             size_t row_stride, float *const *o,
                                                             size_t i, size_t head_dim, size_t j,
@@ -155,16 +201,9 @@ static inline __attribute__((always_inline)) void out_heads(const float *const *
 {
     const int DC = 8 / HB; /* 8 accumulators: 4 heads x 2 chunks ... 1 x 8 */
     for (; i + 8 * DC <= head_dim; i += 8 * DC)
-        out_block(w, v, row_stride, o, i, j, j_end, first, HB, DC);
-    for (; i + 8 <= head_dim; i += 8)
-        out_block(w, v, row_stride, o, i, j, j_end, first, HB, 1);
-    for (int h = 0; h < HB; h++) /* the last head_dim % 8 dims, one at a time */
-        for (size_t d = i; d < head_dim; d++) {
-            float acc = first ? 0.0f : o[h][d];
-            for (size_t t = j; t < j_end; t++)
-                acc = __builtin_fmaf(w[h][t], v[t * row_stride + d], acc);
-            o[h][d] = acc;
-        }
+        out_block(w, v, row_stride, o, i, j, j_end, first, _mm256_setzero_si256(), HB, DC, 0);
+    if (i < head_dim)
+        out_rest(w, v, row_stride, o, i, head_dim, j, j_end, first, HB);
 }
 
 /* Cap, max, exp, sum and weights of one head's scores a[0..n): the
@@ -247,6 +286,23 @@ heads_keys(int phase, const float *q, const float *k0, const float *v0, float *o
     }
 }
 
+/* heads_keys of 4, 2 and 1 heads, each out of line: inlined together
+ * into the kernel's loop, the one-head steps' many output shapes cost the
+ * four-head steps their registers (attention at 1.6 times the time). */
+#define HEADS_KEYS_OF(HB)                                                                          \
+    static __attribute__((noinline)) void heads_keys##HB(                                          \
+        int phase, const float *q, const float *k0, const float *v0, float *out, float *att,       \
+        size_t h, size_t head_dim, size_t group, size_t row_stride, size_t j, size_t j_end,        \
+        size_t ctx, float scale, int wide)                                                         \
+    {                                                                                              \
+        heads_keys(phase, q, k0, v0, out, att, h, head_dim, group, row_stride, j, j_end, ctx,      \
+                   scale, wide, HB);                                                               \
+    }
+HEADS_KEYS_OF(4)
+HEADS_KEYS_OF(2)
+HEADS_KEYS_OF(1)
+#undef HEADS_KEYS_OF
+
 /* Prefetch the floats [p, p + len) into L1, one instruction per line. */
 static inline void prefetch_span(const float *p, size_t len)
 {
@@ -259,8 +315,12 @@ static inline void prefetch_span(const float *p, size_t len)
  * of them, are read from memory once, in address order, and serve every
  * query head from L1. Taking one KV head's slice of every row instead
  * (1 KiB apart for tinyllama-1.1b) left attention at 3 to 5 times the time
- * of reading the cache from DRAM. */
-#define KEY_BLOCK 16
+ * of reading the cache from DRAM. Eight, not sixteen: a block and the next
+ * one being prefetched then fit the L1 (16 KiB for tinyllama-1.1b), and
+ * attention at position 512 took 2.0-2.2 ms a token instead of 2.9-3.0
+ * (llama-3b: 18.2-19.0 instead of 20.7-22.1; docs/benchmarks.md). Four
+ * was slower than either. */
+#define KEY_BLOCK 8
 
 NIB_ATTENTION_DECL(nib_attention_f32_avx2)
 {
@@ -295,14 +355,14 @@ NIB_ATTENTION_DECL(nib_attention_f32_avx2)
                      r++, pf++)
                     prefetch_span(rows + pf * row_stride + span_off, span_len);
                 if (hb == 4)
-                    heads_keys(phase, q, k0, v0, out, att, h, head_dim, group, row_stride, j, j_end,
-                               ctx, scale, wide, 4);
+                    heads_keys4(phase, q, k0, v0, out, att, h, head_dim, group, row_stride, j,
+                                j_end, ctx, scale, wide);
                 else if (hb == 2)
-                    heads_keys(phase, q, k0, v0, out, att, h, head_dim, group, row_stride, j, j_end,
-                               ctx, scale, wide, 2);
+                    heads_keys2(phase, q, k0, v0, out, att, h, head_dim, group, row_stride, j,
+                                j_end, ctx, scale, wide);
                 else
-                    heads_keys(phase, q, k0, v0, out, att, h, head_dim, group, row_stride, j, j_end,
-                               ctx, scale, wide, 1);
+                    heads_keys1(phase, q, k0, v0, out, att, h, head_dim, group, row_stride, j,
+                                j_end, ctx, scale, wide);
             }
         }
     }

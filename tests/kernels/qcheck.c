@@ -400,12 +400,15 @@ int qcheck_worst_case(const struct nib_qkernels *kt, char *msg, size_t len)
 int qcheck_attention(const struct nib_qkernels *ref, const struct nib_qkernels *var, uint64_t seed,
                      char *msg, size_t len)
 {
-    static const uint32_t head_dims[] = {8, 48, 64, 20, 128, 36};
+    /* 100 and 96 (openllama-3b, Phi-3): 64 dims, then what is left in
+     * one block of chunks, the last partial or not */
+    static const uint32_t head_dims[] = {8, 48, 64, 20, 128, 36, 100, 96};
+    const int n_dims = (int)(sizeof head_dims / sizeof head_dims[0]);
     uint64_t s = seed * 7919u + 3;
     int nfail = 0;
-    for (int round = 0; round < 24 && !nfail; round++) {
+    for (int round = 0; round < 4 * n_dims && !nfail; round++) {
         /* 1..8 query heads per KV head: the AVX2 kernel takes up to 4 at once */
-        uint32_t hd = head_dims[round % 6], kvh = 1 + rnd_below(&s, 3),
+        uint32_t hd = head_dims[round % n_dims], kvh = 1 + rnd_below(&s, 3),
                  group = 1 + rnd_below(&s, 8);
         uint32_t heads = kvh * group, ctx = 1 + rnd_below(&s, 300), pos = rnd_below(&s, ctx);
         uint32_t stride = kvh * hd + rnd_below(&s, 3) * 4; /* padded rows too */
