@@ -203,10 +203,19 @@ static void epi_argmax(const float *y, uint32_t r0, uint32_t r1, struct nib_argm
     *out = b;
 }
 
-/* Rows per epilogue step: a multiple of the row block (whole gate|up tile
- * pairs, whole argmax blocks), small enough that the rows are still in L1
- * when the epilogue reads them back. */
-#define EPI_ROWS (4 * NIB_EXEC_ROW_BLOCK)
+/* Rows per epilogue step for mt tokens: a multiple of 4 row blocks
+ * (whole gate|up tile pairs, whole argmax blocks), as many as keep the
+ * step's outputs (rows x tokens floats) within 16 KiB, so they are still
+ * in L1 when the epilogue reads them back. A decode step is then 1024
+ * rows, not 64: each kernel call streams its rows' weights from memory,
+ * and at 64 rows a call tinyllama-1.1b's gate|up ran at 1.21-1.34 x the
+ * reference loop's time, at 1024 rows 1.14-1.18 (docs/benchmarks.md). */
+static uint32_t epi_rows(uint32_t mt)
+{
+    const uint32_t unit = 4 * NIB_EXEC_ROW_BLOCK, budget = 16384 / 4;
+    const uint32_t units = budget / (mt ? mt : 1) / unit;
+    return (units > 16 ? 16 : units ? units : 1) * unit;
+}
 
 /* NIB_OPF_NORM_IN: rows t0..t0+mt-1 of src0 normalized into this worker's
  * scratch (and quantized there for a quantized tensor): every worker does
@@ -266,12 +275,15 @@ static void exec_matmul(const struct nib_qkernels *qk, const struct nib_blob_vie
     /* Epilogues run step by step, right after the kernel wrote the step's
      * rows, by the worker that wrote them, in the order bias, soft-cap,
      * RoPE/KV, gated activation, argmax. A quantizing gate|up steps by
-     * exactly one block of outputs (2 x qblock rows: its shares start
-     * there); a fused QKV with per-head norms by whole heads. */
+     * whole blocks of outputs (2 x qblock rows: its shares start there)
+     * and quantizes them one at a time; a fused QKV with per-head norms
+     * steps by whole heads. */
     const struct nib_silu_mul_params *sm = &op->matmul.silu_mul;
-    const uint32_t step = qout            ? 2 * sm->qblock
-                          : qk_normed(op) ? nib_whole_heads(EPI_ROWS, op->matmul.rope_kv.head_dim)
-                                          : EPI_ROWS;
+    const uint32_t rows = epi_rows(c.mt);
+    const uint32_t step =
+        qout            ? 2 * sm->qblock * (rows > 2 * sm->qblock ? rows / (2 * sm->qblock) : 1)
+        : qk_normed(op) ? nib_whole_heads(rows, op->matmul.rope_kv.head_dim)
+                        : rows;
     const nib_silu_mul_fn act_mul = sm->act == 1 ? qk->gelu_mul : qk->silu_mul;
     const float *bias = (epi & NIB_EPI_BIAS) ? nib_tensor_f32(v, op->matmul.bias) : NULL;
     struct nib_qact qa;
@@ -291,13 +303,15 @@ static void exec_matmul(const struct nib_qkernels *qk, const struct nib_blob_vie
             if ((epi & NIB_EPI_SILU_MUL) && !qout)
                 epi_silu_mul(act_mul, yt, row_at(mem, op->dst, op->dst_stride, t) + r0 / 2,
                              sm->n_out, r0, r1);
-            if ((epi & NIB_EPI_SILU_MUL) && qout && r0 / 2 < sm->n_out) {
-                float h[NIB_QACT_MAX_BLOCK]; /* one block of outputs, never in memory as f32 */
-                epi_silu_mul(act_mul, yt, h, sm->n_out, r0, r1);
-                struct nib_qact blk =
-                    nib_qact_blocks(&qa, t, r0 / 2 / sm->qblock, r0 / 2 / sm->qblock + 1);
-                qk->qact(&blk, 0, h);
-            }
+            if ((epi & NIB_EPI_SILU_MUL) && qout)
+                for (uint32_t q0 = r0; q0 < r1 && q0 / 2 < sm->n_out; q0 += 2 * sm->qblock) {
+                    const uint32_t q1 = q0 + 2 * sm->qblock < r1 ? q0 + 2 * sm->qblock : r1;
+                    float h[NIB_QACT_MAX_BLOCK]; /* one block of outputs, never in memory as f32 */
+                    epi_silu_mul(act_mul, yt, h, sm->n_out, q0, q1);
+                    struct nib_qact blk =
+                        nib_qact_blocks(&qa, t, q0 / 2 / sm->qblock, q0 / 2 / sm->qblock + 1);
+                    qk->qact(&blk, 0, h);
+                }
             if (epi & NIB_EPI_ARGMAX) {
                 struct nib_argmax_block *am =
                     (struct nib_argmax_block *)(void *)(mem + v->h->argmax_off);
