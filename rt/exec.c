@@ -204,17 +204,17 @@ static void epi_argmax(const float *y, uint32_t r0, uint32_t r1, struct nib_argm
 }
 
 /* Rows per epilogue step for mt tokens: a multiple of 4 row blocks
- * (whole gate|up tile pairs, whole argmax blocks), as many as keep the
- * step's outputs (rows x tokens floats) within 16 KiB, so they are still
- * in L1 when the epilogue reads them back. A decode step is then 1024
- * rows, not 64: each kernel call streams its rows' weights from memory,
- * and at 64 rows a call tinyllama-1.1b's gate|up ran at 1.21-1.34 x the
- * reference loop's time, at 1024 rows 1.14-1.18 (docs/benchmarks.md). */
+ * (whole gate|up tile pairs, whole argmax blocks) whose outputs (rows x
+ * tokens floats, at most 16 KiB) are still in L1 when the epilogue reads
+ * them back. Each step is one kernel call over its rows' stretch of the
+ * weight stream: for a decode step (up to four tokens) 1024 rows, since
+ * at 64 rows a call tinyllama-1.1b's gate|up ran at 1.24-1.27 x the
+ * reference loop's time, at 1024 rows 1.06-1.10 (docs/benchmarks.md,
+ * "Shorter key blocks and longer epilogue steps"); for more tokens
+ * (prefill) 64 rows as before, where longer steps were not shown to help. */
 static uint32_t epi_rows(uint32_t mt)
 {
-    const uint32_t unit = 4 * NIB_EXEC_ROW_BLOCK, budget = 16384 / 4;
-    const uint32_t units = budget / (mt ? mt : 1) / unit;
-    return (units > 16 ? 16 : units ? units : 1) * unit;
+    return (mt <= 4 ? 64 : 4) * NIB_EXEC_ROW_BLOCK;
 }
 
 /* NIB_OPF_NORM_IN: rows t0..t0+mt-1 of src0 normalized into this worker's
