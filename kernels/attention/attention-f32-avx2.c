@@ -161,7 +161,7 @@ static inline __attribute__((always_inline)) void out_block(const float *const *
         }
 }
 
-/* Output dims [i, head_dim) of HB heads, fewer than 8 / HB chunks (the
+/* Output dims [i, head_dim) of HB heads, at most 8 / HB chunks (the
  * last one partial or not), over keys [j, j_end) in one block, so the
  * pass keeps several independent accumulators (a chain per chunk and per
  * dim left the last 36 dims of a 100-dim head latency-bound). */
@@ -189,6 +189,7 @@ static inline __attribute__((always_inline)) void out_rest(const float *const *w
     OUT_REST(5)
     OUT_REST(6)
     OUT_REST(7)
+    OUT_REST(8)
 #undef OUT_REST
 }
 

@@ -401,8 +401,9 @@ int qcheck_attention(const struct nib_qkernels *ref, const struct nib_qkernels *
                      char *msg, size_t len)
 {
     /* 100 and 96 (openllama-3b, Phi-3): 64 dims, then what is left in
-     * one block of chunks, the last partial or not */
-    static const uint32_t head_dims[] = {8, 48, 64, 20, 128, 36, 100, 96};
+     * one block of chunks, the last partial or not; 60: eight chunks
+     * left for one head, the last partial */
+    static const uint32_t head_dims[] = {8, 48, 64, 20, 128, 36, 100, 96, 60};
     const int n_dims = (int)(sizeof head_dims / sizeof head_dims[0]);
     uint64_t s = seed * 7919u + 3;
     int nfail = 0;
