@@ -422,7 +422,7 @@ int main(int argc, char **argv)
             char line[256];
             nib_prefetch_tune_describe(&tune, line, sizeof line);
             boot_log("kernels: weights prefetched %u bytes ahead (measured at boot, median pass "
-                     "at each distance: %s)",
+                     "at each distance (ratio to the default's, paired by round): %s)",
                      nib_prefetch_bytes, line);
         }
     }

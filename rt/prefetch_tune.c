@@ -15,24 +15,54 @@ void nib_prefetch_tune_init(struct nib_prefetch_tune *t)
             t->bytes[n++] = others[i];
 }
 
-uint32_t nib_prefetch_tune_pick(const uint64_t *median_ns, uint32_t n)
+uint32_t nib_prefetch_tune_pick(const double *ratio, uint32_t n)
 {
     uint32_t best = 0;
     for (uint32_t i = 1; i < n; i++)
-        if (median_ns[i] < median_ns[best])
+        if (ratio[i] < (best ? ratio[best] : 1.0))
             best = i;
     /* 2 % below the default, or the default stays */
-    return best && (double)median_ns[best] <= 0.98 * (double)median_ns[0] ? best : 0;
+    return best && ratio[best] <= 0.98 ? best : 0;
 }
 
-static uint64_t median(uint64_t *v, uint32_t n)
+/* The median of v[0..n) (sorts v: n is small). */
+static double median(double *v, uint32_t n)
 {
-    for (uint32_t i = 1; i < n; i++) /* insertion sort: n is small */
+    for (uint32_t i = 1; i < n; i++)
         for (uint32_t j = i; j > 0 && v[j] < v[j - 1]; j--) {
-            uint64_t s = v[j];
+            double s = v[j];
             v[j] = v[j - 1], v[j - 1] = s;
         }
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* The median of n samples. */
+static double median_of(const uint64_t *x, uint32_t n)
+{
+    double v[NIB_TUNE_ROUNDS_MAX * NIB_TUNE_PASSES_MAX];
+    for (uint32_t i = 0; i < n; i++)
+        v[i] = (double)x[i];
+    return median(v, n);
+}
+
+void nib_prefetch_tune_score(struct nib_prefetch_tune *t)
+{
+    /* Paired: in each round, a candidate's slot (the median of its passes)
+     * over the default's slot of the same round. The three slots of a round
+     * lie within a few passes of each other, so a swing of the machine that
+     * lasts longer than that (they last seconds on a shared VM) moves all
+     * three alike and cancels in the ratio; the medians of whole candidates
+     * compare slots up to a round apart and do not cancel it. */
+    for (uint32_t c = 0; c < NIB_TUNE_CANDIDATES; c++) {
+        double rel[NIB_TUNE_ROUNDS_MAX];
+        for (uint32_t r = 0; r < t->rounds; r++) {
+            const double d = median_of(t->samples[0] + r * t->passes, t->passes);
+            rel[r] = d > 0 ? median_of(t->samples[c] + r * t->passes, t->passes) / d : 1.0;
+        }
+        t->ratio[c] = median(rel, t->rounds);
+        t->median_ns[c] = (uint64_t)median_of(t->samples[c], t->rounds * t->passes);
+    }
+    t->chosen = nib_prefetch_tune_pick(t->ratio, NIB_TUNE_CANDIDATES);
 }
 
 static uint64_t timed_pass(struct nib_exec *e, uint32_t pos)
@@ -65,15 +95,16 @@ int nib_prefetch_tune_run(const struct nib_exec *e, struct nib_prefetch_tune *t,
                 : passes > NIB_TUNE_PASSES_MAX ? NIB_TUNE_PASSES_MAX
                                                : (uint32_t)passes;
     t->rounds = rounds;
+    /* Each round starts at the next candidate, so none always runs first
+     * (right after the previous round's last) or last. */
     for (uint32_t r = 0; r < rounds; r++)
-        for (uint32_t c = 0; c < NIB_TUNE_CANDIDATES; c++) {
+        for (uint32_t i = 0; i < NIB_TUNE_CANDIDATES; i++) {
+            const uint32_t c = (r + i) % NIB_TUNE_CANDIDATES;
             nib_prefetch_set(t->bytes[c]);
             for (uint32_t p = 0; p < t->passes; p++)
                 t->samples[c][r * t->passes + p] = timed_pass(&run, pos);
         }
-    for (uint32_t c = 0; c < NIB_TUNE_CANDIDATES; c++)
-        t->median_ns[c] = median(t->samples[c], rounds * t->passes);
-    t->chosen = nib_prefetch_tune_pick(t->median_ns, NIB_TUNE_CANDIDATES);
+    nib_prefetch_tune_score(t);
     if (nib_prefetch_set(t->bytes[t->chosen]))
         nib_prefetch_set(before);
     return 0;
@@ -84,8 +115,8 @@ void nib_prefetch_tune_describe(const struct nib_prefetch_tune *t, char *out, si
     size_t used = 0;
     out[0] = 0;
     for (uint32_t i = 0; i < NIB_TUNE_CANDIDATES && used < len; i++)
-        used += (size_t)snprintf(out + used, len - used, "%s%u B %.0f us", i ? ", " : "",
-                                 t->bytes[i], (double)t->median_ns[i] / 1e3);
+        used += (size_t)snprintf(out + used, len - used, "%s%u B %.0f us (%.3f)", i ? ", " : "",
+                                 t->bytes[i], (double)t->median_ns[i] / 1e3, t->ratio[i]);
     if (used < len)
         snprintf(out + used, len - used, "; %u rounds of %u passes", t->rounds, t->passes);
 }

@@ -187,9 +187,12 @@ def case_boot(a):
     ok("generation works under the filter")
     # No prefetch distance in this table: measured at boot, one of its candidates kept.
     m = log_line(log, r"^nibble: kernels: weights prefetched (\d+) bytes ahead \(measured at boot, "
-                      r"median pass at each distance: (.*); (\d+) rounds of (\d+) passes\)")
+                      r"median pass at each distance \(ratio to the default's, paired by round\): "
+                      r"(.*); (\d+) rounds of (\d+) passes\)")
     tried = [int(c.split(" B ")[0]) for c in m.group(2).split(", ")]
-    if len(tried) != 3 or int(m.group(1)) not in tried or int(m.group(3)) < 1:
+    ratios = [float(c.split("(")[1].rstrip(")")) for c in m.group(2).split(", ")]
+    if len(tried) != 3 or int(m.group(1)) not in tried or int(m.group(3)) < 1 or \
+            ratios[0] != 1.0 or min(ratios) <= 0:
         fail("the measured prefetch line does not add up: %s" % m.group(0))
     ok("prefetch distance measured at boot: %s" % m.group(0).split("nibble: ")[1])
     app = Appliance(a.appliance, name_for("pf"), "--prefetch", "4096")

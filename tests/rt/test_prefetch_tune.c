@@ -2,7 +2,9 @@
  * from its medians, that a run on a team picks one of its candidates and
  * leaves that distance set, that the passes it times change no bit of the
  * logits a request then gets, and that it touches neither the latency
- * statistics nor the digest. How fast each distance runs is the machine's
+ * statistics nor the digest; that the scoring compares each round's slots
+ * pair-wise, so a slow spell that covers a whole round cancels and one
+ * slow slot is an outlier. How fast each distance runs is the machine's
  * and is not asserted. */
 #include <check.h>
 #include <stdlib.h>
@@ -18,16 +20,54 @@
 
 START_TEST(pick_keeps_the_default_within_two_percent)
 {
-    const uint64_t close[] = {1000, 985, 990};  /* 1.5 % below: noise */
-    const uint64_t faster[] = {1000, 990, 975}; /* 2.5 % below */
-    const uint64_t tie[] = {1000, 1000, 1000};
-    const uint64_t slower[] = {1000, 1500, 1200};
+    const double close[] = {1, 0.985, 0.99};  /* 1.5 % below: noise */
+    const double faster[] = {1, 0.99, 0.975}; /* 2.5 % below */
+    const double tie[] = {1, 1, 1};
+    const double slower[] = {1, 1.5, 1.2};
     ck_assert_uint_eq(nib_prefetch_tune_pick(close, 3), 0);
     ck_assert_uint_eq(nib_prefetch_tune_pick(faster, 3), 2);
     ck_assert_uint_eq(nib_prefetch_tune_pick(tie, 3), 0);
     ck_assert_uint_eq(nib_prefetch_tune_pick(slower, 3), 0);
-    const uint64_t second[] = {1000, 900, 950};
+    const double second[] = {1, 0.9, 0.95};
     ck_assert_uint_eq(nib_prefetch_tune_pick(second, 3), 1);
+}
+END_TEST
+
+/* Five rounds of one pass: candidate 2 is 3 % faster than the default in
+ * every round but one, where its slot alone hit a slow spell; rounds 2
+ * and 4 ran slow throughout. Pair-wise it is 0.97-0.971; the medians of whole
+ * candidates (100 against 160) would have called it much slower. */
+START_TEST(score_pairs_slots_within_rounds)
+{
+    static const uint64_t d[5] = {100, 100, 180, 100, 170}, c1[5] = {101, 100, 181, 101, 171},
+                          c2[5] = {97, 160, 175, 97, 165};
+    struct nib_prefetch_tune *t = calloc(1, sizeof *t);
+    nib_prefetch_tune_init(t);
+    t->rounds = 5;
+    t->passes = 1;
+    memcpy(t->samples[0], d, sizeof d);
+    memcpy(t->samples[1], c1, sizeof c1);
+    memcpy(t->samples[2], c2, sizeof c2);
+    nib_prefetch_tune_score(t);
+    ck_assert_uint_eq(t->chosen, 2);
+    ck_assert_double_eq_tol(t->ratio[0], 1.0, 1e-12);
+    ck_assert_double_eq_tol(t->ratio[2], 165.0 / 170, 1e-12); /* 0.97, 0.97, this, 175 / 180, 1.6 */
+    ck_assert(t->ratio[1] > 1.0);
+    ck_assert_uint_eq(t->median_ns[0], 100);
+    ck_assert_uint_eq(t->median_ns[2], 160); /* what the old rule compared */
+
+    /* two passes a slot: each slot's median is what is paired */
+    t->rounds = 2;
+    t->passes = 2;
+    static const uint64_t d2[4] = {100, 102, 200, 204}, c12[4] = {110, 112, 220, 224},
+                          c22[4] = {90, 400, 180, 182};
+    memcpy(t->samples[0], d2, sizeof d2);
+    memcpy(t->samples[1], c12, sizeof c12);
+    memcpy(t->samples[2], c22, sizeof c22);
+    nib_prefetch_tune_score(t);
+    ck_assert_double_eq_tol(t->ratio[1], 111.0 / 101, 1e-12);
+    ck_assert_uint_eq(t->chosen, 0); /* candidate 2: (245 / 101 + 181 / 202) / 2 */
+    free(t);
 }
 END_TEST
 
@@ -92,7 +132,8 @@ START_TEST(run_on_a_team_picks_a_candidate_and_changes_no_bit)
     ck_assert(t->passes >= 1 && t->passes <= NIB_TUNE_PASSES_MAX);
     for (int i = 0; i < NIB_TUNE_CANDIDATES; i++)
         ck_assert_uint_gt(t->median_ns[i], 0);
-    ck_assert_uint_eq(nib_prefetch_tune_pick(t->median_ns, NIB_TUNE_CANDIDATES), t->chosen);
+    ck_assert_uint_eq(nib_prefetch_tune_pick(t->ratio, NIB_TUNE_CANDIDATES), t->chosen);
+    ck_assert_double_eq_tol(t->ratio[0], 1.0, 1e-12);
     ck_assert_msg(memcmp(st, st_copy, sizeof *st) == 0, "the measurement recorded statistics");
     ck_assert_uint_eq(e.digest_crc, digest);
     char line[256];
@@ -116,7 +157,8 @@ Suite *nib_test_suite(void)
 {
     Suite *s = suite_create("prefetch-tune");
     TU_CASE(s, "prefetch-tune", rtf_setup, rtf_teardown, 120,
-            pick_keeps_the_default_within_two_percent, candidates_start_with_the_default_and_differ,
+            pick_keeps_the_default_within_two_percent, score_pairs_slots_within_rounds,
+            candidates_start_with_the_default_and_differ,
             run_on_a_team_picks_a_candidate_and_changes_no_bit);
     return s;
 }

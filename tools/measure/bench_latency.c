@@ -268,14 +268,15 @@ static int bench_blob(const struct bench_opts *o)
         printf("{\"source\": \"prefetch\", \"bytes\": %u, \"from\": \"%s\"", nib_prefetch_bytes,
                tuned ? "measured" : "NIB_PREFETCH");
         for (uint32_t i = 0; tuned && i < NIB_TUNE_CANDIDATES; i++)
-            printf("%s{\"bytes\": %u, \"median_us\": %.3f}", i ? ", " : ", \"candidates\": [",
-                   tune.bytes[i], (double)tune.median_ns[i] / 1e3);
+            printf("%s{\"bytes\": %u, \"median_us\": %.3f, \"ratio\": %.4f}",
+                   i ? ", " : ", \"candidates\": [", tune.bytes[i], (double)tune.median_ns[i] / 1e3,
+                   tune.ratio[i]);
         printf("%s}\n", tuned ? "]" : "");
     } else if (tuned) {
         char line[256];
         nib_prefetch_tune_describe(&tune, line, sizeof line);
         printf("prefetch: %u bytes ahead, measured as the appliance does (median pass at each "
-               "distance: %s)\n",
+               "distance (ratio to the default's, paired by round): %s)\n",
                nib_prefetch_bytes, line);
     } else {
         printf("prefetch: %u bytes ahead (NIB_PREFETCH)\n", nib_prefetch_bytes);
