@@ -24,7 +24,7 @@ if not os.path.isfile(os.path.join(models, "stories260K.gguf")):
 # agreement at most 3 points below it).
 LIMITS = {
     "stories260K.gguf": {
-        ("q4", "rtn"): (0.10, 0.83), ("q4", "search"): (0.084, 0.84), ("q4", "gptq"): (0.055, 0.88),
+        ("q4", "rtn"): (0.078, 0.86), ("q4", "search"): (0.069, 0.86), ("q4", "gptq"): (0.049, 0.88),
         ("q4/32", "rtn"): (0.16, 0.81), ("q4/32", "search"): (0.12, 0.81),
         ("q4/32", "gptq"): (0.089, 0.82), ("q4/64", "gptq"): (0.12, 0.81),
         ("q4/128", "gptq"): (0.11, 0.82), ("q4a", "gptq"): (0.095, 0.83),
@@ -33,7 +33,7 @@ LIMITS = {
         ("q4h", "search"): (0.10, 0.84), ("q4h", "gptq"): (0.068, 0.87),
     },
     "TinyStories-656K": {
-        ("q4", "rtn"): (0.069, 0.78), ("q4", "search"): (0.056, 0.78), ("q4", "gptq"): (0.039, 0.83),
+        ("q4", "rtn"): (0.080, 0.76), ("q4", "search"): (0.065, 0.78), ("q4", "gptq"): (0.052, 0.80),
         ("q4/32", "rtn"): (0.11, 0.74), ("q4/32", "search"): (0.086, 0.74),
         ("q4/32", "gptq"): (0.071, 0.74), ("q4/64", "gptq"): (0.099, 0.77),
         ("q4/128", "gptq"): (0.11, 0.79), ("q4a", "gptq"): (0.071, 0.76),
@@ -73,17 +73,26 @@ for model, limits in LIMITS.items():
 d = run_eval("stories260K.gguf", "--quant", "f32")
 if d:
     check(d["kl_mean"] == 0 and d["top1_agreement"] == 1, "f32 against itself is exact")
-# stories260K: the GGUF Q4_0 file repacked as it is. The default q4 (gptq)
-# must beat it at no more bits per matrix weight.
+# The goal (docs/accuracy.md): the default q4 (gptq) loses at most half of
+# what the Q4_0 baseline loses, with top-1 and perplexity no worse, at no
+# more bits per matrix weight. stories260K: the GGUF Q4_0 file repacked as
+# it is; TinyStories-656K: Q4_0's own rounding (q4/32 rtn).
 base = run_eval("stories260K.gguf", "--baseline", os.path.join(models, "stories260K-q4_0.gguf"))
-ours = got.get(("stories260K.gguf", "q4", "gptq"))
-if base and ours:
+if base:
     check(base["kl_mean"] <= 0.125, "GGUF Q4_0 baseline: KL %.5f" % base["kl_mean"])
-    check(ours["kl_mean"] < base["kl_mean"] and ours["ppl_quant"] <= base["ppl_quant"] and
-          ours["bits_per_weight"] <= base["bits_per_weight"],
-          "nibble q4 (KL %.5f, ppl %.3f, %.2f bits) beats the GGUF Q4_0 file (KL %.5f, ppl %.3f, "
-          "%.2f bits)" % (ours["kl_mean"], ours["ppl_quant"], ours["bits_per_weight"],
-                          base["kl_mean"], base["ppl_quant"], base["bits_per_weight"]))
+for model, q0, fmt in (("stories260K.gguf", base, "q4"),
+                       ("TinyStories-656K", got.get(("TinyStories-656K", "q4/32", "rtn")), "q4"),
+                       ("TinyStories-656K", got.get(("TinyStories-656K", "q4/32", "rtn")), "q4h")):
+    h = got.get((model, fmt, "gptq"))
+    if q0 and h:
+        check(h["kl_mean"] <= 0.5 * q0["kl_mean"] and
+              h["top1_agreement"] >= q0["top1_agreement"] and
+              h["ppl_quant"] <= q0["ppl_quant"] and h["bits_per_weight"] <= q0["bits_per_weight"],
+              "%s %s (KL %.5f, top-1 %.3f, ppl %.3f, %.2f bits) against Q4_0 (KL %.5f, "
+              "top-1 %.3f, ppl %.3f, %.2f bits)" % (model, fmt, h["kl_mean"], h["top1_agreement"],
+                                                    h["ppl_quant"], h["bits_per_weight"],
+                                                    q0["kl_mean"], q0["top1_agreement"],
+                                                    q0["ppl_quant"], q0["bits_per_weight"]))
 # Both models, at the same bytes: gptq < search < rtn in q4/32 (rtn is
 # Q4_0's own rounding: tests/compiler quant_methods_real).
 for model in LIMITS:
@@ -93,19 +102,6 @@ for model in LIMITS:
               g["bits_per_weight"] == r["bits_per_weight"],
               "%s q4/32 at %.2f bits: gptq %.5f < search %.5f < rtn %.5f" %
               (model, g["bits_per_weight"], g["kl_mean"], s_["kl_mean"], r["kl_mean"]))
-
-# TinyStories-656K: q4h (gptq) at Q4_0's bytes loses at most half of what
-# Q4_0's own rounding (q4/32 rtn) loses, with top-1 and perplexity no
-# worse (docs/accuracy.md, "q4h").
-q0, h = got.get(("TinyStories-656K", "q4/32", "rtn")), got.get(("TinyStories-656K", "q4h", "gptq"))
-if q0 and h:
-    check(h["kl_mean"] <= 0.5 * q0["kl_mean"] and h["top1_agreement"] >= q0["top1_agreement"] and
-          h["ppl_quant"] <= q0["ppl_quant"] and h["bits_per_weight"] <= q0["bits_per_weight"],
-          "TinyStories-656K q4h (KL %.5f, top-1 %.3f, ppl %.3f, %.2f bits) against Q4_0 (KL %.5f, "
-          "top-1 %.3f, ppl %.3f, %.2f bits)" % (h["kl_mean"], h["top1_agreement"], h["ppl_quant"],
-                                                h["bits_per_weight"], q0["kl_mean"],
-                                                q0["top1_agreement"], q0["ppl_quant"],
-                                                q0["bits_per_weight"]))
 
 # q4h takes the super-block each matrix's input length fills: stories260K
 # (64 wide, ffn_down 172) at 4 + 6/16 + 16/64 bits and a little padding,

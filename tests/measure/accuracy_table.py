@@ -20,7 +20,8 @@ nib, models = sys.argv[1], sys.argv[2]
 MODELS = ["stories260K.gguf", "TinyStories-656K"]
 ROWS = [("q4", m) for m in ("rtn", "search", "gptq")] + \
        [("q4/32", m) for m in ("rtn", "search", "gptq")] + \
-       [(f, "gptq") for f in ("q4/64", "q4/128", "q4a", "q4c", "q8c", "q8c/32")]
+       [(f, "gptq") for f in ("q4/64", "q4/128", "q4a", "q4c", "q8c", "q8c/32")] + \
+       [("q4h", m) for m in ("rtn", "search", "gptq")]
 
 
 def run(model, *args):

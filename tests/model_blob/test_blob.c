@@ -467,13 +467,13 @@ START_TEST(arch_operands_refused)
 }
 END_TEST
 
-/* Quantized tables (q4 embedding, q4f/q8f tensors): a dtype or group that
- * does not match the bytes is refused. */
+/* Quantized tables (the default q4's q4h embedding, q4f/q8f tensors): a
+ * dtype or group that does not match the bytes is refused. */
 START_TEST(arch_quantized_tensors)
 {
     const uint32_t emb = find_op(NIB_OP_EMBED);
     struct nib_tensor_rec *t = T(OP(emb)->tensor);
-    ck_assert_uint_eq(t->dtype, NIB_DT_Q4);
+    ck_assert_uint_eq(t->dtype, NIB_DT_Q4H);
     t->dtype = NIB_DT_Q4F;
     EXPECT_REFUSED("expected");
     t->dtype = NIB_DT_Q8F;

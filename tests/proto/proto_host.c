@@ -732,6 +732,12 @@ static int mode_cancel_mid(const char *name)
     pid_t app = (pid_t)nib_host_appliance_pid(h);
     stop_appliance(app);
     nib_host_poll(h, &r, &pr);
+    if (pr.done) { /* it ended (an end token) between the poll and the stop */
+        kill(app, SIGCONT);
+        printf("missed\n");
+        nib_host_release(h, &r);
+        return 2;
+    }
     uint32_t at_stop = pr.n_tokens - pr.n_prompt;
     nib_host_cancel(h, &r);
     kill(app, SIGCONT);

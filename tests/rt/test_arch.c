@@ -24,6 +24,7 @@
 #include "rt/cpu_isa.h"
 #include "rt/exec.h"
 #include "rt/team.h"
+#include "tools/compiler/plan.h"
 #include "tests/common/gguf_fixture.h"
 #include "tests/common/test_util.h"
 #include "tests/rt/arch_model.h"
@@ -553,6 +554,43 @@ START_TEST(tied_head_shares_the_table)
 }
 END_TEST
 
+/* The default q4's head rule (tools/compiler/plan.h): the head's q8c
+ * cost in bits per matrix weight, from real models' shapes (sizes only,
+ * no weights): tinyllama-1.1b and stories260K keep an int8 head,
+ * TinyStories-656K's tied table (40 % of its weights) does not. */
+static double head_bits(uint32_t n_layers, uint32_t dim, uint32_t kv, uint32_t ffn, uint32_t vocab,
+                        int tied)
+{
+    static struct llama_layer ly[32];
+    struct llama_model m;
+    memset(&m, 0, sizeof m);
+    memset(ly, 0, sizeof ly);
+    m.hp.n_layers = n_layers;
+    m.layers = ly;
+    m.output_tied = tied;
+    for (uint32_t l = 0; l < n_layers; l++) {
+        ly[l].wq = ly[l].wo = (struct llama_weight){.rows = dim, .cols = dim};
+        ly[l].wk = ly[l].wv = (struct llama_weight){.rows = kv, .cols = dim};
+        ly[l].w_gate = ly[l].w_up = (struct llama_weight){.rows = ffn, .cols = dim};
+        ly[l].w_down = (struct llama_weight){.rows = dim, .cols = ffn};
+    }
+    *(tied ? &m.tok_embd : &m.output) = (struct llama_weight){.rows = vocab, .cols = dim};
+    return nib_plan_head_q8c_bits(&m);
+}
+
+START_TEST(default_head_rule)
+{
+    const double tl = head_bits(22, 2048, 256, 5632, 32000, 0);
+    const double s260 = head_bits(5, 64, 32, 172, 512, 0);
+    const double s656 = head_bits(2, 128, 64, 384, 2048, 1);
+    ck_assert_msg(tl > 0.2 && tl < 0.25, "tinyllama %g", tl); /* 6.3 % x 3.7 */
+    ck_assert_msg(s260 > 0.45 && s260 < NIB_HEAD_Q8C_MAX_BITS, "stories260K %g", s260);
+    ck_assert_msg(s656 > 1.45 && s656 < 1.5, "656K %g", s656); /* 40 % */
+    /* a tied table counts once, as the head */
+    ck_assert(head_bits(2, 128, 64, 384, 2048, 0) == s656);
+}
+END_TEST
+
 /* The test fixture's GGUF of each architecture through the real importer
  * (views of fused sources, rotate-half reorders, per-arch keys), planner
  * and packer: f32 logits equal the float64 pass over the same model
@@ -714,6 +752,6 @@ Suite *nib_test_suite(void)
     tcase_add_loop_test(tc, fixture_archs, 0, sizeof fx_archs / sizeof fx_archs[0]);
     suite_add_tcase(s, tc);
     TU_CASE(s, "formats", NULL, NULL, 300, quantized_embedding_rows, tied_head_shares_the_table,
-            source_embedding_exact);
+            default_head_rule, source_embedding_exact);
     return s;
 }

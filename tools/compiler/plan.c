@@ -58,7 +58,7 @@ int nib_plan_opts_quant(struct plan_opts *o, const char *quant, char *err, size_
     struct nib_qspec f32 = {NIB_DT_F32, 0};
     o->matrix = o->output = f32;
     o->source = 0;
-    o->ragged_q8c = 0;
+    o->ragged_q8c = o->head_rule = 0;
     if (!strcmp(quant, "f32"))
         return 0;
     if (!strcmp(quant, "source")) {
@@ -66,11 +66,15 @@ int nib_plan_opts_quant(struct plan_opts *o, const char *quant, char *err, size_
         return 0;
     }
     if (!strcmp(quant, "q4")) {
-        /* The default: q4 in groups of 32 for the layers; the LM head, the
-         * most sensitive matrix, in int8 per channel. */
-        o->matrix = (struct nib_qspec){NIB_DT_Q4, 32};
+        /* The default: q4h (super-blocks of 128, sub-scales per 16: at
+         * q4/32's 4.5 bits it loses about two thirds of what q4/32 does,
+         * docs/accuracy.md) for the layers; the LM head, the most
+         * sensitive matrix, in int8 per channel unless that would cost
+         * the model more than NIB_HEAD_Q8C_MAX_BITS (head_rule). */
+        o->matrix = (struct nib_qspec){NIB_DT_Q4H, 128};
         o->output = (struct nib_qspec){NIB_DT_Q8C, 0};
         o->ragged_q8c = 1;
+        o->head_rule = 1;
         return 0;
     }
     if (nib_qspec_parse(quant, &o->matrix, err, errlen))
@@ -164,17 +168,33 @@ static int exact_common(const struct llama_weight *const *src, uint32_t n_src,
     return best == UINT64_MAX ? -1 : 0;
 }
 
+double nib_plan_head_q8c_bits(const struct llama_model *m)
+{
+    const struct llama_weight *out = m->output_tied ? &m->tok_embd : &m->output;
+    double layers = 0, head = (double)out->rows * out->cols;
+    for (uint32_t l = 0; l < m->hp.n_layers; l++) {
+        const struct llama_layer *y = &m->layers[l];
+        const struct llama_weight *w[] = {&y->wq,     &y->wk,   &y->wv,    &y->wo,
+                                          &y->w_gate, &y->w_up, &y->w_down};
+        for (size_t i = 0; i < sizeof w / sizeof *w; i++)
+            layers += (double)w[i]->rows * w[i]->cols;
+    }
+    return head > 0 ? head / (layers + head) * (8.2 - 4.5) : 0;
+}
+
 /* The format of a matrix made of the given sources. */
 static struct nib_qspec choose_spec(struct builder *b, const char *fused_name, int is_output,
                                     const struct llama_weight *const *src, uint32_t n_src)
 {
     struct nib_qspec base = is_output ? b->o->output : b->o->matrix;
-    if (b->o->ragged_q8c && !is_output && base.group && n_src && src[0]->cols % base.group)
-        base = (struct nib_qspec){NIB_DT_Q8C, 0};
+    if (is_output && b->o->head_rule && nib_plan_head_q8c_bits(b->m) > NIB_HEAD_Q8C_MAX_BITS)
+        base = b->o->matrix;
     /* q4h: a super-block that K fills (128, 64, then 32), so a 64-wide
      * model does not pay for padding to 128 */
     while (base.dtype == NIB_DT_Q4H && base.group > 32 && n_src && src[0]->cols % base.group)
         base.group /= 2;
+    if (b->o->ragged_q8c && !is_output && base.group && n_src && src[0]->cols % base.group)
+        base = (struct nib_qspec){NIB_DT_Q8C, 0};
     struct nib_qspec best = {0, 0}, common;
     int best_rank = -1;
     const int exact = b->o->source && exact_common(src, n_src, &common) == 0;

@@ -72,14 +72,31 @@ struct plan_opts {
     enum nib_qmethod method;
     const struct nib_calib *calib;
     /* q4's rule: a matrix whose input length is not a multiple of the
-     * matrix format's group (its rows would be padded, e.g. stories260K's
-     * ffn_down of 172) takes q8c, as llama.cpp keeps such rows in F16 */
+     * matrix format's group (q4h's smallest super-block, 32: its rows
+     * would be padded, e.g. stories260K's ffn_down of 172) takes q8c, as
+     * llama.cpp keeps such rows in F16 */
     int ragged_q8c;
+    /* q4's head rule: the LM head takes `output` (q8c) only while that adds
+     * at most NIB_HEAD_Q8C_MAX_BITS per matrix weight to the whole model
+     * (a head that is a small share of the weights: tinyllama's 6 %,
+     * stories260K's 13 %); a larger one (TinyStories-656K's tied table,
+     * 40 %) takes `matrix`, as every other matrix does */
+    int head_rule;
 };
 
-/* Defaults for a --quant argument: "f32", "source", "q4" (q4/32 with a q8c
- * LM head), or any single format ("q4a/64", "q8c", ...) used for every
- * matrix. 0, or -1 with a message. */
+#define NIB_HEAD_Q8C_MAX_BITS 0.5
+
+/* What an int8 LM head adds to the model, in bits per matrix weight: its
+ * share of the matrix weights (every layer's projections and the head, a
+ * tied table counted once, as the head) times the bits q8c takes over
+ * q4h/128 (8 + 32/K against 4.5, the f32 scale per row taken as 0.2 bits:
+ * heads are at least 160 wide). */
+double nib_plan_head_q8c_bits(const struct llama_model *m);
+
+/* Defaults for a --quant argument: "f32", "source", "q4" (the default:
+ * q4h/128 layers, q8c where K is ragged, the LM head by the head rule),
+ * or any single format ("q4a/64", "q8c", ...) used for every matrix. 0,
+ * or -1 with a message. */
 int nib_plan_opts_quant(struct plan_opts *o, const char *quant, char *err, size_t errlen);
 
 /* 0, or -1 with a message. Free with nib_plan_free. */
