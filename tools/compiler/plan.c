@@ -67,10 +67,11 @@ int nib_plan_opts_quant(struct plan_opts *o, const char *quant, char *err, size_
     }
     if (!strcmp(quant, "q4")) {
         /* The default: q4h (super-blocks of 128, sub-scales per 16: at
-         * q4/32's 4.5 bits it loses about two thirds of what q4/32 does,
-         * docs/accuracy.md) for the layers; the LM head, the most
-         * sensitive matrix, in int8 per channel unless that would cost
-         * the model more than NIB_HEAD_Q8C_MAX_BITS (head_rule). */
+         * q4/32's 4.5 bits, about three quarters of q4/32's mean KL with
+         * the same rounding, docs/accuracy.md) for the layers; the LM
+         * head, the most sensitive matrix, in int8 per channel unless
+         * that would cost the model more than NIB_HEAD_Q8C_MAX_BITS
+         * (head_rule). */
         o->matrix = (struct nib_qspec){NIB_DT_Q4H, 128};
         o->output = (struct nib_qspec){NIB_DT_Q8C, 0};
         o->ragged_q8c = 1;
