@@ -53,12 +53,14 @@ void nib_prefetch_tune_score(struct nib_prefetch_tune *t)
      * lasts longer than that (they last seconds on a shared VM) moves all
      * three alike and cancels in the ratio; the medians of whole candidates
      * compare slots up to a round apart and do not cancel it. */
+    double base[NIB_TUNE_ROUNDS_MAX]; /* the default's slot in each round */
+    for (uint32_t r = 0; r < t->rounds; r++)
+        base[r] = median_of(t->samples[0] + r * t->passes, t->passes);
     for (uint32_t c = 0; c < NIB_TUNE_CANDIDATES; c++) {
         double rel[NIB_TUNE_ROUNDS_MAX];
-        for (uint32_t r = 0; r < t->rounds; r++) {
-            const double d = median_of(t->samples[0] + r * t->passes, t->passes);
-            rel[r] = d > 0 ? median_of(t->samples[c] + r * t->passes, t->passes) / d : 1.0;
-        }
+        for (uint32_t r = 0; r < t->rounds; r++)
+            rel[r] =
+                base[r] > 0 ? median_of(t->samples[c] + r * t->passes, t->passes) / base[r] : 1.0;
         t->ratio[c] = median(rel, t->rounds);
         t->median_ns[c] = (uint64_t)median_of(t->samples[c], t->rounds * t->passes);
     }
