@@ -114,7 +114,8 @@ uint64_t nib_ref_op(const struct nib_exec *e, uint32_t i, uint32_t pos, uint32_t
     return bytes;
 }
 
-/* Worker w's share of every op, with the executor's barriers. */
+/* Worker w's share of every op, with the executor's barriers unless the
+ * loop runs free. */
 static void ref_share(uint32_t w, void *arg)
 {
     struct nib_ref *r = arg;
@@ -122,7 +123,7 @@ static void ref_share(uint32_t w, void *arg)
     const uint32_t n = e->team ? nib_team_workers(e->team) : 1;
     uint64_t sink = r->slot[w].sink, bytes = 0;
     for (uint32_t i = 0; i < e->v->h->n_ops; i++) {
-        if (n > 1 && e->barrier_before[i])
+        if (n > 1 && !r->free_running && e->barrier_before[i])
             nib_team_barrier(e->team, w);
         bytes += nib_ref_op(e, i, r->pos, w, n, &sink);
     }

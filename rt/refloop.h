@@ -58,6 +58,10 @@ struct nib_ref_slot {
 struct nib_ref {
     const struct nib_exec *e;
     uint32_t pos;
+    /* 1: the per-op barriers left out (the team's start and end remain),
+     * the same shares read back to back: set against an iteration with
+     * them, what the plan's barriers cost a pass that only reads. */
+    uint32_t free_running;
     struct nib_ref_slot slot[NIB_TEAM_MAX_WORKERS];
 };
 

@@ -7,7 +7,8 @@ bad values are refused with a message. --ops: one row per op kind and a
 "pass" row, whose op count and bytes are the rows' sums, the bytes equal
 to the fixed comparison's bytes per iteration at the same position, each
 row's ratio its times' quotient, and the op-by-op pass's logits equal to
-the executor's. The prefetch distance is measured as the appliance
+the executor's. With two workers the fixed comparison also times the
+reference without its per-op barriers (barrier_ratio its quotient). The prefetch distance is measured as the appliance
 measures it (one of its candidates kept), or NIB_PREFETCH's when set. A
 vision blob is refused as one. Times are never compared with anything: this checks the
 report, not the machine.
@@ -89,6 +90,32 @@ check(fx.get("pos_first") == POS and fx.get("pos_last") == POS, "fixed: at --pos
 check(fx.get("bytes_per_iteration", 0) > 0, "fixed: bytes per iteration reported")
 check("bytes_per_iteration" not in vs.get("positions", {}),
       "positions: no single byte count (it grows with the position)")
+check(all("reference_free" not in o for o in vs.values()),
+      "one worker: no free-running reference (there are no barriers to leave out)")
+
+# Two workers: at the fixed position the reference also runs without its
+# per-op barriers, and barrier_ratio is reference p50 / that p50.
+r = run(["--tokens", "16", "--block", "8", "--pos", str(POS), "--workers", "2", "--json"])
+check(r.returncode == 0, "two workers: --json run exits 0 (%d: %s)" % (r.returncode,
+                                                                       r.stderr.strip()))
+vs2 = {}
+for line in r.stdout.splitlines():
+    o = json.loads(line)
+    if o.get("source") == "vs-reference":
+        vs2[o.get("mode")] = o
+fx2 = vs2.get("fixed", {})
+free = fx2.get("reference_free", {})
+check(fx2.get("workers") == 2 and free.get("count") == 16 and
+      0 < free.get("p50_us", 0) <= free.get("p99_us", 0) <= free.get("max_us", 0),
+      "two workers, fixed: the free-running reference timed 16 times: %s" % free)
+check(free.get("p50_us", 0) > 0 and
+      close(fx2.get("barrier_ratio", 0), fx2["reference"]["p50_us"] / free["p50_us"]),
+      "two workers, fixed: barrier_ratio = reference p50 / free-running p50")
+check("reference_free" not in vs2.get("positions", {"reference_free": 1}),
+      "two workers, positions: no free-running reference (fixed position only)")
+t = run(["--tokens", "16", "--block", "8", "--workers", "2"])
+check(t.returncode == 0 and "ref free" in t.stdout and "what the barriers cost" in t.stdout,
+      "two workers, text: the free-running reference and its ratio named")
 
 o = run(["--ops", "--tokens", "8", "--block", "4", "--pos", str(POS), "--workers", "1", "--json"])
 check(o.returncode == 0, "--ops run exits 0 (%d: %s)" % (o.returncode, o.stderr.strip()))

@@ -284,8 +284,11 @@ static int bench_blob(const struct bench_opts *o)
     static struct nib_ref ref; /* 16 KiB of per-worker slots */
     ref = (struct nib_ref){.e = &e};
     uint64_t *lat2 = malloc((size_t)(o->tokens + WARMUP) * sizeof *lat2);
-    if (!lat2) {
+    /* with a team, the fixed position's reference also runs free (no per-op barriers) */
+    uint64_t *lat3 = n > 1 ? malloc((size_t)(o->tokens + WARMUP) * sizeof *lat3) : NULL;
+    if (!lat2 || (n > 1 && !lat3)) {
         fprintf(stderr, "nib bench: out of memory\n");
+        free(lat2);
         nib_team_join(t, tids);
         return 1;
     }
@@ -300,6 +303,7 @@ static int bench_blob(const struct bench_opts *o)
                             .workers = n,
                             .lat = lat,
                             .lat2 = lat2,
+                            .lat3 = lat3,
                             .pos_of = pos_of};
     uint32_t fixed_pos = o->pos ? o->pos : hp->ctx_len / 2 < 512 ? hp->ctx_len / 2 : 512;
     if (fixed_pos < (uint32_t)n_ids)
@@ -382,6 +386,7 @@ done:
     free(ids);
     free(lat);
     free(lat2);
+    free(lat3);
     munmap(arena, arena_size + team_size);
     munmap(raw, map);
     return rc;

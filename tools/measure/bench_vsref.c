@@ -52,6 +52,11 @@ double vsref_p50_ratio(const struct vsref_result *r)
     return r->reference.l.p50 > 0 ? r->nibble.l.p50 / r->reference.l.p50 : 0;
 }
 
+double vsref_barrier_ratio(const struct vsref_result *r)
+{
+    return r->free_running.l.p50 > 0 ? r->reference.l.p50 / r->free_running.l.p50 : 0;
+}
+
 static void side_json(FILE *f, const char *name, const struct vsref_side *s)
 {
     fprintf(f,
@@ -80,6 +85,11 @@ void vsref_report(FILE *f, const struct vsref_result *r, int json)
         side_json(f, "nibble", &r->nibble);
         fprintf(f, ", ");
         side_json(f, "reference", &r->reference);
+        if (r->free_running.l.count) {
+            fprintf(f, ", ");
+            side_json(f, "reference_free", &r->free_running);
+            fprintf(f, ", \"barrier_ratio\": %.6f", vsref_barrier_ratio(r));
+        }
         fprintf(f, ", \"tail_ratio\": %.6f, \"p50_ratio\": %.6f}\n", vsref_tail_ratio(r),
                 vsref_p50_ratio(r));
         return;
@@ -98,10 +108,17 @@ void vsref_report(FILE *f, const struct vsref_result *r, int json)
     fprintf(f, ":\n");
     side_text(f, "nibble", &r->nibble);
     side_text(f, "reference", &r->reference);
+    if (r->free_running.l.count)
+        side_text(f, "ref free", &r->free_running);
     fprintf(f,
             "  nibble p99/p50 / reference p99/p50 = %.4f (goal <= 1.05); "
             "nibble p50 / reference p50 = %.4f\n",
             vsref_tail_ratio(r), vsref_p50_ratio(r));
+    if (r->free_running.l.count)
+        fprintf(f,
+                "  reference p50 / reference without per-op barriers (ref free) p50 = %.4f "
+                "(what the barriers cost a pass of reads alone)\n",
+                vsref_barrier_ratio(r));
 }
 
 /* One timed token at pos: the greedy choice, then a forward pass. */
@@ -113,11 +130,14 @@ static uint64_t timed_token(struct nib_exec *e, uint32_t pos)
     return nib_now_ns() - t0;
 }
 
-static uint64_t timed_iteration(struct nib_ref *r, uint32_t pos)
+static uint64_t timed_iteration(struct nib_ref *r, uint32_t pos, uint32_t free_running)
 {
+    r->free_running = free_running;
     uint64_t t0 = nib_now_ns();
     nib_ref_iteration(r, pos);
-    return nib_now_ns() - t0;
+    uint64_t ns = nib_now_ns() - t0;
+    r->free_running = 0;
+    return ns;
 }
 
 void vsref_prefill(const struct vsref_run *run, uint32_t upto)
@@ -151,7 +171,7 @@ void vsref_positions(const struct vsref_run *run, struct vsref_result *out)
                 run->lat[got + i] = timed_token(run->e, pos++);
             }
             for (uint32_t i = 0; i < b; i++)
-                run->lat2[got + i] = timed_iteration(run->ref, start + i);
+                run->lat2[got + i] = timed_iteration(run->ref, start + i, 0);
             if (got + b > run->warmup) {
                 uint32_t first = got >= run->warmup ? start : start + (run->warmup - got);
                 lo = first < lo ? first : lo;
@@ -178,7 +198,9 @@ void vsref_fixed(const struct vsref_run *run, uint32_t pos, struct vsref_result 
             run->lat[got + i] = timed_token(run->e, pos);
         }
         for (uint32_t i = 0; i < b; i++)
-            run->lat2[got + i] = timed_iteration(run->ref, pos);
+            run->lat2[got + i] = timed_iteration(run->ref, pos, 0);
+        for (uint32_t i = 0; run->lat3 && i < b; i++)
+            run->lat3[got + i] = timed_iteration(run->ref, pos, 1);
         got += b;
     }
     struct nib_ref_bytes b;
@@ -195,4 +217,6 @@ void vsref_finish(const struct vsref_run *run, struct vsref_result *out)
 {
     vsref_summarize(run->lat + run->warmup, run->tokens, &out->nibble);
     vsref_summarize(run->lat2 + run->warmup, run->tokens, &out->reference);
+    if (run->lat3 && out->bytes) /* "fixed": the blocks that ran free */
+        vsref_summarize(run->lat3 + run->warmup, run->tokens, &out->free_running);
 }
