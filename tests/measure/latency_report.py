@@ -8,8 +8,9 @@ bad values are refused with a message. --ops: one row per op kind and a
 to the fixed comparison's bytes per iteration at the same position, each
 row's ratio its times' quotient, and the op-by-op pass's logits equal to
 the executor's. With two workers the fixed comparison also times the
-reference without its per-op barriers (barrier_ratio its quotient). The prefetch distance is measured as the appliance
-measures it (one of its candidates kept), or NIB_PREFETCH's when set. A
+reference without its per-op barriers (barrier_ratio its quotient). The
+prefetch distance is measured as the appliance measures it (one of its
+candidates kept), or NIB_PREFETCH's when set. A
 vision blob is refused as one. Times are never compared with anything: this checks the
 report, not the machine.
 

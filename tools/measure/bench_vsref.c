@@ -135,9 +135,7 @@ static uint64_t timed_iteration(struct nib_ref *r, uint32_t pos, uint32_t free_r
     r->free_running = free_running;
     uint64_t t0 = nib_now_ns();
     nib_ref_iteration(r, pos);
-    uint64_t ns = nib_now_ns() - t0;
-    r->free_running = 0;
-    return ns;
+    return nib_now_ns() - t0;
 }
 
 void vsref_prefill(const struct vsref_run *run, uint32_t upto)
@@ -211,12 +209,12 @@ void vsref_fixed(const struct vsref_run *run, uint32_t pos, struct vsref_result 
                                  .block = run->block,
                                  .workers = run->workers,
                                  .bytes = b.weights + b.kv};
+    if (run->lat3)
+        vsref_summarize(run->lat3 + run->warmup, run->tokens, &out->free_running);
 }
 
 void vsref_finish(const struct vsref_run *run, struct vsref_result *out)
 {
     vsref_summarize(run->lat + run->warmup, run->tokens, &out->nibble);
     vsref_summarize(run->lat2 + run->warmup, run->tokens, &out->reference);
-    if (run->lat3 && out->bytes) /* "fixed": the blocks that ran free */
-        vsref_summarize(run->lat3 + run->warmup, run->tokens, &out->free_running);
 }

@@ -31,7 +31,8 @@ struct vsref_result {
 /* Summarize n samples (sorted in place) into *s. */
 void vsref_summarize(uint64_t *ns, uint64_t n, struct vsref_side *s);
 
-/* The two ratios the goals are stated in; 0 when a p50 is 0. */
+/* The two ratios the goals are stated in, and the barriers' share of the
+ * reference; 0 when a p50 is 0. */
 double vsref_tail_ratio(const struct vsref_result *r);    /* (nib p99/p50) / (ref p99/p50) */
 double vsref_p50_ratio(const struct vsref_result *r);     /* nib p50 / ref p50 */
 double vsref_barrier_ratio(const struct vsref_result *r); /* ref p50 / free-running p50 */
@@ -61,7 +62,8 @@ void vsref_positions(const struct vsref_run *run, struct vsref_result *out);
 /* The KV cache filled up to pos, then blocks of tokens at pos (each
  * rewrites row pos, as a decode at pos does) and blocks of iterations at
  * pos; with run->lat3, after each a block of free-running iterations
- * (struct nib_ref). pos: n_ids <= pos < ctx_len. */
+ * (struct nib_ref), summarized into out->free_running here. pos: n_ids <=
+ * pos < ctx_len. */
 void vsref_fixed(const struct vsref_run *run, uint32_t pos, struct vsref_result *out);
 /* Summarize the samples after the warmup (sorting them in place). */
 void vsref_finish(const struct vsref_run *run, struct vsref_result *out);
