@@ -591,6 +591,34 @@ START_TEST(default_head_rule)
 }
 END_TEST
 
+/* q4h's super-block: the fewest bytes a row of K inputs packs into,
+ * padding included. Worked by hand (bytes per 8 rows: a super-block of G
+ * is 4G + 16 + 6 (G / 16)): llama-3b's ffn_down (8640) is 68 x 576 at 128
+ * against 135 x 296 at 64; 172 pads to 192 at 64 (3 x 296) and at 32
+ * (6 x 156); 288 and 96 fill 32 exactly. */
+START_TEST(q4h_group_fewest_bytes)
+{
+    static const uint32_t cases[][2] = {{8640, 128}, {5632, 128}, {2048, 128}, {3200, 128},
+                                        {64, 64},    {172, 64},   {320, 64},   {288, 32},
+                                        {96, 32},    {32, 32}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        ck_assert_msg(nib_plan_q4h_group(128, cases[i][0]) == cases[i][1], "K %u: group %u, not %u",
+                      cases[i][0], nib_plan_q4h_group(128, cases[i][0]), cases[i][1]);
+    ck_assert_uint_eq(nib_plan_q4h_group(64, 8640), 64); /* never above the group asked for */
+    ck_assert_uint_eq(nib_plan_q4h_group(32, 8640), 32);
+    for (uint32_t k = 16; k <= 20000; k += 16) {
+        const uint32_t g = nib_plan_q4h_group(128, k);
+        const uint64_t size = nib_qformat_size(NIB_DT_Q4H, g, 8, k);
+        for (uint32_t o = 32; o <= 128; o *= 2) {
+            const uint64_t other = nib_qformat_size(NIB_DT_Q4H, o, 8, k);
+            ck_assert_msg(size < other || (size == other && g >= o),
+                          "K %u: %u (%llu B) against %u (%llu B)", k, g, (unsigned long long)size,
+                          o, (unsigned long long)other);
+        }
+    }
+}
+END_TEST
+
 /* The test fixture's GGUF of each architecture through the real importer
  * (views of fused sources, rotate-half reorders, per-arch keys), planner
  * and packer: f32 logits equal the float64 pass over the same model
@@ -752,6 +780,6 @@ Suite *nib_test_suite(void)
     tcase_add_loop_test(tc, fixture_archs, 0, sizeof fx_archs / sizeof fx_archs[0]);
     suite_add_tcase(s, tc);
     TU_CASE(s, "formats", NULL, NULL, 300, quantized_embedding_rows, tied_head_shares_the_table,
-            default_head_rule, source_embedding_exact);
+            default_head_rule, q4h_group_fewest_bytes, source_embedding_exact);
     return s;
 }

@@ -183,6 +183,20 @@ double nib_plan_head_q8c_bits(const struct llama_model *m)
     return head > 0 ? head / (layers + head) * (8.2 - 4.5) : 0;
 }
 
+uint32_t nib_plan_q4h_group(uint32_t group, uint32_t cols)
+{
+    uint32_t best = group;
+    uint64_t best_size = nib_qformat_size(NIB_DT_Q4H, group, NIB_Q_TILE_N, cols);
+    for (uint32_t g = group / 2; g >= 32; g /= 2) {
+        const uint64_t size = nib_qformat_size(NIB_DT_Q4H, g, NIB_Q_TILE_N, cols);
+        if (size < best_size) {
+            best = g;
+            best_size = size;
+        }
+    }
+    return best;
+}
+
 /* The format of a matrix made of the given sources. */
 static struct nib_qspec choose_spec(struct builder *b, const char *fused_name, int is_output,
                                     const struct llama_weight *const *src, uint32_t n_src)
@@ -190,11 +204,11 @@ static struct nib_qspec choose_spec(struct builder *b, const char *fused_name, i
     struct nib_qspec base = is_output ? b->o->output : b->o->matrix;
     if (is_output && b->o->head_rule && nib_plan_head_q8c_bits(b->m) > NIB_HEAD_Q8C_MAX_BITS)
         base = b->o->matrix;
-    /* q4h: a super-block that K fills (128, 64, then 32), so a 64-wide
-     * model does not pay for padding to 128 */
-    while (base.dtype == NIB_DT_Q4H && base.group > 32 && n_src && src[0]->cols % base.group)
-        base.group /= 2;
-    if (b->o->ragged_q8c && !is_output && base.group && n_src && src[0]->cols % base.group)
+    if (base.dtype == NIB_DT_Q4H && n_src)
+        base.group = nib_plan_q4h_group(base.group, src[0]->cols);
+    /* ragged: rows that the smallest group would pad (q4h's is 32) */
+    const uint32_t unit = base.dtype == NIB_DT_Q4H ? 32 : base.group;
+    if (b->o->ragged_q8c && !is_output && unit && n_src && src[0]->cols % unit)
         base = (struct nib_qspec){NIB_DT_Q8C, 0};
     struct nib_qspec best = {0, 0}, common;
     int best_rank = -1;
