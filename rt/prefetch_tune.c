@@ -8,7 +8,7 @@
 
 void nib_prefetch_tune_init(struct nib_prefetch_tune *t)
 {
-    static const uint32_t others[] = {0, 8192, 2048}; /* two that differ from the default */
+    static const uint32_t others[] = {0, 4096, 8192, 2048}; /* three that differ from the default */
     *t = (struct nib_prefetch_tune){.bytes = {NIB_PF_DIST}};
     for (uint32_t i = 0, n = 1; n < NIB_TUNE_CANDIDATES; i++)
         if (others[i] != NIB_PF_DIST)
@@ -48,10 +48,10 @@ static double median_of(const uint64_t *x, uint32_t n)
 void nib_prefetch_tune_score(struct nib_prefetch_tune *t)
 {
     /* Paired: in each round, a candidate's slot (the median of its passes)
-     * over the default's slot of the same round. The three slots of a round
+     * over the default's slot of the same round. The slots of a round
      * lie within a few passes of each other, so a swing of the machine that
-     * lasts longer than that (they last seconds on a shared VM) moves all
-     * three alike and cancels in the ratio; the medians of whole candidates
+     * lasts longer than that (they last seconds on a shared VM) moves
+     * all alike and cancels in the ratio; the medians of whole candidates
      * compare slots up to a round apart and do not cancel it. */
     double base[NIB_TUNE_ROUNDS_MAX]; /* the default's slot in each round */
     for (uint32_t r = 0; r < t->rounds; r++)

@@ -4,7 +4,7 @@
  * (nib_prefetch_bytes, kernels/qkernels.h) changes no bit of any result,
  * only speed, and the best distance is a property of the machine: on one
  * VM 2 KiB read fastest and none ran at two thirds of that; on another, no
- * prefetch or 8 KiB beat 2 KiB (docs/benchmarks.md). A topology table
+ * prefetch, 4 KiB or 8 KiB beat 2 KiB, as the day went (docs/benchmarks.md). A topology table
  * that names a distance (`prefetch BYTES`) is taken as it is; otherwise
  * the appliance and `nib bench --latency` time a few decode passes at each
  * candidate, interleaved so that every candidate sees the machine at the
@@ -21,7 +21,7 @@
 
 struct nib_exec;
 
-#define NIB_TUNE_CANDIDATES 3
+#define NIB_TUNE_CANDIDATES 4
 #define NIB_TUNE_ROUNDS_MAX 16
 #define NIB_TUNE_PASSES_MAX 8
 /* What the appliance and nib bench run: 5 rounds in about 0.4 s. */
@@ -37,8 +37,8 @@ struct nib_prefetch_tune {
     uint64_t samples[NIB_TUNE_CANDIDATES][NIB_TUNE_ROUNDS_MAX * NIB_TUNE_PASSES_MAX];
 };
 
-/* The candidates: the build's default (NIB_PF_DIST), then none (0) and 8 KiB
- * (2 KiB for either that is the default). */
+/* The candidates: the build's default (NIB_PF_DIST), then none (0), 4 KiB
+ * and 8 KiB (2 KiB for any of them that is the default). */
 void nib_prefetch_tune_init(struct nib_prefetch_tune *t);
 
 /* The index of the least ratio (a candidate's time over the default's, the
@@ -65,8 +65,8 @@ void nib_prefetch_tune_score(struct nib_prefetch_tune *t);
 int nib_prefetch_tune_run(const struct nib_exec *e, struct nib_prefetch_tune *t, uint32_t rounds,
                           uint64_t budget_ns);
 
-/* "2048 B 35 us (1.000), 0 B 36 us (1.021), 8192 B 36 us (1.013); 5 rounds
- * of 8 passes" (median pass, ratio) into out. */
+/* "2048 B 35 us (1.000), 0 B 36 us (1.021), 4096 B 34 us (0.990), 8192 B
+ * 36 us (1.013); 5 rounds of 8 passes" (median pass, ratio) into out. */
 void nib_prefetch_tune_describe(const struct nib_prefetch_tune *t, char *out, size_t len);
 
 #endif

@@ -191,7 +191,7 @@ def case_boot(a):
                       r"(.*); (\d+) rounds of (\d+) passes\)")
     tried = [int(c.split(" B ")[0]) for c in m.group(2).split(", ")]
     ratios = [float(c.split("(")[1].rstrip(")")) for c in m.group(2).split(", ")]
-    if len(tried) != 3 or int(m.group(1)) not in tried or int(m.group(3)) < 1 or \
+    if len(tried) != 4 or int(m.group(1)) not in tried or int(m.group(3)) < 1 or \
             ratios[0] != 1.0 or min(ratios) <= 0:
         fail("the measured prefetch line does not add up: %s" % m.group(0))
     ok("prefetch distance measured at boot: %s" % m.group(0).split("nibble: ")[1])

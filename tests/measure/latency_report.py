@@ -54,7 +54,7 @@ pf = [o for o in objs if o.get("source") == "prefetch"]
 check(len(pf) == 1, "one prefetch line")
 if pf:
     cands = [c["bytes"] for c in pf[0].get("candidates", [])]
-    check(pf[0].get("from") == "measured" and len(cands) == 3 and pf[0]["bytes"] in cands and
+    check(pf[0].get("from") == "measured" and len(cands) == 4 and pf[0]["bytes"] in cands and
           all(c["median_us"] > 0 and c["ratio"] > 0 for c in pf[0]["candidates"]) and
           pf[0]["candidates"][0]["ratio"] == 1.0,
           "prefetch measured as the appliance does, one of its candidates kept: %s" % pf[0])

@@ -40,7 +40,8 @@ END_TEST
 START_TEST(score_pairs_slots_within_rounds)
 {
     static const uint64_t d[5] = {100, 100, 180, 100, 170}, c1[5] = {101, 100, 181, 101, 171},
-                          c2[5] = {97, 160, 175, 97, 165};
+                          c2[5] = {97, 160, 175, 97, 165}, c3[5] = {120, 99, 200, 130, 150};
+    ck_assert_uint_eq(NIB_TUNE_CANDIDATES, 4);
     struct nib_prefetch_tune *t = calloc(1, sizeof *t);
     nib_prefetch_tune_init(t);
     t->rounds = 5;
@@ -48,11 +49,14 @@ START_TEST(score_pairs_slots_within_rounds)
     memcpy(t->samples[0], d, sizeof d);
     memcpy(t->samples[1], c1, sizeof c1);
     memcpy(t->samples[2], c2, sizeof c2);
+    memcpy(t->samples[3], c3, sizeof c3);
     nib_prefetch_tune_score(t);
     ck_assert_uint_eq(t->chosen, 2);
     ck_assert_double_eq_tol(t->ratio[0], 1.0, 1e-12);
     ck_assert_double_eq_tol(t->ratio[2], 165.0 / 170, 1e-12); /* 0.97, 0.97, this, 175 / 180, 1.6 */
     ck_assert(t->ratio[1] > 1.0);
+    /* 1.2, 0.99, 1.11, 1.3, 0.88: two faster rounds of five do not make it faster */
+    ck_assert_double_eq_tol(t->ratio[3], 200.0 / 180, 1e-12);
     ck_assert_uint_eq(t->median_ns[0], 100);
     ck_assert_uint_eq(t->median_ns[2], 160); /* what the old rule compared */
 
@@ -60,10 +64,11 @@ START_TEST(score_pairs_slots_within_rounds)
     t->rounds = 2;
     t->passes = 2;
     static const uint64_t d2[4] = {100, 102, 200, 204}, c12[4] = {110, 112, 220, 224},
-                          c22[4] = {90, 400, 180, 182};
+                          c22[4] = {90, 400, 180, 182}, c32[4] = {105, 105, 210, 210};
     memcpy(t->samples[0], d2, sizeof d2);
     memcpy(t->samples[1], c12, sizeof c12);
     memcpy(t->samples[2], c22, sizeof c22);
+    memcpy(t->samples[3], c32, sizeof c32);
     nib_prefetch_tune_score(t);
     ck_assert_double_eq_tol(t->ratio[1], 111.0 / 101, 1e-12);
     ck_assert_uint_eq(t->chosen, 0); /* candidate 2: (245 / 101 + 181 / 202) / 2 */
