@@ -317,7 +317,7 @@ static const struct {
 } formats[] = {
     {"q4/32", NIB_DT_Q4, 32},     {"q4/128", NIB_DT_Q4, 128}, {"q4a/32", NIB_DT_Q4A, 32},
     {"q4c", NIB_DT_Q4C, 0},       {"q8c", NIB_DT_Q8C, 0},     {"q8c/32", NIB_DT_Q8C, 32},
-    {"q4h/128", NIB_DT_Q4H, 128},
+    {"q4h/128", NIB_DT_Q4H, 128}, {"q4h/64", NIB_DT_Q4H, 64},
 };
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
 #define N_FORMATS (sizeof formats / sizeof formats[0])
@@ -526,7 +526,7 @@ static void usage(FILE *f)
             "  --rounds N       interleaved rounds, median reported (default 5, at most %d)\n"
             "  --stream-mib N   stream-read buffer in MiB (default 1024)\n"
             "  --format NAME    only this GEMV format (q4/32, q4/128, q4a/32, q4c, q8c, q8c/32, "
-            "q4h/128)\n"
+            "q4h/128, q4h/64)\n"
             "  --isa NAME       kernel variant (default: the best this build and CPU have)\n"
             "  --model BLOB     also time whole-model decode of BLOB with 1 and 2 workers "
             "(repeatable)\n"
@@ -655,7 +655,7 @@ int nib_bench_main(int argc, char **argv)
         if (f == N_FORMATS) {
             fprintf(stderr,
                     "nib bench: unknown format '%s' (q4/32, q4/128, q4a/32, q4c, q8c, q8c/32, "
-                    "q4h/128)\n",
+                    "q4h/128, q4h/64)\n",
                     o.only_fmt);
             return 2;
         }
