@@ -90,8 +90,8 @@ struct plan_opts {
  * down to 32, the one that packs a row in the fewest bytes, padding
  * included (the larger on a tie). A 64-wide model takes 64 rather than pad
  * to 128; llama-3b's ffn_down (K = 8640) takes 128 with 64 inputs of
- * padding (4.53 bits a weight) rather than 64 (4.625), and its GEMV from
- * DRAM ran 15-20 % faster per token at 128 (docs/benchmarks.md, "q4h's
+ * padding (4.53 bits a weight) rather than 64 (4.625), and the op took
+ * 17 % less time a token at 128 (docs/benchmarks.md, "q4h's
  * super-block on llama-3b"). */
 uint32_t nib_plan_q4h_group(uint32_t group, uint32_t cols);
 
