@@ -517,6 +517,13 @@ static void print_models(const struct bench_opts *o)
 
 /* ---- driver ---- */
 
+/* "q4/32, q4/128, ...": the names --format takes, from the table. */
+static void print_format_names(FILE *f)
+{
+    for (size_t i = 0; i < N_FORMATS; i++)
+        fprintf(f, "%s%s", i ? ", " : "", formats[i].name);
+}
+
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -525,8 +532,11 @@ static void usage(FILE *f)
             "  --quick          small buffers, 1 round: a smoke test, not a measurement\n"
             "  --rounds N       interleaved rounds, median reported (default 5, at most %d)\n"
             "  --stream-mib N   stream-read buffer in MiB (default 1024)\n"
-            "  --format NAME    only this GEMV format (q4/32, q4/128, q4a/32, q4c, q8c, q8c/32, "
-            "q4h/128, q4h/64)\n"
+            "  --format NAME    only this GEMV format (",
+            MAX_ROUNDS);
+    print_format_names(f);
+    fprintf(f,
+            ")\n"
             "  --isa NAME       kernel variant (default: the best this build and CPU have)\n"
             "  --model BLOB     also time whole-model decode of BLOB with 1 and 2 workers "
             "(repeatable)\n"
@@ -536,8 +546,7 @@ static void usage(FILE *f)
             "       nib bench --tokenizer SRC ...: tokenizer MB/s beside @huggingface/tokenizers "
             "(nib bench --tokenizer x --help)\n"
             "       nib bench --model VISION.blob ...: per-image latency of a vision blob "
-            "(nib bench --model VISION.blob --help)\n",
-            MAX_ROUNDS);
+            "(nib bench --model VISION.blob --help)\n");
 }
 
 static size_t l3_bytes(void)
@@ -653,10 +662,9 @@ int nib_bench_main(int argc, char **argv)
         while (f < N_FORMATS && strcmp(formats[f].name, o.only_fmt))
             f++;
         if (f == N_FORMATS) {
-            fprintf(stderr,
-                    "nib bench: unknown format '%s' (q4/32, q4/128, q4a/32, q4c, q8c, q8c/32, "
-                    "q4h/128, q4h/64)\n",
-                    o.only_fmt);
+            fprintf(stderr, "nib bench: unknown format '%s' (", o.only_fmt);
+            print_format_names(stderr);
+            fprintf(stderr, ")\n");
             return 2;
         }
     }
