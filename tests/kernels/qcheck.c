@@ -408,9 +408,10 @@ int qcheck_attention(const struct nib_qkernels *ref, const struct nib_qkernels *
     uint64_t s = seed * 7919u + 3;
     int nfail = 0;
     for (int round = 0; round < 4 * n_dims && !nfail; round++) {
-        /* 1..8 query heads per KV head: the AVX2 kernel takes up to 4 at once */
-        uint32_t hd = head_dims[round % n_dims], kvh = 1 + rnd_below(&s, 3),
-                 group = 1 + rnd_below(&s, 8);
+        /* 1..8 query heads per KV head: the AVX2 kernel takes up to 4 at
+         * once, and up to 8 KV groups of one head for the scores */
+        uint32_t hd = head_dims[round % n_dims], group = 1 + rnd_below(&s, 8),
+                 kvh = 1 + rnd_below(&s, group == 1 ? 20 : 3);
         uint32_t heads = kvh * group, ctx = 1 + rnd_below(&s, 300), pos = rnd_below(&s, ctx);
         uint32_t stride = kvh * hd + rnd_below(&s, 3) * 4; /* padded rows too */
         float scale =

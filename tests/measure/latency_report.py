@@ -6,7 +6,8 @@ quotient of the fields it is made of; the text form names the same parts;
 bad values are refused with a message. --ops: one row per op kind and a
 "pass" row, whose op count and bytes are the rows' sums, the bytes equal
 to the fixed comparison's bytes per iteration at the same position, each
-row's ratio its times' quotient, and the op-by-op pass's logits equal to
+row's ratio its times' quotient, each row's time run again from the
+caches present, and the op-by-op pass's logits equal to
 the executor's. With two workers the fixed comparison also times the
 reference without its per-op barriers (barrier_ratio its quotient). The
 prefetch distance is measured as the appliance measures it (one of its
@@ -138,13 +139,17 @@ if total and per:
         check(x["pos"] == POS and x["passes"] == 8, "--ops %s: at --pos, 8 passes" % x["row"])
         check(x["reference_us"] <= 0 or close(x["ratio"], x["nibble_us"] / x["reference_us"]),
               "--ops %s: ratio = nibble / reference" % x["row"])
+        check(isinstance(x.get("again_us"), (int, float)) and x["again_us"] >= 0,
+              "--ops %s: the op run again from the caches has a time" % x["row"])
+    check(p.get("again_us", 0) > 0, "--ops: the pass run again op by op takes time")
 
 t = run(["--tokens", "16", "--block", "4", "--workers", "1"])
 check(t.returncode == 0, "text run exits 0")
 for part in ("across positions", "at position", "reference", "nibble p99/p50 / reference p99/p50"):
     check(part in t.stdout, "text names %r" % part)
 t = run(["--ops", "--tokens", "4", "--workers", "1"])
-check(t.returncode == 0 and "per op at position" in t.stdout and "logits equal" in t.stdout,
+check(t.returncode == 0 and "per op at position" in t.stdout and "logits equal" in t.stdout
+      and "again us" in t.stdout,
       "--ops text names its table and the logits' check")
 check("measured as the appliance does" in t.stdout, "text names the measured prefetch distance")
 t = run(["--tokens", "4", "--workers", "1", "--json"], env=dict(os.environ, NIB_PREFETCH="4096"))

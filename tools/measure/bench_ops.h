@@ -9,7 +9,9 @@
  * each row reports the median over passes of the row's per-pass sum, for
  * the token and for the reference, and the bytes the reference reads for
  * it. A row whose token time is far above its reference time is where the
- * executor does work the memory does not explain. */
+ * executor does work the memory does not explain; its "again" time (each
+ * op run twice in a row, the second run timed, its bytes in the caches as
+ * far as they fit) tells arithmetic from reads not overlapped. */
 #ifndef NIB_BENCH_OPS_H
 #define NIB_BENCH_OPS_H
 
