@@ -69,15 +69,24 @@ static double column_median(const uint64_t *samples, uint32_t passes, uint32_t r
     return side.l.p50;
 }
 
+/* The kernels and scratch of a pass at pos feeding token, which it sets. */
+static const struct nib_qkernels *pass_start(const struct nib_exec *e, uint32_t token, uint32_t pos,
+                                             uint8_t **ws)
+{
+    const struct nib_blob_view *v = e->v;
+    *ws = e->mem + v->h->wscratch_off;
+    memcpy(e->mem + v->h->token_slot_off, &token, 4);
+    memcpy(e->mem + v->h->pos_slot_off, &pos, 4);
+    return e->qk ? e->qk : nib_qkernels_get(NIB_ISA_SCALAR);
+}
+
 /* One pass at pos, op by op, as nib_exec_tokens runs it on one worker. */
 static void timed_pass(const struct nib_exec *e, uint32_t token, uint32_t pos,
                        const uint8_t *row_of, uint64_t *out)
 {
     const struct nib_blob_view *v = e->v;
-    const struct nib_qkernels *qk = e->qk ? e->qk : nib_qkernels_get(NIB_ISA_SCALAR);
-    uint8_t *ws = e->mem + v->h->wscratch_off;
-    memcpy(e->mem + v->h->token_slot_off, &token, 4);
-    memcpy(e->mem + v->h->pos_slot_off, &pos, 4);
+    uint8_t *ws;
+    const struct nib_qkernels *qk = pass_start(e, token, pos, &ws);
     uint64_t t = nib_now_ns(), t0 = t;
     for (uint32_t i = 0; i < v->h->n_ops; i++) {
         nib_exec_op(qk, v, e->mem, ws, &v->ops[i], 1, pos, 0, 1);
@@ -98,10 +107,8 @@ static void again_pass(const struct nib_exec *e, uint32_t token, uint32_t pos,
                        const uint8_t *row_of, uint64_t *out)
 {
     const struct nib_blob_view *v = e->v;
-    const struct nib_qkernels *qk = e->qk ? e->qk : nib_qkernels_get(NIB_ISA_SCALAR);
-    uint8_t *ws = e->mem + v->h->wscratch_off;
-    memcpy(e->mem + v->h->token_slot_off, &token, 4);
-    memcpy(e->mem + v->h->pos_slot_off, &pos, 4);
+    uint8_t *ws;
+    const struct nib_qkernels *qk = pass_start(e, token, pos, &ws);
     for (uint32_t i = 0; i < v->h->n_ops; i++) {
         nib_exec_op(qk, v, e->mem, ws, &v->ops[i], 1, pos, 0, 1);
         uint64_t t = nib_now_ns();
