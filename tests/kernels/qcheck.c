@@ -409,7 +409,8 @@ int qcheck_attention(const struct nib_qkernels *ref, const struct nib_qkernels *
     int nfail = 0;
     for (int round = 0; round < 4 * n_dims && !nfail; round++) {
         /* 1..8 query heads per KV head: the AVX2 kernel takes up to 4 at
-         * once, and up to 8 KV groups of one head for the scores */
+         * once; with KV groups of one head, up to 20 heads (llama-3b's
+         * kind), so a step over several such heads is reached */
         uint32_t hd = head_dims[round % n_dims], group = 1 + rnd_below(&s, 8),
                  kvh = 1 + rnd_below(&s, group == 1 ? 20 : 3);
         uint32_t heads = kvh * group, ctx = 1 + rnd_below(&s, 300), pos = rnd_below(&s, ctx);
