@@ -542,6 +542,12 @@ static void exec_input(uint8_t *mem, const struct nib_blob_view *v, const struct
         }
 }
 
+/* Output columns in blocks of MM_NB: each output is still one fma chain
+ * over k in order (the same bits), but MM_NB independent chains run side
+ * by side (one chain alone waits on the fma's latency), and a block's
+ * weight rows stay in cache while every row of x passes over them. */
+#define MM_NB 8
+
 static void exec_matmul(const struct nib_blob_view *v, uint8_t *mem, const struct nib_op *op,
                         uint32_t b, uint32_t e)
 {
@@ -549,14 +555,26 @@ static void exec_matmul(const struct nib_blob_view *v, uint8_t *mem, const struc
     const float *x = f32_at(mem, op->src0), *w = nib_tensor_f32(v, op->tensor);
     const float *bias = p->bias == UINT32_MAX ? NULL : nib_tensor_f32(v, p->bias);
     float *y = f32_at(mem, op->dst);
-    for (uint64_t m = 0; m < p->m; m++)
-        for (uint64_t n = b; n < e; n++) {
-            const float *xr = x + m * p->k, *wr = w + n * p->k;
-            float acc = 0.0f;
-            for (uint64_t k = 0; k < p->k; k++)
-                acc = __builtin_fmaf(xr[k], wr[k], acc);
-            y[m * p->n + n] = bias ? acc + bias[n] : acc;
+    const uint64_t K = p->k;
+    for (uint64_t n0 = b; n0 < e; n0 += MM_NB) {
+        const uint64_t nb = e - n0 < MM_NB ? e - n0 : MM_NB;
+        const float *wb = w + n0 * K;
+        for (uint64_t m = 0; m < p->m; m++) {
+            const float *xr = x + m * K;
+            float acc[MM_NB] = {0.0f};
+            if (nb == MM_NB) {
+                for (uint64_t k = 0; k < K; k++)
+                    for (uint64_t j = 0; j < MM_NB; j++)
+                        acc[j] = __builtin_fmaf(xr[k], wb[j * K + k], acc[j]);
+            } else {
+                for (uint64_t k = 0; k < K; k++)
+                    for (uint64_t j = 0; j < nb; j++)
+                        acc[j] = __builtin_fmaf(xr[k], wb[j * K + k], acc[j]);
+            }
+            for (uint64_t j = 0; j < nb; j++)
+                y[m * p->n + n0 + j] = bias ? acc[j] + bias[n0 + j] : acc[j];
         }
+    }
 }
 
 static void exec_softmax(uint8_t *mem, const struct nib_op *op, uint32_t b, uint32_t e)
@@ -606,7 +624,8 @@ static void exec_layernorm(const struct nib_blob_view *v, uint8_t *mem, const st
     }
 }
 
-/* Batched matmul, output rows [b, e) of nb0 x nb1 x m. */
+/* Batched matmul, output rows [b, e) of nb0 x nb1 x m; the columns of a
+ * row MM_NB at a time, each its own fma chain over k (as exec_matmul). */
 static void exec_bmatmul(uint8_t *mem, const struct nib_op *op, uint32_t b, uint32_t e)
 {
     const struct nib_vbmm_params *p = &op->vbmm;
@@ -616,11 +635,17 @@ static void exec_bmatmul(uint8_t *mem, const struct nib_op *op, uint32_t b, uint
         const uint64_t i = r % p->m, bb = r / p->m, b1 = bb % p->nb1, b0 = bb / p->nb1;
         const float *ar = A + b0 * p->sa[0] + b1 * p->sa[1] + i * p->sa[2];
         const float *bm = B + b0 * p->sb[0] + b1 * p->sb[1];
-        for (uint64_t j = 0; j < p->n; j++) {
-            float acc = 0.0f;
-            for (uint64_t k = 0; k < p->k; k++)
-                acc = __builtin_fmaf(ar[k * p->sa[3]], bm[k * p->sb[2] + j * p->sb[3]], acc);
-            y[r * p->n + j] = acc;
+        for (uint64_t j0 = 0; j0 < p->n; j0 += MM_NB) {
+            const uint64_t nb = p->n - j0 < MM_NB ? p->n - j0 : MM_NB;
+            float acc[MM_NB] = {0.0f};
+            for (uint64_t k = 0; k < p->k; k++) {
+                const float a = ar[k * p->sa[3]];
+                const float *bk = bm + k * p->sb[2] + j0 * p->sb[3];
+                for (uint64_t j = 0; j < nb; j++)
+                    acc[j] = __builtin_fmaf(a, bk[j * p->sb[3]], acc[j]);
+            }
+            for (uint64_t j = 0; j < nb; j++)
+                y[r * p->n + j0 + j] = acc[j];
         }
     }
 }
