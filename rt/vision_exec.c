@@ -586,11 +586,17 @@ static void exec_softmax(uint8_t *mem, const struct nib_op *op, uint32_t b, uint
         float mx = -INFINITY, sum = 0.0f;
         for (uint64_t i = 0; i < n; i++)
             mx = x[i] > mx ? x[i] : mx;
-        for (uint64_t i = 0; i < n; i++) {
+        uint64_t i = 0;
+#if NIB_HAVE_AVX2 /* nib_exp8_avx2 is nib_expf operation for operation */
+        const __m256 vm = _mm256_set1_ps(mx);
+        for (; i + 8 <= n; i += 8)
+            _mm256_storeu_ps(y + i, nib_exp8_avx2(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm)));
+#endif
+        for (; i < n; i++)
             y[i] = nib_expf(x[i] - mx);
+        for (i = 0; i < n; i++) /* one sum, in order */
             sum += y[i];
-        }
-        for (uint64_t i = 0; i < n; i++)
+        for (i = 0; i < n; i++)
             y[i] /= sum;
     }
 }
