@@ -83,9 +83,12 @@ int nx_npy_write(const char *path, const struct nx_tensor *t, char *err, size_t 
         FAIL("%s: cannot create", path);
     uint64_t n = nx_elems(t);
     int ok = fwrite(head, 1, hn, f) == hn;
-    for (uint64_t i = 0; ok && i < n; i++) {
-        float v = t->dtype == NX_F32 ? t->f[i] : (float)t->i[i];
-        ok = fwrite(&v, 4, 1, f) == 1;
+    float buf[1024]; /* one call per chunk, not per value */
+    for (uint64_t i = 0; ok && i < n;) {
+        size_t m = 0;
+        for (; m < sizeof buf / sizeof *buf && i < n; m++, i++)
+            buf[m] = t->dtype == NX_F32 ? t->f[i] : (float)t->i[i];
+        ok = fwrite(buf, 4, m, f) == m;
     }
     if (fclose(f) || !ok)
         FAIL("%s: write failed", path);
