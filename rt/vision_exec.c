@@ -562,7 +562,7 @@ static void exec_matmul(const struct nib_blob_view *v, uint8_t *mem, const struc
         for (uint64_t m = 0; m < p->m; m++) {
             const float *xr = x + m * K;
             float acc[MM_NB] = {0.0f};
-            if (nb == MM_NB) {
+            if (nb == MM_NB) { /* a constant trip count: acc stays in registers */
                 for (uint64_t k = 0; k < K; k++)
                     for (uint64_t j = 0; j < MM_NB; j++)
                         acc[j] = __builtin_fmaf(xr[k], wb[j * K + k], acc[j]);
