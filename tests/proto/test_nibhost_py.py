@@ -6,7 +6,7 @@ handed over is checked (each tampered hand-over refused with a message naming
 it), the liveness rules hold (a stale heartbeat, a hung-up socket and a
 stopping appliance end waits with Gone, long before their bounds), a forked
 child attaches afresh, back-pressure and wait timeouts, stop() over the
-socket, and chat requests (the encoding decoded back field by field, the
+socket, attach() to an appliance still booting, and chat requests (the encoding decoded back field by field, the
 special flag, conversations larger than the prompt area refused before they
 are sent).
 
@@ -20,6 +20,7 @@ import select
 import shutil
 import socket
 import struct
+import subprocess
 import sys
 import tempfile
 import threading
@@ -462,6 +463,31 @@ def case_chat(fake):
     struct.pack_into("<I", fake.h, 84, 0)
 
 
+def case_attach_while_booting():
+    """nh.attach(): waits for an appliance that comes up later, names one that exits first,
+    and gives up after its bound with the connection's own error."""
+    expect_error(nh.NibError, "no appliance named py is running",
+                 lambda: nh.attach(NAME, boot_timeout=0.2, timeout=1))
+    died = subprocess.Popen([sys.executable, "-c", "import sys; sys.stderr.write('no blob'); "
+                             "sys.exit(3)"], stderr=subprocess.PIPE, text=True)
+    died.wait()
+    expect_error(nh.NibError, "appliance py exited during boot (status 3): no blob",
+                 lambda: nh.attach(NAME, died, boot_timeout=10))
+    later = []
+    t = threading.Timer(0.3, lambda: later.append(Fake()))
+    t0 = time.monotonic()
+    t.start()
+    try:
+        with nh.attach(NAME, boot_timeout=20, timeout=10) as h:
+            check(h.epoch == 4242 and time.monotonic() - t0 >= 0.3,
+                  "attached to the appliance that came up 0.3 s later (epoch %d)" % h.epoch)
+    finally:
+        t.join()
+        for fake in later:
+            fake.close()
+        os.unlink(os.path.join(os.environ["NIB_RUNTIME_DIR"], NAME + ".sock"))
+
+
 def main():
     global nh
     spec = importlib.util.spec_from_file_location("nibhost", sys.argv[1])
@@ -473,6 +499,8 @@ def main():
     try:
         expect_error(nh.NibError, "no appliance named py is running (no socket at",
                      lambda: nh.Host(NAME, timeout=1))
+        case_attach_while_booting()
+        print("ok: case_attach_while_booting", flush=True)
         for case in (case_attach_and_ask, case_handovers, case_liveness, case_fork, case_stop,
                      case_chat):
             fake = Fake()

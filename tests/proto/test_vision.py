@@ -31,7 +31,6 @@ import struct
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 import npy_file  # noqa: E402
@@ -89,22 +88,10 @@ def main():
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def attach(nh, name, app):
-    t0 = time.monotonic()
-    while True:
-        if app.poll() is not None:
-            fail("appliance exited during boot: " + app.stderr.read())
-        try:
-            return nh.Host(name, timeout=10)
-        except (nh.NibError, OSError):
-            if time.monotonic() - t0 > 60:
-                raise
-            time.sleep(0.05)
-
 
 def run_all(args, nh, tmp, name, app):
     rng = random.Random(15)
-    h = attach(nh, name, app)
+    h = nh.attach(name, app, boot_timeout=60, timeout=10)
     if not h.is_vision:
         fail("the header does not say TENSOR (features 0x%x)" % h.features)
     want_in = [{"name": "a", "dtype": "f32", "dims": [1, 3, 8, 8], "bytes": 768},

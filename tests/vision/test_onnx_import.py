@@ -24,26 +24,20 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import Checks, ONNX_NEEDS, skip  # noqa: E402
+
 try:
     import numpy as np
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 except ImportError as e:
-    print(f"SKIP: {e}: needs Debian's python3-onnx and python3-numpy for /usr/bin/python3 "
-          "(.ci/install-deps.sh)")
-    sys.exit(77)
+    skip(f"{e}: {ONNX_NEEDS}")
 
 NIB = sys.argv[1]
 work = tempfile.mkdtemp(prefix="nib-onnx-test-")
-failures = 0
 rng = np.random.default_rng(5)
-
-
-def check(cond, what):
-    global failures
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures += 1
+check = Checks()
 
 
 def save(model, name, check_model=False):
@@ -385,5 +379,4 @@ check(r.returncode == 1 and "'x' has no --data" in r.stderr,
       f"running without --data for an input: exit {r.returncode}, message: {r.stderr.strip()[:160]}")
 
 shutil.rmtree(work, ignore_errors=True)
-print(f"{failures} failure(s)")
-sys.exit(1 if failures else 0)
+sys.exit(check.status())

@@ -22,34 +22,18 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import Checks, sh  # noqa: E402
+
 LIMIT_MB = 50.0
-failures = 0
+check = Checks()
 
 
-def check(cond, what):
-    global failures
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures += 1
-
-
-def sh(argv, timeout=900):
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-    if r.returncode != 0:
-        print("FAIL %s: exit %d\n%s%s" % (" ".join(map(str, argv)), r.returncode, r.stdout,
-                                          r.stderr), flush=True)
-        sys.exit(1)
-    return r
-
-
-def resident_kb(pid):
-    kb = {"Rss": 0, "Private_Hugetlb": 0, "Shared_Hugetlb": 0}
-    with open("/proc/%d/smaps" % pid) as f:
-        for ln in f:
-            k = ln.split(":")[0]
-            if k in kb:
-                kb[k] += int(ln.split()[1])
-    return kb
+def load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def main():
@@ -64,9 +48,9 @@ def main():
     args = ap.parse_args(argv[:cut])
     rest = argv[cut + 1:]
     link, sources = rest[:rest.index("@@")], rest[rest.index("@@") + 1:]
-    spec = importlib.util.spec_from_file_location("nibhost", args.nibhost)
-    nh = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(nh)
+    nh = load("nibhost", args.nibhost)
+    rss = load("vision_rss", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                          "tools", "measure", "vision-rss.py"))
     tmp = tempfile.mkdtemp(prefix="nib-resnet-rss-")
     os.environ["NIB_RUNTIME_DIR"] = os.path.join(tmp, "run")
     try:
@@ -81,18 +65,7 @@ def main():
         app = subprocess.Popen([app_path, "--name", "r50", "--workers", "2"],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
-            t0 = time.monotonic()
-            while True:
-                if app.poll() is not None:
-                    print("FAIL the appliance exited during boot: " + app.stderr.read())
-                    return 1
-                try:
-                    h = nh.Host("r50", timeout=60)
-                    break
-                except (nh.NibError, OSError):
-                    if time.monotonic() - t0 > 120:
-                        raise
-                    time.sleep(0.05)
+            h = nh.attach("r50", app, timeout=60)
             # an image-like input: a gradient in each plane, in ImageNet's normalised range
             inp = h.inputs[0]
             n = inp["bytes"] // 4
@@ -105,7 +78,7 @@ def main():
             check(len(logits) == 1000 and all(math.isfinite(v) for v in logits)
                   and max(logits) > min(logits),
                   "one request served: 1000 finite logits, not all equal")
-            kb = resident_kb(app.pid)
+            kb = rss.resident_kb(app.pid)
             h.close()
             total = sum(kb.values()) / 1024
             check(total < LIMIT_MB,
@@ -128,8 +101,7 @@ def main():
               (100 * o["top1"], o["max_abs"], o["mean_abs"], o["max_ref"]), flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print("%d failure(s)" % failures)
-    return 1 if failures else 0
+    return check.status()
 
 
 if __name__ == "__main__":

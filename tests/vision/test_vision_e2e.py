@@ -39,30 +39,15 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import Checks, ONNX_NEEDS, sh, skip  # noqa: E402
+
 try:
     import numpy as np
 except ImportError as e:
-    print(f"SKIP: {e}: needs python3-numpy for /usr/bin/python3 (.ci/install-deps.sh)")
-    sys.exit(77)
+    skip(f"{e}: {ONNX_NEEDS}")
 
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures += 1
-    return cond
-
-
-def sh(argv, timeout=600):
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-    if r.returncode != 0:
-        print("FAIL %s: exit %d\n%s%s" % (" ".join(map(str, argv)), r.returncode, r.stdout,
-                                          r.stderr), flush=True)
-        sys.exit(1)
-    return r
+check = Checks()
 
 
 def small_model(path):
@@ -70,8 +55,7 @@ def small_model(path):
     try:
         from onnx import TensorProto, helper, numpy_helper
     except ImportError as e:
-        print(f"SKIP: {e}: needs Debian's python3-onnx for /usr/bin/python3")
-        sys.exit(77)
+        skip(f"{e}: {ONNX_NEEDS}")
     rng = np.random.default_rng(15)
 
     def w(name, *shape, scale=0.3):
@@ -149,19 +133,6 @@ def image_input(dims, bgr, seed):
         planes = planes[::-1]
     return ppm, np.ascontiguousarray(planes[None])
 
-
-def attach(nh, name, app):
-    t0 = time.monotonic()
-    while True:
-        if app.poll() is not None:
-            print("FAIL appliance exited during boot: " + app.stderr.read(), flush=True)
-            sys.exit(1)
-        try:
-            return nh.Host(name, timeout=60)
-        except (nh.NibError, OSError):
-            if time.monotonic() - t0 > 120:
-                raise
-            time.sleep(0.05)
 
 
 PADDLE = {"cls": "ch_ppocr_mobile_v2.0_cls_infer.onnx:x=1x3x48x192",
@@ -253,7 +224,7 @@ def one_model(args, nh, link, sources, spec, tmp, idx):
     app = subprocess.Popen([app_path, "--name", name, "--workers", "2", "--spin-us", "200"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        h = attach(nh, name, app)
+        h = nh.attach(name, app, timeout=60)
         with open("/proc/%d/status" % app.pid) as f:
             seccomp = [ln.split()[1] for ln in f if ln.startswith("Seccomp:")]
         check(seccomp == ["2"], "%s: the appliance serves under a seccomp filter (Seccomp: %s)" %
@@ -358,8 +329,8 @@ def main():
             ran += one_model(args, nh, link, sources, m, tmp, i) != 77
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print("%d failure(s)" % failures)
-    return 1 if failures else 0 if ran else 77
+    status = check.status()
+    return status if status or ran else 77
 
 
 if __name__ == "__main__":

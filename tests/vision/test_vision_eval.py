@@ -32,25 +32,19 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import Checks, ONNX_NEEDS, skip  # noqa: E402
+
 try:
     import numpy as np
     from onnx import TensorProto, helper, numpy_helper
 except ImportError as e:
-    print(f"SKIP: {e}: needs Debian's python3-onnx and python3-numpy for /usr/bin/python3 "
-          "(.ci/install-deps.sh)")
-    sys.exit(77)
+    skip(f"{e}: {ONNX_NEEDS}")
 
 NIB = sys.argv[1]
 work = tempfile.mkdtemp(prefix="nib-vision-eval-")
-failures = 0
 rng = np.random.default_rng(5)
-
-
-def check(cond, what):
-    global failures
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures += 1
+check = Checks()
 
 
 def run(*args, timeout=300):
@@ -276,5 +270,4 @@ try:
 finally:
     shutil.rmtree(work, ignore_errors=True)
 
-print(f"{failures} failure(s)")
-sys.exit(1 if failures else 0)
+sys.exit(check.status())

@@ -46,7 +46,6 @@ libnibhost.
 """
 import argparse
 import ast
-import errno
 import fcntl
 import json
 import math
@@ -456,6 +455,27 @@ def stop(name="nib", timeout=None):
         _stop_on(s, name, deadline)
     finally:
         s.close()
+
+
+def attach(name="nib", proc=None, boot_timeout=120, timeout=None):
+    """A Host on an appliance that may still be booting (a script that has just started it):
+    tries to attach every 50 ms until it answers, for at most boot_timeout seconds (then the
+    last error is raised). With proc, its subprocess.Popen, a process that exits first raises
+    NibError with its status and its stderr (when piped). timeout is the Host's own."""
+    deadline = time.monotonic() + boot_timeout
+    while True:
+        if proc is not None and proc.poll() is not None:
+            err = proc.stderr.read() if proc.stderr else ""
+            if isinstance(err, bytes):
+                err = err.decode(errors="replace")
+            raise NibError("appliance %s exited during boot (status %d)%s" %
+                           (name, proc.returncode, ": " + err.strip() if err else ""))
+        try:
+            return Host(name, timeout=timeout)
+        except (NibError, OSError):
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.05)
 
 
 # ---- futex (through ctypes, standard library) when it is there ----

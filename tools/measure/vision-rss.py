@@ -14,9 +14,20 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def resident_kb(pid):
+    """What process PID holds in memory, in KiB: Rss, Private_Hugetlb and Shared_Hugetlb
+    summed over /proc/PID/smaps (hugetlbfs pages are not counted in Rss)."""
+    kb = {"Rss": 0, "Private_Hugetlb": 0, "Shared_Hugetlb": 0}
+    with open("/proc/%d/smaps" % pid) as f:
+        for ln in f:
+            k = ln.split(":")[0]
+            if k in kb:
+                kb[k] += int(ln.split()[1])
+    return kb
 
 
 def main():
@@ -33,24 +44,9 @@ def main():
     argv = [a.appliance, "--name", "rss"] + (["--workers", str(a.workers)] if a.workers else [])
     app = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        t0 = time.monotonic()
-        while True:
-            if app.poll() is not None:
-                sys.exit("appliance exited: " + app.stderr.read())
-            try:
-                h = nh.Host("rss", timeout=60)
-                break
-            except (nh.NibError, OSError):
-                if time.monotonic() - t0 > 120:
-                    raise
-                time.sleep(0.05)
+        h = nh.attach("rss", app, timeout=60)
         h.run([bytes(t["bytes"]) for t in h.inputs], timeout=600)
-        kb = {"Rss": 0, "Private_Hugetlb": 0, "Shared_Hugetlb": 0}
-        with open("/proc/%d/smaps" % app.pid) as f:
-            for ln in f:
-                k = ln.split(":")[0]
-                if k in kb:
-                    kb[k] += int(ln.split()[1])
+        kb = resident_kb(app.pid)
         h.close()
         total = sum(kb.values())
         print("%s: resident once serving %.1f MB (Rss %.1f MB, Private_Hugetlb %.1f MB, "
