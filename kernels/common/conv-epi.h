@@ -109,4 +109,14 @@ static inline int nib_tap_in(uint32_t o, uint32_t t, uint32_t stride, uint32_t p
     return v >= 0 && v < (int64_t)in;
 }
 
+/* A pool whose one output pixel's window is the whole unpadded image: its
+ * taps are the pixels in memory order, so the SIMD kernels keep each
+ * channel's running value in y and read the image once, front to back (a
+ * pass per block of channels would stride through it c / block times). */
+static inline int nib_pool_is_global(const struct nib_conv_shape *s)
+{
+    return s->oh == 1 && s->ow == 1 && s->kh == s->h && s->kw == s->w && !s->pad_top &&
+           !s->pad_left && s->dil_h == 1 && s->dil_w == 1;
+}
+
 #endif

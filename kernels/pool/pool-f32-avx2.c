@@ -9,17 +9,8 @@
 #include "kernels/common/conv-epi.h"
 #include "kernels/common/f32-avx2.h"
 
-/* Global pooling (one output pixel, the window the whole unpadded image):
- * the taps are the pixels in memory order, so y holds each channel's running
- * sum or max and the image is read once, front to back, in the reference's
- * order. A pass per 8 channels, as below, would stride through the whole
- * image c / 8 times: 12 times through the detector's 9.8 MB maps. */
-static int pool_is_global(const struct nib_conv_shape *s)
-{
-    return s->oh == 1 && s->ow == 1 && s->kh == s->h && s->kw == s->w && !s->pad_top &&
-           !s->pad_left && s->dil_h == 1 && s->dil_w == 1;
-}
-
+/* Global pooling (nib_pool_is_global): 12 passes through the detector's
+ * 9.8 MB map become one. */
 static void pool_global_avx2(const struct nib_conv_shape *s, uint32_t mode, const float *x,
                              float *y)
 {
@@ -57,7 +48,7 @@ NIB_POOL_F32_DECL(nib_pool_f32_avx2)
     assert(nib_conv_shape_ok(s) && s->c_in == s->c_out && mode <= NIB_POOL_AVG_INCLUDE_PAD);
     assert(x && y && oh_begin <= oh_end && oh_end <= s->oh);
     uint32_t c = s->c_out;
-    if (pool_is_global(s)) {
+    if (nib_pool_is_global(s)) {
         if (oh_begin < oh_end)
             pool_global_avx2(s, mode, x, y);
         return;

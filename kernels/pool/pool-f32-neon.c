@@ -16,11 +16,45 @@ static inline float32x4_t max4(float32x4_t v, float32x4_t m)
     return vbslq_f32(vcgtq_f32(v, m), v, m);
 }
 
+/* Global pooling (nib_pool_is_global): the image read once, front to back;
+ * the last c % 4 channels one at a time with the same operations. */
+static void pool_global_neon(const struct nib_conv_shape *s, uint32_t mode, const float *x,
+                             float *y)
+{
+    const uint32_t c = s->c_out;
+    const size_t n = (size_t)s->h * s->w;
+    for (uint32_t ch = 0; ch < c; ch++)
+        y[ch] = mode == NIB_POOL_MAX ? -INFINITY : 0.0f;
+    for (size_t p = 0; p < n; p++) {
+        const float *xp = x + p * c;
+        uint32_t c0 = 0;
+        for (; c0 + 4 <= c; c0 += 4) {
+            float32x4_t v = vld1q_f32(xp + c0), acc = vld1q_f32(y + c0);
+            vst1q_f32(y + c0, mode == NIB_POOL_MAX ? max4(v, acc) : vaddq_f32(acc, v));
+        }
+        for (; c0 < c; c0++)
+            y[c0] = mode == NIB_POOL_MAX ? (xp[c0] > y[c0] ? xp[c0] : y[c0]) : y[c0] + xp[c0];
+    }
+    if (mode == NIB_POOL_MAX)
+        return;
+    const float d = (float)n; /* every tap is inside: count = kh * kw */
+    uint32_t c0 = 0;
+    for (; c0 + 4 <= c; c0 += 4)
+        vst1q_f32(y + c0, vdivq_f32(vld1q_f32(y + c0), vdupq_n_f32(d)));
+    for (; c0 < c; c0++)
+        y[c0] = y[c0] / d;
+}
+
 NIB_POOL_F32_DECL(nib_pool_f32_neon)
 {
     assert(nib_conv_shape_ok(s) && s->c_in == s->c_out && mode <= NIB_POOL_AVG_INCLUDE_PAD);
     assert(x && y && oh_begin <= oh_end && oh_end <= s->oh);
     uint32_t c = s->c_out;
+    if (nib_pool_is_global(s)) {
+        if (oh_begin < oh_end)
+            pool_global_neon(s, mode, x, y);
+        return;
+    }
     for (uint32_t oy = oh_begin; oy < oh_end; oy++)
         for (uint32_t ox = 0; ox < s->ow; ox++) {
             float *yp = y + ((size_t)oy * s->ow + ox) * c;
