@@ -6,9 +6,9 @@ handed over is checked (each tampered hand-over refused with a message naming
 it), the liveness rules hold (a stale heartbeat, a hung-up socket and a
 stopping appliance end waits with Gone, long before their bounds), a forked
 child attaches afresh, back-pressure and wait timeouts, stop() over the
-socket, attach() to an appliance still booting, and chat requests (the encoding decoded back field by field, the
-special flag, conversations larger than the prompt area refused before they
-are sent).
+socket, attach() to an appliance still booting, and chat requests (the
+encoding decoded back field by field, the special flag, conversations
+larger than the prompt area refused before they are sent).
 
     test_nibhost_py.py NIBHOST_PY
 """

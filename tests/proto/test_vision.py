@@ -88,7 +88,6 @@ def main():
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-
 def run_all(args, nh, tmp, name, app):
     rng = random.Random(15)
     h = nh.attach(name, app, boot_timeout=60, timeout=10)
