@@ -548,6 +548,56 @@ static void exec_input(uint8_t *mem, const struct nib_blob_view *v, const struct
  * weight rows stay in cache while every row of x passes over them. */
 #define MM_NB 8
 
+#if NIB_HAVE_AVX2
+/* A whole block on AVX2, the columns in the lanes: K in chunks of MM_KC
+ * whose weights, transposed so that the block's 8 weights at one k are
+ * one vector, fit on the stack (8 KiB); MM_MR rows of x at a time, so
+ * MM_MR chains share each weight vector and none waits on another. */
+#define MM_KC 256
+#define MM_MR 8
+
+/* Lane j of y's row r (8 floats at y + r * n) is column j's chain: the
+ * same fmas as the scalar loop (fmaf(x[r][k], w[j][k], acc), k ascending
+ * from +0), so the same bits. Between chunks a row's partial sums wait in
+ * y, an exact store and reload (the validator keeps y apart from x). */
+static void matmul_block_avx2(const float *x, const float *wb, float *y, uint64_t m, uint64_t n,
+                              uint64_t K)
+{
+    float wt[MM_KC * MM_NB] __attribute__((aligned(32)));
+    for (uint64_t k0 = 0; k0 < K; k0 += MM_KC) {
+        const uint64_t kc = K - k0 < MM_KC ? K - k0 : MM_KC;
+        for (uint64_t j = 0; j < MM_NB; j++)
+            for (uint64_t k = 0; k < kc; k++)
+                wt[k * MM_NB + j] = wb[j * K + k0 + k];
+        uint64_t r = 0;
+        for (; r + MM_MR <= m; r += MM_MR) {
+            const float *xr = x + r * K + k0;
+            __m256 acc[MM_MR];
+#pragma GCC unroll 8
+            for (int i = 0; i < MM_MR; i++)
+                acc[i] = k0 ? _mm256_loadu_ps(y + (r + i) * n) : _mm256_setzero_ps();
+            for (uint64_t k = 0; k < kc; k++) {
+                const __m256 wk = _mm256_load_ps(wt + k * MM_NB);
+#pragma GCC unroll 8
+                for (int i = 0; i < MM_MR; i++)
+                    acc[i] = _mm256_fmadd_ps(_mm256_broadcast_ss(xr + i * K + k), wk, acc[i]);
+            }
+#pragma GCC unroll 8
+            for (int i = 0; i < MM_MR; i++)
+                _mm256_storeu_ps(y + (r + i) * n, acc[i]);
+        }
+        for (; r < m; r++) {
+            const float *xr = x + r * K + k0;
+            __m256 acc = k0 ? _mm256_loadu_ps(y + r * n) : _mm256_setzero_ps();
+            for (uint64_t k = 0; k < kc; k++)
+                acc = _mm256_fmadd_ps(_mm256_broadcast_ss(xr + k), _mm256_load_ps(wt + k * MM_NB),
+                                      acc);
+            _mm256_storeu_ps(y + r * n, acc);
+        }
+    }
+}
+#endif
+
 static void exec_matmul(const struct nib_blob_view *v, uint8_t *mem, const struct nib_op *op,
                         uint32_t b, uint32_t e)
 {
@@ -559,6 +609,16 @@ static void exec_matmul(const struct nib_blob_view *v, uint8_t *mem, const struc
     for (uint64_t n0 = b; n0 < e; n0 += MM_NB) {
         const uint64_t nb = e - n0 < MM_NB ? e - n0 : MM_NB;
         const float *wb = w + n0 * K;
+#if NIB_HAVE_AVX2
+        if (nb == MM_NB) {
+            matmul_block_avx2(x, wb, y + n0, p->m, p->n, K);
+            if (bias)
+                for (uint64_t m = 0; m < p->m; m++)
+                    for (uint64_t j = 0; j < MM_NB; j++)
+                        y[m * p->n + n0 + j] += bias[n0 + j];
+            continue;
+        }
+#endif
         for (uint64_t m = 0; m < p->m; m++) {
             const float *xr = x + m * K;
             float acc[MM_NB] = {0.0f};
