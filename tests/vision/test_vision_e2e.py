@@ -219,6 +219,19 @@ def one_model(args, nh, link, sources, spec, tmp, idx):
           all(0 < r["p50_ms"] <= r["p99_ms"] and r["images_s"] > 0 for r in res),
           "%s: nib bench --model --json reports p50 <= p99 and images/s for 1 and 2 workers" %
           label)
+    # --ops: every op in exactly one row, the rows summing to the total, the
+    # heaviest ops in order, and the op-by-op runs leaving a run's outputs
+    ops = json.loads(sh([args.nib, "bench", "--model", blob, "--ops", "--runs", "2",
+                         "--json"]).stdout)
+    rows, top = ops.get("rows", []), ops.get("top", [])
+    check(ops.get("kind") == "vision-ops" and ops.get("outputs_equal") is True and
+          sum(r["ops"] for r in rows) == ops.get("ops") > 0 and
+          abs(sum(r["ms"] for r in rows) - ops["total_ms"]) <= 1e-3 * (1 + ops["total_ms"]) and
+          0 < len(top) <= min(12, ops["ops"]) and
+          all(a["ms"] >= b["ms"] for a, b in zip(top, top[1:])) and
+          len({t["op"] for t in top}) == len(top),
+          "%s: nib bench --model --ops --json: %d ops in %d kinds, the heaviest in order, the "
+          "outputs of a whole run" % (label, ops.get("ops", 0), len(rows)))
 
     name = "e2e%d" % idx
     app = subprocess.Popen([app_path, "--name", name, "--workers", "2", "--spin-us", "200"],
