@@ -637,26 +637,101 @@ static void exec_matmul(const struct nib_blob_view *v, uint8_t *mem, const struc
     }
 }
 
+/* A softmax row's first steps: y[i] = exp(x[i] - max) (x may be y). The
+ * max is the same value in any order (a NaN never wins; of a +0 and a -0
+ * either may, and x - max and its exp are the same for both), so it is
+ * taken 8 lanes at a time. */
+static void softmax_exps(const float *x, float *y, uint64_t n)
+{
+    float mx = -INFINITY;
+    uint64_t i = 0;
+#if NIB_HAVE_AVX2 /* nib_exp8_avx2 is nib_expf operation for operation */
+    if (n >= 8) {
+        __m256 vmax = _mm256_set1_ps(-INFINITY);
+        for (; i + 8 <= n; i += 8)
+            vmax = _mm256_max_ps(_mm256_loadu_ps(x + i), vmax); /* a NaN x: vmax */
+        float lanes[8];
+        _mm256_storeu_ps(lanes, vmax);
+        for (int j = 0; j < 8; j++)
+            mx = lanes[j] > mx ? lanes[j] : mx;
+    }
+#endif
+    for (; i < n; i++)
+        mx = x[i] > mx ? x[i] : mx;
+    i = 0;
+#if NIB_HAVE_AVX2
+    const __m256 vm = _mm256_set1_ps(mx);
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, nib_exp8_avx2(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm)));
+#endif
+    for (; i < n; i++)
+        y[i] = nib_expf(x[i] - mx);
+}
+
+#if NIB_HAVE_AVX2
+/* sum[j] = the sum of row y[j]'s n values, in order, for 8 rows at once:
+ * each 8 x 8 tile transposed so that lane j of step k holds y[j][i + k],
+ * and added step after step, so every lane adds its row in order (one
+ * row's sum alone waits on each add's latency). */
+static void softmax_sums8_avx2(float *const *y, uint64_t n, float *sum)
+{
+    __m256 acc = _mm256_setzero_ps();
+    uint64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 r[8], t[8];
+        for (int j = 0; j < 8; j++)
+            r[j] = _mm256_loadu_ps(y[j] + i);
+        for (int j = 0; j < 8; j += 2) {
+            t[j] = _mm256_unpacklo_ps(r[j], r[j + 1]);
+            t[j + 1] = _mm256_unpackhi_ps(r[j], r[j + 1]);
+        }
+        for (int j = 0; j < 8; j += 4) { /* rows j..j+3, steps {0,4} {1,5} {2,6} {3,7} */
+            r[j] = _mm256_shuffle_ps(t[j], t[j + 2], 0x44);
+            r[j + 1] = _mm256_shuffle_ps(t[j], t[j + 2], 0xee);
+            r[j + 2] = _mm256_shuffle_ps(t[j + 1], t[j + 3], 0x44);
+            r[j + 3] = _mm256_shuffle_ps(t[j + 1], t[j + 3], 0xee);
+        }
+        for (int k = 0; k < 4; k++) { /* step k from the low halves, k + 4 the high */
+            t[k] = _mm256_permute2f128_ps(r[k], r[k + 4], 0x20);
+            t[k + 4] = _mm256_permute2f128_ps(r[k], r[k + 4], 0x31);
+        }
+        for (int k = 0; k < 8; k++)
+            acc = _mm256_add_ps(acc, t[k]);
+    }
+    _mm256_storeu_ps(sum, acc);
+    for (int j = 0; j < 8; j++)
+        for (uint64_t k = i; k < n; k++)
+            sum[j] += y[j][k];
+}
+#endif
+
+/* Softmax of rows [b, e): the exps, one sum per row in order, then each
+ * value divided by it. */
 static void exec_softmax(uint8_t *mem, const struct nib_op *op, uint32_t b, uint32_t e)
 {
     const uint64_t n = op->vrows.n;
-    for (uint64_t r = b; r < e; r++) {
-        const float *x = f32_at(mem, op->src0) + r * n;
-        float *y = f32_at(mem, op->dst) + r * n;
-        float mx = -INFINITY, sum = 0.0f;
-        for (uint64_t i = 0; i < n; i++)
-            mx = x[i] > mx ? x[i] : mx;
-        uint64_t i = 0;
-#if NIB_HAVE_AVX2 /* nib_exp8_avx2 is nib_expf operation for operation */
-        const __m256 vm = _mm256_set1_ps(mx);
-        for (; i + 8 <= n; i += 8)
-            _mm256_storeu_ps(y + i, nib_exp8_avx2(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm)));
+    const float *x0 = f32_at(mem, op->src0);
+    float *y0 = f32_at(mem, op->dst);
+    uint64_t r = b;
+#if NIB_HAVE_AVX2
+    for (; r + 8 <= e; r += 8) {
+        float *y[8], sum[8];
+        for (int j = 0; j < 8; j++) {
+            y[j] = y0 + (r + j) * n;
+            softmax_exps(x0 + (r + j) * n, y[j], n);
+        }
+        softmax_sums8_avx2(y, n, sum);
+        for (int j = 0; j < 8; j++)
+            for (uint64_t i = 0; i < n; i++)
+                y[j][i] /= sum[j];
+    }
 #endif
-        for (; i < n; i++)
-            y[i] = nib_expf(x[i] - mx);
-        for (i = 0; i < n; i++) /* one sum, in order */
+    for (; r < e; r++) {
+        float *y = y0 + r * n, sum = 0.0f;
+        softmax_exps(x0 + r * n, y, n);
+        for (uint64_t i = 0; i < n; i++) /* one sum, in order */
             sum += y[i];
-        for (i = 0; i < n; i++)
+        for (uint64_t i = 0; i < n; i++)
             y[i] /= sum;
     }
 }

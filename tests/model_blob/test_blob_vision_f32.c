@@ -1,24 +1,28 @@
-/* The vision plan's f32 matmul (blob_format.h NIB_VOP_MATMUL by f32
- * weights) in a blob built here, against the contract written out
- * directly: output (r, c) is one fmaf chain over k in order from +0,
- * plus the bias once at the end. The executor runs whole blocks of 8
- * columns with the columns in vector lanes, 8 rows at a time and K in
- * chunks (rt/vision_exec.c); the shapes here take every one of those
- * paths and their remainders (a partial column block, a row tail, a
- * last K chunk), and every result must be the chain's bits exactly, on
- * 1, 2 and 3 workers. */
+/* Two f32 ops of vision plans in a blob built here, against their
+ * contracts written out directly:
+ *   x -MATMUL by f32 weights (+ bias)-> z -SOFTMAX over each row-> p
+ * z (r, c) is one fmaf chain over k in order from +0, plus the bias once
+ * at the end; p's row is exp(z - the row's max) with nibble's exp, one sum
+ * of the row in order, each value divided by it. The executor runs whole
+ * blocks of 8 columns with the columns in vector lanes, 8 rows at a time
+ * and K in chunks, and sums 8 softmax rows at once, one in each lane
+ * (rt/vision_exec.c); the shapes here take every one of those paths and
+ * their remainders (a partial column block, a row tail, a last K chunk,
+ * a row length not a multiple of 8), and every result must be the
+ * contract's bits exactly, on 1, 2 and 3 workers. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/common/f32-math.h"
 #include "model_blob/blob_view.h"
 #include "rt/exec.h"
 #include "tests/common/test_util.h"
 #include "tests/rt/rt_fixture.h"
 
-enum { NT = 2, NOPS = 1, NIO = 2, SCR_SIZE = 4096 };
+enum { NT = 2, NOPS = 2, NIO = 3, SCR_SIZE = 4096 };
 
 struct shape {
     uint32_t m, n, k;
@@ -26,7 +30,7 @@ struct shape {
 };
 
 static uint8_t *blob;
-static uint64_t size, act, z_off;
+static uint64_t size, act, z_off, p_off;
 static float *x, *w, *bias;
 static char err[512];
 
@@ -47,7 +51,8 @@ static void build(const struct shape *s)
     const uint64_t xb = (uint64_t)s->m * s->k * 4, zb = (uint64_t)s->m * s->n * 4;
     const uint64_t wb = (uint64_t)s->n * s->k * 4, bb = (uint64_t)s->n * 4;
     z_off = up64(xb);
-    act = up64(z_off + zb) + SCR_SIZE;
+    p_off = z_off + up64(zb);
+    act = p_off + up64(zb) + SCR_SIZE;
     struct nib_blob_header h = {0};
     memcpy(h.magic, NIB_BLOB_MAGIC, 8);
     h.version = NIB_BLOB_VERSION;
@@ -78,6 +83,9 @@ static void build(const struct shape *s)
     op[0] = (struct nib_op){.code = NIB_VOP_MATMUL, .tensor = 0, .src0 = 0, .dst = z_off};
     op[0].vmatmul = (struct nib_vmatmul_params){
         .m = s->m, .n = s->n, .k = s->k, .bias = s->bias ? 1 : UINT32_MAX};
+    op[1] =
+        (struct nib_op){.code = NIB_VOP_SOFTMAX, .tensor = UINT32_MAX, .src0 = z_off, .dst = p_off};
+    op[1].vrows = (struct nib_vrows_params){.rows = s->m, .n = s->n};
     struct nib_io_rec *io = (struct nib_io_rec *)(void *)(blob + h.tokenizer.offset);
     io[0] = (struct nib_io_rec){.name = "x",
                                 .dir = NIB_IO_INPUT,
@@ -93,6 +101,9 @@ static void build(const struct shape *s)
                                 .dims = {s->m, s->n},
                                 .off = z_off,
                                 .bytes = zb};
+    io[2] = io[1];
+    strcpy(io[2].name, "p");
+    io[2].off = p_off;
     ((struct nib_blob_header *)(void *)blob)->crc32c = nib_blob_crc(blob, size);
 }
 
@@ -129,10 +140,13 @@ static void check_shape(const struct shape *s)
     build(s);
     struct nib_blob_view v;
     ck_assert_msg(nib_blob_open(&v, blob, size, 1, err, sizeof err) == 0, "%s", err);
+    float *row = malloc((uint64_t)s->n * 4);
+    ck_assert_ptr_nonnull(row);
     for (uint32_t n = 1; n <= 3; n++) {
         uint8_t *mem = run(&v, n);
         const float *z = (const float *)(const void *)(mem + z_off);
-        for (uint32_t r = 0; r < s->m; r++)
+        const float *p = (const float *)(const void *)(mem + p_off);
+        for (uint32_t r = 0; r < s->m; r++) {
             for (uint32_t c = 0; c < s->n; c++) {
                 float acc = 0.0f;
                 for (uint32_t k = 0; k < s->k; k++)
@@ -145,8 +159,23 @@ static void check_shape(const struct shape *s)
                               s->n, s->k, s->bias ? " + bias" : "", n, r, c, (double)got,
                               (double)acc);
             }
+            const float *zr = z + (uint64_t)r * s->n; /* checked above */
+            float mx = -INFINITY, sum = 0.0f;
+            for (uint32_t c = 0; c < s->n; c++)
+                mx = zr[c] > mx ? zr[c] : mx;
+            for (uint32_t c = 0; c < s->n; c++)
+                sum += row[c] = nib_expf(zr[c] - mx);
+            for (uint32_t c = 0; c < s->n; c++) {
+                const float want = row[c] / sum, got = p[(uint64_t)r * s->n + c];
+                ck_assert_msg(memcmp(&got, &want, 4) == 0,
+                              "softmax of %u rows of %u, %u workers: p[%u][%u] = %a, the "
+                              "contract gives %a",
+                              s->m, s->n, n, r, c, (double)got, (double)want);
+            }
+        }
         free(mem);
     }
+    free(row);
     free(blob);
     free(x);
     free(w);
@@ -171,8 +200,8 @@ START_TEST(small_and_exact)
 }
 END_TEST
 
-/* The recogniser's widest one: 40 rows by 120 inputs into 6625 columns
- * (its LM-head-like classifier), so every worker has many blocks. */
+/* The recogniser's widest: 40 rows by 120 inputs into 6625 columns, then
+ * the 6625-way softmax of each row, so every worker has many blocks. */
 START_TEST(recogniser_head)
 {
     check_shape(&(struct shape){40, 6625, 120, 1});
@@ -181,7 +210,7 @@ END_TEST
 
 Suite *nib_test_suite(void)
 {
-    Suite *s = suite_create("blob-vision-matmul");
+    Suite *s = suite_create("blob-vision-f32");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, every_remainder);
