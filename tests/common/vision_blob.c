@@ -66,6 +66,28 @@ size_t nib_test_vision_blob_io(uint8_t *buf, const struct nib_io_rec *io, uint32
     return NIB_TEST_VISION_BLOB_SIZE;
 }
 
+struct nib_blob_header nib_test_vision_header(uint32_t n_tensors, uint32_t n_ops, uint32_t n_io,
+                                              uint64_t act_size, uint32_t wscratch_off,
+                                              uint32_t wscratch_size, uint64_t weights_size)
+{
+    struct nib_blob_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, NIB_BLOB_MAGIC, 8);
+    h.version = NIB_BLOB_VERSION;
+    h.header_size = sizeof h;
+    h.model_kind = NIB_MODEL_VISION;
+    h.n_io = n_io, h.n_tensors = n_tensors, h.n_ops = n_ops, h.max_batch = 1;
+    h.act_size = act_size, h.wscratch_off = wscratch_off, h.wscratch_size = wscratch_size;
+    h.tensors = (struct nib_section){256, n_tensors * sizeof(struct nib_tensor_rec)};
+    h.plan =
+        (struct nib_section){(256 + h.tensors.size + 63) / 64 * 64, n_ops * sizeof(struct nib_op)};
+    h.tokenizer =
+        (struct nib_section){h.plan.offset + h.plan.size, n_io * sizeof(struct nib_io_rec)};
+    h.weights = (struct nib_section){NIB_WEIGHT_ALIGN, weights_size};
+    h.blob_size = h.weights.offset + h.weights.size;
+    return h;
+}
+
 size_t nib_test_vision_blob(uint8_t *buf, int which)
 {
     struct nib_io_rec io[NIB_IO_MAX];

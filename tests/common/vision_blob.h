@@ -31,6 +31,16 @@ uint32_t nib_test_vision_io(int which, struct nib_io_rec *io, uint64_t *act_size
 size_t nib_test_vision_blob_io(uint8_t *buf, const struct nib_io_rec *io, uint32_t n_io,
                                uint64_t act_size);
 
+/* The header of a hand-built vision blob: n_tensors tensor records at
+ * byte 256, then the plan's n_ops ops (64-byte aligned) and the n_io io
+ * records; act_size bytes of runtime memory, the worker scratch at
+ * [wscratch_off, + wscratch_size) (0, 0: none); weights_size bytes of
+ * weights at NIB_WEIGHT_ALIGN, blob_size the end of them. The caller
+ * writes the sections and the CRC. */
+struct nib_blob_header nib_test_vision_header(uint32_t n_tensors, uint32_t n_ops, uint32_t n_io,
+                                              uint64_t act_size, uint32_t wscratch_off,
+                                              uint32_t wscratch_size, uint64_t weights_size);
+
 /* The blob of variant `which` into buf (as above). */
 size_t nib_test_vision_blob(uint8_t *buf, int which);
 

@@ -12,6 +12,7 @@
 #include "model_blob/blob_view.h"
 #include "rt/exec.h"
 #include "tests/common/blob_lie.h"
+#include "tests/common/vision_blob.h"
 
 enum { C = 2, H = 4, W = 4, M = 4, SCRATCH = 2048, ACT = SCRATCH + 65536 };
 
@@ -32,20 +33,9 @@ static struct nib_op *OP(uint32_t i)
 
 static void build(void)
 {
-    const uint32_t n_t = 3, n_ops = 3, n_io = 2;
-    struct nib_blob_header h = {0};
-    memcpy(h.magic, NIB_BLOB_MAGIC, 8);
-    h.version = NIB_BLOB_VERSION;
-    h.header_size = sizeof h;
-    h.model_kind = NIB_MODEL_VISION;
-    h.n_io = n_io, h.n_tensors = n_t, h.n_ops = n_ops, h.max_batch = 1, h.act_size = ACT;
-    h.tensors = (struct nib_section){256, n_t * sizeof(struct nib_tensor_rec)};
-    h.plan =
-        (struct nib_section){(256 + h.tensors.size + 63) / 64 * 64, n_ops * sizeof(struct nib_op)};
-    h.tokenizer =
-        (struct nib_section){h.plan.offset + h.plan.size, n_io * sizeof(struct nib_io_rec)};
-    h.weights = (struct nib_section){NIB_WEIGHT_ALIGN, n_t * 1024};
-    size = h.blob_size = h.weights.offset + h.weights.size;
+    const uint32_t n_t = 3;
+    struct nib_blob_header h = nib_test_vision_header(n_t, 3, 2, ACT, 0, 0, n_t * 1024);
+    size = h.blob_size;
     blob = aligned_alloc(64, size);
     work = aligned_alloc(64, size);
     memset(blob, 0, size);

@@ -20,6 +20,7 @@
 #include "model_blob/blob_view.h"
 #include "rt/exec.h"
 #include "tests/common/test_util.h"
+#include "tests/common/vision_blob.h"
 #include "tests/rt/rt_fixture.h"
 
 enum { NT = 2, NOPS = 2, NIO = 3, SCR_SIZE = 4096 };
@@ -53,19 +54,9 @@ static void build(const struct shape *s)
     z_off = up64(xb);
     p_off = z_off + up64(zb);
     act = p_off + up64(zb) + SCR_SIZE;
-    struct nib_blob_header h = {0};
-    memcpy(h.magic, NIB_BLOB_MAGIC, 8);
-    h.version = NIB_BLOB_VERSION;
-    h.header_size = sizeof h;
-    h.model_kind = NIB_MODEL_VISION;
-    h.n_io = NIO, h.n_tensors = NT, h.n_ops = NOPS, h.max_batch = 1, h.act_size = act;
-    h.wscratch_off = (uint32_t)(act - SCR_SIZE), h.wscratch_size = SCR_SIZE;
-    h.tensors = (struct nib_section){256, NT * sizeof(struct nib_tensor_rec)};
-    h.plan = (struct nib_section){up64(256 + h.tensors.size), NOPS * sizeof(struct nib_op)};
-    h.tokenizer =
-        (struct nib_section){h.plan.offset + h.plan.size, NIO * sizeof(struct nib_io_rec)};
-    h.weights = (struct nib_section){NIB_WEIGHT_ALIGN, up64(wb) + up64(bb)};
-    size = h.blob_size = h.weights.offset + h.weights.size;
+    struct nib_blob_header h = nib_test_vision_header(
+        NT, NOPS, NIO, act, (uint32_t)(act - SCR_SIZE), SCR_SIZE, up64(wb) + up64(bb));
+    size = h.blob_size;
     blob = aligned_alloc(64, size);
     ck_assert_ptr_nonnull(blob);
     memset(blob, 0, size);

@@ -19,6 +19,7 @@
 #include "rt/cpu_isa.h"
 #include "rt/exec.h"
 #include "tests/common/blob_lie.h"
+#include "tests/common/vision_blob.h"
 #include "rt/team.h"
 
 enum { H = 5, W = 5, C1 = 3, C2 = 10, C3 = 12, OH = 3, OW = 3, NM = 20 };
@@ -123,18 +124,6 @@ static struct nib_vconv_params conv_params(const struct nib_conv_shape *s)
 
 static void build(void)
 {
-    struct nib_blob_header h = {0};
-    memcpy(h.magic, NIB_BLOB_MAGIC, 8);
-    h.version = NIB_BLOB_VERSION;
-    h.header_size = sizeof h;
-    h.model_kind = NIB_MODEL_VISION;
-    h.n_io = NIO, h.n_tensors = NT, h.n_ops = NOPS, h.max_batch = 1, h.act_size = ACT;
-    h.wscratch_off = SCR, h.wscratch_size = SCR_SIZE;
-    h.tensors = (struct nib_section){256, NT * sizeof(struct nib_tensor_rec)};
-    h.plan =
-        (struct nib_section){(256 + h.tensors.size + 63) / 64 * 64, NOPS * sizeof(struct nib_op)};
-    h.tokenizer =
-        (struct nib_section){h.plan.offset + h.plan.size, NIO * sizeof(struct nib_io_rec)};
     struct {
         uint32_t dtype, rows, cols;
         uint64_t size;
@@ -148,8 +137,8 @@ static void build(void)
         off[i] = wsize;
         wsize += (td[i].size + 63) / 64 * 64;
     }
-    h.weights = (struct nib_section){NIB_WEIGHT_ALIGN, wsize};
-    size = h.blob_size = h.weights.offset + h.weights.size;
+    struct nib_blob_header h = nib_test_vision_header(NT, NOPS, NIO, ACT, SCR, SCR_SIZE, wsize);
+    size = h.blob_size;
     blob = aligned_alloc(64, size);
     work = aligned_alloc(64, size);
     memset(blob, 0, size);
