@@ -40,32 +40,6 @@ uint32_t nib_test_vision_io(int which, struct nib_io_rec *io, uint64_t *act_size
     return 4;
 }
 
-size_t nib_test_vision_blob_io(uint8_t *buf, const struct nib_io_rec *io, uint32_t n_io,
-                               uint64_t act_size)
-{
-    memset(buf, 0, NIB_TEST_VISION_BLOB_SIZE);
-    struct nib_blob_header h;
-    memset(&h, 0, sizeof h);
-    memcpy(h.magic, NIB_BLOB_MAGIC, 8);
-    h.version = NIB_BLOB_VERSION;
-    h.header_size = sizeof h;
-    h.blob_size = NIB_TEST_VISION_BLOB_SIZE;
-    uint64_t at = sizeof h;
-    h.tensors = (struct nib_section){at, 0};
-    h.plan = (struct nib_section){at, 0};
-    h.tokenizer = (struct nib_section){at, (uint64_t)n_io * sizeof *io};
-    h.weights = (struct nib_section){NIB_WEIGHT_ALIGN, 0};
-    h.act_size = act_size;
-    h.max_batch = 1;
-    h.model_kind = NIB_MODEL_VISION;
-    h.n_io = n_io;
-    memcpy(buf, &h, sizeof h);
-    memcpy(buf + at, io, (size_t)n_io * sizeof *io);
-    uint32_t crc = nib_blob_crc(buf, NIB_TEST_VISION_BLOB_SIZE);
-    memcpy(buf + offsetof(struct nib_blob_header, crc32c), &crc, 4);
-    return NIB_TEST_VISION_BLOB_SIZE;
-}
-
 struct nib_blob_header nib_test_vision_header(uint32_t n_tensors, uint32_t n_ops, uint32_t n_io,
                                               uint64_t act_size, uint32_t wscratch_off,
                                               uint32_t wscratch_size, uint64_t weights_size)
@@ -86,6 +60,18 @@ struct nib_blob_header nib_test_vision_header(uint32_t n_tensors, uint32_t n_ops
     h.weights = (struct nib_section){NIB_WEIGHT_ALIGN, weights_size};
     h.blob_size = h.weights.offset + h.weights.size;
     return h;
+}
+
+size_t nib_test_vision_blob_io(uint8_t *buf, const struct nib_io_rec *io, uint32_t n_io,
+                               uint64_t act_size)
+{
+    memset(buf, 0, NIB_TEST_VISION_BLOB_SIZE);
+    const struct nib_blob_header h = nib_test_vision_header(0, 0, n_io, act_size, 0, 0, 0);
+    memcpy(buf, &h, sizeof h);
+    memcpy(buf + h.tokenizer.offset, io, (size_t)n_io * sizeof *io);
+    uint32_t crc = nib_blob_crc(buf, NIB_TEST_VISION_BLOB_SIZE);
+    memcpy(buf + offsetof(struct nib_blob_header, crc32c), &crc, 4);
+    return NIB_TEST_VISION_BLOB_SIZE;
 }
 
 size_t nib_test_vision_blob(uint8_t *buf, int which)

@@ -199,14 +199,5 @@ START_TEST(recogniser_head)
 }
 END_TEST
 
-Suite *nib_test_suite(void)
-{
-    Suite *s = suite_create("blob-vision-f32");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, every_remainder);
-    tcase_add_test(tc, small_and_exact);
-    tcase_add_test(tc, recogniser_head);
-    suite_add_tcase(s, tc);
-    return s;
-}
+TU_SUITE("blob-vision-f32", "core", NULL, NULL, 60, every_remainder, small_and_exact,
+         recogniser_head)
