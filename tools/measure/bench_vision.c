@@ -13,7 +13,6 @@
 #include "kernels/qkernels.h"
 #include "model_blob/blob_validate_vision.h"
 #include "model_blob/blob_view.h"
-#include "proto/private/sync.h"
 #include "rt/cpu_isa.h"
 #include "rt/exec.h"
 #include "rt/team.h"
@@ -112,13 +111,6 @@ static int measure(const struct nib_blob_view *v, uint8_t *mem, const uint8_t *i
     return rc;
 }
 
-/* The median of the n values at x (sorts them). */
-static double median(double *x, uint32_t n)
-{
-    qsort(x, n, sizeof *x, cmp_double);
-    return x[(n - 1) / 2];
-}
-
 enum { OPS_TOP = 12 };
 
 /* --ops: runs passes on this thread, one worker, every op timed on its own
@@ -147,11 +139,11 @@ static int vision_ops(const char *path, const struct nib_blob_view *v, uint8_t *
     uint8_t *ws = mem + v->h->wscratch_off;
     for (uint32_t r = 0; r < runs && !rc; r++) {
         io_load(v, mem, 0, v->n_inputs, in);
-        uint64_t a = nib_now_ns();
+        double a = bench_now();
         for (uint32_t i = 0; i < n; i++) {
             nib_exec_op(qk, v, mem, ws, &v->ops[i], 1, 0, 0, 1);
-            uint64_t b = nib_now_ns();
-            t[(size_t)i * runs + r] = (double)(b - a) * 1e-6;
+            double b = bench_now();
+            t[(size_t)i * runs + r] = (b - a) * 1e3;
             a = b;
         }
     }
@@ -161,7 +153,7 @@ static int vision_ops(const char *path, const struct nib_blob_view *v, uint8_t *
         equal = memcmp(want, got, out_bytes) == 0;
         for (uint32_t i = 0; i < n; i++) {
             memcpy(col, t + (size_t)i * runs, runs * sizeof *col);
-            med[i] = median(col, runs);
+            med[i] = bench_median(col, (int)runs);
             top[i] = i;
         }
         /* the heaviest first (a selection: OPS_TOP of them at most) */
