@@ -194,8 +194,9 @@ static int kvm_works(const char *tmpdir, const char *kernel, char *why, size_t w
     return 0;
 }
 
-static int qemu_argv(const char *qemu, const struct manifest *m, int kvm, int huge, int fd,
-                     uint64_t size, char **argv, char store[][4300], int max)
+static int qemu_argv(const char *qemu, const struct manifest *m, int kvm, int huge,
+                     const uint32_t *host_node, enum vm_mem_policy policy, int fd, uint64_t size,
+                     char **argv, char store[][4300], int max)
 {
     int n = 0, k = 0;
 #define ARG(...) (snprintf(store[k], sizeof store[k], __VA_ARGS__), argv[n++] = store[k++])
@@ -213,11 +214,9 @@ static int qemu_argv(const char *qemu, const struct manifest *m, int kvm, int hu
     for (unsigned i = 0; i < m->numa; i++) {
         unsigned per = m->cpus / m->numa;
         ARG("-object");
-        if (huge)
-            ARG("memory-backend-memfd,id=mem%u,size=%lluM,hugetlb=on,hugetlbsize=2M", i,
-                m->memory_mib / m->numa);
-        else
-            ARG("memory-backend-ram,id=mem%u,size=%lluM", i, m->memory_mib / m->numa);
+        vm_mem_backend_arg(store[k], sizeof store[k], i, m->memory_mib / m->numa, huge,
+                           policy == VM_MEM_ANY ? 0 : host_node[i], policy);
+        argv[n++] = store[k++];
         ARG("-numa");
         ARG("node,nodeid=%u,cpus=%u-%u,memdev=mem%u", i, i * per, (i + 1) * per - 1, i);
     }
@@ -523,12 +522,14 @@ static int run(int argc, char **argv)
     int huge = vm_huge_plan(vm_huge_free("/sys"), m.memory_mib, m.numa, plan_why, sizeof plan_why);
     fprintf(stderr, "nib vm run: guest memory on %s (%s)\n",
             huge ? "2 MiB huge pages" : "ordinary pages", plan_why);
-    /* vCPU pinning: under KVM (auto), or asked for (on). */
-    static uint32_t pin_cpu[NIB_TOPO_MAX_CPUS];
+    /* vCPU pinning: under KVM (auto), or asked for (on); each guest node's
+     * memory then on the host node its vCPUs are pinned to. */
+    static uint32_t pin_cpu[NIB_TOPO_MAX_CPUS], mem_node[NIB_TOPO_MAX_CPUS];
     static unsigned char pin_done[NIB_TOPO_MAX_CPUS];
+    static struct nib_topo host;
+    enum vm_mem_policy mem_policy = VM_MEM_ANY;
     int pin = !strcmp(pin_opt, "on") || (kvm && !strcmp(pin_opt, "auto"));
     if (pin) {
-        static struct nib_topo host;
         if (m.cpus > NIB_TOPO_MAX_CPUS ||
             nib_topo_read_sys(&host, "/sys", plan_why, sizeof plan_why) ||
             vm_pin_plan(&host, m.cpus, m.numa, pin_cpu, plan_why, sizeof plan_why)) {
@@ -536,11 +537,18 @@ static int run(int argc, char **argv)
             pin = 0;
         }
     }
+    if (pin) { /* m.numa <= m.cpus <= NIB_TOPO_MAX_CPUS: mem_node holds them */
+        mem_policy = vm_mem_plan(&host, "/sys", m.memory_mib, m.numa, huge, mem_node, plan_why,
+                                 sizeof plan_why);
+        if (mem_policy != VM_MEM_ANY)
+            fprintf(stderr, "nib vm run: each guest node's memory %s its vCPUs' host node (%s)\n",
+                    mem_policy == VM_MEM_BIND ? "bound to" : "preferring", plan_why);
+    }
     unsigned pinned = 0;
 
     char *qargv[72];
     static char store[72][4300];
-    if (qemu_argv(qemu, &m, kvm, huge, fd, size, qargv, store, 72))
+    if (qemu_argv(qemu, &m, kvm, huge, mem_node, mem_policy, fd, size, qargv, store, 72))
         return 1;
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGTERM, &sa, NULL);
