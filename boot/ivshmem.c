@@ -10,24 +10,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "rt/topology.h"
+
 /* A sysfs id file ("0x1af4\n") as a number; -1 when it is not one. */
 static long read_id(const char *dir, const char *name)
 {
     char p[512], buf[32];
-    if ((size_t)snprintf(p, sizeof p, "%s/%s", dir, name) >= sizeof p)
+    if ((size_t)snprintf(p, sizeof p, "%s/%s", dir, name) >= sizeof p ||
+        nib_sysfs_read(p, buf, sizeof buf))
         return -1;
-    int fd = open(p, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = 0;
     char *end;
     errno = 0;
     long v = strtol(buf, &end, 16);
-    if (errno || end == buf || (*end && *end != '\n') || v < 0 || v > 0xffff)
+    if (errno || end == buf || *end || v < 0 || v > 0xffff)
         return -1;
     return v;
 }

@@ -19,9 +19,7 @@ static void msg(char *err, size_t errlen, const char *fmt, ...)
     va_end(ap);
 }
 
-/* Whole small file into buf (NUL-terminated, trailing newline cut); -1 if
- * it cannot be read. */
-static int read_small(const char *path, char *buf, size_t len)
+int nib_sysfs_read(const char *path, char *buf, size_t len)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -45,7 +43,7 @@ static int read_small(const char *path, char *buf, size_t len)
 static int read_u32(const char *path, uint32_t *v)
 {
     char buf[32], *end;
-    if (read_small(path, buf, sizeof buf))
+    if (nib_sysfs_read(path, buf, sizeof buf))
         return -1;
     unsigned long x = strtoul(buf, &end, 10);
     if (end == buf || *end || x > UINT32_MAX)
@@ -117,7 +115,7 @@ int nib_topo_read_sys(struct nib_topo *t, const char *root, char *err, size_t er
     uint64_t online[CPU_WORDS], sib[CPU_WORDS];
     memset(t, 0, sizeof *t);
     snprintf(path, sizeof path, "%s/devices/system/cpu/online", root);
-    if (read_small(path, buf, sizeof buf) ||
+    if (nib_sysfs_read(path, buf, sizeof buf) ||
         nib_cpulist_parse(buf, online, NIB_TOPO_MAX_CPUS) <= 0) {
         msg(err, errlen, "cannot read the online CPU list from %s", path);
         return -1;
@@ -136,7 +134,7 @@ int nib_topo_read_sys(struct nib_topo *t, const char *root, char *err, size_t er
             p->core = c;
         snprintf(path, sizeof path, "%s/devices/system/cpu/cpu%u/topology/thread_siblings_list",
                  root, c);
-        if (read_small(path, buf, sizeof buf) == 0 &&
+        if (nib_sysfs_read(path, buf, sizeof buf) == 0 &&
             nib_cpulist_parse(buf, sib, NIB_TOPO_MAX_CPUS) > 0) {
             for (uint32_t s = 0; s < c; s++)
                 p->smt += (uint32_t)bit(sib, s);
@@ -145,13 +143,13 @@ int nib_topo_read_sys(struct nib_topo *t, const char *root, char *err, size_t er
     /* Nodes: a machine (or kernel) without NUMA has no node folder: node 0. */
     uint64_t nodes[CPU_WORDS], cpus[CPU_WORDS];
     snprintf(path, sizeof path, "%s/devices/system/node/online", root);
-    if (read_small(path, buf, sizeof buf) == 0 &&
+    if (nib_sysfs_read(path, buf, sizeof buf) == 0 &&
         nib_cpulist_parse(buf, nodes, NIB_TOPO_MAX_CPUS) > 0) {
         for (uint32_t n = 0; n < NIB_TOPO_MAX_CPUS; n++) {
             if (!bit(nodes, n))
                 continue;
             snprintf(path, sizeof path, "%s/devices/system/node/node%u/cpulist", root, n);
-            if (read_small(path, buf, sizeof buf) ||
+            if (nib_sysfs_read(path, buf, sizeof buf) ||
                 nib_cpulist_parse(buf, cpus, NIB_TOPO_MAX_CPUS) < 0)
                 continue; /* a memory-only node has an empty list */
             for (uint32_t i = 0; i < t->n_cpus; i++)
@@ -177,10 +175,10 @@ int nib_topo_read_sys(struct nib_topo *t, const char *root, char *err, size_t er
         if (read_u32(path, &level))
             break;
         snprintf(path, sizeof path, "%s/type", base);
-        if (read_small(path, type, sizeof type))
+        if (nib_sysfs_read(path, type, sizeof type))
             break;
         snprintf(path, sizeof path, "%s/size", base);
-        if (read_small(path, buf, sizeof buf) || parse_size(buf, &size))
+        if (nib_sysfs_read(path, buf, sizeof buf) || parse_size(buf, &size))
             continue;
         struct nib_topo_cache *k = &t->caches[t->n_caches++];
         snprintf(k->name, sizeof k->name, "L%u%s", level % 10,
@@ -189,8 +187,9 @@ int nib_topo_read_sys(struct nib_topo *t, const char *root, char *err, size_t er
                                                 : "");
         k->size = size;
         snprintf(path, sizeof path, "%s/shared_cpu_list", base);
-        int n =
-            read_small(path, buf, sizeof buf) ? 1 : nib_cpulist_parse(buf, sib, NIB_TOPO_MAX_CPUS);
+        int n = nib_sysfs_read(path, buf, sizeof buf)
+                    ? 1
+                    : nib_cpulist_parse(buf, sib, NIB_TOPO_MAX_CPUS);
         k->shared = n > 0 ? (uint32_t)n : 1;
     }
     return 0;

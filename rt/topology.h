@@ -65,6 +65,11 @@ int nib_topo_diff(const struct nib_topo *table, const struct nib_topo *here, cha
  * sibling), ordered by node then CPU number; at most max. Returns how many. */
 uint32_t nib_topo_workers(const struct nib_topo *t, uint32_t *cpus, uint32_t *nodes, uint32_t max);
 
+/* A small sysfs file, whole, into buf (NUL-terminated, trailing newlines
+ * and spaces cut; at most len - 1 bytes); 0, or -1 when it cannot be
+ * opened. open/read only: no stdio, no allocation. */
+int nib_sysfs_read(const char *path, char *buf, size_t len);
+
 /* Parse a sysfs CPU list ("0-3,8,10-11") into a bitmap of nbits bits.
  * Returns the number of bits set, or -1 on junk or a number >= nbits. */
 int nib_cpulist_parse(const char *s, uint64_t *bits, uint32_t nbits);

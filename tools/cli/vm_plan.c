@@ -1,10 +1,8 @@
 #include "tools/cli/vm_plan.h"
 
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 int vm_huge_plan(uint64_t free_pages, unsigned long long memory_mib, unsigned numa, char *why,
                  size_t whylen)
@@ -25,21 +23,30 @@ int vm_huge_plan(uint64_t free_pages, unsigned long long memory_mib, unsigned nu
     return 1;
 }
 
+/* The first unsigned number in the file at path after the text key (the
+ * whole file when key is NULL), or -1 when unreadable. */
+static long long read_number(const char *path, const char *key)
+{
+    char buf[4096];
+    if (nib_sysfs_read(path, buf, sizeof buf))
+        return -1;
+    const char *p = buf;
+    if (key && !(p = strstr(buf, key)))
+        return -1;
+    p += key ? strlen(key) : 0;
+    while (*p == ' ' || *p == ':')
+        p++;
+    char *end;
+    unsigned long long v = strtoull(p, &end, 10);
+    return end != p ? (long long)v : -1;
+}
+
 uint64_t vm_huge_free(const char *root)
 {
-    char path[512], buf[32];
+    char path[512];
     snprintf(path, sizeof path, "%s/kernel/mm/hugepages/hugepages-2048kB/free_hugepages", root);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = 0;
-    char *end;
-    unsigned long long v = strtoull(buf, &end, 10);
-    return end != buf ? v : 0;
+    long long v = read_number(path, NULL);
+    return v > 0 ? (uint64_t)v : 0;
 }
 
 /* The host's node ids in order of first appearance among its physical
@@ -101,30 +108,6 @@ int vm_pin_plan(const struct nib_topo *host, unsigned cpus, unsigned numa, uint3
     snprintf(why, whylen, "%u vCPUs on %u host node%s", cpus, n_ids < numa ? n_ids : numa,
              (n_ids < numa ? n_ids : numa) == 1 ? "" : "s");
     return 0;
-}
-
-/* The first unsigned number in the file at path after the text key (the
- * whole file when key is NULL), or -1 when unreadable. */
-static long long read_number(const char *path, const char *key)
-{
-    char buf[4096];
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = 0;
-    const char *p = buf;
-    if (key && !(p = strstr(buf, key)))
-        return -1;
-    p += key ? strlen(key) : 0;
-    while (*p == ' ' || *p == ':')
-        p++;
-    char *end;
-    unsigned long long v = strtoull(p, &end, 10);
-    return end != p ? (long long)v : -1;
 }
 
 /* MiB free on host node `node`: its free 2 MiB huge pages when huge, else
