@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "tests/common/test_util.h"
 #include "tools/cli/vm_plan.h"
@@ -29,32 +28,42 @@ START_TEST(huge_plan)
 }
 END_TEST
 
+/* text to root/rel, every directory on the way made (the rest of the
+ * path's directories: rel's slashes). */
+static void put(const char *root, const char *rel, const char *text)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    for (char *p = path + strlen(root) + 1; (p = strchr(p, '/')); p++) {
+        *p = 0;
+        mkdir(path, 0700);
+        *p = '/';
+    }
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* root and everything under it */
+static void rm_tree(const char *root)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
 START_TEST(huge_free)
 {
-    char root[] = "/tmp/nib-vm-plan-XXXXXX", path[512];
+    char root[] = "/tmp/nib-vm-plan-XXXXXX";
+    const char *rel = "kernel/mm/hugepages/hugepages-2048kB/free_hugepages";
     ck_assert_ptr_nonnull(mkdtemp(root));
     ck_assert_uint_eq(vm_huge_free(root), 0); /* nothing offered */
-    const char *dirs[] = {"/kernel", "/kernel/mm", "/kernel/mm/hugepages",
-                          "/kernel/mm/hugepages/hugepages-2048kB"};
-    for (unsigned i = 0; i < 4; i++) {
-        snprintf(path, sizeof path, "%s%s", root, dirs[i]);
-        ck_assert_int_eq(mkdir(path, 0700), 0);
-    }
-    snprintf(path, sizeof path, "%s%s/free_hugepages", root, dirs[3]);
-    FILE *f = fopen(path, "w");
-    fputs("300\n", f);
-    fclose(f);
+    put(root, rel, "300\n");
     ck_assert_uint_eq(vm_huge_free(root), 300);
-    f = fopen(path, "w");
-    fputs("junk\n", f);
-    fclose(f);
+    put(root, rel, "junk\n");
     ck_assert_uint_eq(vm_huge_free(root), 0);
-    unlink(path);
-    for (int i = 3; i >= 0; i--) {
-        snprintf(path, sizeof path, "%s%s", root, dirs[i]);
-        rmdir(path);
-    }
-    rmdir(root);
+    rm_tree(root);
 }
 END_TEST
 
@@ -124,23 +133,6 @@ START_TEST(pin_refused)
 }
 END_TEST
 
-/* text to root/rel, every directory on the way made (the rest of the
- * path's directories: rel's slashes). */
-static void put(const char *root, const char *rel, const char *text)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", root, rel);
-    for (char *p = path + strlen(root) + 1; (p = strchr(p, '/')); p++) {
-        *p = 0;
-        mkdir(path, 0700);
-        *p = '/';
-    }
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(text, f);
-    fclose(f);
-}
-
 static void node_free(const char *root, unsigned node, unsigned long long mib, int huge)
 {
     char rel[160], text[160];
@@ -206,9 +198,7 @@ START_TEST(mem_plan)
     ck_assert_int_eq(vm_mem_plan(&t, root, 1024, 2, 0, node, why, sizeof why), VM_MEM_BIND);
     ck_assert_uint_eq(node[0], 0);
     ck_assert_uint_eq(node[1], 2);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
-    ck_assert_int_eq(system(cmd), 0);
+    rm_tree(root);
 }
 END_TEST
 
