@@ -45,15 +45,18 @@ typedef NIB_ROPE_DECL((*nib_rope_rows_fn));
 /* Causal attention for one query position over cache rows t0..pos
  * (t0 > 0: a sliding window). With softcap c > 0 every score s becomes
  * c * nib_tanhf(s / c) before the softmax (kernels/common/f32-math.h).
- * q: n_heads x head_dim; kc/vc: rows of row_stride floats, kv head h/group at
- * offset (h / group) * head_dim; out: n_heads x head_dim; att: scratch of
+ * q: n_heads x head_dim; kc/vc: KV head g's row of position t at
+ * g x head_stride + t x row_stride floats (heads side by side in a row:
+ * head_stride = head_dim; head by head, as blobs lay the cache out:
+ * row_stride = head_dim), query head h reading KV head h / group;
+ * out: n_heads x head_dim; att: scratch of
  * (pos - t0 + 1) floats per head, n_heads x ctx. Heads [h_begin, h_end).
  * Every variant gives the scalar reference's bits: the order of every
  * operation is fixed in kernels/attention/attention-f32-scalar.c. */
 #define NIB_ATTENTION_DECL(name)                                                                   \
     void name(const float *q, const float *kc, const float *vc, float *out, float *att,            \
               size_t h_begin, size_t h_end, size_t head_dim, size_t group, size_t row_stride,      \
-              size_t t0, size_t pos, size_t ctx, float scale, float softcap)
+              size_t head_stride, size_t t0, size_t pos, size_t ctx, float scale, float softcap)
 typedef NIB_ATTENTION_DECL((*nib_attention_fn));
 
 /* out[i] = silu(a[i]) * b[i] = a[i] / (1 + exp(-a[i])) * b[i], with

@@ -30,8 +30,10 @@
  * convolution's f32 and int8 outputs at once (qout 2); 9: an f32 convolution's
  * int8 copy; 10: element-wise ops' int8 outputs (qout in nib_vew_params) and
  * the fused scale-and-add NIB_VBIN_MULADD; 11: quantized tensors store their
- * N-blocks in pairs whose scale groups alternate (kernels/qformat.h) */
-#define NIB_BLOB_VERSION 11u
+ * N-blocks in pairs whose scale groups alternate (kernels/qformat.h); 12: the
+ * KV cache's head stride (rope_kv.head_stride, attention.head_stride), so a
+ * cache can be laid out head by head (docs/blob-format.md "The KV cache") */
+#define NIB_BLOB_VERSION 12u
 #define NIB_WEIGHT_ALIGN (2u * 1024u * 1024u) /* huge page */
 #define NIB_SECTION_ALIGN 64u
 #define NIB_CRC_START 12u /* magic[8] + crc32c[4] */
@@ -228,8 +230,8 @@ struct nib_norm_in_params {
 /* NIB_EPI_ROPE_KV on the fused QKV rows: Q is rows [0, q_rows), K rows
  * [k_off, k_off + kv_rows), V rows [v_off, v_off + kv_rows), in that order.
  * Q and K are rotated by RoPE head by head; then K and V are copied to the
- * cache row pos + t: K at aux, V at aux + v_cache_off, rows aux_stride
- * bytes apart. */
+ * cache at position pos + t: K at aux, V at aux + v_cache_off, KV head g's
+ * row of position t at g x head_stride + t x aux_stride bytes from there. */
 struct nib_rope_kv_params {
     uint32_t table; /* the cos/sin tensor: ctx rows of rope_dim floats (the
                      * compiler folds any frequency scaling into it) */
@@ -247,7 +249,18 @@ struct nib_rope_kv_params {
      * whole heads. */
     uint32_t q_norm, k_norm;
     float qk_eps;
+    uint32_t head_stride; /* bytes between KV heads in the cache */
 };
+
+/* Bytes from the first KV head's first row to the end of the last head's
+ * row of position ctx - 1: the span of a K (or V) cache of `heads` KV heads
+ * of hd floats, head g's row of position t at g x head_stride + t x
+ * pos_stride (heads, hd, ctx > 0). */
+static inline uint64_t nib_kv_cache_bytes(uint64_t heads, uint64_t hd, uint64_t ctx,
+                                          uint64_t pos_stride, uint64_t head_stride)
+{
+    return (heads - 1) * head_stride + (ctx - 1) * pos_stride + hd * 4;
+}
 
 static inline uint32_t nib_gcd_u32(uint32_t a, uint32_t b)
 {
@@ -297,7 +310,7 @@ struct nib_matmul_params {
  * each worker quantizes the blocks of the heads it computed. */
 struct nib_attention_params {
     uint32_t n_kv_heads;
-    uint32_t cache_stride; /* bytes between cache rows (positions) */
+    uint32_t cache_stride; /* bytes between a KV head's rows (positions) */
     uint32_t v_cache_off;  /* bytes from src1 (the K cache) to the V cache */
     uint32_t qblock;       /* NIB_OPF_QOUT only */
     uint32_t unit_heads;   /* NIB_OPF_QOUT only */
@@ -306,6 +319,8 @@ struct nib_attention_params {
     uint32_t window;       /* a query at pos sees keys max(0, pos - window + 1) .. pos;
                             * 0 = all (sliding-window layers) */
     float softcap;         /* scores -> c * tanh(s / c) before the softmax; 0 = none */
+    uint32_t head_stride;  /* bytes between KV heads: head g's row of position t is at
+                            * g x head_stride + t x cache_stride */
 };
 
 /* NIB_OP_QUANT. */

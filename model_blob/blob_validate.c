@@ -480,6 +480,26 @@ static void add_range(struct op_ranges *r, uint64_t off, uint64_t len)
     r->n++;
 }
 
+/* The bytes a KV cache (K or V) of heads KV heads of hd floats spans over
+ * ctx positions, KV head g's row of position t at g x head_stride + t x
+ * pos_stride; 0 for any other layout than two: a position's heads side by
+ * side (head_stride = hd x 4, pos_stride >= heads x hd x 4) or one head's
+ * positions side by side (pos_stride = hd x 4, head_stride >= ctx x
+ * pos_stride: what the planner writes, docs/blob-format.md). Either keeps
+ * every row apart, and a head's rows or a position's heads are one run of
+ * bytes, as the reference loop (rt/refloop.c) reads them. */
+static uint64_t kv_cache_extent(uint64_t heads, uint64_t hd, uint64_t ctx, uint64_t pos_stride,
+                                uint64_t head_stride)
+{
+    if (heads == 0 || hd == 0 || ctx == 0 || pos_stride % 4 || head_stride % 4)
+        return 0;
+    int rows = head_stride == hd * 4 && pos_stride >= heads * hd * 4;
+    int by_head = pos_stride == hd * 4 && head_stride >= ctx * pos_stride;
+    if (!rows && !by_head)
+        return 0;
+    return nib_kv_cache_bytes(heads, hd, ctx, pos_stride, head_stride);
+}
+
 /* An f32 row operand: rows rows of row_bytes, stride apart. Rows may only
  * overlap (stride < row_bytes) when a single row is ever used. */
 static void add_rows(struct op_ranges *r, uint64_t off, uint32_t stride, uint32_t rows,
@@ -677,13 +697,14 @@ static int check_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t
                     return nib_blob_fail(err, errlen,
                                          "plan op %u (matmul): bad Q/K norm eps or K offset", i);
             }
-            if ((uint64_t)op->aux_stride < kv * 4 || op->aux_stride % 4 || rk->v_cache_off % 4)
+            uint64_t ext = kv_cache_extent(kv / hd, hd, ctx, op->aux_stride, rk->head_stride);
+            if (ext == 0 || rk->v_cache_off % 4)
                 return nib_blob_fail(err, errlen,
-                                     "plan op %u (matmul): KV cache row stride too small", i);
+                                     "plan op %u (matmul): KV cache strides overlap its rows", i);
             if (op->aux + rk->v_cache_off < op->aux)
                 return nib_blob_fail(err, errlen, "plan op %u (matmul): offset overflow", i);
-            add_range(&r, op->aux, ctx * op->aux_stride);
-            add_range(&r, op->aux + rk->v_cache_off, ctx * op->aux_stride);
+            add_range(&r, op->aux, ext);
+            add_range(&r, op->aux + rk->v_cache_off, ext);
         }
         if (f & NIB_EPI_ARGMAX) {
             if (!single || h->argmax_blocks != (n + NIB_ARGMAX_BLOCK - 1) / NIB_ARGMAX_BLOCK)
@@ -694,11 +715,13 @@ static int check_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t
         break;
     }
     case NIB_OP_ATTENTION: {
-        /* n heads of k floats; the K cache at src1, rows cache_stride apart, each holding
-         * n_kv_heads heads; the V cache the same, v_cache_off further */
+        /* n heads of k floats; the K cache at src1, n_kv_heads heads' rows
+         * (kv_cache_extent); the V cache the same, v_cache_off further */
         const struct nib_attention_params *a = &op->attention;
-        if (k == 0 || a->n_kv_heads == 0 || n % a->n_kv_heads ||
-            (uint64_t)a->cache_stride < (uint64_t)a->n_kv_heads * k * 4 || a->cache_stride % 4 ||
+        const uint64_t ext = k && a->n_kv_heads ? kv_cache_extent(a->n_kv_heads, k, ctx,
+                                                                  a->cache_stride, a->head_stride)
+                                                : 0;
+        if (k == 0 || a->n_kv_heads == 0 || n % a->n_kv_heads || ext == 0 || a->v_cache_off % 4 ||
             !(a->scale > 0.0f) || !isfinite(a->scale))
             return nib_blob_fail(err, errlen, "plan op %u (attention): bad head geometry", i);
         if (a->window > ctx)
@@ -724,8 +747,8 @@ static int check_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t
         }
         if (op->src1 + a->v_cache_off < op->src1)
             return nib_blob_fail(err, errlen, "plan op %u (attention): offset overflow", i);
-        add_range(&r, op->src1, ctx * a->cache_stride);
-        add_range(&r, op->src1 + a->v_cache_off, ctx * a->cache_stride);
+        add_range(&r, op->src1, ext);
+        add_range(&r, op->src1 + a->v_cache_off, ext);
         add_range(&r, a->scratch, n * ctx * 4);
         break;
     }

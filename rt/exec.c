@@ -134,6 +134,18 @@ static void matmul_rows(const struct nib_qkernels *qk, const struct nib_blob_vie
         add ? row_at(c->mem, op->src1, op->src1_stride, c->t0) : NULL, op->src1_stride / 4, r0, r1);
 }
 
+/* K or V rows [b, e) of one position (a share may start or end inside a
+ * head) to the cache at c, KV head g's row head_stride bytes after g - 1's. */
+static void kv_store(uint8_t *c, uint32_t head_stride, uint32_t hd, const float *y, uint32_t b,
+                     uint32_t e)
+{
+    while (b < e) {
+        uint32_t g = b / hd, d = b % hd, len = (e - b < hd - d ? e - b : hd - d);
+        memcpy(c + (uint64_t)g * head_stride + d * 4ull, y + b, len * 4ull);
+        b += len;
+    }
+}
+
 /* Fused QKV epilogue on rows [r0, r1) of token row t at position pos. */
 static void epi_rope_kv(const struct nib_qkernels *qk, const struct nib_blob_view *v, uint8_t *mem,
                         const struct nib_op *op, float *y, uint32_t pos, uint32_t r0, uint32_t r1)
@@ -157,11 +169,11 @@ static void epi_rope_kv(const struct nib_qkernels *qk, const struct nib_blob_vie
         for (uint32_t h = b; normed && h < e; h += hd)
             qk->rmsnorm(y + k_off + h, nib_tensor_f32(v, p->k_norm), y + k_off + h, hd, p->qk_eps);
         qk->rope_rows(y + k_off, b, e, hd, p->rope_dim, cs);
-        memcpy(kc + b * 4ull, y + k_off + b, (e - b) * 4ull);
+        kv_store(kc, p->head_stride, hd, y + k_off, b, e);
     }
     if (r1 > v_off && r0 < v_off + kv) {
         uint32_t b = r0 > v_off ? r0 - v_off : 0, e = (r1 < v_off + kv ? r1 : v_off + kv) - v_off;
-        memcpy(vc + b * 4ull, y + v_off + b, (e - b) * 4ull);
+        kv_store(vc, p->head_stride, hd, y + v_off, b, e);
     }
 }
 
@@ -391,7 +403,7 @@ void nib_exec_op(const struct nib_qkernels *qk, const struct nib_blob_view *v, u
                               : row_at(mem, op->dst, op->dst_stride, t);
             qk->attention(row_at(mem, op->src0, op->src0_stride, t), f32_at(mem, op->src1),
                           f32_at(mem, op->src1 + p->v_cache_off), out, f32_at(mem, p->scratch), b,
-                          e, op->k, op->n / p->n_kv_heads, p->cache_stride / 4,
+                          e, op->k, op->n / p->n_kv_heads, p->cache_stride / 4, p->head_stride / 4,
                           p->window && pos + t + 1 > p->window ? pos + t + 1 - p->window : 0,
                           pos + t, ctx, p->scale, p->softcap);
             if (qout) { /* b * k is a block boundary; the last unit may end in a partial block */
@@ -461,8 +473,13 @@ int nib_exec_access(const struct nib_blob_view *v, const struct nib_op *op, uint
         } else {
             acc_rows(out, &c, op->dst, op->dst_stride, M, b * 4ull, e * 4ull, 1);
         }
-        if (op->flags & NIB_EPI_ROPE_KV) /* which cache row depends on the position */
-            acc(out, &c, op->aux, 0, op->matmul.rope_kv.v_cache_off + ctx * op->aux_stride, 1);
+        if (op->flags & NIB_EPI_ROPE_KV) { /* which cache rows depends on the position */
+            const struct nib_rope_kv_params *p = &op->matmul.rope_kv;
+            acc(out, &c, op->aux, 0,
+                p->v_cache_off + nib_kv_cache_bytes(p->kv_rows / p->head_dim, p->head_dim, ctx,
+                                                    op->aux_stride, p->head_stride),
+                1);
+        }
         if (op->flags & NIB_EPI_ARGMAX)
             acc(out, &c, v->h->argmax_off, b / NIB_ARGMAX_BLOCK * sizeof(struct nib_argmax_block),
                 ((e + NIB_ARGMAX_BLOCK - 1) / NIB_ARGMAX_BLOCK) * sizeof(struct nib_argmax_block),
@@ -480,7 +497,11 @@ int nib_exec_access(const struct nib_blob_view *v, const struct nib_op *op, uint
     case NIB_OP_ATTENTION:
         acc_rows(out, &c, op->src0, op->src0_stride, M, (uint64_t)b * op->k * 4,
                  (uint64_t)e * op->k * 4, 0);
-        acc(out, &c, op->src1, 0, op->attention.v_cache_off + ctx * op->attention.cache_stride, 0);
+        acc(out, &c, op->src1, 0,
+            op->attention.v_cache_off + nib_kv_cache_bytes(op->attention.n_kv_heads, op->k, ctx,
+                                                           op->attention.cache_stride,
+                                                           op->attention.head_stride),
+            0);
         if (op->flags & NIB_OPF_QOUT) {
             acc_rows(out, &c, op->aux, op->aux_stride, M, (uint64_t)b * op->k * 4,
                      (uint64_t)e * op->k * 4, 1);

@@ -39,8 +39,12 @@ int nib_ref_spans(const struct nib_blob_view *v, const struct nib_op *op, uint32
         uint32_t h0 = b / group, h1 = (e - 1) / group + 1; /* KV heads of query heads [b, e) */
         uint32_t t0 = p->window && pos + 1 > p->window ? pos + 1 - p->window : 0;
         uint64_t head = (uint64_t)op->k * 4, first = op->src1 + (uint64_t)t0 * p->cache_stride;
-        out[0] = (struct nib_ref_span){first + h0 * head, (h1 - h0) * head, p->cache_stride,
-                                       pos - t0 + 1, 0};
+        if (p->cache_stride == head) /* head by head: each head one run */
+            out[0] = (struct nib_ref_span){first + h0 * p->head_stride, (pos - t0 + 1) * head,
+                                           p->head_stride, h1 - h0, 0};
+        else /* heads side by side (the validator allows no third layout) */
+            out[0] = (struct nib_ref_span){first + h0 * head, (h1 - h0) * head, p->cache_stride,
+                                           pos - t0 + 1, 0};
         out[1] = out[0];
         out[1].off += p->v_cache_off;
         return 2;

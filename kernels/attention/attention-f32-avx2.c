@@ -254,14 +254,13 @@ static size_t chunk_heads(size_t h, size_t h_end, size_t group)
 }
 
 /* Scores (phase 0) or outputs (phase 1) of heads [h, h + HB) over keys
- * [j, j_end); wide: the 512-bit steps (attention-avx512.h) where they
- * apply. */
+ * [j, j_end); k0 and v0 are their KV head's first row; wide: the 512-bit
+ * steps (attention-avx512.h) where they apply. */
 static inline __attribute__((always_inline)) void
 heads_keys(int phase, const float *q, const float *k0, const float *v0, float *out, float *att,
-           size_t h, size_t head_dim, size_t group, size_t row_stride, size_t j, size_t j_end,
-           size_t ctx, float scale, int wide, const int HB)
+           size_t h, size_t head_dim, size_t row_stride, size_t j, size_t j_end, size_t ctx,
+           float scale, int wide, const int HB)
 {
-    const size_t kv_off = (h / group) * head_dim;
     const float *qh[4];
     float *a[4], *o[4];
     for (int b = 0; b < HB; b++) {
@@ -271,19 +270,18 @@ heads_keys(int phase, const float *q, const float *k0, const float *v0, float *o
     }
     if (phase == 0 && wide && HB == 4 && head_dim % 8 == 0 &&
         head_dim <= 8 * NIB_ATTENTION_AVX512_MAX_CHUNKS)
-        j = nib_attention_scores4_avx512(qh, k0 + kv_off, row_stride, head_dim, scale, a, j, j_end);
+        j = nib_attention_scores4_avx512(qh, k0, row_stride, head_dim, scale, a, j, j_end);
     if (phase == 0 && HB == 1)
-        scores_heads(qh, k0 + kv_off, row_stride, head_dim, scale, a, j, j_end, 1, 8);
+        scores_heads(qh, k0, row_stride, head_dim, scale, a, j, j_end, 1, 8);
     else if (phase == 0) /* two heads x four keys: one vector of scores per head */
         for (int b = 0; b < HB; b += 2)
-            scores_heads(qh + b, k0 + kv_off, row_stride, head_dim, scale, a + b, j, j_end, 2, 4);
+            scores_heads(qh + b, k0, row_stride, head_dim, scale, a + b, j, j_end, 2, 4);
     else {
         size_t i = 0;
         for (; wide && i + 64 <= head_dim; i += 64)
-            nib_attention_out64_avx512((const float *const *)a, v0 + kv_off, row_stride, o, i, j,
-                                       j_end, j == 0, HB);
-        out_heads((const float *const *)a, v0 + kv_off, row_stride, o, i, head_dim, j, j_end,
-                  j == 0, HB);
+            nib_attention_out64_avx512((const float *const *)a, v0, row_stride, o, i, j, j_end,
+                                       j == 0, HB);
+        out_heads((const float *const *)a, v0, row_stride, o, i, head_dim, j, j_end, j == 0, HB);
     }
 }
 
@@ -293,11 +291,11 @@ heads_keys(int phase, const float *q, const float *k0, const float *v0, float *o
 #define HEADS_KEYS_OF(HB)                                                                          \
     static __attribute__((noinline)) void heads_keys##HB(                                          \
         int phase, const float *q, const float *k0, const float *v0, float *out, float *att,       \
-        size_t h, size_t head_dim, size_t group, size_t row_stride, size_t j, size_t j_end,        \
-        size_t ctx, float scale, int wide)                                                         \
+        size_t h, size_t head_dim, size_t row_stride, size_t j, size_t j_end, size_t ctx,          \
+        float scale, int wide)                                                                     \
     {                                                                                              \
-        heads_keys(phase, q, k0, v0, out, att, h, head_dim, group, row_stride, j, j_end, ctx,      \
-                   scale, wide, HB);                                                               \
+        heads_keys(phase, q, k0, v0, out, att, h, head_dim, row_stride, j, j_end, ctx, scale,      \
+                   wide, HB);                                                                      \
     }
 HEADS_KEYS_OF(4)
 HEADS_KEYS_OF(2)
@@ -312,58 +310,68 @@ static inline void prefetch_span(const float *p, size_t len)
         _mm_prefetch(b, _MM_HINT_T0);
 }
 
-/* Keys in blocks of this many: the block's K (then V) rows, every KV head
- * of them, are read from memory once, in address order, and serve every
- * query head from L1. Taking one KV head's slice of every row instead
- * (1 KiB apart for tinyllama-1.1b) left attention at 3 to 5 times the time
- * of reading the cache from DRAM. Eight, not sixteen: a block and the next
- * one being prefetched then fit the L1 (16 KiB for tinyllama-1.1b), and
- * attention at position 512 took 2.0-2.2 ms a token instead of 2.9-3.0
- * (llama-3b: 18.2-19.0 instead of 20.7-22.1; docs/benchmarks.md). Four
- * was slower than either. */
-#define KEY_BLOCK 8
+/* Keys in blocks of about this many bytes of one KV head's rows, a
+ * multiple of four keys (the 512-bit score step's): 16 keys of 64 dims, 8
+ * of 100 or 128. A block's rows serve every query head of the KV head from
+ * L1 while the next block's are prefetched. With the cache laid out head
+ * by head (blobs since format 12) the rows are one run of bytes; at
+ * position 512 this took attention from 1.39 to 1.18 ms a token for
+ * tinyllama-1.1b and from 14.9 to 13.4 ms for llama-3b (KV rows evicted,
+ * one core; the same kernel over a cache of rows holding every KV head
+ * took blocks of 8 keys of all heads, docs/benchmarks.md). */
+#define KEY_BLOCK_BYTES 4096
+
+/* Keys per block for heads of head_dim floats. */
+static size_t key_block(size_t head_dim)
+{
+    size_t kb = KEY_BLOCK_BYTES / (head_dim * 4) / 4 * 4;
+    return kb < 4 ? 4 : kb;
+}
 
 NIB_ATTENTION_DECL(nib_attention_f32_avx2)
 {
     const int wide = nib_avx512vnni_available();
-    nib_pre_attention(q, kc, vc, out, att, h_begin, h_end, head_dim, group, row_stride, t0, pos,
-                      ctx, softcap);
-    const size_t n = pos - t0 + 1;
-    const float *k0 = kc + t0 * row_stride, *v0 = vc + t0 * row_stride;
-    /* the part of each row this worker's heads read, and how many of the
-     * next block's rows to prefetch before each chunk of heads */
-    const size_t span_off = h_begin / group * head_dim,
-                 span_len = ((h_end - 1) / group + 1) * head_dim - span_off;
-    size_t chunks = 0;
-    for (size_t h = h_begin; h < h_end; h += chunk_heads(h, h_end, group))
-        chunks++;
-    const size_t rows_per_chunk = (KEY_BLOCK + chunks - 1) / chunks;
-    for (int phase = 0; phase < 2; phase++) {
-        if (phase == 1) /* every score is in: cap, softmax, weights */
-            for (size_t h = h_begin; h < h_end; h++) {
-                if (wide && softcap <= 0.0f)
-                    nib_attention_softmax_avx512(att + h * ctx, n);
-                else
-                    softmax_head(att + h * ctx, n, softcap);
-            }
-        const float *rows = phase == 0 ? k0 : v0;
-        for (size_t j = 0; j < n; j += KEY_BLOCK) {
-            const size_t j_end = j + KEY_BLOCK < n ? j + KEY_BLOCK : n;
-            size_t pf = j_end; /* the next block's rows, a share before each chunk of heads */
-            for (size_t h = h_begin, hb; h < h_end; h += hb) {
-                hb = chunk_heads(h, h_end, group);
-                for (size_t r = 0; r < rows_per_chunk && pf < n && pf < j_end + KEY_BLOCK;
-                     r++, pf++)
-                    prefetch_span(rows + pf * row_stride + span_off, span_len);
-                if (hb == 4)
-                    heads_keys4(phase, q, k0, v0, out, att, h, head_dim, group, row_stride, j,
-                                j_end, ctx, scale, wide);
-                else if (hb == 2)
-                    heads_keys2(phase, q, k0, v0, out, att, h, head_dim, group, row_stride, j,
-                                j_end, ctx, scale, wide);
-                else
-                    heads_keys1(phase, q, k0, v0, out, att, h, head_dim, group, row_stride, j,
-                                j_end, ctx, scale, wide);
+    nib_pre_attention(q, kc, vc, out, att, h_begin, h_end, head_dim, group, row_stride, head_stride,
+                      t0, pos, ctx, softcap);
+    if (h_begin >= h_end)
+        return;
+    const size_t n = pos - t0 + 1, kb = key_block(head_dim);
+    for (size_t g = h_begin / group; g <= (h_end - 1) / group; g++) {
+        /* the query heads of KV head g this worker computes, in chunks */
+        const size_t hg0 = g * group > h_begin ? g * group : h_begin,
+                     hg1 = (g + 1) * group < h_end ? (g + 1) * group : h_end;
+        const float *k0 = kc + g * head_stride + t0 * row_stride,
+                    *v0 = vc + g * head_stride + t0 * row_stride;
+        size_t chunks = 0;
+        for (size_t h = hg0; h < hg1; h += chunk_heads(h, hg1, group))
+            chunks++;
+        const size_t rows_per_chunk = (kb + chunks - 1) / chunks;
+        for (int phase = 0; phase < 2; phase++) {
+            if (phase == 1) /* every score is in: cap, softmax, weights */
+                for (size_t h = hg0; h < hg1; h++) {
+                    if (wide && softcap <= 0.0f)
+                        nib_attention_softmax_avx512(att + h * ctx, n);
+                    else
+                        softmax_head(att + h * ctx, n, softcap);
+                }
+            const float *rows = phase == 0 ? k0 : v0;
+            for (size_t j = 0; j < n; j += kb) {
+                const size_t j_end = j + kb < n ? j + kb : n;
+                size_t pf = j_end; /* the next block's rows, a share before each chunk */
+                for (size_t h = hg0, hb; h < hg1; h += hb) {
+                    hb = chunk_heads(h, hg1, group);
+                    for (size_t r = 0; r < rows_per_chunk && pf < n && pf < j_end + kb; r++, pf++)
+                        prefetch_span(rows + pf * row_stride, head_dim);
+                    if (hb == 4)
+                        heads_keys4(phase, q, k0, v0, out, att, h, head_dim, row_stride, j, j_end,
+                                    ctx, scale, wide);
+                    else if (hb == 2)
+                        heads_keys2(phase, q, k0, v0, out, att, h, head_dim, row_stride, j, j_end,
+                                    ctx, scale, wide);
+                    else
+                        heads_keys1(phase, q, k0, v0, out, att, h, head_dim, row_stride, j, j_end,
+                                    ctx, scale, wide);
+                }
             }
         }
     }

@@ -19,13 +19,13 @@
 
 NIB_ATTENTION_DECL(nib_attention_f32_scalar)
 {
-    nib_pre_attention(q, kc, vc, out, att, h_begin, h_end, head_dim, group, row_stride, t0, pos,
-                      ctx, softcap);
+    nib_pre_attention(q, kc, vc, out, att, h_begin, h_end, head_dim, group, row_stride, head_stride,
+                      t0, pos, ctx, softcap);
     const size_t n = pos - t0 + 1;
     const float *k0 = kc + t0 * row_stride, *v0 = vc + t0 * row_stride;
     for (size_t h = h_begin; h < h_end; h++) {
         const float *qh = q + h * head_dim;
-        size_t kv_off = (h / group) * head_dim;
+        size_t kv_off = (h / group) * head_stride;
         float *a = att + h * ctx;
         float max = -INFINITY, l[8];
         for (size_t j = 0; j < n; j++) {

@@ -62,15 +62,20 @@ static inline void nib_pre_rope(const float *v, size_t r_begin, size_t r_end, si
 static inline void nib_pre_attention(const float *q, const float *kc, const float *vc,
                                      const float *out, const float *att, size_t h_begin,
                                      size_t h_end, size_t head_dim, size_t group, size_t row_stride,
-                                     size_t t0, size_t pos, size_t ctx, float softcap)
+                                     size_t head_stride, size_t t0, size_t pos, size_t ctx,
+                                     float softcap)
 {
     assert(q && kc && vc && out && att);
     assert(h_begin <= h_end && head_dim > 0 && group > 0 && pos < ctx);
     assert(t0 <= pos);                                    /* at least one key */
     assert(softcap >= 0.0f && softcap - softcap == 0.0f); /* finite; 0: no soft-capping */
-    assert(h_end == 0 || ((h_end - 1) / group + 1) * head_dim <= row_stride); /* heads in a row */
+    /* rows apart: a position's heads side by side, or a head's positions */
+    assert((head_stride == head_dim &&
+            (h_end == 0 || ((h_end - 1) / group + 1) * head_dim <= row_stride)) ||
+           (row_stride == head_dim && head_stride >= ctx * row_stride));
     (void)q, (void)kc, (void)vc, (void)out, (void)att, (void)h_begin, (void)h_end, (void)head_dim,
-        (void)group, (void)row_stride, (void)t0, (void)pos, (void)ctx, (void)softcap;
+        (void)group, (void)row_stride, (void)head_stride, (void)t0, (void)pos, (void)ctx,
+        (void)softcap;
 }
 
 #endif

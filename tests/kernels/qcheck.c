@@ -397,6 +397,31 @@ int qcheck_worst_case(const struct nib_qkernels *kt, char *msg, size_t len)
 
 /* ---- attention ---- */
 
+/* A KV cache for the attention checks, in either layout the kernels take:
+ * a position's KV heads side by side in rows of rs floats (padded or not),
+ * or head by head as blobs lay it out, each head's ctx rows hs floats
+ * after the last head's (a gap after them or not). */
+struct kv_layout {
+    size_t rs, hs, floats;
+    int rows; /* heads side by side */
+};
+
+static struct kv_layout kv_layout_pick(uint64_t *s, uint32_t kvh, uint32_t hd, uint32_t ctx)
+{
+    struct kv_layout l;
+    l.rows = (int)rnd_below(s, 2);
+    if (l.rows) {
+        l.rs = (size_t)kvh * hd + rnd_below(s, 3) * 4;
+        l.hs = hd;
+        l.floats = (size_t)ctx * l.rs;
+    } else {
+        l.rs = hd;
+        l.hs = (size_t)ctx * hd + rnd_below(s, 3) * 4;
+        l.floats = (size_t)kvh * l.hs;
+    }
+    return l;
+}
+
 int qcheck_attention(const struct nib_qkernels *ref, const struct nib_qkernels *var, uint64_t seed,
                      char *msg, size_t len)
 {
@@ -414,21 +439,22 @@ int qcheck_attention(const struct nib_qkernels *ref, const struct nib_qkernels *
         uint32_t hd = head_dims[round % n_dims], group = 1 + rnd_below(&s, 8),
                  kvh = 1 + rnd_below(&s, group == 1 ? 20 : 3);
         uint32_t heads = kvh * group, ctx = 1 + rnd_below(&s, 300), pos = rnd_below(&s, ctx);
-        uint32_t stride = kvh * hd + rnd_below(&s, 3) * 4; /* padded rows too */
+        const struct kv_layout lay = kv_layout_pick(&s, kvh, hd, ctx);
+        const size_t rs = lay.rs, hs = lay.hs;
         float scale =
             1.0f / sqrtf((float)hd) * (round % 5 == 4 ? 60.0f : 1.0f); /* peaky softmax too */
-        float *q = xalloc((size_t)heads * hd * 4), *kc = xalloc((size_t)ctx * stride * 4);
-        float *vc = xalloc((size_t)ctx * stride * 4);
+        float *q = xalloc((size_t)heads * hd * 4), *kc = xalloc(lay.floats * 4);
+        float *vc = xalloc(lay.floats * 4);
         float *o1 = xalloc((size_t)heads * hd * 4), *o2 = xalloc((size_t)heads * hd * 4);
         float *a1 = xalloc((size_t)heads * ctx * 4), *a2 = xalloc((size_t)heads * ctx * 4);
         random_x(&s, q, (size_t)heads * hd);
-        random_x(&s, kc, (size_t)ctx * stride);
-        random_x(&s, vc, (size_t)ctx * stride);
+        random_x(&s, kc, lay.floats);
+        random_x(&s, vc, lay.floats);
         if (round == 7)
             q[0] = __builtin_nanf(""); /* a NaN score: defined, identical */
         uint32_t hb = rnd_below(&s, heads), he = hb + 1 + rnd_below(&s, heads - hb);
-        ref->attention(q, kc, vc, o1, a1, hb, he, hd, group, stride, 0, pos, ctx, scale, 0.0f);
-        var->attention(q, kc, vc, o2, a2, hb, he, hd, group, stride, 0, pos, ctx, scale, 0.0f);
+        ref->attention(q, kc, vc, o1, a1, hb, he, hd, group, rs, hs, 0, pos, ctx, scale, 0.0f);
+        var->attention(q, kc, vc, o2, a2, hb, he, hd, group, rs, hs, 0, pos, ctx, scale, 0.0f);
         if (memcmp(o1, o2, (size_t)heads * hd * 4) != 0)
             fail(&nfail, msg, len,
                  "attention %s vs %s: head_dim %u, heads %u (group %u), pos %u, heads [%u,%u): "
@@ -437,7 +463,7 @@ int qcheck_attention(const struct nib_qkernels *ref, const struct nib_qkernels *
         /* And against double precision (the NaN round aside). */
         for (uint32_t h = hb; h < he && !nfail && round != 7; h++) {
             const float *qh = q + (size_t)h * hd;
-            size_t off = (size_t)(h / group) * hd;
+            size_t off = (size_t)(h / group) * hs;
             /* A float score carries an absolute error up to about
              * hd * eps * scale * sum|q k|; the weights inherit it as a
              * relative error (a peaky softmax makes it visible). */
@@ -445,8 +471,8 @@ int qcheck_attention(const struct nib_qkernels *ref, const struct nib_qkernels *
             for (uint32_t t = 0; t <= pos; t++) {
                 double d = 0, a = 0;
                 for (uint32_t i = 0; i < hd; i++) {
-                    d += (double)qh[i] * kc[(size_t)t * stride + off + i];
-                    a += fabs((double)qh[i] * kc[(size_t)t * stride + off + i]);
+                    d += (double)qh[i] * kc[(size_t)t * rs + off + i];
+                    a += fabs((double)qh[i] * kc[(size_t)t * rs + off + i]);
                 }
                 w[t] = d * scale;
                 mx = w[t] > mx ? w[t] : mx;
@@ -458,8 +484,8 @@ int qcheck_attention(const struct nib_qkernels *ref, const struct nib_qkernels *
             for (uint32_t i = 0; i < hd; i++) {
                 double o = 0, mag = 0;
                 for (uint32_t t = 0; t <= pos; t++) {
-                    o += w[t] / sum * vc[(size_t)t * stride + off + i];
-                    mag += w[t] / sum * fabs(vc[(size_t)t * stride + off + i]);
+                    o += w[t] / sum * vc[(size_t)t * rs + off + i];
+                    mag += w[t] / sum * fabs(vc[(size_t)t * rs + off + i]);
                 }
                 if (fabs(o - o2[(size_t)h * hd + i]) > (1e-5 + score_err) * mag + 1e-30)
                     fail(&nfail, msg, len,
@@ -785,17 +811,18 @@ int qcheck_attention_window(const struct nib_qkernels *ref, const struct nib_qke
         uint32_t t0 = round % 3 == 0 ? 0 : round % 3 == 1 ? pos : rnd_below(&s, pos + 1);
         if (round % 6 == 5 && pos >= 16)
             t0 = pos - 15; /* a window of 16 */
-        uint32_t stride = kvh * hd + rnd_below(&s, 3) * 4;
+        const struct kv_layout lay = kv_layout_pick(&s, kvh, hd, ctx);
+        const size_t rs = lay.rs, hs = lay.hs;
         float cap = round % 8 == 7 ? 0.01f + 100.0f * (rnd_unit(&s) + 1.0f) : caps[round % 4];
         float scale = 1.0f / sqrtf((float)hd) * (round % 5 == 4 ? 60.0f : 1.0f);
-        float *q = xalloc((size_t)heads * hd * 4), *kc = xalloc((size_t)ctx * stride * 4);
-        float *vc = xalloc((size_t)ctx * stride * 4);
+        float *q = xalloc((size_t)heads * hd * 4), *kc = xalloc(lay.floats * 4);
+        float *vc = xalloc(lay.floats * 4);
         float *o1 = xalloc((size_t)heads * hd * 4), *o2 = xalloc((size_t)heads * hd * 4),
               *o3 = xalloc((size_t)heads * hd * 4);
         float *a1 = xalloc((size_t)heads * ctx * 4), *a2 = xalloc((size_t)heads * ctx * 4);
         random_x(&s, q, (size_t)heads * hd);
-        random_x(&s, kc, (size_t)ctx * stride);
-        random_x(&s, vc, (size_t)ctx * stride);
+        random_x(&s, kc, lay.floats);
+        random_x(&s, vc, lay.floats);
         if (round % 4 == 2)
             for (size_t i = 0; i < (size_t)heads * hd; i++)
                 q[i] *= 20.0f; /* cap 0.5 saturates: tanh is +-1 for most scores */
@@ -803,17 +830,18 @@ int qcheck_attention_window(const struct nib_qkernels *ref, const struct nib_qke
          * output that reads them */
         for (uint32_t t = 0; t < ctx; t++)
             if (t < t0 || t > pos)
-                for (uint32_t i = 0; i < stride; i++)
-                    kc[(size_t)t * stride + i] = vc[(size_t)t * stride + i] = __builtin_nanf("");
+                for (uint32_t g = 0; g < (lay.rows ? 1 : kvh); g++)
+                    for (size_t i = 0; i < (lay.rows ? rs : hd); i++) /* a row's padding too */
+                        kc[g * hs + t * rs + i] = vc[g * hs + t * rs + i] = __builtin_nanf("");
         const int nan_round = round == 11;
         if (nan_round)
             q[0] = __builtin_nanf(""); /* a NaN score under the cap: defined, identical */
         uint32_t hb = rnd_below(&s, heads), he = hb + 1 + rnd_below(&s, heads - hb);
-        ref->attention(q, kc, vc, o1, a1, hb, he, hd, group, stride, t0, pos, ctx, scale, cap);
-        var->attention(q, kc, vc, o2, a2, hb, he, hd, group, stride, t0, pos, ctx, scale, cap);
+        ref->attention(q, kc, vc, o1, a1, hb, he, hd, group, rs, hs, t0, pos, ctx, scale, cap);
+        var->attention(q, kc, vc, o2, a2, hb, he, hd, group, rs, hs, t0, pos, ctx, scale, cap);
         /* the window t0..pos is the whole cache that starts at row t0 */
-        var->attention(q, kc + (size_t)t0 * stride, vc + (size_t)t0 * stride, o3, a2, hb, he, hd,
-                       group, stride, 0, pos - t0, ctx, scale, cap);
+        var->attention(q, kc + (size_t)t0 * rs, vc + (size_t)t0 * rs, o3, a2, hb, he, hd, group, rs,
+                       hs, 0, pos - t0, ctx, scale, cap);
         size_t ob = (size_t)hb * hd, on = (size_t)(he - hb) * hd;
         if (memcmp(o1 + ob, o2 + ob, on * 4) != 0)
             fail(&nfail, msg, len,
@@ -832,13 +860,13 @@ int qcheck_attention_window(const struct nib_qkernels *ref, const struct nib_qke
         /* against double precision: the window's softmax of capped scores */
         for (uint32_t h = hb; h < he && !nfail && !nan_round; h++) {
             const float *qh = q + (size_t)h * hd;
-            size_t off = (size_t)(h / group) * hd;
+            size_t off = (size_t)(h / group) * hs;
             double mx = -INFINITY, w[300], sum = 0, score_err = 0;
             for (uint32_t t = t0; t <= pos; t++) {
                 double d = 0, a = 0;
                 for (uint32_t i = 0; i < hd; i++) {
-                    d += (double)qh[i] * kc[(size_t)t * stride + off + i];
-                    a += fabs((double)qh[i] * kc[(size_t)t * stride + off + i]);
+                    d += (double)qh[i] * kc[(size_t)t * rs + off + i];
+                    a += fabs((double)qh[i] * kc[(size_t)t * rs + off + i]);
                 }
                 d *= scale;
                 if (cap > 0)
@@ -856,8 +884,8 @@ int qcheck_attention_window(const struct nib_qkernels *ref, const struct nib_qke
             for (uint32_t i = 0; i < hd; i++) {
                 double o = 0, mag = 0;
                 for (uint32_t t = t0; t <= pos; t++) {
-                    o += w[t - t0] / sum * vc[(size_t)t * stride + off + i];
-                    mag += w[t - t0] / sum * fabs(vc[(size_t)t * stride + off + i]);
+                    o += w[t - t0] / sum * vc[(size_t)t * rs + off + i];
+                    mag += w[t - t0] / sum * fabs(vc[(size_t)t * rs + off + i]);
                 }
                 if (fabs(o - o2[(size_t)h * hd + i]) > (1e-5 + 2.0 * score_err) * mag + 1e-30)
                     fail(&nfail, msg, len,

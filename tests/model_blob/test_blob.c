@@ -222,6 +222,10 @@ START_TEST(plan_lies_refused)
     EXPECT_REFUSED("outside runtime memory");
     OP(qkv)->aux_stride = 4;
     EXPECT_REFUSED("stride");
+    OP(qkv)->matmul.rope_kv.head_stride -= 4; /* heads' rows would overlap */
+    EXPECT_REFUSED("KV cache strides overlap");
+    OP(qkv)->matmul.rope_kv.head_stride = OP(qkv)->matmul.rope_kv.head_dim * 4 + 4; /* neither */
+    EXPECT_REFUSED("KV cache strides overlap");
     OP(gu)->matmul.silu_mul.n_out += 8;
     EXPECT_REFUSED("pair up");
     if (OP(gu)->flags & NIB_OPF_QOUT) {
@@ -254,6 +258,10 @@ START_TEST(plan_lies_refused)
     OP(at)->attention.scale = 0.0f;
     EXPECT_REFUSED("attention): bad head geometry");
     OP(at)->attention.cache_stride = 4;
+    EXPECT_REFUSED("attention): bad head geometry");
+    OP(at)->attention.head_stride -= 4;
+    EXPECT_REFUSED("attention): bad head geometry");
+    OP(at)->attention.head_stride = OP(at)->k * 4 + 4;
     EXPECT_REFUSED("attention): bad head geometry");
     ck_assert(OP(qkv)->flags & NIB_OPF_NORM_IN);
     OP(qkv)->matmul.norm.tensor = H()->n_tensors;

@@ -2,12 +2,13 @@
  * state token-by-token decode leaves (logits of every pass's last token,
  * the whole KV cache, and the decode that follows), with one worker and
  * with a team; the fused argmax agrees with a scan of the logits; passes
- * out of range are refused. Runs on NIB_TEST_BLOB (f32, and q4 in the
- * -q4 variant). */
+ * out of range are refused; the KV cache's two layouts give the same
+ * bits. Runs on NIB_TEST_BLOB (f32, and q4 in the -q4 variant). */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "model_blob/blob_format.h"
 #include "model_blob/blob_view.h"
 #include "rt/cpu_isa.h"
 #include "rt/exec.h"
@@ -141,6 +142,83 @@ START_TEST(bad_passes_refused)
 }
 END_TEST
 
+/* The test blob relaid with each position's KV heads side by side (the
+ * layout before blob format 12, which the validator and the kernels still
+ * take): the same logits at every position, bit for bit, with a team of
+ * two, and after the prompt the same cache rows, each where its layout
+ * puts it. The planner's layout (head by head) is checked on the way. */
+START_TEST(kv_layouts_agree)
+{
+    const struct nib_blob_view *v = &rtf_view;
+    const uint32_t vocab = v->h->hp.vocab_size;
+    uint8_t *copy = aligned_alloc(64, (v->size + 63) & ~63ull);
+    ck_assert_ptr_nonnull(copy);
+    memcpy(copy, v->base, v->size);
+    struct nib_blob_header *h = (struct nib_blob_header *)(void *)copy;
+    struct nib_op *ops = (struct nib_op *)(void *)(copy + ((const uint8_t *)v->ops - v->base));
+    uint32_t relaid = 0;
+    for (uint32_t i = 0; i < h->n_ops; i++) {
+        struct nib_op *op = &ops[i];
+        if (op->code == NIB_OP_MATMUL && (op->flags & NIB_EPI_ROPE_KV)) {
+            struct nib_rope_kv_params *p = &op->matmul.rope_kv;
+            ck_assert_uint_eq(op->aux_stride, p->head_dim * 4);
+            ck_assert_uint_eq(p->head_stride, (uint64_t)h->hp.ctx_len * p->head_dim * 4);
+            op->aux_stride = p->kv_rows * 4;
+            p->head_stride = p->head_dim * 4;
+            relaid++;
+        } else if (op->code == NIB_OP_ATTENTION) {
+            struct nib_attention_params *p = &op->attention;
+            ck_assert_uint_eq(p->cache_stride, op->k * 4);
+            ck_assert_uint_eq(p->head_stride, (uint64_t)h->hp.ctx_len * op->k * 4);
+            p->cache_stride = p->n_kv_heads * op->k * 4;
+            p->head_stride = op->k * 4;
+            relaid++;
+        }
+    }
+    ck_assert_uint_eq(relaid, 2 * h->hp.n_layers);
+    h->crc32c = nib_blob_crc(copy, v->size);
+    struct nib_blob_view rows;
+    char err[256];
+    ck_assert_msg(nib_blob_open(&rows, copy, v->size, 1, err, sizeof err) == 0, "%s", err);
+
+    uint8_t *ref_kv = NULL;
+    float *ref = reference(&ref_kv);
+    uint8_t *arena = tu_new_arena(&rows);
+    struct nib_exec e = {.v = &rows, .mem = arena, .qk = nib_exec_kernels(nib_cpu_isa())};
+    struct rtf_team f;
+    rtf_team_start(&f, &e, 2, 50000000, 200000);
+    for (uint32_t p = 0; p < N_PROMPT + N_DECODE; p++) {
+        const float *l = nib_exec_token(&e, token_at(p), p);
+        ck_assert_ptr_nonnull(l);
+        ck_assert_msg(memcmp(l, ref + (size_t)p * vocab, (size_t)vocab * 4) == 0,
+                      "logits at %u differ between the KV layouts", p);
+        if (p + 1 != N_PROMPT)
+            continue;
+        for (uint32_t i = 0; i < h->n_ops; i++) {
+            const struct nib_op *op = &rows.ops[i];
+            if (op->code != NIB_OP_ATTENTION)
+                continue;
+            const struct nib_attention_params *a = &op->attention;
+            const uint64_t row = op->k * 4ull, by_head = (uint64_t)h->hp.ctx_len * row;
+            for (uint32_t kv = 0; kv < 2; kv++)
+                for (uint32_t g = 0; g < a->n_kv_heads; g++)
+                    for (uint32_t t = 0; t < N_PROMPT; t++) {
+                        uint64_t base = op->src1 + kv * a->v_cache_off;
+                        ck_assert_msg(
+                            memcmp(arena + base + t * a->cache_stride + g * row,
+                                   ref_kv + (base - h->act_size) + g * by_head + t * row, row) == 0,
+                            "op %u: %c of KV head %u at %u differs", i, kv ? 'V' : 'K', g, t);
+                    }
+        }
+    }
+    rtf_team_stop(&f);
+    free(arena);
+    free(ref);
+    free(ref_kv);
+    free(copy);
+}
+END_TEST
+
 START_TEST(argmax_rule)
 {
     const float nan = __builtin_nanf("");
@@ -154,4 +232,5 @@ START_TEST(argmax_rule)
 END_TEST
 
 TU_SUITE("prefill", "prefill", setup, rtf_teardown, 240, full_passes_one_worker,
-         ragged_passes_two_workers, full_passes_two_workers, bad_passes_refused, argmax_rule)
+         ragged_passes_two_workers, full_passes_two_workers, bad_passes_refused, kv_layouts_agree,
+         argmax_rule)

@@ -33,10 +33,11 @@ static void print_params(const struct nib_op *op)
         if (op->flags & NIB_OPF_NORM_IN)
             printf(" norm=t%u eps=%g", p->norm.tensor, (double)p->norm.eps);
         if (op->flags & NIB_EPI_ROPE_KV)
-            printf(" rope=t%u q=%u k@%u v@%u kv=%u head=%u rope_dim=%u v_cache=+%u",
+            printf(" rope=t%u q=%u k@%u v@%u kv=%u head=%u rope_dim=%u v_cache=+%u "
+                   "head_stride=%u",
                    p->rope_kv.table, p->rope_kv.q_rows, p->rope_kv.k_off, p->rope_kv.v_off,
                    p->rope_kv.kv_rows, p->rope_kv.head_dim, p->rope_kv.rope_dim,
-                   p->rope_kv.v_cache_off);
+                   p->rope_kv.v_cache_off, p->rope_kv.head_stride);
         if ((op->flags & NIB_EPI_ROPE_KV) && p->rope_kv.q_norm != UINT32_MAX)
             printf(" q_norm=t%u k_norm=t%u qk_eps=%g", p->rope_kv.q_norm, p->rope_kv.k_norm,
                    (double)p->rope_kv.qk_eps);
@@ -50,8 +51,9 @@ static void print_params(const struct nib_op *op)
             printf(" qblock=%u", p->silu_mul.qblock);
     } else if (op->code == NIB_OP_ATTENTION) {
         const struct nib_attention_params *p = &op->attention;
-        printf(" kv_heads=%u cache_stride=%u v_cache=+%u scale=%g scratch=%llu", p->n_kv_heads,
-               p->cache_stride, p->v_cache_off, (double)p->scale, (unsigned long long)p->scratch);
+        printf(" kv_heads=%u cache_stride=%u head_stride=%u v_cache=+%u scale=%g scratch=%llu",
+               p->n_kv_heads, p->cache_stride, p->head_stride, p->v_cache_off, (double)p->scale,
+               (unsigned long long)p->scratch);
         if (op->flags & NIB_OPF_QOUT)
             printf(" qblock=%u unit_heads=%u", p->qblock, p->unit_heads);
         if (p->window)

@@ -488,6 +488,10 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
     const uint32_t dim = hp.dim, hd = hp.head_dim, ffn = hp.ffn_dim, ctx = hp.ctx_len;
     const uint32_t q_dim = hp.n_heads * hd, kv_dim = hp.n_kv_heads * hd;
     const uint64_t row = kv_dim * 4ull, layer_kv = 2ull * ctx * row;
+    /* The KV cache head by head: one KV head's rows of every position
+     * together (hd x 4 bytes apart), so attention streams each head's keys
+     * and values in address order (docs/blob-format.md "The KV cache"). */
+    const uint32_t kv_pos = hd * 4u, kv_head = (uint32_t)(ctx * (uint64_t)kv_pos);
     if (ctx * row > UINT32_MAX) {
         snprintf(err, errlen, "KV cache of one layer (%llu bytes) exceeds 4 GiB; lower --ctx",
                  (unsigned long long)(ctx * row));
@@ -615,13 +619,14 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
             .q_norm = t->q_norm,
             .k_norm = t->k_norm,
             .qk_eps = t->q_norm != UINT32_MAX ? hp.norm_eps : 0.0f,
+            .head_stride = kv_head,
         };
         if (t->qkv_bias != UINT32_MAX) {
             op->flags |= NIB_EPI_BIAS;
             op->matmul.bias = t->qkv_bias;
         }
         op->aux = l * layer_kv; /* relative to the KV cache for now */
-        op->aux_stride = (uint32_t)row;
+        op->aux_stride = kv_pos;
         op = add_op(&b, NIB_OP_ATTENTION, UINT32_MAX);
         op->src0 = qkv;
         op->src0_stride = qkv_s;
@@ -632,12 +637,13 @@ int nib_plan_build(struct nib_plan *p, const struct llama_model *m, const struct
         op->k = hd;
         op->attention = (struct nib_attention_params){
             .n_kv_heads = hp.n_kv_heads,
-            .cache_stride = (uint32_t)row,
+            .cache_stride = kv_pos,
             .v_cache_off = (uint32_t)(ctx * row),
             .scale = m->attn_scale > 0.0f ? m->attn_scale : 1.0f / sqrtf((float)hd),
             .scratch = scores,
             .window = m->layers[l].window < ctx ? m->layers[l].window : 0,
             .softcap = m->attn_softcap,
+            .head_stride = kv_head,
         };
         uint32_t blk = block_of(&b, t->wo);
         uint64_t in;
