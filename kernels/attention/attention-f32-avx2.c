@@ -315,10 +315,11 @@ static inline void prefetch_span(const float *p, size_t len)
  * of 100 or 128. A block's rows serve every query head of the KV head from
  * L1 while the next block's are prefetched. With the cache laid out head
  * by head (blobs since format 12) the rows are one run of bytes; at
- * position 512 this took attention from 1.39 to 1.18 ms a token for
- * tinyllama-1.1b and from 14.9 to 13.4 ms for llama-3b (KV rows evicted,
- * one core; the same kernel over a cache of rows holding every KV head
- * took blocks of 8 keys of all heads, docs/benchmarks.md). */
+ * position 512 with one worker this took attention in the model from
+ * 1.56-1.67 to 1.41-1.45 ms a token for tinyllama-1.1b and from 18.5-20.9
+ * to 13.2-13.4 ms for llama-3b, against blocks of 8 positions' rows of
+ * every KV head over the old layout ("The KV cache head by head" in
+ * docs/benchmarks.md, with the block sizes tried). */
 #define KEY_BLOCK_BYTES 4096
 
 /* Keys per block for heads of head_dim floats. */
