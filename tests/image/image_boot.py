@@ -216,11 +216,21 @@ def refused_vm(a, img):
     console's reason; init powers the guest off with the "refused" status."""
     console = os.path.join(a.work, "console-corrupt.txt")
     os.environ["NIB_RUNTIME_DIR"] = rt = os.path.join(a.work, "rt-corrupt")
-    shutil.rmtree(rt, ignore_errors=True)
-    r = subprocess.run([a.nib, "vm", "run", img, "--name", "vmbad", "--console", console,
-                        "--timeout", str(BOOT_S), "--accel", "tcg"], stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, text=True, timeout=BOOT_S + 60)
-    text = open(console, errors="replace").read() if os.path.exists(console) else ""
+    for attempt in (1, 2):
+        shutil.rmtree(rt, ignore_errors=True)
+        r = subprocess.run([a.nib, "vm", "run", img, "--name", "vmbad", "--console", console,
+                            "--timeout", str(BOOT_S), "--accel", "tcg"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, timeout=BOOT_S + 60)
+        text = open(console, errors="replace").read() if os.path.exists(console) else ""
+        # The console carries init's lines only: empty after BOOT_S means the guest kernel
+        # never reached init under TCG (seen once in a CI run on a loaded 2-CPU host),
+        # which says nothing about the appliance. Said, and booted once more; every
+        # check below still applies to the boot that counts.
+        if attempt == 1 and not text.strip() and "timed out" in r.stderr:
+            print(f"note: the guest never reached init in {BOOT_S} s (empty console); "
+                  "booting it once more")
+            continue
+        break
     want_rc = 2 * STATUS["refused"] + 1
     if r.returncode == 0:
         fail("nib vm run returned 0 for an appliance that refused to boot", text)
