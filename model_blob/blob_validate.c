@@ -700,7 +700,9 @@ static int check_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t
             uint64_t ext = kv_cache_extent(kv / hd, hd, ctx, op->aux_stride, rk->head_stride);
             if (ext == 0 || rk->v_cache_off % 4)
                 return nib_blob_fail(err, errlen,
-                                     "plan op %u (matmul): KV cache strides overlap its rows", i);
+                                     "plan op %u (matmul): KV cache strides overlap its rows "
+                                     "or are not multiples of 4",
+                                     i);
             if (op->aux + rk->v_cache_off < op->aux)
                 return nib_blob_fail(err, errlen, "plan op %u (matmul): offset overflow", i);
             add_range(&r, op->aux, ext);
