@@ -33,10 +33,10 @@ static uint32_t token_at(uint32_t pos)
     return rtf_token(pos, 5u);
 }
 
-/* The CPU's best kernels (the same bits as the scalar ones). */
-static struct nib_exec exec_on(uint8_t *arena)
+/* The CPU's best kernels (the same bits as the scalar ones) on blob v. */
+static struct nib_exec exec_on(const struct nib_blob_view *v, uint8_t *arena)
 {
-    return (struct nib_exec){.v = &rtf_view, .mem = arena, .qk = nib_exec_kernels(nib_cpu_isa())};
+    return (struct nib_exec){.v = v, .mem = arena, .qk = nib_exec_kernels(nib_cpu_isa())};
 }
 
 #define N_PROMPT 45
@@ -49,7 +49,7 @@ static float *reference(uint8_t **kv_out)
     const uint32_t vocab = rtf_view.h->hp.vocab_size;
     float *ref = malloc((size_t)(N_PROMPT + N_DECODE) * vocab * 4);
     uint8_t *arena = new_arena();
-    struct nib_exec e = exec_on(arena);
+    struct nib_exec e = exec_on(&rtf_view, arena);
     for (uint32_t p = 0; p < N_PROMPT + N_DECODE; p++) {
         const float *l = nib_exec_token(&e, token_at(p), p);
         ck_assert_ptr_nonnull(l);
@@ -70,7 +70,7 @@ static void prefill_matches(uint32_t workers, const uint32_t *pass_sizes, int n_
     uint8_t *ref_kv = NULL;
     float *ref = reference(&ref_kv);
     uint8_t *arena = new_arena();
-    struct nib_exec e = exec_on(arena);
+    struct nib_exec e = exec_on(&rtf_view, arena);
     struct rtf_team f;
     rtf_team_start(&f, &e, workers, 50000000, 200000);
     uint32_t ids[N_PROMPT];
@@ -184,7 +184,7 @@ START_TEST(kv_layouts_agree)
     uint8_t *ref_kv = NULL;
     float *ref = reference(&ref_kv);
     uint8_t *arena = tu_new_arena(&rows);
-    struct nib_exec e = {.v = &rows, .mem = arena, .qk = nib_exec_kernels(nib_cpu_isa())};
+    struct nib_exec e = exec_on(&rows, arena);
     struct rtf_team f;
     rtf_team_start(&f, &e, 2, 50000000, 200000);
     for (uint32_t p = 0; p < N_PROMPT + N_DECODE; p++) {
