@@ -775,6 +775,38 @@ static int check_op(const struct nib_blob_view *v, uint32_t i, char *err, size_t
     return 0;
 }
 
+/* Each attention op reads the K and V cache that the fused QKV op
+ * (NIB_EPI_ROPE_KV) before it wrote: the same place, heads, head size,
+ * strides and V offset. check_op keeps each op inside runtime memory on
+ * its own; this keeps a blob whose two descriptions disagree (a cache
+ * written in one layout and read in another) from answering wrong tokens
+ * without a word. The planner emits QKV and its attention side by side,
+ * so the nearest earlier QKV op is the writer. */
+static int check_kv_pairs(const struct nib_blob_view *v, char *err, size_t errlen)
+{
+    const struct nib_op *w = NULL;
+    for (uint32_t i = 0; i < v->h->n_ops; i++) {
+        const struct nib_op *op = &v->ops[i];
+        if (op->code == NIB_OP_MATMUL && (op->flags & NIB_EPI_ROPE_KV))
+            w = op;
+        if (op->code != NIB_OP_ATTENTION)
+            continue;
+        if (!w)
+            return nib_blob_fail(
+                err, errlen, "plan op %u (attention): no earlier QKV op writes its KV cache", i);
+        const struct nib_rope_kv_params *rk = &w->matmul.rope_kv;
+        const struct nib_attention_params *a = &op->attention;
+        if (w->aux != op->src1 || w->aux_stride != a->cache_stride ||
+            rk->head_stride != a->head_stride || rk->v_cache_off != a->v_cache_off ||
+            rk->head_dim != op->k || rk->kv_rows / rk->head_dim != a->n_kv_heads)
+            return nib_blob_fail(err, errlen,
+                                 "plan op %u (attention): reads its KV cache in another place or "
+                                 "layout than op %u (QKV) writes it",
+                                 i, (uint32_t)(w - v->ops));
+    }
+    return 0;
+}
+
 int nib_blob_open(struct nib_blob_view *v, const void *blob, uint64_t size, int check_crc,
                   char *err, size_t errlen)
 {
@@ -882,7 +914,7 @@ int nib_blob_open(struct nib_blob_view *v, const void *blob, uint64_t size, int 
     for (uint32_t i = 0; i < h->n_ops; i++)
         if (check_op(v, i, err, errlen))
             return -1;
-    return 0;
+    return check_kv_pairs(v, err, errlen);
 }
 
 int nib_tok_section_open(struct nib_blob_view *v, const void *sec, uint64_t size, char *err,

@@ -263,6 +263,15 @@ START_TEST(plan_lies_refused)
     EXPECT_REFUSED("attention): bad head geometry");
     OP(at)->attention.head_stride = OP(at)->k * 4 + 4;
     EXPECT_REFUSED("attention): bad head geometry");
+    /* each op valid alone, the two disagreeing on the cache they share */
+    OP(at)->attention.v_cache_off -= 4;
+    EXPECT_REFUSED("another place or layout");
+    ck_assert_uint_eq(OP(at)->attention.cache_stride, OP(at)->k * 4); /* head by head */
+    OP(at)->attention.cache_stride = OP(at)->attention.n_kv_heads * OP(at)->k * 4;
+    OP(at)->attention.head_stride = OP(at)->k * 4; /* read as rows, the same span */
+    EXPECT_REFUSED("another place or layout");
+    OP(qkv)->flags &= ~NIB_EPI_ROPE_KV; /* a plain matmul: nothing writes the first cache */
+    EXPECT_REFUSED("no earlier QKV op");
     ck_assert(OP(qkv)->flags & NIB_OPF_NORM_IN);
     OP(qkv)->matmul.norm.tensor = H()->n_tensors;
     EXPECT_REFUSED("bad input norm");
