@@ -101,20 +101,37 @@ uint32_t nib_qformat_act_block(uint32_t dtype, uint32_t group)
     return dtype == NIB_DT_F32 ? 0 : dtype == NIB_DT_Q4H ? 16 : group;
 }
 
+/* One run of n bytes between the whole-block layout (at li) and the
+ * stored one (at st), in the direction asked. */
+static void move_run(uint8_t *pair, const uint8_t *scratch, uint64_t st, uint64_t li, uint64_t n,
+                     int to_stored)
+{
+    memcpy(pair + (to_stored ? st : li), scratch + (to_stored ? li : st), n);
+}
+
 /* In place, one complete pair at a time through scratch: group j of
  * block b of the pair between b x nblock_bytes + j x sgroup_bytes (whole
- * blocks) and j x 2 sgroup_bytes + b x sgroup_bytes (stored). A last
- * block without a partner is the same bytes in both layouts. */
+ * blocks) and j x 2 sgroup_bytes + b x sgroup_bytes (stored); q4h's
+ * stored pair super-block interleaves the two blocks' code chunks and
+ * then holds their fields (kernels/qformat.h). A last block without a
+ * partner is the same bytes in both layouts. */
 static void move_groups(const struct nib_qlayout *l, uint8_t *w, uint8_t *scratch, int to_stored)
 {
-    const uint64_t nbb = l->nblock_bytes, sgb = l->sgroup_bytes;
+    const uint64_t nbb = l->nblock_bytes, sgb = l->sgroup_bytes, cb = l->code_bytes;
     for (uint32_t nb = 0; nib_ql_paired(l, nb); nb += 2) {
         uint8_t *pair = w + (uint64_t)nb * nbb;
         memcpy(scratch, pair, 2 * nbb);
         for (uint32_t b = 0; b < 2; b++)
             for (uint32_t j = 0; j < l->n_sgroups; j++) {
-                const uint64_t st = (uint64_t)j * 2 * sgb + b * sgb, li = b * nbb + j * sgb;
-                memcpy(pair + (to_stored ? st : li), scratch + (to_stored ? li : st), sgb);
+                const uint64_t g = (uint64_t)j * 2 * sgb, li = b * nbb + j * sgb;
+                if (!l->sub) {
+                    move_run(pair, scratch, g + b * sgb, li, sgb, to_stored);
+                    continue;
+                }
+                for (uint64_t c = 0; c < cb / NIB_Q_CHUNK; c++)
+                    move_run(pair, scratch, g + 2 * NIB_Q_CHUNK * c + NIB_Q_CHUNK * b,
+                             li + NIB_Q_CHUNK * c, NIB_Q_CHUNK, to_stored);
+                move_run(pair, scratch, g + 2 * cb + b * (sgb - cb), li + cb, sgb - cb, to_stored);
             }
     }
 }
@@ -156,7 +173,7 @@ void nib_qrow_f32(const struct nib_qlayout *l, const uint8_t *w, uint32_t r, uin
             const uint64_t off = nib_ql_code_off(l, r, c, &shift);
             const int code = l->code_bits == 8 ? (int8_t)w[off] : (w[off] >> shift) & 15;
             if (l->sub) /* q4h: the sub-block's scale, (float)s * D, exact */
-                s = (float)nib_q4h_sub(w + nib_ql_sgroup_off(l, r / NIB_Q_TILE_N, j), l,
+                s = (float)nib_q4h_sub(w + nib_q4h_fields_off(l, r / NIB_Q_TILE_N, j), l,
                                        c % l->gsize / l->sub, r % NIB_Q_TILE_N) *
                     D;
             /* one fmaf (q4f, q8f) or one IEEE multiply (the rest) */

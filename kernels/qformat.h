@@ -50,6 +50,22 @@
  *
  *   super-block = [codes: 8 rows x G][8 x f16 D][G/16 x u32 low][G/16 x u16 high]
  *
+ * In a stored pair (blob format 13) the two blocks' super-blocks j share
+ * one run: the codes as one stream of 64-byte steps, chunk c of block 0
+ * then chunk c of block 1, then block 0's fields (D, low, high), then
+ * block 1's:
+ *
+ *   pair super-block = [chunk 0 of b0][chunk 0 of b1][chunk 1 of b0]...
+ *                      [fields of b0][fields of b1]
+ *
+ * so the 512-bit kernel, which takes a chunk of both blocks into one
+ * register, loads it with one 64-byte load and reads the pair front to
+ * back. With the blocks' super-blocks one after the other (format 12) it
+ * read two streams 576 bytes apart in turn, and its matmuls ran at
+ * 1.17-1.24 of a reference read of the same bytes; emulated in address
+ * order, at 1.00-1.07 (docs/benchmarks.md). A block without a partner is
+ * [codes][fields].
+ *
  * A weight is (code - 8) * ws with ws = (float)s * D, exact in f32 (an
  * 11-bit by 6-bit product), so it is q4 with groups of 16 whose scales lie
  * on a grid: 4 + 6/16 + 16/G bits per weight (4.5 at G = 128, the bytes
@@ -145,6 +161,45 @@ static inline uint64_t nib_ql_sgroup_off(const struct nib_qlayout *l, uint32_t n
     return nib_ql_block_off(l, nb) + (uint64_t)j * nib_ql_group_stride(l, nb);
 }
 
+/* q4h: where super-block j of a block keeps its codes (32-byte chunks
+ * nib_q4h_chunk_stride apart) and its fields (D, then the sub-scales),
+ * relative to the block's start as nib_ql_block_off gives it (pair start
+ * + b x sgroup_bytes, b = nb & 1), gs = nib_ql_group_stride: a stored
+ * pair (gs = 2 x sgroup_bytes) interleaves its blocks' chunks. */
+static inline int nib_q4h_paired_gs(const struct nib_qlayout *l, uint32_t gs)
+{
+    return gs == 2 * l->sgroup_bytes;
+}
+static inline uint32_t nib_q4h_chunk_stride(const struct nib_qlayout *l, uint32_t gs)
+{
+    return nib_q4h_paired_gs(l, gs) ? 2 * NIB_Q_CHUNK : NIB_Q_CHUNK;
+}
+static inline int64_t nib_q4h_codes_rel(const struct nib_qlayout *l, uint32_t gs, uint32_t b,
+                                        uint32_t j)
+{
+    const int64_t g = (int64_t)j * gs;
+    return nib_q4h_paired_gs(l, gs) ? g - (int64_t)b * l->sgroup_bytes + b * NIB_Q_CHUNK : g;
+}
+static inline int64_t nib_q4h_fields_rel(const struct nib_qlayout *l, uint32_t gs, uint32_t b,
+                                         uint32_t j)
+{
+    const int64_t g = (int64_t)j * gs;
+    return nib_q4h_paired_gs(l, gs) ? g - (int64_t)b * l->sgroup_bytes + 2 * l->code_bytes +
+                                          (int64_t)b * (l->sgroup_bytes - l->code_bytes)
+                                    : g + l->code_bytes;
+}
+/* The same as offsets into the tensor, N-block nb. */
+static inline uint64_t nib_q4h_codes_off(const struct nib_qlayout *l, uint32_t nb, uint32_t j)
+{
+    return (uint64_t)((int64_t)nib_ql_block_off(l, nb) +
+                      nib_q4h_codes_rel(l, nib_ql_group_stride(l, nb), nb & 1u, j));
+}
+static inline uint64_t nib_q4h_fields_off(const struct nib_qlayout *l, uint32_t nb, uint32_t j)
+{
+    return (uint64_t)((int64_t)nib_ql_block_off(l, nb) +
+                      nib_q4h_fields_rel(l, nib_ql_group_stride(l, nb), nb & 1u, j));
+}
+
 /* A tensor, in place, between the stored layout (pairs interleaved) and
  * one with every N-block whole, one after the other (how the packer
  * composes a fused tensor from its sources). scratch holds
@@ -159,6 +214,12 @@ static inline uint64_t nib_ql_code_off(const struct nib_qlayout *l, uint32_t r, 
 {
     uint32_t j = k / l->gsize, kk = k % l->gsize, rr = r % NIB_Q_TILE_N;
     uint64_t base = nib_ql_sgroup_off(l, r / NIB_Q_TILE_N, j);
+    if (l->sub) { /* q4h: chunks interleaved in a stored pair */
+        *shift = (kk & 4) ? 4 : 0;
+        return nib_q4h_codes_off(l, r / NIB_Q_TILE_N, j) +
+               (kk / 8) * nib_q4h_chunk_stride(l, nib_ql_group_stride(l, r / NIB_Q_TILE_N)) +
+               4 * rr + (kk & 3);
+    }
     if (l->code_bits == 4) {
         *shift = (kk & 4) ? 4 : 0;
         return base + (kk / 8) * NIB_Q_CHUNK + 4 * rr + (kk & 3);
@@ -169,6 +230,8 @@ static inline uint64_t nib_ql_code_off(const struct nib_qlayout *l, uint32_t r, 
 
 static inline uint64_t nib_ql_scale_off(const struct nib_qlayout *l, uint32_t r, uint32_t j)
 {
+    if (l->sub) /* q4h: the super-scale D, first of the fields */
+        return nib_q4h_fields_off(l, r / NIB_Q_TILE_N, j) + (uint64_t)(r % NIB_Q_TILE_N) * 2;
     return nib_ql_sgroup_off(l, r / NIB_Q_TILE_N, j) + l->code_bytes +
            (uint64_t)(r % NIB_Q_TILE_N) * l->scale_bytes;
 }
@@ -202,20 +265,22 @@ static inline uint32_t nib_ql_n_qgroups(const struct nib_qlayout *l)
 
 /* q4h: the bytes of sub-block i's 8 low-bit fields (a little-endian u32,
  * row r at bits 4r) and 8 high-bit fields (u16, row r at bits 2r), from
- * the start of a super-block; and the sub-scale of row rr from them. */
+ * the start of a super-block's fields (nib_q4h_fields_off: D first); and
+ * the sub-scale of row rr from them. */
 static inline uint32_t nib_q4h_lo_off(const struct nib_qlayout *l, uint32_t i)
 {
-    return l->code_bytes + 2 * NIB_Q_TILE_N + 4 * i;
+    (void)l;
+    return 2 * NIB_Q_TILE_N + 4 * i;
 }
 static inline uint32_t nib_q4h_hi_off(const struct nib_qlayout *l, uint32_t i)
 {
-    return l->code_bytes + 2 * NIB_Q_TILE_N + 4 * (l->gsize / l->sub) + 2 * i;
+    return 2 * NIB_Q_TILE_N + 4 * (l->gsize / l->sub) + 2 * i;
 }
-static inline int nib_q4h_sub(const uint8_t *super, const struct nib_qlayout *l, uint32_t i,
+static inline int nib_q4h_sub(const uint8_t *fields, const struct nib_qlayout *l, uint32_t i,
                               uint32_t rr)
 {
-    const uint8_t lo = super[nib_q4h_lo_off(l, i) + rr / 2] >> (4 * (rr & 1)) & 15;
-    const uint8_t hi = super[nib_q4h_hi_off(l, i) + rr / 4] >> (2 * (rr & 3)) & 3;
+    const uint8_t lo = fields[nib_q4h_lo_off(l, i) + rr / 2] >> (4 * (rr & 1)) & 15;
+    const uint8_t hi = fields[nib_q4h_hi_off(l, i) + rr / 4] >> (2 * (rr & 3)) & 3;
     return (int)(lo | hi << 4) - 32;
 }
 

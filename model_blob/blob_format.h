@@ -32,8 +32,10 @@
  * the fused scale-and-add NIB_VBIN_MULADD; 11: quantized tensors store their
  * N-blocks in pairs whose scale groups alternate (kernels/qformat.h); 12: the
  * KV cache's head stride (rope_kv.head_stride, attention.head_stride), so a
- * cache can be laid out head by head (docs/blob-format.md "The KV cache") */
-#define NIB_BLOB_VERSION 12u
+ * cache can be laid out head by head (docs/blob-format.md "The KV cache");
+ * 13: a stored q4h pair interleaves its two blocks' 32-byte code chunks and
+ * keeps both blocks' fields after them (kernels/qformat.h) */
+#define NIB_BLOB_VERSION 13u
 #define NIB_WEIGHT_ALIGN (2u * 1024u * 1024u) /* huge page */
 #define NIB_SECTION_ALIGN 64u
 #define NIB_CRC_START 12u /* magic[8] + crc32c[4] */

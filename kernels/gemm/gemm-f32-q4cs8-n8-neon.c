@@ -16,7 +16,7 @@ q4c_block(const uint8_t *blk, const struct nib_qlayout *l, const struct nib_qact
         corr[t] = 8 * a->sum[t0 + t];
     }
     for (uint32_t c = 0; c < l->k_pad / 8; c += 2)
-        nib_q4_two_chunks(blk + c * 32, a->q + t0 * kp + c * 8, kp, M, acc);
+        nib_q4_two_chunks(blk + c * 32, NIB_Q_CHUNK, a->q + t0 * kp + c * 8, kp, M, acc);
     nib_qc_finish_neon(blk, l, a, t0, M, e, acc, corr, out);
 }
 

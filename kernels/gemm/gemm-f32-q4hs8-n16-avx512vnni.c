@@ -1,8 +1,9 @@
 /* AVX-512 VNNI GEMM for q4h (4-bit codes in sub-blocks of 16, 6-bit
  * sub-scales times an f16 super-scale per row and super-block), two
  * N-blocks at a time as the q4 one does (gemm-f32-q4s8-n16-avx512vnni.c):
- * a chunk of block nb and the same chunk of nb + 1 fill one zmm register,
- * so a vpdpbusd does 16 rows x 4 inputs of one token, and the per-sub-block
+ * a chunk of block nb and the same chunk of nb + 1, stored side by side
+ * (kernels/qformat.h), fill one zmm register with one load, the pair read
+ * front to back, so a vpdpbusd does 16 rows x 4 inputs of one token, and the per-sub-block
  * float steps (the sub-scales decoded, ws = (float)s x D, ws x sa, one
  * fma) run 16 rows wide. The same operations in the same order as the
  * scalar reference (qgemm-scalar.h, nib_q4h_row), lane for lane: the same
@@ -60,9 +61,8 @@ static inline __attribute__((always_inline)) AVX512VNNI __m512 q4h_ws(const stru
  * activation sum, in any order: int32 is exact), then the scalar
  * reference's float steps (convert, ws x sa, one fma), in its order. */
 static inline __attribute__((always_inline)) AVX512VNNI void
-q4h_sub(const uint8_t *p0, const uint8_t *p1, uint32_t i, size_t bi, const int8_t *aq, size_t kp,
-        const float *sa, const int32_t *as, size_t nbk, const int M, __m512 ws, __m512 *accf,
-        const uint32_t pf_step)
+q4h_sub(const uint8_t *g, uint32_t i, size_t bi, const int8_t *aq, size_t kp, const float *sa,
+        const int32_t *as, size_t nbk, const int M, __m512 ws, __m512 *accf, const uint32_t pf_step)
 {
     __m512i lo[4], hi[4];
 #pragma GCC unroll 4
@@ -71,9 +71,9 @@ q4h_sub(const uint8_t *p0, const uint8_t *p1, uint32_t i, size_t bi, const int8_
         hi[t] = _mm512_setzero_si512();
     }
     const int8_t *ak = aq + bi * 16;
-    nib_prefetch_nb(p0 + i * pf_step, pf_step, 2);
-    q4_pair_chunk(p0 + i * 64, p1 + i * 64, ak, kp, M, lo, hi, 1);
-    q4_pair_chunk(p0 + i * 64 + 32, p1 + i * 64 + 32, ak + 8, kp, M, lo, hi, 1);
+    nib_prefetch_nb(g + i * pf_step, pf_step, 2);
+    q4_pair_chunk_v(_mm512_loadu_si512((const void *)(g + i * 128)), ak, kp, M, lo, hi, 1);
+    q4_pair_chunk_v(_mm512_loadu_si512((const void *)(g + i * 128 + 64)), ak + 8, kp, M, lo, hi, 1);
 #pragma GCC unroll 4
     for (int t = 0; t < M; t++) {
         const __m512 sc = _mm512_mul_ps(ws, _mm512_set1_ps(sa[t * nbk + bi]));
@@ -92,11 +92,9 @@ q4h_pair(const uint8_t *b0, const struct nib_qlayout *l, const struct nib_qact *
          float *y, size_t y_stride)
 {
     const uint32_t ns = G / 16, sgb = l->sgroup_bytes, cb = l->code_bytes;
-    const uint32_t lo_off = cb + 16, hi_off = cb + 16 + 4 * ns;
+    const uint32_t lo_off = 16, hi_off = 16 + 4 * ns;
     /* The pair's bytes (both super-blocks, 2 x sgb) prefetched in stream
-     * order, a share per sub-block: the loads go p0, p1, p0, p1 (576 bytes
-     * apart at G = 128), an order some hosts' prefetchers do not follow
-     * (a plain read in that order ran at 0.45 of a sequential one). */
+     * order, a share per sub-block. */
     const uint32_t pf_step = (2 * (4 * G + 16 + 6 * ns) + ns - 1) / ns;
     const size_t kp = a->k_pad, nbk = a->n_blocks;
     const int8_t *aq = a->q + t0 * kp;
@@ -107,19 +105,21 @@ q4h_pair(const uint8_t *b0, const struct nib_qlayout *l, const struct nib_qact *
     for (int t = 0; t < M; t++)
         accf[t] = _mm512_setzero_ps();
     for (uint32_t j = 0; j < l->n_sgroups; j++) {
-        const uint8_t *p0 = b0 + (size_t)j * 2 * sgb, *p1 = p0 + sgb;
+        /* the pair's super-block j: both blocks' codes, then the fields
+         * of block 0 (f0) and of block 1 (f1) */
+        const uint8_t *g = b0 + (size_t)j * 2 * sgb, *f0 = g + 2 * cb, *f1 = f0 + (sgb - cb);
         const __m512 D = _mm512_cvtph_ps(_mm256_inserti128_si256(
-            _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(p0 + cb))),
-            _mm_loadu_si128((const __m128i *)(const void *)(p1 + cb)), 1));
-        const struct q4h_fields f = q4h_fields_load(p0, p1, lo_off, hi_off, ns);
+            _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)f0)),
+            _mm_loadu_si128((const __m128i *)(const void *)f1), 1));
+        const struct q4h_fields f = q4h_fields_load(f0, f1, lo_off, hi_off, ns);
         const size_t b = (size_t)j * ns;
         if (b + ns <= nbk) {
 #pragma GCC unroll 8
             for (uint32_t i = 0; i < ns; i++)
-                q4h_sub(p0, p1, i, b + i, aq, kp, sa, as, nbk, M, q4h_ws(&f, i, D), accf, pf_step);
+                q4h_sub(g, i, b + i, aq, kp, sa, as, nbk, M, q4h_ws(&f, i, D), accf, pf_step);
         } else {
             for (uint32_t i = 0; b + i < nbk; i++) /* the rest: padding */
-                q4h_sub(p0, p1, i, b + i, aq, kp, sa, as, nbk, M, q4h_ws(&f, i, D), accf, pf_step);
+                q4h_sub(g, i, b + i, aq, kp, sa, as, nbk, M, q4h_ws(&f, i, D), accf, pf_step);
         }
     }
     pair_store(accf, M, t0, e0, e1, y, y_stride);

@@ -87,9 +87,10 @@ static inline long long nib_ld64(const void *p)
  * int16 headroom: a vpmaddubsw lane is at most 2 * 15 * 128 = 3840 in
  * magnitude, and 8 of them (2 per chunk) sum to <= 30720 < 32767, so
  * the int16 accumulator is widened (vpmaddwd with 1) only after the 4th. */
-static inline __attribute__((always_inline)) void nib_q4_chunks(const uint8_t *p, const int8_t *ak,
-                                                                size_t kp, const int NC,
-                                                                const int M, __m256i *acc32)
+static inline __attribute__((always_inline)) void nib_q4_chunks(const uint8_t *p, size_t cs,
+                                                                const int8_t *ak, size_t kp,
+                                                                const int NC, const int M,
+                                                                __m256i *acc32)
 {
     const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
     __m256i acc16[4];
@@ -98,7 +99,7 @@ static inline __attribute__((always_inline)) void nib_q4_chunks(const uint8_t *p
         acc16[t] = _mm256_setzero_si256();
 #pragma GCC unroll 4
     for (int c = 0; c < NC; c++) {
-        __m256i wv = _mm256_loadu_si256((const __m256i *)(const void *)(p + c * 32));
+        __m256i wv = _mm256_loadu_si256((const __m256i *)(const void *)(p + c * cs));
         __m256i lo = _mm256_and_si256(wv, m4);
         __m256i hi = _mm256_and_si256(_mm256_srli_epi16(wv, 4), m4);
 #pragma GCC unroll 8
@@ -119,7 +120,7 @@ static inline __attribute__((always_inline)) void nib_q4_chunks(const uint8_t *p
 static inline __attribute__((always_inline)) void
 nib_q4_block32(const uint8_t *p, const int8_t *ak, size_t kp, const int M, __m256i *acc32)
 {
-    nib_q4_chunks(p, ak, kp, 4, M, acc32);
+    nib_q4_chunks(p, NIB_Q_CHUNK, ak, kp, 4, M, acc32);
 }
 
 /* q8: acc[t] += the products of one chunk (8 rows x 4 inputs) at p.
@@ -253,7 +254,7 @@ nib_qf_group(const uint8_t *blk, uint32_t gs, const struct nib_qlayout *l, const
 #pragma GCC unroll 8
                 for (int t = 0; t < M; t++)
                     acc32[t] = _mm256_setzero_si256();
-                nib_q4_chunks(p, ak, kp, (int)(G / 8), M, acc32);
+                nib_q4_chunks(p, NIB_Q_CHUNK, ak, kp, (int)(G / 8), M, acc32);
             }
             __m256 ws = _mm256_loadu_ps((const float *)(const void *)(p + cb));
             __m256 wm = _mm256_loadu_ps((const float *)(const void *)(p + cb + 32));
@@ -318,10 +319,11 @@ static inline __attribute__((always_inline)) void nib_q4h_subs_s8(const uint8_t 
  * x D (the super-block's s decoded once per 8-row block by
  * nib_q4h_subs_s8), one fma (nib_q4h_row). */
 static inline __attribute__((always_inline)) void
-nib_qh_group(const uint8_t *blk, uint32_t gs, const struct nib_qlayout *l, const struct nib_qact *a,
-             uint32_t t0, const int M, const int NB, const uint32_t G, __m256 *out)
+nib_qh_group(const uint8_t *blk, uint32_t gs, uint32_t bf, const struct nib_qlayout *l,
+             const struct nib_qact *a, uint32_t t0, const int M, const int NB, const uint32_t G,
+             __m256 *out)
 {
-    const uint32_t ns = G / 16, sgb = l->sgroup_bytes, cb = l->code_bytes;
+    const uint32_t ns = G / 16, sgb = l->sgroup_bytes, cs = nib_q4h_chunk_stride(l, gs);
     const size_t kp = a->k_pad, nbk = a->n_blocks;
     const int8_t *aq = a->q + t0 * kp;
     const float *sa = a->scale + t0 * nbk;
@@ -334,11 +336,12 @@ nib_qh_group(const uint8_t *blk, uint32_t gs, const struct nib_qlayout *l, const
         nib_prefetch_nb(blk + (size_t)j * gs, NB * (4 * G + 16 + 6 * ns), NB);
 #pragma GCC unroll 2
         for (int b = 0; b < NB; b++) {
-            const uint8_t *p = blk + (size_t)j * gs + (size_t)b * sgb;
-            const __m256 D =
-                _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p + cb)));
+            const uint8_t *bb = blk + (size_t)b * sgb;
+            const uint8_t *p = bb + nib_q4h_codes_rel(l, gs, bf + b, j);
+            const uint8_t *fl = bb + nib_q4h_fields_rel(l, gs, bf + b, j);
+            const __m256 D = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)fl));
             int8_t s8[64];
-            nib_q4h_subs_s8(p, cb + 16, cb + 16 + 4 * ns, ns, s8);
+            nib_q4h_subs_s8(fl, 16, 16 + 4 * ns, ns, s8);
             for (uint32_t i = 0; i < ns; i++) {
                 const uint32_t bi = j * ns + i;
                 if (bi >= nbk) /* the rest of the super-block: padding */
@@ -347,7 +350,7 @@ nib_qh_group(const uint8_t *blk, uint32_t gs, const struct nib_qlayout *l, const
 #pragma GCC unroll 8
                 for (int t = 0; t < M; t++)
                     acc32[t] = _mm256_setzero_si256();
-                nib_q4_chunks(p + i * 64, aq + (size_t)bi * 16, kp, 2, M, acc32);
+                nib_q4_chunks(p + 2 * i * cs, cs, aq + (size_t)bi * 16, kp, 2, M, acc32);
                 const __m256i sv = _mm256_cvtepi8_epi32(
                     _mm_loadl_epi64((const __m128i *)(const void *)(s8 + 8 * i)));
                 const __m256 ws = _mm256_mul_ps(_mm256_cvtepi32_ps(sv), D);

@@ -20,8 +20,8 @@ static inline __attribute__((always_inline)) AVX512VNNI __m512i pair_load(const 
         _mm256_loadu_si256((const __m256i *)(const void *)p1), 1);
 }
 
-/* One 8-input chunk of two blocks (p0 in the low half, p1 in the high)
- * for tokens 0..M-1 (M <= 8) whose activations are at ak, kp apart:
+/* One 8-input chunk of two blocks (wv: p0's in the low half, p1's in the
+ * high; q4_pair_chunk loads them from two places) for tokens 0..M-1 (M <= 8) whose activations are at ak, kp apart:
  * the low nibbles (inputs 0..3) into lo[t], the high (4..7) into hi[t],
  * the unsigned codes against the signed activations (vpdpbusd).
  * x16 set: the high nibbles stay where they are (code x 16: wv & 0xf0,
@@ -30,11 +30,10 @@ static inline __attribute__((always_inline)) AVX512VNNI __m512i pair_load(const 
  * 64 x 240 x 128 < 2^21; not q4c's whole rows), and the caller adds
  * hi >> 4 (exact: a multiple of 16) once per group. */
 static inline __attribute__((always_inline)) AVX512VNNI void
-q4_pair_chunk(const uint8_t *p0, const uint8_t *p1, const int8_t *ak, size_t kp, const int M,
-              __m512i *lo, __m512i *hi, const int x16)
+q4_pair_chunk_v(const __m512i wv, const int8_t *ak, size_t kp, const int M, __m512i *lo,
+                __m512i *hi, const int x16)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
-    const __m512i wv = pair_load(p0, p1);
     const __m512i wl = _mm512_and_si512(wv, m4);
     const __m512i wh =
         x16 ? _mm512_andnot_si512(m4, wv) : _mm512_and_si512(_mm512_srli_epi16(wv, 4), m4);
@@ -44,6 +43,13 @@ q4_pair_chunk(const uint8_t *p0, const uint8_t *p1, const int8_t *ak, size_t kp,
         lo[t] = _mm512_dpbusd_epi32(lo[t], wl, _mm512_set1_epi32(nib_ld32(at)));
         hi[t] = _mm512_dpbusd_epi32(hi[t], wh, _mm512_set1_epi32(nib_ld32(at + 4)));
     }
+}
+
+static inline __attribute__((always_inline)) AVX512VNNI void
+q4_pair_chunk(const uint8_t *p0, const uint8_t *p1, const int8_t *ak, size_t kp, const int M,
+              __m512i *lo, __m512i *hi, const int x16)
+{
+    q4_pair_chunk_v(pair_load(p0, p1), ak, kp, M, lo, hi, x16);
 }
 
 /* The end of a pair's rows: accf[t] (16 lanes: block e0's 8 rows low,

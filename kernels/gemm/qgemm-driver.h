@@ -197,10 +197,13 @@ nib_qf_group(const uint8_t *blk, uint32_t gs, const struct nib_qlayout *l, const
 /* Defined by the ISA header: the rows of q4h, blocks as nib_qg_group's,
  * super-blocks of G (32, 64, 128: constant) inputs: out[b * M + t] = sum
  * over sub-blocks i of 16 inputs in order of fma(isum_i, ws_i * sa_i, .),
- * ws_i = (float)s_i * D (qgemm-scalar.h, nib_q4h_row), without the add. */
+ * ws_i = (float)s_i * D (qgemm-scalar.h, nib_q4h_row), without the add;
+ * bf: which block of its stored pair blk is (0 or 1), since a stored
+ * pair interleaves its blocks' code chunks (kernels/qformat.h). */
 static inline __attribute__((always_inline)) void
-nib_qh_group(const uint8_t *blk, uint32_t gs, const struct nib_qlayout *l, const struct nib_qact *a,
-             uint32_t t0, const int M, const int NB, const uint32_t G, nib_f32x8 *out);
+nib_qh_group(const uint8_t *blk, uint32_t gs, uint32_t bf, const struct nib_qlayout *l,
+             const struct nib_qact *a, uint32_t t0, const int M, const int NB, const uint32_t G,
+             nib_f32x8 *out);
 
 /* Defined by the ISA header: per-channel q8c rows, add included. */
 static inline __attribute__((always_inline)) void
@@ -247,7 +250,9 @@ nib_qh_block(const uint8_t *blk, uint32_t gs, const struct nib_qlayout *l, const
              uint32_t t0, const int M, const int NB, const struct nib_qrows *e0,
              const struct nib_qrows *e1, nib_f32x8 *out)
 {
-#define NIB_QH(G) nib_qh_group(blk, gs, l, a, t0, M, NB, G, out)
+    /* which block of its stored pair blk is (q4h interleaves a pair) */
+    const uint32_t bf = (e0->r0 / NIB_Q_TILE_N) & 1u;
+#define NIB_QH(G) nib_qh_group(blk, gs, bf, l, a, t0, M, NB, G, out)
     NIB_QGEMM_BY_GROUP(l->gsize, NIB_QH)
 #undef NIB_QH
     nib_qrows_plus_add_nb(e0, e1, t0, M, NB, out);

@@ -40,16 +40,18 @@ static inline float32x4_t nib_ld_f16x4(const uint8_t *p)
     return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)p)));
 }
 
-/* Two 4-bit chunks (16 inputs x 8 rows) at p against the 16 activations
- * at ak (+ t * kp for token t): acc[t][half] += per-row sums. */
+/* Two 4-bit chunks (16 inputs x 8 rows) at p and p + cs against the 16
+ * activations at ak (+ t * kp for token t): acc[t][half] += per-row sums. */
 #define NIB_DOT(acc, w, av, lane) acc = vdotq_laneq_s32(acc, vreinterpretq_s8_u8(w), av, lane)
 
-static inline __attribute__((always_inline)) void
-nib_q4_two_chunks(const uint8_t *p, const int8_t *ak, size_t kp, const int M, int32x4_t (*acc)[2])
+static inline __attribute__((always_inline)) void nib_q4_two_chunks(const uint8_t *p, size_t cs,
+                                                                    const int8_t *ak, size_t kp,
+                                                                    const int M,
+                                                                    int32x4_t (*acc)[2])
 {
     const uint8x16_t m4 = vdupq_n_u8(0x0f);
-    uint8x16_t w0 = vld1q_u8(p), w1 = vld1q_u8(p + 16), w2 = vld1q_u8(p + 32),
-               w3 = vld1q_u8(p + 48);
+    uint8x16_t w0 = vld1q_u8(p), w1 = vld1q_u8(p + 16), w2 = vld1q_u8(p + cs),
+               w3 = vld1q_u8(p + cs + 16);
     uint8x16_t l0 = vandq_u8(w0, m4), h0 = vshrq_n_u8(w0, 4), l1 = vandq_u8(w1, m4),
                h1 = vshrq_n_u8(w1, 4);
     uint8x16_t l2 = vandq_u8(w2, m4), h2 = vshrq_n_u8(w2, 4), l3 = vandq_u8(w3, m4),
@@ -115,7 +117,7 @@ static inline __attribute__((always_inline)) void nib_group_dot(const uint8_t *p
             acc[t][0] = acc[t][1] = vdupq_n_s32(0);
 #pragma GCC unroll 2
         for (uint32_t c = 0; c < G / 8; c += 2)
-            nib_q4_two_chunks(p + c * 32, aq + (size_t)j * G + c * 8, kp, M, acc);
+            nib_q4_two_chunks(p + c * 32, NIB_Q_CHUNK, aq + (size_t)j * G + c * 8, kp, M, acc);
     }
 }
 
@@ -209,10 +211,11 @@ nib_qf_group(const uint8_t *blk, uint32_t gs, const struct nib_qlayout *l, const
  * sums minus 8 x the activation block sum, converted, times ws * sa with
  * ws = (float)s x D, one fma (nib_q4h_row). */
 static inline __attribute__((always_inline)) void
-nib_qh_group(const uint8_t *blk, uint32_t gs, const struct nib_qlayout *l, const struct nib_qact *a,
-             uint32_t t0, const int M, const int NB, const uint32_t G, nib_f32x8 *out)
+nib_qh_group(const uint8_t *blk, uint32_t gs, uint32_t bf, const struct nib_qlayout *l,
+             const struct nib_qact *a, uint32_t t0, const int M, const int NB, const uint32_t G,
+             nib_f32x8 *out)
 {
-    const uint32_t ns = G / 16;
+    const uint32_t ns = G / 16, cs = nib_q4h_chunk_stride(l, gs);
     const size_t kp = a->k_pad, nbk = a->n_blocks;
     const int8_t *aq = a->q + t0 * kp;
     const float *sa = a->scale + t0 * nbk;
@@ -223,24 +226,25 @@ nib_qh_group(const uint8_t *blk, uint32_t gs, const struct nib_qlayout *l, const
     for (uint32_t j = 0; j < l->n_sgroups; j++) {
 #pragma GCC unroll 2
         for (int b = 0; b < NB; b++) {
-            const uint8_t *p = blk + (size_t)j * gs + (size_t)b * l->sgroup_bytes;
+            const uint8_t *bb = blk + (size_t)b * l->sgroup_bytes;
+            const uint8_t *p = bb + nib_q4h_codes_rel(l, gs, bf + b, j);
+            const uint8_t *fl = bb + nib_q4h_fields_rel(l, gs, bf + b, j);
             nib_f32x8 *o = out + b * M;
-            const float32x4_t D0 = nib_ld_f16x4(p + l->code_bytes),
-                              D1 = nib_ld_f16x4(p + l->code_bytes + 8);
+            const float32x4_t D0 = nib_ld_f16x4(fl), D1 = nib_ld_f16x4(fl + 8);
             for (uint32_t i = 0; i < ns; i++) {
                 const uint32_t bi = j * ns + i;
                 if (bi >= nbk) /* the rest of the super-block: padding */
                     break;
                 int32_t s[8];
                 for (uint32_t r = 0; r < 8; r++)
-                    s[r] = nib_q4h_sub(p, l, i, r);
+                    s[r] = nib_q4h_sub(fl, l, i, r);
                 const float32x4_t ws0 = vmulq_f32(vcvtq_f32_s32(vld1q_s32(s)), D0),
                                   ws1 = vmulq_f32(vcvtq_f32_s32(vld1q_s32(s + 4)), D1);
                 int32x4_t acc[4][2];
 #pragma GCC unroll 8
                 for (int t = 0; t < M; t++)
                     acc[t][0] = acc[t][1] = vdupq_n_s32(0);
-                nib_q4_two_chunks(p + i * 64, aq + (size_t)bi * 16, kp, M, acc);
+                nib_q4_two_chunks(p + 2 * i * cs, cs, aq + (size_t)bi * 16, kp, M, acc);
 #pragma GCC unroll 8
                 for (int t = 0; t < M; t++) {
                     int32x4_t c = vdupq_n_s32(8 * as[t * nbk + bi]);

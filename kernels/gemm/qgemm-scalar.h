@@ -97,18 +97,22 @@ static inline float nib_q4h_row(const struct nib_qlayout *l, const uint8_t *w,
     const float *sa = a->scale + (size_t)t * a->n_blocks;
     const int32_t *asum = a->sum + (size_t)t * a->n_blocks;
     float acc = 0.0f;
+    const uint32_t nb = r / NIB_Q_TILE_N, cs = nib_q4h_chunk_stride(l, nib_ql_group_stride(l, nb));
     for (uint32_t j = 0; j < l->n_sgroups; j++) {
-        const uint8_t *sg = w + nib_ql_sgroup_off(l, r / NIB_Q_TILE_N, j);
+        const uint8_t *codes = w + nib_q4h_codes_off(l, nb, j);
+        const uint8_t *fields = w + nib_q4h_fields_off(l, nb, j);
         uint16_t h;
-        memcpy(&h, sg + l->code_bytes + 2 * rr, 2);
+        memcpy(&h, fields + 2 * rr, 2);
         const float D = nib_f16_to_f32(h);
         for (uint32_t i = 0; i < ns; i++) {
             const uint32_t b = j * ns + i;
             if (b >= a->n_blocks) /* the rest of the super-block: padding */
                 break;
-            const float ws = (float)nib_q4h_sub(sg, l, i, rr) * D;
-            const int32_t isum =
-                nib_dot_u4s8(sg + i * 2 * NIB_Q_CHUNK, rr, aq + (size_t)b * 16, 16) - 8 * asum[b];
+            const float ws = (float)nib_q4h_sub(fields, l, i, rr) * D;
+            const int8_t *ak = aq + (size_t)b * 16;
+            const int32_t isum = nib_dot_u4s8(codes + 2 * i * cs, rr, ak, 8) +
+                                 nib_dot_u4s8(codes + (2 * i + 1) * cs, rr, ak + 8, 8) -
+                                 8 * asum[b];
             acc = __builtin_fmaf((float)isum, ws * sa[b], acc);
         }
     }

@@ -288,7 +288,7 @@ static double dq_weight(const struct nib_qlayout *l, const uint8_t *w, uint32_t 
         return (double)s * code;
     }
     if (l->sub) /* q4h: the sub-scale (random bits: any of -32..31) times D */
-        s = (float)nib_q4h_sub(w + nib_ql_sgroup_off(l, r / 8, j), l, k % l->gsize / l->sub,
+        s = (float)nib_q4h_sub(w + nib_q4h_fields_off(l, r / 8, j), l, k % l->gsize / l->sub,
                                r % 8) *
             s;
     return (double)s * (code - zp);

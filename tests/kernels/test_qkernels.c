@@ -189,13 +189,25 @@ static float doc_weight(uint32_t dtype, uint32_t group, uint32_t rows, uint32_t 
                          (q4h ? 6 * (g / 16) : 0); /* 6 bits x 8 rows per sub-block of 16 */
     /* N-blocks in pairs, scale groups alternating; a last block alone */
     const uint32_t nb = r / 8, n_blocks = (rows + 7) / 8, nbb = (k_pad / g) * sgb;
-    const uint8_t *base = (nb | 1) < n_blocks ? w + (uint64_t)(nb & ~1u) * nbb +
-                                                    (uint64_t)(k / g) * 2 * sgb + (nb & 1) * sgb
-                                              : w + (uint64_t)nb * nbb + (uint64_t)(k / g) * sgb;
+    const int paired = (nb | 1) < n_blocks;
+    const uint8_t *base =
+        paired ? w + (uint64_t)(nb & ~1u) * nbb + (uint64_t)(k / g) * 2 * sgb + (nb & 1) * sgb
+               : w + (uint64_t)nb * nbb + (uint64_t)(k / g) * sgb;
+    /* q4h in a pair: both blocks' code chunks alternate (block 0's chunk c
+     * at 64c, block 1's at 64c + 32), then block 0's fields, then block
+     * 1's; `base` is then where the fields sit, minus code_bytes */
+    const uint8_t *codes = base;
+    uint32_t cstride = 32;
+    if (q4h && paired) {
+        const uint8_t *group = base - (nb & 1) * sgb;
+        codes = group + (nb & 1) * 32;
+        cstride = 64;
+        base = group + 2 * code_bytes + (nb & 1) * (sgb - code_bytes) - code_bytes;
+    }
     const uint32_t kk = k % g, rr = r % 8;
     int code;
     if (bits == 4) {
-        uint8_t byte = base[(kk / 8) * 32 + 4 * rr + kk % 4];
+        uint8_t byte = codes[(kk / 8) * cstride + 4 * rr + kk % 4];
         code = kk % 8 >= 4 ? byte >> 4 : byte & 15;
     } else {
         code = (int8_t)base[(kk / 4) * 32 + 4 * rr + kk % 4];

@@ -99,7 +99,7 @@ static void put_scale(const struct nib_qlayout *l, uint8_t *out, uint32_t r, uin
 static void put_sub(const struct nib_qlayout *l, uint8_t *out, uint32_t r, uint32_t j, int s)
 {
     const uint32_t ns = l->gsize / l->sub, rr = r % NIB_Q_TILE_N;
-    uint8_t *super = out + nib_ql_sgroup_off(l, r / NIB_Q_TILE_N, j / ns);
+    uint8_t *super = out + nib_q4h_fields_off(l, r / NIB_Q_TILE_N, j / ns);
     const unsigned v = (unsigned)(s + 32) & 63, slo = 4 * (rr & 1), shi = 2 * (rr & 3);
     uint8_t *lo = super + nib_q4h_lo_off(l, j % ns) + rr / 2;
     uint8_t *hi = super + nib_q4h_hi_off(l, j % ns) + rr / 4;
