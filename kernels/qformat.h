@@ -61,10 +61,10 @@
  * so the 512-bit kernel, which takes a chunk of both blocks into one
  * register, loads it with one 64-byte load and reads the pair front to
  * back. With the blocks' super-blocks one after the other (format 12) it
- * read two streams 576 bytes apart in turn, and its matmuls ran at
- * 1.17-1.24 of a reference read of the same bytes; emulated in address
- * order, at 1.00-1.07 (docs/benchmarks.md). A block without a partner is
- * [codes][fields].
+ * read two streams 576 bytes apart in turn, and its matmuls took
+ * 1.19-1.34 x a reference read of the same bytes; in this layout
+ * 1.06-1.15 x (docs/benchmarks.md, "q4h pairs read front to back"). A
+ * block without a partner is [codes][fields].
  *
  * A weight is (code - 8) * ws with ws = (float)s * D, exact in f32 (an
  * 11-bit by 6-bit product), so it is q4 with groups of 16 whose scales lie
