@@ -3,9 +3,9 @@
  * N-blocks at a time as the q4 one does (gemm-f32-q4s8-n16-avx512vnni.c):
  * a chunk of block nb and the same chunk of nb + 1, stored side by side
  * (kernels/qformat.h), fill one zmm register with one load, the pair read
- * front to back, so a vpdpbusd does 16 rows x 4 inputs of one token, and the per-sub-block
- * float steps (the sub-scales decoded, ws = (float)s x D, ws x sa, one
- * fma) run 16 rows wide. The same operations in the same order as the
+ * front to back, so a vpdpbusd does 16 rows x 4 inputs of one token, and
+ * the per-sub-block float steps (the sub-scales decoded, ws = (float)s x
+ * D, ws x sa, one fma) run 16 rows wide. The same operations in the same order as the
  * scalar reference (qgemm-scalar.h, nib_q4h_row), lane for lane: the same
  * bits. A block without its partner in the range runs the AVX2 block. */
 #include "kernels/gemm/qgemm-avx2.h"

@@ -21,9 +21,10 @@ static inline __attribute__((always_inline)) AVX512VNNI __m512i pair_load(const 
 }
 
 /* One 8-input chunk of two blocks (wv: p0's in the low half, p1's in the
- * high; q4_pair_chunk loads them from two places) for tokens 0..M-1 (M <= 8) whose activations are at ak, kp apart:
- * the low nibbles (inputs 0..3) into lo[t], the high (4..7) into hi[t],
- * the unsigned codes against the signed activations (vpdpbusd).
+ * high; q4_pair_chunk loads them from two places) for tokens 0..M-1
+ * (M <= 8) whose activations are at ak, kp apart: the low nibbles
+ * (inputs 0..3) into lo[t], the high (4..7) into hi[t], the unsigned
+ * codes against the signed activations (vpdpbusd).
  * x16 set: the high nibbles stay where they are (code x 16: wv & 0xf0,
  * one instruction fewer per chunk), so hi[t] sums 16 x their products,
  * exact while it stays under 2^31 (a group of at most 128 inputs:
