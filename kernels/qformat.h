@@ -212,17 +212,16 @@ void nib_ql_unpair_blocks(const struct nib_qlayout *l, uint8_t *w, uint8_t *scra
 static inline uint64_t nib_ql_code_off(const struct nib_qlayout *l, uint32_t r, uint32_t k,
                                        unsigned *shift)
 {
-    uint32_t j = k / l->gsize, kk = k % l->gsize, rr = r % NIB_Q_TILE_N;
-    uint64_t base = nib_ql_sgroup_off(l, r / NIB_Q_TILE_N, j);
+    uint32_t j = k / l->gsize, kk = k % l->gsize, rr = r % NIB_Q_TILE_N, nb = r / NIB_Q_TILE_N;
+    uint64_t base = nib_ql_sgroup_off(l, nb, j);
+    uint32_t cs = NIB_Q_CHUNK;
     if (l->sub) { /* q4h: chunks interleaved in a stored pair */
-        *shift = (kk & 4) ? 4 : 0;
-        return nib_q4h_codes_off(l, r / NIB_Q_TILE_N, j) +
-               (kk / 8) * nib_q4h_chunk_stride(l, nib_ql_group_stride(l, r / NIB_Q_TILE_N)) +
-               4 * rr + (kk & 3);
+        base = nib_q4h_codes_off(l, nb, j);
+        cs = nib_q4h_chunk_stride(l, nib_ql_group_stride(l, nb));
     }
     if (l->code_bits == 4) {
         *shift = (kk & 4) ? 4 : 0;
-        return base + (kk / 8) * NIB_Q_CHUNK + 4 * rr + (kk & 3);
+        return base + (kk / 8) * cs + 4 * rr + (kk & 3);
     }
     *shift = 0;
     return base + (kk / 4) * NIB_Q_CHUNK + 4 * rr + (kk & 3);
