@@ -605,6 +605,12 @@ uint32_t nib_exec_set_team(struct nib_exec *e, struct nib_team *t, void *tmem)
     return nib_exec_plan_barriers(e->v, nib_team_workers(t), tmem);
 }
 
+uint8_t *nib_exec_worker_scratch(const struct nib_exec *e, uint32_t w)
+{
+    const struct nib_blob_view *v = e->v;
+    return w ? e->wscratch + (uint64_t)(w - 1) * scratch_stride(v) : e->mem + v->h->wscratch_off;
+}
+
 /* ---- a pass ------------------------------------------------------------------ */
 
 /* One pass, as every worker sees it (on the leader's stack until the pass
@@ -621,8 +627,7 @@ static void run_share(uint32_t w, void *arg)
     const struct pass *p = arg;
     const struct nib_exec *e = p->e;
     const struct nib_blob_view *v = e->v;
-    uint8_t *ws =
-        w ? e->wscratch + (uint64_t)(w - 1) * scratch_stride(v) : e->mem + v->h->wscratch_off;
+    uint8_t *ws = nib_exec_worker_scratch(e, w);
     for (uint32_t i = 0; i < v->h->n_ops; i++) {
         if (p->n > 1 && e->barrier_before[i])
             nib_team_barrier(e->team, w);

@@ -76,6 +76,9 @@ uint64_t nib_exec_team_footprint(uint32_t n_workers, const struct nib_blob_view 
  * (nib_exec_team_footprint bytes, 64-byte aligned) and places the
  * barriers. Returns the barriers per pass. */
 uint32_t nib_exec_set_team(struct nib_exec *e, struct nib_team *t, void *tmem);
+/* Worker w's private scratch (worker 0's: mem + wscratch_off; the
+ * others' in the team memory). */
+uint8_t *nib_exec_worker_scratch(const struct nib_exec *e, uint32_t w);
 /* The barrier map for n_workers: before[i] = 1 where a barrier precedes op
  * i (n_ops flags). Returns the barriers per pass, including the one that
  * ends it; 0 with one worker. */

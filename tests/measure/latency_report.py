@@ -8,7 +8,8 @@ bad values are refused with a message. --ops: one row per op kind and a
 to the fixed comparison's bytes per iteration at the same position, each
 row's ratio its times' quotient, each row's time run again from the
 caches present, and the op-by-op pass's logits equal to
-the executor's. With two workers the fixed comparison also times the
+the executor's; with two workers the same rows, each with its barrier
+waits (none with one worker). With two workers the fixed comparison also times the
 reference without its per-op barriers (barrier_ratio its quotient). The
 prefetch distance is measured as the appliance measures it (one of its
 candidates kept), or NIB_PREFETCH's when set. A
@@ -142,6 +143,37 @@ if total and per:
         check(isinstance(x.get("again_us"), (int, float)) and x["again_us"] >= 0,
               "--ops %s: the op run again from the caches has a time" % x["row"])
     check(p.get("again_us", 0) > 0, "--ops: the pass run again op by op takes time")
+
+# --ops with two workers: the team op by op, each row with the time its
+# workers waited at the barrier after it, nibble's and the reference's.
+o2 = run(["--ops", "--tokens", "8", "--block", "4", "--pos", str(POS), "--workers", "2", "--json"])
+check(o2.returncode == 0, "--ops, two workers: exits 0 (%d: %s)" % (o2.returncode,
+                                                                    o2.stderr.strip()))
+rows2 = [json.loads(line) for line in o2.stdout.splitlines() if line.startswith("{")]
+per2 = [x for x in rows2 if x.get("source") == "per-op" and x.get("row") != "pass"]
+total2 = [x for x in rows2 if x.get("source") == "per-op" and x.get("row") == "pass"]
+check(len(total2) == 1 and [x["row"] for x in per2] == [x["row"] for x in per] and
+      [x["bytes"] for x in per2] == [x["bytes"] for x in per],
+      "--ops, two workers: the one-worker rows, the same bytes each")
+if total2 and per2:
+    p2 = total2[0]
+    check(p2.get("same_logits") is True, "--ops, two workers: the team's op-by-op pass gives the "
+          "executor's logits")
+    for x in per2 + [p2]:
+        check(x.get("workers") == 2 and "again_us" not in x,
+              "--ops %s, two workers: says so, and has no again time (one worker's)" % x["row"])
+        for k in ("nibble_wait_us", "reference_wait_us"):
+            # medians of different quantities, and a worker leaves the
+            # barrier a little after another: a margin, not equality
+            check(isinstance(x.get(k), (int, float)) and
+                  0 <= x[k] <= x[k.replace("_wait", "")] * 1.1 + 10,
+                  "--ops %s, two workers: %s within the row's time" % (x["row"], k))
+    for k in ("nibble_wait_us", "reference_wait_us"):
+        check(0 < p2[k] < p2[k.replace("_wait", "")],
+              "--ops, two workers: the pass waits at its barriers, for less than the pass (%s)" % k)
+for x in per + total:
+    check(x.get("workers") == 1 and x.get("nibble_wait_us") == 0 and
+          x.get("reference_wait_us") == 0, "--ops %s, one worker: no barrier, no wait" % x["row"])
 
 t = run(["--tokens", "16", "--block", "4", "--workers", "1"])
 check(t.returncode == 0, "text run exits 0")

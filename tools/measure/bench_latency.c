@@ -76,7 +76,7 @@ static void usage(FILE *f)
            "  --block N    tokens, then reference iterations, per block (default 64)\n"
            "  --pos N      the fixed position (default: half the context, at most 512)\n"
            "  --ops        instead: where a token's time goes, op by op, beside the reference\n"
-           "               loop's time for each op's bytes (worker 0 alone, at the fixed "
+           "               loop's time for each op's bytes (the team, at the fixed "
            "position)\n");
 }
 
@@ -309,12 +309,9 @@ static int bench_blob(const struct bench_opts *o)
     if (fixed_pos < (uint32_t)n_ids)
         fixed_pos = (uint32_t)n_ids;
     if (o->ops) {
-        /* the cache filled by the team, then worker 0 alone, op by op */
+        /* the cache filled by the team, then the team op by op */
         vsref_prefill(&run, fixed_pos);
-        struct nib_exec alone = e;
-        alone.team = NULL;
-        rc =
-            bench_ops(stdout, &alone, nib_exec_argmax(&e), fixed_pos, o->tokens, o->block, o->json);
+        rc = bench_ops(stdout, &e, nib_exec_argmax(&e), fixed_pos, o->tokens, o->block, o->json);
         nib_team_join(t, tids);
         if (rc)
             fprintf(stderr, "nib bench: %s\n",
