@@ -278,9 +278,8 @@ int bench_ops(FILE *f, struct nib_exec *e, uint32_t token, uint32_t pos, uint32_
                     : same     ? ", \"same_logits\": true"
                                : ", \"same_logits\": false");
         else if (n > 1)
-            fprintf(f, "  %-24s %4u %9.2f %10.1f %10.1f %7.3f %9.2f %9.2f %9.1f %9.1f\n", name,
-                    ops, (double)bytes / 1e6, tn / 1e3, tr / 1e3, ratio, gn, gr, wn / 1e3,
-                    wr / 1e3);
+            fprintf(f, "  %-24s %4u %9.2f %10.1f %10.1f %7.3f %9.2f %9.2f %9.1f %9.1f\n", name, ops,
+                    (double)bytes / 1e6, tn / 1e3, tr / 1e3, ratio, gn, gr, wn / 1e3, wr / 1e3);
         else
             fprintf(f, "  %-24s %4u %9.2f %10.1f %10.1f %7.3f %9.2f %9.2f %9.1f\n", name, ops,
                     (double)bytes / 1e6, tn / 1e3, tr / 1e3, ratio, gn, gr, ta / 1e3);
