@@ -13,47 +13,70 @@
 #if NIB_HAVE_AVX2
 #include "kernels/gemm/qgemm-avx512.h"
 
-/* A super-block pair's sub-scale fields, read once: the 32-bit words of
- * the low bits (p0's in lanes 0..ns-1, p1's in 8..8+ns-1) and the 16-bit
- * words of the high bits widened the same way. Masked loads: no byte
- * past the fields is read (a masked-off lane never faults). */
-struct q4h_fields {
-    __m512i lo, hi;
-};
-
-static inline __attribute__((always_inline)) AVX512VNNI struct q4h_fields
-q4h_fields_load(const uint8_t *p0, const uint8_t *p1, uint32_t lo_off, uint32_t hi_off,
-                const uint32_t ns)
+/* A super-block pair's 6-bit sub-scales, decoded once into bytes:
+ * tab[16 i + r] is sub-block i's field of row r (0..7 block 0, 8..15
+ * block 1) minus 32 (kernels/qformat.h), so each sub-block's 16 scales
+ * are one widening load. Four sub-blocks (64 bytes) at a time: the
+ * blocks' words interleaved into qwords (sub-block i of block 0, of
+ * block 1, i + 1 ...), the byte holding each row's field copied to the
+ * row's byte (vpshufb), shifted to it (even and odd rows blended: a
+ * 16-bit shift serves two rows) and masked. Decoding per sub-block, as
+ * this kernel did, took 11 vector instructions each; this takes about
+ * 5 (docs/benchmarks.md, "The q4h sub-scales decoded once"). Masked
+ * loads: no byte past the fields is read (a masked-off lane never
+ * faults). */
+static inline __attribute__((always_inline)) AVX512VNNI void
+q4h_subscales(const uint8_t *f0, const uint8_t *f1, uint32_t lo_off, uint32_t hi_off,
+              const uint32_t ns, int8_t *tab)
 {
     const __mmask16 m = (__mmask16)((1u << ns) - 1);
-    struct q4h_fields f;
-    f.lo = _mm512_maskz_loadu_epi32(m, p0 + lo_off);
-    f.lo = _mm512_mask_loadu_epi32(f.lo, (__mmask16)(m << 8), p1 + lo_off - 32);
-    __m512i h = _mm512_maskz_loadu_epi16(m, p0 + hi_off);
-    h = _mm512_mask_loadu_epi16(h, (__mmask32)m << 8, p1 + hi_off - 16);
-    f.hi = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(h));
-    return f;
+    const __m512i lo_both =
+        _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i hi_both = /* 16-bit indexes 0, 32, 1, 33, ... 7, 39 */
+        _mm512_setr_epi32(0x200000, 0x210001, 0x220002, 0x230003, 0x240004, 0x250005, 0x260006,
+                          0x270007, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i lo = _mm512_permutex2var_epi32(_mm512_maskz_loadu_epi32(m, f0 + lo_off), lo_both,
+                                                 _mm512_maskz_loadu_epi32(m, f1 + lo_off));
+    const __m512i hi = _mm512_permutex2var_epi16(_mm512_maskz_loadu_epi16(m, f0 + hi_off), hi_both,
+                                                 _mm512_maskz_loadu_epi16(m, f1 + hi_off));
+    /* per qword: row r's field from byte r / 2 (low bits: rows 2b, 2b + 1
+     * in byte b's nibbles) and from byte r / 4 (high bits, 2 each); vpshufb
+     * indexes within 16 bytes, so a lane's second qword adds 8 */
+    const __m512i by2 = _mm512_setr_epi64(0x0303020201010000ll, 0x0b0b0a0a09090808ll,
+                                          0x0303020201010000ll, 0x0b0b0a0a09090808ll,
+                                          0x0303020201010000ll, 0x0b0b0a0a09090808ll,
+                                          0x0303020201010000ll, 0x0b0b0a0a09090808ll);
+    const __m512i by4 = _mm512_setr_epi64(0x0101010100000000ll, 0x0909090908080808ll,
+                                          0x0101010100000000ll, 0x0909090908080808ll,
+                                          0x0101010100000000ll, 0x0909090908080808ll,
+                                          0x0101010100000000ll, 0x0909090908080808ll);
+    const __mmask64 odd = 0xAAAAAAAAAAAAAAAAull;
+    for (uint32_t h = 0; h < (ns + 3) / 4; h++) {
+        const __m512i lw =
+            _mm512_cvtepu32_epi64(h ? _mm512_extracti64x4_epi64(lo, 1) : _mm512_castsi512_si256(lo));
+        const __m512i hw = _mm512_cvtepu16_epi64(h ? _mm512_extracti32x4_epi32(hi, 1)
+                                                   : _mm512_castsi512_si128(hi));
+        const __m512i l = _mm512_shuffle_epi8(lw, by2);
+        const __m512i lr = _mm512_and_si512(_mm512_mask_blend_epi8(odd, l, _mm512_srli_epi16(l, 4)),
+                                            _mm512_set1_epi8(15));
+        const __m512i hb = _mm512_shuffle_epi8(hw, by4);
+        /* rows 2k and 2k + 1 of a 16-bit word: shifts 2 (2k % 4) and 2 more */
+        const __m512i hr = _mm512_and_si512(
+            _mm512_mask_blend_epi8(odd, _mm512_srlv_epi16(hb, _mm512_set1_epi32(0x40000)),
+                                   _mm512_srlv_epi16(hb, _mm512_set1_epi32(0x60002))),
+            _mm512_set1_epi8(3));
+        _mm512_storeu_si512((void *)(tab + 64 * h),
+                            _mm512_sub_epi8(_mm512_or_si512(lr, _mm512_slli_epi16(hr, 4)),
+                                            _mm512_set1_epi8(32)));
+    }
 }
 
-/* Sub-block i's weight scales, 16 rows: ((float)s x D), s the row's
- * 6-bit field minus 32 (kernels/qformat.h), lane r of each half taking
- * bits 4r (low) and 2r (high) of its block's word i. */
-static inline __attribute__((always_inline)) AVX512VNNI __m512 q4h_ws(const struct q4h_fields *f,
-                                                                      uint32_t i, __m512 D)
+/* Sub-block i's weight scales, 16 rows: (float)s x D. */
+static inline __attribute__((always_inline)) AVX512VNNI __m512 q4h_ws(const int8_t *tab, uint32_t i,
+                                                                      __m512 D)
 {
-    const __m512i sh_lo =
-        _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
-    const __m512i sh_hi = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 2, 4, 6, 8, 10, 12, 14);
-    const __m512i idx =
-        _mm512_add_epi32(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 8, 8, 8, 8, 8, 8, 8, 8),
-                         _mm512_set1_epi32((int)i));
-    const __m512i lo = _mm512_and_si512(
-        _mm512_srlv_epi32(_mm512_permutexvar_epi32(idx, f->lo), sh_lo), _mm512_set1_epi32(15));
-    const __m512i hi = _mm512_and_si512(
-        _mm512_srlv_epi32(_mm512_permutexvar_epi32(idx, f->hi), sh_hi), _mm512_set1_epi32(3));
-    const __m512i sv =
-        _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), _mm512_set1_epi32(32));
-    return _mm512_mul_ps(_mm512_cvtepi32_ps(sv), D);
+    const __m128i s = _mm_loadu_si128((const __m128i *)(const void *)(tab + 16 * i));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(s)), D);
 }
 
 /* Sub-block i (activation block bi) of the pair for tokens 0..M-1: the
@@ -111,15 +134,16 @@ q4h_pair(const uint8_t *b0, const struct nib_qlayout *l, const struct nib_qact *
         const __m512 D = _mm512_cvtph_ps(_mm256_inserti128_si256(
             _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)f0)),
             _mm_loadu_si128((const __m128i *)(const void *)f1), 1));
-        const struct q4h_fields f = q4h_fields_load(f0, f1, lo_off, hi_off, ns);
+        int8_t tab[128] __attribute__((aligned(64)));
+        q4h_subscales(f0, f1, lo_off, hi_off, ns, tab);
         const size_t b = (size_t)j * ns;
         if (b + ns <= nbk) {
 #pragma GCC unroll 8
             for (uint32_t i = 0; i < ns; i++)
-                q4h_sub(g, i, b + i, aq, kp, sa, as, nbk, M, q4h_ws(&f, i, D), accf, pf_step);
+                q4h_sub(g, i, b + i, aq, kp, sa, as, nbk, M, q4h_ws(tab, i, D), accf, pf_step);
         } else {
             for (uint32_t i = 0; b + i < nbk; i++) /* the rest: padding */
-                q4h_sub(g, i, b + i, aq, kp, sa, as, nbk, M, q4h_ws(&f, i, D), accf, pf_step);
+                q4h_sub(g, i, b + i, aq, kp, sa, as, nbk, M, q4h_ws(tab, i, D), accf, pf_step);
         }
     }
     pair_store(accf, M, t0, e0, e1, y, y_stride);
