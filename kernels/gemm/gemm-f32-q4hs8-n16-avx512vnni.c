@@ -42,18 +42,16 @@ q4h_subscales(const uint8_t *f0, const uint8_t *f1, uint32_t lo_off, uint32_t hi
     /* per qword: row r's field from byte r / 2 (low bits: rows 2b, 2b + 1
      * in byte b's nibbles) and from byte r / 4 (high bits, 2 each); vpshufb
      * indexes within 16 bytes, so a lane's second qword adds 8 */
-    const __m512i by2 = _mm512_setr_epi64(0x0303020201010000ll, 0x0b0b0a0a09090808ll,
-                                          0x0303020201010000ll, 0x0b0b0a0a09090808ll,
-                                          0x0303020201010000ll, 0x0b0b0a0a09090808ll,
-                                          0x0303020201010000ll, 0x0b0b0a0a09090808ll);
-    const __m512i by4 = _mm512_setr_epi64(0x0101010100000000ll, 0x0909090908080808ll,
-                                          0x0101010100000000ll, 0x0909090908080808ll,
-                                          0x0101010100000000ll, 0x0909090908080808ll,
-                                          0x0101010100000000ll, 0x0909090908080808ll);
+    const __m512i by2 = _mm512_setr_epi64(
+        0x0303020201010000ll, 0x0b0b0a0a09090808ll, 0x0303020201010000ll, 0x0b0b0a0a09090808ll,
+        0x0303020201010000ll, 0x0b0b0a0a09090808ll, 0x0303020201010000ll, 0x0b0b0a0a09090808ll);
+    const __m512i by4 = _mm512_setr_epi64(
+        0x0101010100000000ll, 0x0909090908080808ll, 0x0101010100000000ll, 0x0909090908080808ll,
+        0x0101010100000000ll, 0x0909090908080808ll, 0x0101010100000000ll, 0x0909090908080808ll);
     const __mmask64 odd = 0xAAAAAAAAAAAAAAAAull;
     for (uint32_t h = 0; h < (ns + 3) / 4; h++) {
-        const __m512i lw =
-            _mm512_cvtepu32_epi64(h ? _mm512_extracti64x4_epi64(lo, 1) : _mm512_castsi512_si256(lo));
+        const __m512i lw = _mm512_cvtepu32_epi64(h ? _mm512_extracti64x4_epi64(lo, 1)
+                                                   : _mm512_castsi512_si256(lo));
         const __m512i hw = _mm512_cvtepu16_epi64(h ? _mm512_extracti32x4_epi32(hi, 1)
                                                    : _mm512_castsi512_si128(hi));
         const __m512i l = _mm512_shuffle_epi8(lw, by2);
@@ -65,9 +63,9 @@ q4h_subscales(const uint8_t *f0, const uint8_t *f1, uint32_t lo_off, uint32_t hi
             _mm512_mask_blend_epi8(odd, _mm512_srlv_epi16(hb, _mm512_set1_epi32(0x40000)),
                                    _mm512_srlv_epi16(hb, _mm512_set1_epi32(0x60002))),
             _mm512_set1_epi8(3));
-        _mm512_storeu_si512((void *)(tab + 64 * h),
-                            _mm512_sub_epi8(_mm512_or_si512(lr, _mm512_slli_epi16(hr, 4)),
-                                            _mm512_set1_epi8(32)));
+        _mm512_storeu_si512(
+            (void *)(tab + 64 * h),
+            _mm512_sub_epi8(_mm512_or_si512(lr, _mm512_slli_epi16(hr, 4)), _mm512_set1_epi8(32)));
     }
 }
 
