@@ -376,7 +376,9 @@ def case_fork(fake):
                 code |= 2
             os.write(w, b"%d\n" % h.host_index)
             h.close()
-        except BaseException:
+        except BaseException as e:  # say what, or a failure here is a bare status
+            sys.stderr.write("forked child: %r\n" % (e,))
+            sys.stderr.flush()
             code |= 4
         os._exit(code)
     os.close(w)
