@@ -133,8 +133,10 @@ static void timed_run(const struct timed *p, const uint8_t *row_of, uint64_t *ou
     for (uint32_t i = 0; i < n_ops; i++) {
         const uint64_t next = i + 1 < n_ops ? p->start[i + 1] : t1;
         out[row_of[i]] += next - p->start[i];
-        uint64_t idle = 0; /* one worker: no barrier, not even the pass's last */
-        for (uint32_t w = 0; w < n && n > 1; w++) {
+        if (n == 1) /* no barrier, not even the pass's last */
+            continue;
+        uint64_t idle = 0;
+        for (uint32_t w = 0; w < n; w++) {
             const uint64_t *arrive = p->arrive + (uint64_t)w * (n_ops + 1);
             const uint64_t *start = p->start + (uint64_t)w * (n_ops + 1);
             idle += (i + 1 < n_ops ? start[i + 1] : t1) - arrive[i + 1];
