@@ -113,7 +113,7 @@ q4h_pair(const uint8_t *b0, const struct nib_qlayout *l, const struct nib_qact *
          float *y, size_t y_stride)
 {
     const uint32_t ns = G / 16, sgb = l->sgroup_bytes, cb = l->code_bytes;
-    const uint32_t lo_off = 16, hi_off = 16 + 4 * ns;
+    const uint32_t lo_off = nib_q4h_lo_off(l, 0), hi_off = nib_q4h_hi_off(l, 0);
     /* The pair's bytes (both super-blocks, 2 x sgb) prefetched in stream
      * order, a share per sub-block. */
     const uint32_t pf_step = (2 * (4 * G + 16 + 6 * ns) + ns - 1) / ns;

@@ -347,7 +347,7 @@ nib_qh_group(const uint8_t *blk, uint32_t gs, uint32_t bf, const struct nib_qlay
             const uint8_t *fl = bb + nib_q4h_fields_rel(l, gs, bf + b, j);
             const __m256 D = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)fl));
             int8_t s8[64];
-            nib_q4h_subs_s8(fl, 16, 16 + 4 * ns, ns, s8);
+            nib_q4h_subs_s8(fl, nib_q4h_lo_off(l, 0), nib_q4h_hi_off(l, 0), ns, s8);
             for (uint32_t i = 0; i < ns; i++) {
                 const uint32_t bi = j * ns + i;
                 if (bi >= nbk) /* the rest of the super-block: padding */
