@@ -83,7 +83,7 @@ static inline __attribute__((always_inline)) AVX512VNNI __m512 q4h_ws(const int8
  * reference's float steps (convert, ws x sa, one fma), in its order. */
 static inline __attribute__((always_inline)) AVX512VNNI void
 q4h_sub(const uint8_t *g, uint32_t i, size_t bi, const int8_t *aq, size_t kp, const float *sa,
-        const int32_t *as, size_t nbk, const int M, __m512 ws, __m512 *accf, const uint32_t pf_step)
+        const int32_t *as, size_t nbk, const int M, __m512 ws, __m512 *accf)
 {
     __m512i lo[4], hi[4];
 #pragma GCC unroll 4
@@ -92,7 +92,6 @@ q4h_sub(const uint8_t *g, uint32_t i, size_t bi, const int8_t *aq, size_t kp, co
         hi[t] = _mm512_setzero_si512();
     }
     const int8_t *ak = aq + bi * 16;
-    nib_prefetch_nb(g + i * pf_step, pf_step, 2);
     q4_pair_chunk_v(_mm512_loadu_si512((const void *)(g + i * 128)), ak, kp, M, lo, hi, 1);
     q4_pair_chunk_v(_mm512_loadu_si512((const void *)(g + i * 128 + 64)), ak + 8, kp, M, lo, hi, 1);
 #pragma GCC unroll 4
@@ -114,9 +113,6 @@ q4h_pair(const uint8_t *b0, const struct nib_qlayout *l, const struct nib_qact *
 {
     const uint32_t ns = G / 16, sgb = l->sgroup_bytes, cb = l->code_bytes;
     const uint32_t lo_off = nib_q4h_lo_off(l, 0), hi_off = nib_q4h_hi_off(l, 0);
-    /* The pair's bytes (both super-blocks, 2 x sgb) prefetched in stream
-     * order, a share per sub-block. */
-    const uint32_t pf_step = (2 * (4 * G + 16 + 6 * ns) + ns - 1) / ns;
     const size_t kp = a->k_pad, nbk = a->n_blocks;
     const int8_t *aq = a->q + t0 * kp;
     const float *sa = a->scale + t0 * nbk;
@@ -132,16 +128,21 @@ q4h_pair(const uint8_t *b0, const struct nib_qlayout *l, const struct nib_qact *
         const __m512 D = _mm512_cvtph_ps(_mm256_inserti128_si256(
             _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)f0)),
             _mm_loadu_si128((const __m128i *)(const void *)f1), 1));
+        /* The super-block pair's lines (2 x sgb bytes, stream order) twice
+         * the distance ahead, all at once: since the pair is one stream
+         * (format 13) this keeps DRAM busier than a share per sub-block
+         * did (docs/benchmarks.md, "A pair's prefetches at once"). */
+        nib_prefetch_nb(g, 2 * sgb, 2);
         int8_t tab[128] __attribute__((aligned(64)));
         q4h_subscales(f0, f1, lo_off, hi_off, ns, tab);
         const size_t b = (size_t)j * ns;
         if (b + ns <= nbk) {
 #pragma GCC unroll 8
             for (uint32_t i = 0; i < ns; i++)
-                q4h_sub(g, i, b + i, aq, kp, sa, as, nbk, M, q4h_ws(tab, i, D), accf, pf_step);
+                q4h_sub(g, i, b + i, aq, kp, sa, as, nbk, M, q4h_ws(tab, i, D), accf);
         } else {
             for (uint32_t i = 0; b + i < nbk; i++) /* the rest: padding */
-                q4h_sub(g, i, b + i, aq, kp, sa, as, nbk, M, q4h_ws(tab, i, D), accf, pf_step);
+                q4h_sub(g, i, b + i, aq, kp, sa, as, nbk, M, q4h_ws(tab, i, D), accf);
         }
     }
     pair_store(accf, M, t0, e0, e1, y, y_stride);
