@@ -129,9 +129,10 @@ q4h_pair(const uint8_t *b0, const struct nib_qlayout *l, const struct nib_qact *
             _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)f0)),
             _mm_loadu_si128((const __m128i *)(const void *)f1), 1));
         /* The super-block pair's lines (2 x sgb bytes, stream order) twice
-         * the distance ahead, all at once: since the pair is one stream
-         * (format 13) this keeps DRAM busier than a share per sub-block
-         * did (docs/benchmarks.md, "A pair's prefetches at once"). */
+         * the distance ahead, all at once, as the AVX2 kernel does: with
+         * the pair one stream (format 13) a share per sub-block ran the
+         * two-worker matmuls a tenth slower (docs/benchmarks.md, "A
+         * pair's prefetches at once"). */
         nib_prefetch_nb(g, 2 * sgb, 2);
         int8_t tab[128] __attribute__((aligned(64)));
         q4h_subscales(f0, f1, lo_off, hi_off, ns, tab);
