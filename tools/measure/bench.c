@@ -21,6 +21,8 @@
  *   prefill       GEMM of PREFILL_M tokens per call from memory: weight
  *                 bytes x tokens per second (compare with the GEMV column
  *                 for the prefill-vs-decode speed-up per token).
+ *   attention     the attention kernel from the caches beside the core's
+ *                 multiply-add peak (tools/measure/bench_attention.c).
  *   models        bench_models() below: the hook for whole-model decode and
  *                 prefill figures.
  *
@@ -43,6 +45,7 @@
 #include "rt/prefetch_tune.h"
 #include "rt/team.h"
 #include "rt/tokenizer.h"
+#include "tools/measure/bench_attention.h"
 #include "tools/measure/bench_stats.h"
 #include "tools/measure/bench_vision.h"
 #include "tools/measure/bench_stream.h"
@@ -719,6 +722,8 @@ int nib_bench_main(int argc, char **argv)
         x[i] = (float)((i * 7919) % 2001 - 1000) / 1000.0f;
 
     double st[MAX_THREADS][MAX_ROUNDS]; /* the plain 4-accumulator pass, for comparison */
+    static struct bench_att att;        /* static: 1 KiB of figures */
+    _Static_assert(BENCH_ATT_MAX_ROUNDS >= MAX_ROUNDS, "attention figures per round");
     double order[PAIR_N_ORDERS][MAX_ROUNDS];
     const size_t order_bytes = o.stream_bytes < PAIR_BYTES ? o.stream_bytes : PAIR_BYTES;
     int rc = 0;
@@ -780,6 +785,10 @@ int nib_bench_main(int argc, char **argv)
                 }
                 free(am);
             }
+        if (rc == 0 && bench_attention_round(o.kt, round, o.min_seconds, &att)) {
+            fprintf(stderr, "nib bench: out of memory (attention caches)\n");
+            rc = 1;
+        }
     }
     if (rc == 0) {
         struct bench_ctx ctx = {&o, sbuf, o.stream_bytes};
@@ -827,6 +836,7 @@ int nib_bench_main(int argc, char **argv)
                 printf("%-26s %-7s %8.2f %6zu  %-14s %-14s %-9s %5.1f\n", shape, formats[f].name,
                        r->bytes / MIB, r->copies, m1, m2, c1, bench_median(r->prefill, o.rounds));
             }
+        bench_attention_print(o.kt, &att, o.rounds);
         print_models(&o);
     }
     free(sbuf), free(rot), free(res), free(y), free(x);
