@@ -22,7 +22,8 @@
  *                 bytes x tokens per second (compare with the GEMV column
  *                 for the prefill-vs-decode speed-up per token).
  *   attention     the attention kernel from the caches beside the core's
- *                 multiply-add peak (tools/measure/bench_attention.c).
+ *                 multiply-add peak and a read of the same bytes
+ *                 (tools/measure/bench_attention.c).
  *   models        bench_models() below: the hook for whole-model decode and
  *                 prefill figures.
  *

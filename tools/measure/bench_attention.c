@@ -1,17 +1,18 @@
 /* Attention's arithmetic against the core's own peak, in one round.
  *
- * The attention kernel runs at a fixed position over a KV cache that stays
- * in the caches (one layer's cache, laid out head by head as blobs lay it
- * out), so what is timed is its arithmetic and its cache reads, not DRAM.
- * Beside it, in the same round, a loop of independent multiply-adds as
- * wide as the widest the kernel uses (512-bit where the AVX2 table takes
- * its AVX-512 steps, else 256-bit; 128-bit on NEON; scalar for the scalar
- * table) gives the core's peak, and the strongest of nib bench's stream
- * reads (tools/measure/bench_stream.h) folding the same K and V bytes,
- * warm as well, gives the time the reads alone take. The multiply-adds
- * counted are the scores' and the outputs' (2 x heads x keys x head_dim);
- * the softmax comes on top. Why these yardsticks: docs/benchmarks.md, "Attention against the
- * core's multiply-add peak". Timings are reported, never asserted. */
+ * The attention kernel runs at a fixed position over a KV cache that
+ * stays in the caches (one layer's cache, laid out head by head as blobs
+ * lay it out), so what is timed is its arithmetic and its cache reads,
+ * not DRAM. Beside it, in the same round: a loop of independent
+ * multiply-adds as wide as the widest the kernel uses (512-bit where the
+ * AVX2 table takes its AVX-512 steps, else 256-bit; 128-bit on NEON;
+ * scalar for the scalar table) gives the core's peak, and the strongest
+ * of nib bench's stream reads (tools/measure/bench_stream.h) folding the
+ * same K and V bytes, warm as well, gives the time the reads alone take.
+ * The multiply-adds counted are the scores' and the outputs' (2 x heads x
+ * keys x head_dim); the softmax comes on top. Why these yardsticks:
+ * docs/benchmarks.md, "Attention against the core's multiply-add peak".
+ * Timings are reported, never asserted. */
 #include "tools/measure/bench_attention.h"
 
 #include <math.h>
@@ -208,6 +209,12 @@ static int att_seconds(const struct nib_qkernels *kt, const struct att_shape *s,
     return rc;
 }
 
+/* The multiply-adds one call counts: the scores' and the outputs'. */
+static double att_macs(const struct att_shape *s)
+{
+    return 2.0 * s->heads * (ATT_POS + 1) * s->head_dim;
+}
+
 int bench_attention_round(const struct nib_qkernels *kt, int round, double min_seconds,
                           struct bench_att *b)
 {
@@ -220,8 +227,7 @@ int bench_attention_round(const struct nib_qkernels *kt, int round, double min_s
             return -1;
         b->us[i][round] = t * 1e6;
         b->read_us[i][round] = r * 1e6;
-        b->rate[i][round] = 2.0 * s->heads * (ATT_POS + 1) * s->head_dim / t;
-        b->ratio[i][round] = b->rate[i][round] / b->peak[round];
+        b->ratio[i][round] = att_macs(s) / t / b->peak[round];
     }
     return 0;
 }
@@ -253,7 +259,7 @@ void bench_attention_print(const struct nib_qkernels *kt, const struct bench_att
         snprintf(dims, sizeof dims, "%ux%u", s->heads, s->head_dim);
         const double read = median_of(b->read_us[i], rounds);
         printf("%-16s %6s %8u %7.2f %9.1f %7.1f  %7.1f (%.2f)      %7.1f (%.2f)\n", s->what, dims,
-               s->kv_heads, kv / 1e6, us, kv / us / 1e3, median_of(b->rate[i], rounds) / 1e9,
+               s->kv_heads, kv / 1e6, us, kv / us / 1e3, att_macs(s) / us / 1e3,
                median_of(b->ratio[i], rounds), read, read / us);
     }
 }
