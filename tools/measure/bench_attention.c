@@ -157,12 +157,18 @@ static void fill(float *p, size_t n, uint32_t seed)
         p[i] = (float)((i * 7919u + seed * 104729u) % 1000u) / 1000.0f - 0.5f;
 }
 
+/* The floats of shape s's K cache (and of its V cache): every row read. */
+static size_t att_cache_floats(const struct att_shape *s)
+{
+    return (size_t)s->kv_heads * ATT_CTX * s->head_dim;
+}
+
 /* Shape s's attention at ATT_POS, all heads on this thread: seconds per
  * call, over at least min_seconds (after one call that warms the caches). */
 static int att_seconds(const struct nib_qkernels *kt, const struct att_shape *s, double min_seconds,
                        double *per_call, double *read)
 {
-    const size_t hd = s->head_dim, cache = (size_t)s->kv_heads * ATT_CTX * hd;
+    const size_t hd = s->head_dim, cache = att_cache_floats(s);
     float *q = malloc(s->heads * hd * sizeof *q), *out = malloc(s->heads * hd * sizeof *out);
     float *att = malloc((size_t)s->heads * ATT_CTX * sizeof *att);
     float *kc = malloc(cache * sizeof *kc), *vc = malloc(cache * sizeof *vc);
@@ -254,7 +260,7 @@ void bench_attention_print(const struct nib_qkernels *kt, const struct bench_att
     for (int i = 0; i < 2; i++) {
         const struct att_shape *s = &att_shapes[i];
         const double us = median_of(b->us[i], rounds),
-                     kv = 2.0 * s->kv_heads * (ATT_POS + 1) * s->head_dim * sizeof(float);
+                     kv = 2.0 * att_cache_floats(s) * sizeof(float);
         char dims[32];
         snprintf(dims, sizeof dims, "%ux%u", s->heads, s->head_dim);
         const double read = median_of(b->read_us[i], rounds);
