@@ -10,9 +10,9 @@
 #include <string.h>
 
 #include "model_blob/blob_view.h"
+#include "tests/fuzz/blob_expand.h"
 #include "tests/fuzz/fuzz.h"
 
-#define EXPAND_MAX (16u << 20) /* as fuzz_blob.c */
 #define SUFFIX "-head.blob"
 
 /* 0 when the head at path opens; -1 with a message. */
@@ -24,27 +24,19 @@ static int seed_opens(const char *path)
         fprintf(stderr, "%s: cannot read\n", path);
         return -1;
     }
-    uint64_t claimed = 0;
-    if (size >= sizeof(struct nib_blob_header))
-        memcpy(&claimed, b + offsetof(struct nib_blob_header, blob_size), 8);
-    if (claimed <= size || claimed > EXPAND_MAX) {
-        fprintf(stderr,
-                "%s: not a blob head (%zu bytes, blob_size %llu; fuzz_blob expands up to %u)\n",
-                path, size, (unsigned long long)claimed, EXPAND_MAX);
-        free(b);
-        return -1;
-    }
-    uint8_t *buf = aligned_alloc(64, ((size_t)claimed + 63) & ~(size_t)63);
-    if (!buf) {
-        free(b);
-        return -1;
-    }
-    memset(buf, 0, (size_t)claimed);
-    memcpy(buf, b, size);
+    size_t n;
+    int expanded;
+    uint8_t *buf = fuzz_blob_expand(b, size, &n, &expanded);
     free(b);
+    if (!buf || !expanded) {
+        fprintf(stderr, "%s: not a blob head fuzz_blob would zero-extend (%zu bytes)\n", path,
+                size);
+        free(buf);
+        return -1;
+    }
     struct nib_blob_view v;
     char err[256] = "";
-    int rc = nib_blob_open(&v, buf, claimed, 0, err, sizeof err);
+    int rc = nib_blob_open(&v, buf, n, 0, err, sizeof err);
     if (rc)
         fprintf(stderr, "%s: the validator refuses it: %s\n", path, err);
     free(buf);

@@ -4,19 +4,17 @@
  * pass of several tokens go through the whole plan when the runtime memory
  * is small (a vision blob: one run of its plan).
  *
- * A real blob is mostly zero padding (the weights start 2 MiB in). So an
- * input shorter than the blob_size its header claims (up to 16 MiB) is the
- * blob's first bytes, zero-extended to that size (checksum not checked);
- * an input of exactly its blob_size is taken as is, checksum included. */
+ * An input shorter than the blob_size its header claims is the blob's head,
+ * zero-extended (blob_expand.h). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "model_blob/blob_view.h"
 #include "rt/exec.h"
 #include "rt/tokenizer.h"
+#include "tests/fuzz/blob_expand.h"
 #include "tests/fuzz/fuzz.h"
 
-#define EXPAND_MAX (16u << 20)
 #define EXEC_MEM_MAX (16u << 20)
 
 static void exercise(const struct nib_blob_view *v)
@@ -106,16 +104,10 @@ static void exercise(const struct nib_blob_view *v)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    uint64_t claimed = 0;
-    if (size >= sizeof(struct nib_blob_header))
-        memcpy(&claimed, data + offsetof(struct nib_blob_header, blob_size), 8);
-    int expand = claimed > size && claimed <= EXPAND_MAX;
-    size_t n = expand ? (size_t)claimed : size;
-    uint8_t *buf = aligned_alloc(64, (n + 64) & ~(size_t)63);
+    size_t n;
+    int expand;
+    uint8_t *buf = fuzz_blob_expand(data, size, &n, &expand);
     FUZZ_ASSERT(buf != NULL);
-    memset(buf, 0, n);
-    if (size)
-        memcpy(buf, data, size);
     struct nib_blob_view v;
     char err[256];
     if (nib_blob_open(&v, buf, n, !expand, err, sizeof err) == 0)
