@@ -703,8 +703,18 @@ static int mode_hog(const char *name)
         if (pr.n_tokens > pr.n_prompt)
             break;
     }
-    stop_appliance((pid_t)nib_host_appliance_pid(h));
+    pid_t app = (pid_t)nib_host_appliance_pid(h);
+    stop_appliance(app);
     nib_host_poll(h, &r, &pr);
+    /* A host preempted for the whole generation stops the appliance with
+     * the last token out, or in the pass the stop held: that request ends
+     * on its own (OK) before the appliance sees the host gone, and is not
+     * reclaimed. As cancel-mid does, call it missed. */
+    if (pr.done || pr.n_tokens - pr.n_prompt + 1 >= p.max_tokens) {
+        kill(app, SIGCONT);
+        printf("missed\n");
+        return 2;
+    }
     printf("stopped %u %u %" PRIu64 "\n", r.slot, pr.n_tokens - pr.n_prompt, r.ticket);
     fflush(stdout);
     return pause_forever();
