@@ -238,7 +238,8 @@ int nib_host_wait(struct nib_host *h, const struct nib_req_handle *r, uint32_t s
                   int timeout_ms, struct nib_progress *pr);
 
 /* Ask the appliance to stop this request; it then completes CANCELLED
- * (after at most one more token). Wait for it, then release. */
+ * (after at most one more token), or OK / EOS when the token being made
+ * as the cancel lands was its last anyway. Wait for it, then release. */
 int nib_host_cancel(struct nib_host *h, const struct nib_req_handle *r);
 
 /* Give a finished (done) request's slot back. */
