@@ -685,6 +685,17 @@ static void stop_appliance(pid_t pid)
     die("the appliance did not stop within 1 s of SIGSTOP");
 }
 
+/* After stop_appliance: whether the stop came too late to hold the
+ * request mid-stream. A host preempted for the whole generation can stop
+ * the appliance with the last token out, or in the pass the stop held;
+ * the request then ends OK on its own (no checkpoint follows its last
+ * token) whatever the host does, so the caller resumes the appliance and
+ * reports "missed" (CI, 2026-12-07). */
+static int stopped_too_late(const struct nib_progress *pr, uint32_t max_tokens)
+{
+    return pr->done || pr->n_tokens - pr->n_prompt + 1 >= max_tokens;
+}
+
 static int mode_hog(const char *name)
 {
     struct nib_host *h = attach(name);
@@ -706,11 +717,7 @@ static int mode_hog(const char *name)
     pid_t app = (pid_t)nib_host_appliance_pid(h);
     stop_appliance(app);
     nib_host_poll(h, &r, &pr);
-    /* A host preempted for the whole generation stops the appliance with
-     * the last token out, or in the pass the stop held: that request ends
-     * on its own (OK) before the appliance sees the host gone, and is not
-     * reclaimed. As cancel-mid does, call it missed. */
-    if (pr.done || pr.n_tokens - pr.n_prompt + 1 >= p.max_tokens) {
+    if (stopped_too_late(&pr, p.max_tokens)) { /* it would never be reclaimed */
         kill(app, SIGCONT);
         printf("missed\n");
         return 2;
@@ -742,9 +749,10 @@ static int mode_cancel_mid(const char *name)
     pid_t app = (pid_t)nib_host_appliance_pid(h);
     stop_appliance(app);
     nib_host_poll(h, &r, &pr);
-    if (pr.done) { /* it ended (an end token) between the poll and the stop */
+    if (stopped_too_late(&pr, p.max_tokens)) {
         kill(app, SIGCONT);
         printf("missed\n");
+        nib_host_wait(h, &r, NIB_HOST_WAIT_DONE, 30000, &pr);
         nib_host_release(h, &r);
         return 2;
     }
@@ -754,14 +762,10 @@ static int mode_cancel_mid(const char *name)
     if (nib_host_wait(h, &r, NIB_HOST_WAIT_DONE, 30000, &pr) != NIB_HOST_OK)
         die("wait: %s", nib_host_error(h));
     uint32_t n_gen = pr.n_tokens - pr.n_prompt;
-    /* Ended on its own before its next look at the cancel flag: its last
-     * token was out (or came out of the pass the stop held) and the
-     * request was only waiting to be marked done, or the next token was
-     * an end token. A host preempted for the whole generation gets here
-     * (CI, 2026-12-07); any other status, or more tokens, is a lost
+    /* The token the stop held was an end token: it ended on its own
+     * before its next look at the cancel flag. Any other status is a lost
      * cancel. */
-    if (n_gen <= at_stop + 1 && ((pr.status == NIB_ST_OK && n_gen == p.max_tokens) ||
-                                 (pr.status == NIB_ST_EOS && n_gen == at_stop))) {
+    if (pr.status == NIB_ST_EOS && n_gen == at_stop) {
         printf("missed\n");
         nib_host_release(h, &r);
         return 2;
