@@ -685,15 +685,34 @@ static void stop_appliance(pid_t pid)
     die("the appliance did not stop within 1 s of SIGSTOP");
 }
 
-/* After stop_appliance: whether the stop came too late to hold the
- * request mid-stream. A host preempted for the whole generation can stop
- * the appliance with the last token out, or in the pass the stop held;
- * the request then ends OK on its own (no checkpoint follows its last
- * token) whatever the host does, so the caller resumes the appliance and
- * reports "missed" (CI, 2026-12-07). */
-static int stopped_too_late(const struct nib_progress *pr, uint32_t max_tokens)
+/* Submits a long request (p) and holds the appliance still (SIGSTOP) with
+ * it mid-stream: a token or more out, and not its last. Returns the
+ * appliance's pid, or 0 when the request got past that first (it is
+ * then done and released; the caller reports "missed" and the driver
+ * tries again). A host preempted for the whole generation can stop the
+ * appliance with the last token out, or in the pass the stop held: that
+ * request ends OK on its own (no checkpoint follows its last token)
+ * whatever the host does (CI, 2026-12-07). */
+static pid_t hold_mid_stream(struct nib_host *h, const struct nib_gen_params *p,
+                             struct nib_req_handle *r, struct nib_progress *pr)
 {
-    return pr->done || pr->n_tokens - pr->n_prompt + 1 >= max_tokens;
+    if (nib_host_submit(h, "Once upon a time", 16, p, r) != NIB_HOST_OK)
+        die("submit: %s", nib_host_error(h));
+    do {
+        if (nib_host_poll(h, r, pr) != NIB_HOST_OK)
+            die("poll: %s", nib_host_error(h));
+    } while (!pr->done && pr->n_tokens <= pr->n_prompt);
+    if (!pr->done) {
+        pid_t app = (pid_t)nib_host_appliance_pid(h);
+        stop_appliance(app);
+        nib_host_poll(h, r, pr);
+        if (!pr->done && pr->n_tokens - pr->n_prompt + 1 < p->max_tokens)
+            return app;
+        kill(app, SIGCONT);
+    }
+    nib_host_wait(h, r, NIB_HOST_WAIT_DONE, 30000, pr);
+    nib_host_release(h, r);
+    return 0;
 }
 
 static int mode_hog(const char *name)
@@ -701,24 +720,8 @@ static int mode_hog(const char *name)
     struct nib_host *h = attach(name);
     struct nib_gen_params p = {.max_tokens = nib_host_slot_tokens(h) - 32};
     struct nib_req_handle r;
-    if (nib_host_submit(h, "Once upon a time", 16, &p, &r) != NIB_HOST_OK)
-        die("submit: %s", nib_host_error(h));
     struct nib_progress pr;
-    for (;;) {
-        if (nib_host_poll(h, &r, &pr) != NIB_HOST_OK)
-            die("poll: %s", nib_host_error(h));
-        if (pr.done) {
-            printf("missed\n");
-            return 2;
-        }
-        if (pr.n_tokens > pr.n_prompt)
-            break;
-    }
-    pid_t app = (pid_t)nib_host_appliance_pid(h);
-    stop_appliance(app);
-    nib_host_poll(h, &r, &pr);
-    if (stopped_too_late(&pr, p.max_tokens)) { /* it would never be reclaimed */
-        kill(app, SIGCONT);
+    if (!hold_mid_stream(h, &p, &r, &pr)) {
         printf("missed\n");
         return 2;
     }
@@ -734,26 +737,10 @@ static int mode_cancel_mid(const char *name)
     struct nib_host *h = attach(name);
     struct nib_gen_params p = {.max_tokens = nib_host_slot_tokens(h) - 32};
     struct nib_req_handle r;
-    if (nib_host_submit(h, "Once upon a time", 16, &p, &r) != NIB_HOST_OK)
-        die("submit: %s", nib_host_error(h));
     struct nib_progress pr;
-    do {
-        if (nib_host_poll(h, &r, &pr) != NIB_HOST_OK)
-            die("poll: %s", nib_host_error(h));
-        if (pr.done) {
-            printf("missed\n");
-            nib_host_release(h, &r);
-            return 2;
-        }
-    } while (pr.n_tokens <= pr.n_prompt);
-    pid_t app = (pid_t)nib_host_appliance_pid(h);
-    stop_appliance(app);
-    nib_host_poll(h, &r, &pr);
-    if (stopped_too_late(&pr, p.max_tokens)) {
-        kill(app, SIGCONT);
+    pid_t app = hold_mid_stream(h, &p, &r, &pr);
+    if (!app) {
         printf("missed\n");
-        nib_host_wait(h, &r, NIB_HOST_WAIT_DONE, 30000, &pr);
-        nib_host_release(h, &r);
         return 2;
     }
     uint32_t at_stop = pr.n_tokens - pr.n_prompt;

@@ -731,8 +731,9 @@ def sc_host_killed(c):
     ctx_len = obs.ctx_len
     for attempt in range(10):
         # Counted from each attempt: a hog that missed (its request finished
-        # before it saw a token) added a whole request and a hang-up, which
-        # must be settled before the next attempt's baseline.
+        # before it saw a token, or before its stop could hold it mid-stream)
+        # added a whole request and a hang-up, which must be settled before
+        # the next attempt's baseline.
         before = obs.stats()
         hog = c.start_host("hog", c.name)
         line = hog.stdout.readline().split()
